@@ -1,0 +1,1 @@
+"""otel-replay: record AI-agent runs as OpenTelemetry traces and replay them."""

@@ -1,0 +1,35 @@
+"""One exception hierarchy for everything a user calls directly (store, CLI, replay).
+
+Messages say what happened and what to do next, in one line, so the CLI can print them as they are.
+The telemetry path (recording, exporting) never raises these into the host program.
+"""
+
+from __future__ import annotations
+
+
+class OtelReplayError(Exception):
+    """Base class of every error otel-replay raises on purpose."""
+
+
+class StoreError(OtelReplayError):
+    """The store cannot be opened, read or written."""
+
+
+class StoreBusyError(StoreError):
+    """Another process holds the embedded store."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store's server cannot be reached or refused the connection."""
+
+
+class TraceNotFoundError(OtelReplayError):
+    """No run with that trace id is in the store."""
+
+
+class InvalidTraceIdError(OtelReplayError, ValueError):
+    """A trace id is not 32 hexadecimal characters."""
+
+
+class SpoolError(OtelReplayError):
+    """A spool segment cannot be read."""

@@ -1,0 +1,62 @@
+"""Spans as ClickHouse stores them: one :class:`SpanRecord` per row of ``otel_traces``.
+
+Every read and write path speaks these records: the OTLP → row mapping produces them, the Store inserts and
+loads them, and :mod:`otel_replay.runs` rebuilds runs from them. Fields mirror the Collector exporter's
+columns one for one; attribute values are the exporter's strings (see ``docs/storage.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """One element of the ``Events`` nested column."""
+
+    timestamp_ns: int
+    name: str
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LinkRecord:
+    """One element of the ``Links`` nested column."""
+
+    trace_id: str
+    span_id: str
+    trace_state: str = ""
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    """One row of ``otel_traces``; ids are lowercase hex, times are nanoseconds since the epoch."""
+
+    timestamp_ns: int
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    trace_state: str
+    span_name: str
+    span_kind: str
+    service_name: str
+    resource_attributes: dict[str, str]
+    scope_name: str
+    scope_version: str
+    span_attributes: dict[str, str]
+    duration_ns: int
+    status_code: str
+    status_message: str
+    events: tuple[EventRecord, ...] = ()
+    links: tuple[LinkRecord, ...] = ()
+
+    @property
+    def end_ns(self) -> int:
+        """End time in nanoseconds since the epoch."""
+        return self.timestamp_ns + self.duration_ns
+
+    @property
+    def is_error(self) -> bool:
+        """True when the span's status is an error, in the current or the pre-2024 exporter spelling."""
+        return self.status_code in ("Error", "STATUS_CODE_ERROR")

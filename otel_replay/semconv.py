@@ -1,0 +1,327 @@
+"""The otel-replay semantic convention, v1: every span, event and attribute name the project writes or reads.
+
+This module is the single source of names. Code never spells an attribute key inline; it imports it from
+here. ``docs/semconv.md`` documents every constant (type, meaning, example) and a test keeps the two in
+step. Renaming a value is a breaking change of the convention and bumps the major part of
+:data:`SCHEMA_VERSION`.
+
+Where the OpenTelemetry GenAI conventions have a key for the same fact, the ``gen_ai.*`` key is written
+alongside (the GenAI constants in ``opentelemetry-semantic-conventions`` are deprecated incubating names, so
+the few used here are copied, not imported).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Final
+
+SCHEMA_VERSION: Final = "1.0"
+"""Version of this convention written on every run root span and snapshot event (``major.minor``)."""
+
+SCHEMA_MAJOR: Final = 1
+"""Major version readers understand; a recording with another major is refused by replay."""
+
+
+class StrEnum(str, Enum):
+    """A closed value set whose members compare equal to their string values."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class RunKind(StrEnum):
+    """Whether a run is a recording of real work or a replay of another run."""
+
+    ORIGINAL = "original"
+    REPLAY = "replay"
+
+
+class StepKind(StrEnum):
+    """What a step span does."""
+
+    MODEL = "model"
+    TOOL = "tool"
+    RETRIEVAL = "retrieval"
+    AGENT = "agent"
+
+
+class SnapshotKind(StrEnum):
+    """The eight snapshot kinds; each is recorded as the span event ``otel_replay.snapshot.<kind>``."""
+
+    INPUT = "input"
+    CONFIG = "config"
+    CONTEXT = "context"
+    RETRIEVAL = "retrieval"
+    STATE = "state"
+    TOOL = "tool"
+    MODEL = "model"
+    OUTPUT = "output"
+
+
+class Risk(StrEnum):
+    """How dangerous executing a tool again would be."""
+
+    READ = "read"
+    WRITE = "write"
+    HIGH = "high"
+
+
+class ApprovalStatus(StrEnum):
+    """A human-in-the-loop decision about one tool call."""
+
+    APPROVED = "approved"
+    DENIED = "denied"
+    PENDING = "pending"
+    EXPIRED = "expired"
+
+
+class ReplayMode(StrEnum):
+    """How a replay answers the calls the agent makes."""
+
+    DRY = "dry"
+    MOCK = "mock"
+    DETERMINISTIC = "deterministic"
+    LIVE = "live"
+
+
+# --------------------------------------------------------------------------------------------- span names
+
+SPAN_AGENT: Final = "invoke_agent"
+"""Span name prefix of a run root and of a nested agent step: ``invoke_agent {agent name}``."""
+
+SPAN_TOOL: Final = "execute_tool"
+"""Span name prefix of a tool step: ``execute_tool {tool name}``."""
+
+SPAN_MODEL: Final = "chat"
+"""Span name prefix of a model step: ``chat {request model}``."""
+
+SPAN_RETRIEVAL: Final = "retrieval"
+"""Span name prefix of a retrieval step: ``retrieval {retriever name}``."""
+
+# --------------------------------------------------------------------------------------- run (root span)
+
+SCHEMA_VERSION_ATTR: Final = "otel_replay.schema.version"
+"""string. Convention version the run was recorded with, e.g. ``1.0``."""
+
+RUN_ID: Final = "otel_replay.run.id"
+"""string. Unique id of the run (a UUID4), distinct from the trace id so replays of it can be told apart."""
+
+RUN_KIND: Final = "otel_replay.run.kind"
+"""string, :class:`RunKind`. ``original`` for a recording, ``replay`` for a replay of another run."""
+
+RUN_ENTRYPOINT: Final = "otel_replay.run.entrypoint"
+"""string. ``module:qualname`` of the agent function, so a replay can import and call it again."""
+
+RUN_STEP_COUNT: Final = "otel_replay.run.step_count"
+"""int. Number of steps the run recorded, set when the run ends."""
+
+RUN_INPUT_TOKENS: Final = "otel_replay.run.input_tokens"
+"""int. Sum of the model steps' input tokens, set when the run ends."""
+
+RUN_OUTPUT_TOKENS: Final = "otel_replay.run.output_tokens"
+"""int. Sum of the model steps' output tokens, set when the run ends."""
+
+RUN_COST_USD: Final = "otel_replay.run.cost_usd"
+"""double. Sum of the model steps' reported cost in US dollars, set when the run ends and known."""
+
+TENANT_ID: Final = "otel_replay.tenant.id"
+"""string. Tenant the run acted for, from :func:`otel_replay.identity`."""
+
+USER_ROLE: Final = "otel_replay.user.role"
+"""string. Role of the caller the run acted for, from :func:`otel_replay.identity`."""
+
+SESSION_ID: Final = "otel_replay.session.id"
+"""string. Conversation / session the run belongs to; also written as ``gen_ai.conversation.id``."""
+
+CONFIG_PROMPT_VERSION: Final = "otel_replay.config.prompt_version"
+"""string. ``prompt_version`` of the run's config snapshot, copied to the root span for queries."""
+
+CONFIG_HASH: Final = "otel_replay.config.hash"
+"""string. sha256 of the run's canonical config snapshot payload."""
+
+# replay runs (written by the replay engine on the root span of a replay)
+
+REPLAY_OF_TRACE_ID: Final = "otel_replay.replay.of_trace_id"
+"""string. Trace id of the run this run replays."""
+
+REPLAY_OF_RUN_ID: Final = "otel_replay.replay.of_run_id"
+"""string. Run id of the run this run replays."""
+
+REPLAY_MODE: Final = "otel_replay.replay.mode"
+"""string, :class:`ReplayMode`. How the replay answered the agent's calls."""
+
+REPLAY_FROM_STEP: Final = "otel_replay.replay.from_step"
+"""int. First step that ran per the replay mode; earlier steps were answered from the recording."""
+
+REPLAY_ACTOR: Final = "otel_replay.replay.actor"
+"""string. Who started the replay (default: the OS user)."""
+
+REPLAY_REASON: Final = "otel_replay.replay.reason"
+"""string. Why the replay was started."""
+
+# ------------------------------------------------------------------------------------------------- steps
+
+STEP_INDEX: Final = "otel_replay.step.index"
+"""int. Position of the step in its run, from 0, in start order across nested agents."""
+
+STEP_KIND: Final = "otel_replay.step.kind"
+"""string, :class:`StepKind`. What the step does."""
+
+STEP_NAME: Final = "otel_replay.step.name"
+"""string. Name of the tool, model function, retriever or nested agent."""
+
+STEP_ATTEMPT: Final = "otel_replay.step.attempt"
+"""int. 1 for a first call; n when the same step (kind and name) directly follows n-1 failed attempts."""
+
+TOOL_RISK: Final = "otel_replay.tool.risk"
+"""string, :class:`Risk`. Declared risk of the tool."""
+
+TOOL_ARGS_HASH: Final = "otel_replay.tool.args_hash"
+"""string. sha256 of the canonical (redacted) tool arguments."""
+
+TOOL_RESULT_HASH: Final = "otel_replay.tool.result_hash"
+"""string. sha256 of the canonical (redacted) tool result."""
+
+TOOL_SCHEMA_VERSION: Final = "otel_replay.tool.schema_version"
+"""string. Version of the tool's argument schema as declared with ``@tool(schema_version=...)``."""
+
+APPROVAL_ID: Final = "otel_replay.approval.id"
+"""string. Id of the human approval that covered a tool call (tool step attribute and approval event)."""
+
+APPROVAL_STATUS: Final = "otel_replay.approval.status"
+"""string, :class:`ApprovalStatus`. The decision of that approval."""
+
+APPROVAL_APPROVER: Final = "otel_replay.approval.approver"
+"""string. Who decided (on the approval event)."""
+
+MODEL_REQUEST_HASH: Final = "otel_replay.model.request_hash"
+"""string. sha256 of the canonical (redacted) model request; deterministic replay matches on it."""
+
+MODEL_RESPONSE_HASH: Final = "otel_replay.model.response_hash"
+"""string. sha256 of the canonical (redacted) model response."""
+
+MODEL_PROMPT_VERSION: Final = "otel_replay.model.prompt_version"
+"""string. Prompt version in force for the call (from the run config's ``prompt_version``)."""
+
+MODEL_COST_USD: Final = "otel_replay.model.cost_usd"
+"""double. Cost of the call in US dollars, when the response reports it."""
+
+RETRIEVAL_QUERY_HASH: Final = "otel_replay.retrieval.query_hash"
+"""string. sha256 of the canonical retrieval query."""
+
+RETRIEVAL_RESULT_COUNT: Final = "otel_replay.retrieval.result_count"
+"""int. Number of documents the retriever returned."""
+
+RETRIEVAL_RESULTS_HASH: Final = "otel_replay.retrieval.results_hash"
+"""string. sha256 of the canonical list of returned documents."""
+
+# ---------------------------------------------------------------------------------------------- snapshots
+
+SNAPSHOT_EVENT_PREFIX: Final = "otel_replay.snapshot."
+"""Prefix of snapshot event names: ``otel_replay.snapshot.<kind>`` with kind from :class:`SnapshotKind`."""
+
+SNAPSHOT_SCHEMA_VERSION: Final = "otel_replay.snapshot.schema_version"
+"""string. Convention version of the payload's shape, e.g. ``1.0``."""
+
+SNAPSHOT_PAYLOAD: Final = "otel_replay.snapshot.payload"
+"""string. Canonical JSON of the (redacted) snapshot, or one chunk of it."""
+
+SNAPSHOT_SHA256: Final = "otel_replay.snapshot.sha256"
+"""string. sha256 (hex) of the whole canonical payload, the same on every chunk."""
+
+SNAPSHOT_SIZE: Final = "otel_replay.snapshot.size"
+"""int. Size in bytes (UTF-8) of the whole canonical payload before any truncation."""
+
+SNAPSHOT_SEQ: Final = "otel_replay.snapshot.seq"
+"""int. Position of the snapshot in its run, from 0, so snapshots order across spans and threads."""
+
+SNAPSHOT_CHUNK_INDEX: Final = "otel_replay.snapshot.chunk.index"
+"""int. Index of this chunk, from 0; present only when the payload is split."""
+
+SNAPSHOT_CHUNK_COUNT: Final = "otel_replay.snapshot.chunk.count"
+"""int. Number of chunks the payload was split into; present only when it is split."""
+
+SNAPSHOT_TRUNCATED: Final = "otel_replay.snapshot.truncated"
+"""boolean. true when the payload exceeded the size cap and was replaced by a ``$truncated`` marker."""
+
+SNAPSHOT_REDACTIONS: Final = "otel_replay.snapshot.redactions"
+"""int. Number of values the redactor replaced in this snapshot; present only when non-zero."""
+
+# ---------------------------------------------------------------------------------------- other events
+
+EVENT_APPROVAL: Final = "otel_replay.approval"
+"""Event name of a human-in-the-loop decision, recorded by :func:`otel_replay.record_approval`."""
+
+EVENT_SAFETY: Final = "otel_replay.safety"
+"""Event name of a guardrail / safety verdict, recorded by :func:`otel_replay.record_safety`."""
+
+SAFETY_VERDICT: Final = "otel_replay.safety.verdict"
+"""string. Short verdict of a safety event (``pass``, ``block``, ``flag`` or the checker's own word)."""
+
+SAFETY_PAYLOAD: Final = "otel_replay.safety.payload"
+"""string. Canonical JSON of the (redacted) safety result."""
+
+# ----------------------------------------------------------------------------- GenAI keys written alongside
+
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+"""string. ``invoke_agent``, ``execute_tool``, ``chat`` or ``retrieval``."""
+
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+"""string. Model provider of a model step, e.g. ``openai``."""
+
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+"""string. Agent name of a run root or nested agent step."""
+
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+"""string. Session id, as the GenAI conventions spell it."""
+
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+"""string. Model asked for by a model step (and the config's model on the run root)."""
+
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+"""string. Model that answered, when the response says."""
+
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+"""string[]. Finish reasons reported by the response."""
+
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+"""int. Input tokens of a model step."""
+
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+"""int. Output tokens of a model step."""
+
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+"""string. Tool name of a tool step and of an approval event."""
+
+GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
+"""string. Always ``function`` for tools recorded with ``@tool``."""
+
+GEN_AI_DATA_SOURCE_ID: Final = "gen_ai.data_source.id"
+"""string. Retriever name of a retrieval step."""
+
+GEN_AI_REQUEST_TOP_K: Final = "gen_ai.request.top_k"
+"""int. ``top_k`` a retrieval asked for, when given."""
+
+# The standard exception event of the OTel trace conventions (messages and stack traces are redacted).
+EXCEPTION_EVENT: Final = "exception"
+"""Event name of an exception raised in a run or step (OTel convention; message and stack trace redacted)."""
+
+EXCEPTION_TYPE: Final = "exception.type"
+"""string. Qualified class name of the exception."""
+
+EXCEPTION_MESSAGE: Final = "exception.message"
+"""string. Redacted exception message."""
+
+EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
+"""string. Redacted formatted traceback."""
+
+
+def snapshot_event_name(kind: SnapshotKind | str) -> str:
+    """Event name of a snapshot kind: ``otel_replay.snapshot.<kind>``."""
+    return SNAPSHOT_EVENT_PREFIX + str(kind)
+
+
+def schema_major(version: str) -> int | None:
+    """Major part of a ``major.minor`` convention version, or None when it cannot be read."""
+    head = str(version).split(".", 1)[0]
+    return int(head) if head.isdigit() else None

@@ -1,0 +1,58 @@
+"""Where otel-replay keeps its files and which store it talks to.
+
+Every knob is resolved in one order: explicit argument, environment variable (named by a constant here),
+then the ``_DEFAULT_*`` constant. Bad values raise :class:`ValueError` at setup, never later on a hot path.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+
+OTEL_REPLAY_HOME: Final = "OTEL_REPLAY_HOME"
+"""Environment variable: folder for the spool, the embedded store, the redaction key (default ``~/.otel-replay``)."""
+
+OTEL_REPLAY_STORE: Final = "OTEL_REPLAY_STORE"
+"""Environment variable: store URL, ``chdb:///abs/path`` or ``http(s)://user:pass@host:8123/db``."""
+
+OTEL_REPLAY_EXPORTER: Final = "OTEL_REPLAY_EXPORTER"
+"""Environment variable: ``spool`` (default), ``otlp`` or ``none``."""
+
+OTEL_REPLAY_LOCK_TIMEOUT: Final = "OTEL_REPLAY_LOCK_TIMEOUT"
+"""Environment variable: seconds a process waits for a busy embedded store before giving up."""
+
+_DEFAULT_HOME: Final = "~/.otel-replay"
+_DEFAULT_LOCK_TIMEOUT_S: Final = 10.0
+
+
+def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
+    """The otel-replay home folder (not created)."""
+    raw = home if home is not None else os.environ.get(OTEL_REPLAY_HOME) or _DEFAULT_HOME
+    return Path(raw).expanduser().resolve()
+
+
+def default_store_url(home: Path) -> str:
+    """URL of the embedded store that lives in ``home``."""
+    return f"chdb://{home / 'store'}"
+
+
+def resolve_store_url(url: str | None, home: Path) -> str:
+    """The store URL: argument, then ``OTEL_REPLAY_STORE``, then the embedded store in ``home``."""
+    return url or os.environ.get(OTEL_REPLAY_STORE) or default_store_url(home)
+
+
+def resolve_lock_timeout(timeout: float | None = None) -> float:
+    """Seconds to wait for a busy store lock."""
+    if timeout is not None:
+        return float(timeout)
+    raw = os.environ.get(OTEL_REPLAY_LOCK_TIMEOUT)
+    if not raw:
+        return _DEFAULT_LOCK_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{OTEL_REPLAY_LOCK_TIMEOUT} must be a number of seconds, got {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"{OTEL_REPLAY_LOCK_TIMEOUT} must not be negative, got {raw!r}")
+    return value

@@ -1,0 +1,22 @@
+"""Shared fixtures.
+
+chDB runs one embedded ClickHouse engine per process and one on-disk path at a time: every test that opens a
+store must close it (use the ``store`` fixture or ``with Store.open(...)``) before another path is opened.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh OTEL_REPLAY_HOME for one test, with no store URL inherited from the environment."""
+    path = tmp_path / "otel-replay-home"
+    monkeypatch.setenv("OTEL_REPLAY_HOME", str(path))
+    monkeypatch.delenv("OTEL_REPLAY_STORE", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    return path
