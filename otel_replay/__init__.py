@@ -1,1 +1,69 @@
-"""otel-replay: record AI-agent runs as OpenTelemetry traces and replay them."""
+"""otel-replay: record AI-agent runs as OpenTelemetry traces, store them in ClickHouse, and replay them.
+
+The public API is exactly what ``__all__`` lists; a test pins it. Everything else is internal.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .errors import (
+    InvalidTraceIdError,
+    OtelReplayError,
+    StoreBusyError,
+    StoreError,
+    StoreUnavailableError,
+    TraceNotFoundError,
+)
+from .exporting.setup import configure, flush
+from .recording import (
+    agent,
+    attach_file,
+    identity,
+    model,
+    record_approval,
+    record_context,
+    record_safety,
+    record_state,
+    retriever,
+    tool,
+)
+from .redaction import RedactionConfig, Redactor
+from .runs import Run, RunSummary, Snapshot, Step
+from .semconv import ApprovalStatus, ReplayMode, Risk, RunKind, SnapshotKind, StepKind
+from .storage.store import Store
+
+__all__ = [
+    "ApprovalStatus",
+    "InvalidTraceIdError",
+    "OtelReplayError",
+    "RedactionConfig",
+    "Redactor",
+    "ReplayMode",
+    "Risk",
+    "Run",
+    "RunKind",
+    "RunSummary",
+    "Snapshot",
+    "SnapshotKind",
+    "Step",
+    "StepKind",
+    "Store",
+    "StoreBusyError",
+    "StoreError",
+    "StoreUnavailableError",
+    "TraceNotFoundError",
+    "__version__",
+    "agent",
+    "attach_file",
+    "configure",
+    "flush",
+    "identity",
+    "model",
+    "record_approval",
+    "record_context",
+    "record_safety",
+    "record_state",
+    "retriever",
+    "tool",
+]

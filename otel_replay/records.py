@@ -60,3 +60,17 @@ class SpanRecord:
     def is_error(self) -> bool:
         """True when the span's status is an error, in the current or the pre-2024 exporter spelling."""
         return self.status_code in ("Error", "STATUS_CODE_ERROR")
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def parse_trace_id(text: str) -> str:
+    """A trace id as stored (32 lowercase hex characters); raises InvalidTraceIdError otherwise."""
+    from .errors import InvalidTraceIdError
+
+    value = str(text).strip().lower()
+    if len(value) != 32 or not _HEX.issuperset(value) or value == "0" * 32:
+        shown = value if len(value) <= 40 else value[:40] + "…"
+        raise InvalidTraceIdError(f"{shown!r} is not a trace id: expected 32 hexadecimal characters")
+    return value

@@ -1,0 +1,272 @@
+"""The ``otel-replay`` command: a thin shell over the library.
+
+Each command parses its arguments, calls the library, and prints either rich text for people or, with
+``--json``, one JSON document on stdout. Errors are one line on stderr (``error: …``) and exit code 2,
+never a traceback (``OTEL_REPLAY_DEBUG=1`` shows one). Exit code 1 is kept for "completed, but the answer
+is negative" (a replay that diverged).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from enum import Enum
+from typing import Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from . import errors
+from .records import parse_trace_id
+from .runs import Run, RunSummary, Step
+
+app = typer.Typer(
+    name="otel-replay",
+    help="Record AI-agent runs as OpenTelemetry traces, list them, show them.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer(help="Manage the ClickHouse schema.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+EXIT_ERROR = 2
+F = TypeVar("F", bound=Callable[..., Any])
+
+_STORE_HELP = "Store URL (chdb:///path or http(s)://user:pass@host:8123/db); default: $OTEL_REPLAY_STORE or the embedded store."
+
+
+def _out() -> Console:
+    return Console(soft_wrap=True)
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+    """Print one error line on stderr and exit."""
+    line = " ".join(str(message).split())
+    Console(stderr=True, soft_wrap=True, highlight=False).print(Text(f"error: {line}", style="bold red"))
+    raise typer.Exit(code)
+
+
+def _handled(func: F) -> F:
+    """Turn every failure of a command into one error line and exit code 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except (errors.OtelReplayError, ValueError, OSError) as exc:
+            if os.environ.get("OTEL_REPLAY_DEBUG"):
+                raise
+            fail(str(exc))
+        except Exception as exc:  # noqa: BLE001 - the CLI promises no tracebacks
+            if os.environ.get("OTEL_REPLAY_DEBUG"):
+                raise
+            fail(f"unexpected {type(exc).__name__}: {exc} (set OTEL_REPLAY_DEBUG=1 for a traceback)")
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def _open_store(url: str | None) -> Any:
+    from .storage.store import Store
+
+    return Store.open(url)
+
+
+class StatusFilter(str, Enum):
+    """Run status."""
+
+    ok = "ok"
+    error = "error"
+
+
+# -------------------------------------------------------------------------------------------------- runs
+
+
+def _runs_table(summaries: list[RunSummary]) -> Table:
+    table = Table(title=f"{len(summaries)} run(s), newest first", title_justify="left")
+    for column in ("trace id", "agent", "status", "kind", "started (UTC)", "ms", "steps", "replay of"):
+        table.add_column(column, no_wrap=column in ("trace id", "replay of"))
+    for s in summaries:
+        status = Text(s.status, style="green" if s.status == "ok" else "bold red")
+        table.add_row(s.trace_id, s.agent, status, s.kind, s.started_at.strftime("%Y-%m-%d %H:%M:%S"),
+                      f"{s.duration_ms:.1f}", "" if s.step_count is None else str(s.step_count), s.replay_of or "")
+    return table
+
+
+@app.command("runs")
+@_handled
+def runs_command(
+    agent: str | None = typer.Option(None, "--agent", help="Only runs of this agent."),
+    status: StatusFilter | None = typer.Option(None, "--status", help="Only runs that ended ok / in error."),
+    limit: int = typer.Option(50, "--limit", min=1, max=100000, help="At most this many runs."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
+    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+) -> None:
+    """List recorded runs, newest first."""
+    with _open_store(store_url) as store:
+        summaries = store.runs(agent=agent, status=status.value if status else None, limit=limit)
+    if as_json:
+        _print_json([s.to_dict() for s in summaries])
+        return
+    if not summaries:
+        _out().print("No runs recorded yet. Run `otel-replay demo`, or decorate an agent with @otel_replay.agent.")
+        return
+    _out().print(_runs_table(summaries))
+
+
+# -------------------------------------------------------------------------------------------------- show
+
+
+def _preview(payload: Any, width: int = 110) -> str:
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _step_label(step: Step) -> Text:
+    label = Text()
+    label.append(f"#{step.index} ", style="bold")
+    label.append(f"{step.kind} ", style="cyan")
+    label.append(step.name, style="bold")
+    label.append("  ")
+    label.append(step.status, style="green" if step.status == "ok" else "bold red")
+    label.append(f"  {step.duration_ms:.1f} ms", style="dim")
+    if step.attempt > 1:
+        label.append(f"  attempt {step.attempt}", style="yellow")
+    risk = step.attributes.get("otel_replay.tool.risk")
+    if risk:
+        label.append(f"  risk={risk}", style="magenta" if risk != "read" else "dim")
+    approval = step.attributes.get("otel_replay.approval.status")
+    if approval:
+        label.append(f"  approval={approval}", style="magenta")
+    if step.error:
+        label.append(f"  {step.error.get('type')}: {step.error.get('message')}", style="red")
+    return label
+
+
+def _add_snapshots(node: Tree, snapshots: Any) -> None:
+    for snap in snapshots:
+        line = Text()
+        line.append(f"{snap.kind}: ", style="blue")
+        line.append(_preview(snap.payload))
+        if snap.redactions:
+            line.append(f"  ({snap.redactions} redacted)", style="magenta")
+        if snap.truncated:
+            line.append("  (truncated)", style="yellow")
+        if not snap.intact:
+            line.append("  (damaged)", style="bold red")
+        node.add(line)
+
+
+def render_run(run: Run) -> Tree:
+    """A rich tree of a run: root, then steps nested as their spans nest, each with its snapshots."""
+    head = Text()
+    head.append(f"invoke_agent {run.agent}  ", style="bold")
+    head.append(run.status, style="green" if run.status == "ok" else "bold red")
+    head.append(f"  {run.summary.duration_ms:.1f} ms  trace {run.trace_id}  run {run.run_id}", style="dim")
+    if run.summary.kind != "original":
+        head.append(f"  replay of {run.summary.replay_of}", style="yellow")
+    tree = Tree(head)
+    _add_snapshots(tree, run.snapshot_list)
+    root_span = next((s.span_id for s in run.spans if not s.parent_span_id), "")
+    nodes: dict[str, Tree] = {root_span: tree}
+    for step in run.steps:
+        parent = nodes.get(step.parent_span_id, tree)
+        node = parent.add(_step_label(step))
+        nodes[step.span_id] = node
+        _add_snapshots(node, step.snapshot_list)
+    for problem in run.problems:
+        tree.add(Text(f"problem: {problem}", style="bold yellow"))
+    return tree
+
+
+@app.command("show")
+@_handled
+def show_command(
+    trace_id: str = typer.Argument(..., help="Trace id of the run (32 hex characters)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run as a JSON object."),
+    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+) -> None:
+    """Show one run as a tree of steps and snapshots."""
+    tid = parse_trace_id(trace_id)
+    with _open_store(store_url) as store:
+        run = store.load_run(tid)
+    if as_json:
+        _print_json(run.to_dict())
+        return
+    _out().print(render_run(run))
+
+
+# -------------------------------------------------------------------------------------------------- demo
+
+
+@app.command("demo")
+@_handled
+def demo_command() -> None:
+    """Run the bundled support-desk agent offline, then list its runs and show one."""
+    from . import settings
+    from .demo.agent import QUESTIONS, run_demo
+
+    console = _out()
+    home = settings.resolve_home()
+    console.print(f"Recording {len(QUESTIONS)} runs of the demo support agent into {home} …")
+    outcomes = run_demo()
+    for question, error in outcomes:
+        mark = Text("ok   ", style="green") if error is None else Text("error", style="bold red")
+        console.print(Text.assemble("  ", mark, f"  {question}", (f"  → {error}" if error else "", "red")))
+    with _open_store(None) as store:
+        summaries = store.runs(agent="support-agent", limit=len(QUESTIONS))
+        console.print()
+        console.print(_runs_table(summaries))
+        if not summaries:
+            fail("the demo runs did not reach the store")
+        # Show the richest successful run (the refund: retrieval, approval, high-risk tool).
+        target = max((s for s in summaries if s.status == "ok"), key=lambda s: s.step_count or 0,
+                     default=summaries[0])
+        run = store.load_run(target.trace_id)
+    console.print()
+    console.print(render_run(run))
+    console.print()
+    console.print("Next: [bold]otel-replay runs[/bold], [bold]otel-replay show TRACE_ID --json[/bold]")
+
+
+# ---------------------------------------------------------------------------------------------------- db
+
+
+@db_app.command("init")
+@_handled
+def db_init_command(
+    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+    cluster: str | None = typer.Option(None, "--cluster", help="Create ON CLUSTER with Replicated engines."),
+    ttl: int | None = typer.Option(None, "--ttl", min=1, help="Keep spans this many days."),
+    print_only: bool = typer.Option(False, "--print", help="Print the DDL instead of running it."),
+) -> None:
+    """Create (or print) the Collector exporter's tables: otel_traces and the trace-id lookup."""
+    from .storage import ddl
+
+    if print_only:
+        sys.stdout.write(ddl.render_script(cluster=cluster, ttl_days=ttl))
+        return
+    with _open_store(store_url) as store:
+        store.init_schema(cluster=cluster, ttl_days=ttl)
+        _out().print(f"schema ready in {store.describe()}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

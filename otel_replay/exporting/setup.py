@@ -1,0 +1,241 @@
+"""Wiring otel-replay into OpenTelemetry: one TracerProvider, one processor of ours, the chosen exporter.
+
+:func:`configure` is idempotent and cheap to call again. If the application already installed an SDK
+``TracerProvider`` it is reused (our processor is added to it) instead of replaced, so the application's own
+exporters keep working. Our processor delegates to a swappable inner ``BatchSpanProcessor``; reconfiguring
+(another home, another exporter) flushes the old one and swaps it, because the SDK cannot remove a
+processor once added.
+
+Nothing here raises into the host program after setup: exporters log and return FAILURE.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+from .. import settings
+from ..redaction import RedactionConfig, Redactor
+from ..snapshots import SnapshotLimits
+
+_log = logging.getLogger("otel_replay")
+
+OTEL_SERVICE_NAME: Final = "OTEL_SERVICE_NAME"
+_DEFAULT_SERVICE_NAME: Final = "otel-replay-agent"
+_EXPORTERS: Final = ("spool", "otlp", "none")
+TRACER_NAME: Final = "otel_replay"
+"""Instrumentation scope name of every span otel-replay records."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Runtime:
+    """What the recording API needs, resolved once per :func:`configure`."""
+
+    provider: TracerProvider
+    tracer: trace.Tracer
+    home: Path
+    store_url: str | None
+    exporter_name: str
+    redactor: Redactor
+    limits: SnapshotLimits
+    exporter: SpanExporter | None
+
+
+class _SwappableProcessor(SpanProcessor):
+    """Our one processor on the provider; forwards to whichever inner processor is current."""
+
+    def __init__(self) -> None:
+        self.inner: SpanProcessor | None = None
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        inner = self.inner
+        if inner is not None:
+            inner.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        inner = self.inner
+        if inner is not None:
+            inner.on_end(span)
+
+    def shutdown(self) -> None:
+        inner, self.inner = self.inner, None
+        if inner is not None:
+            inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        inner = self.inner
+        return True if inner is None else inner.force_flush(timeout_millis)
+
+
+_lock = threading.RLock()
+_runtime: Runtime | None = None
+_processor: _SwappableProcessor | None = None
+_key: tuple[Any, ...] | None = None
+
+
+def _resolve_exporter_name(exporter: str | SpanExporter | None) -> str | SpanExporter:
+    if exporter is not None and not isinstance(exporter, str):
+        return exporter
+    name = exporter or os.environ.get(settings.OTEL_REPLAY_EXPORTER)
+    if not name:
+        otlp = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        name = "otlp" if otlp else "spool"
+    name = name.strip().lower()
+    if name not in _EXPORTERS:
+        raise ValueError(f"unknown exporter {name!r}: use one of {', '.join(_EXPORTERS)} or a SpanExporter instance")
+    return name
+
+
+def _otlp_exporter() -> SpanExporter:
+    protocol = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf")
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+        return GrpcExporter()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+    return HttpExporter()
+
+
+def _make_exporter(name: str | SpanExporter, home: Path) -> SpanExporter | None:
+    if not isinstance(name, str):
+        return name
+    if name == "spool":
+        from .spool import SpoolExporter
+
+        return SpoolExporter(home / "spool")
+    if name == "otlp":
+        return _otlp_exporter()
+    return None
+
+
+def _batch_processor(exporter: SpanExporter) -> BatchSpanProcessor:
+    # Bigger queue than the SDK default so a long run is not dropped; OTEL_BSP_* still win when set.
+    kwargs: dict[str, Any] = {}
+    if "OTEL_BSP_MAX_QUEUE_SIZE" not in os.environ:
+        kwargs["max_queue_size"] = 65536
+    if "OTEL_BSP_SCHEDULE_DELAY" not in os.environ:
+        kwargs["schedule_delay_millis"] = 1000
+    return BatchSpanProcessor(exporter, **kwargs)
+
+
+def _provider(service_name: str | None) -> TracerProvider:
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider):
+        return current  # the application's own SDK provider: attach, never replace
+    attributes = {SERVICE_NAME: service_name} if service_name else {}
+    resource = Resource.create(attributes)
+    if not service_name and not os.environ.get(OTEL_SERVICE_NAME) and \
+            resource.attributes.get(SERVICE_NAME, "").startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: _DEFAULT_SERVICE_NAME}))
+    provider = TracerProvider(resource=resource)
+    trace.set_tracer_provider(provider)
+    installed = trace.get_tracer_provider()
+    return installed if isinstance(installed, TracerProvider) else provider
+
+
+def configure(
+    *,
+    service_name: str | None = None,
+    store: str | None = None,
+    exporter: str | SpanExporter | None = None,
+    home: str | os.PathLike[str] | None = None,
+    redaction: Redactor | RedactionConfig | None = None,
+) -> TracerProvider:
+    """Set up recording and return the TracerProvider in use.
+
+    Idempotent: a second call with the same (or no) arguments changes nothing. Reads ``OTEL_REPLAY_HOME``,
+    ``OTEL_REPLAY_STORE``, ``OTEL_REPLAY_EXPORTER`` and ``OTEL_SERVICE_NAME``; with
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` set and no exporter named, spans go over OTLP to a Collector.
+    If the application already set a global SDK TracerProvider, otel-replay attaches to it.
+    Bad arguments raise :class:`ValueError` here, at setup.
+    """
+    global _runtime, _processor, _key
+    with _lock:
+        resolved_home = settings.resolve_home(home)
+        exporter_choice = _resolve_exporter_name(exporter)
+        key = (service_name, store, exporter_choice if isinstance(exporter_choice, str) else id(exporter_choice),
+               resolved_home, id(redaction) if redaction is not None else None)
+        if _runtime is not None and (key == _key or (home is None and store is None and exporter is None
+                                                      and redaction is None and service_name is None)):
+            return _runtime.provider
+        if isinstance(redaction, Redactor):
+            redactor = redaction
+        else:
+            redactor = Redactor.for_home(resolved_home, redaction)
+        limits = SnapshotLimits.from_env()
+        provider = _provider(service_name)
+        if _processor is None:
+            _processor = _SwappableProcessor()
+            provider.add_span_processor(_processor)
+            atexit.register(_flush_at_exit)
+        span_exporter = _make_exporter(exporter_choice, resolved_home)
+        old = _processor.inner
+        _processor.inner = _batch_processor(span_exporter) if span_exporter is not None else None
+        if old is not None:
+            old.shutdown()
+        _runtime = Runtime(
+            provider=provider,
+            tracer=provider.get_tracer(TRACER_NAME, _version()),
+            home=resolved_home,
+            store_url=store,
+            exporter_name=exporter_choice if isinstance(exporter_choice, str) else type(exporter_choice).__name__,
+            redactor=redactor,
+            limits=limits,
+            exporter=span_exporter,
+        )
+        _key = key
+        return provider
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def runtime() -> Runtime:
+    """The current runtime, configuring with defaults on first use."""
+    current = _runtime
+    if current is None:
+        configure()
+        current = _runtime
+        assert current is not None
+    return current
+
+
+def current_runtime() -> Runtime | None:
+    """The runtime if :func:`configure` ran, else None (never configures)."""
+    return _runtime
+
+
+def flush(timeout_millis: int = 30000) -> bool:
+    """Export everything recorded so far and make it visible to the store (seals the spool segment)."""
+    current = _runtime
+    if current is None or _processor is None:
+        return True
+    ok = True
+    try:
+        ok = _processor.force_flush(timeout_millis)
+        if current.exporter is not None:
+            ok = current.exporter.force_flush(timeout_millis) and ok
+    except Exception:  # the telemetry path never raises into the host program
+        _log.exception("otel-replay: flush failed")
+        return False
+    return ok
+
+
+def _flush_at_exit() -> None:
+    flush(5000)

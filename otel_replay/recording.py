@@ -1,0 +1,993 @@
+"""The recording API: runs, steps and snapshots as OpenTelemetry spans and events.
+
+A run is one trace whose root span is ``invoke_agent {name}``; each model, tool, retrieval or nested agent
+call inside it is a step span; what the run saw and did is carried by ``otel_replay.snapshot.<kind>`` events
+(see ``docs/semconv.md``). Run and step state live in context variables, so nested agents, threads and
+concurrent asyncio tasks each build their own, separate tree.
+
+Two rules shape every function here:
+
+* Recording never raises into the agent. Every piece of bookkeeping runs behind a guard that logs and
+  carries on; only the agent's own exceptions propagate, unchanged.
+* No value becomes an attribute before redaction. Every payload goes through :func:`to_jsonable`, then the
+  redactor, then canonical JSON; hashes are taken of the redacted form, so equal secrets hash equal (the
+  redactor's keyed fingerprint) and no secret is ever recoverable from a hash or payload.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import inspect
+import itertools
+import json
+import logging
+import mimetypes
+import os
+import sys
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+from . import semconv
+from .exporting.setup import Runtime, runtime
+from .semconv import SnapshotKind, StepKind
+from .snapshots import RawJSON, canonical_json, compose_json, payload_events, qualname_of, sha256_hex, to_jsonable
+
+_log = logging.getLogger("otel_replay")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+OTEL_REPLAY_ATTACHMENT_MAX_BYTES: Final = "OTEL_REPLAY_ATTACHMENT_MAX_BYTES"
+"""Environment variable: attached files up to this size keep their (redacted) content in the input snapshot."""
+
+_DEFAULT_ATTACHMENT_MAX_BYTES: Final = 64 * 1024
+_INPUT_PARAM_NAMES: Final = ("input", "query", "question", "message", "prompt", "task", "request", "text")
+_RISKS: Final = frozenset(r.value for r in semconv.Risk)
+
+
+# ------------------------------------------------------------------------------------------- run state
+
+
+@dataclass(eq=False)
+class _Run:
+    """Bookkeeping of one run (one trace), shared by every step of it across threads and tasks."""
+
+    run_id: str
+    agent: str
+    entrypoint: str
+    span: trace.Span
+    rt: Runtime
+    start_ns: int
+    config: dict[str, Any] | None = None
+    input_payload: dict[str, Any] = field(default_factory=dict)
+    files: list[dict[str, Any]] = field(default_factory=list)
+    safety: list[Any] = field(default_factory=list)
+    pending_approvals: dict[str, tuple[str, str]] = field(default_factory=dict)
+    last_child: dict[int, tuple[str, str, bool, int]] = field(default_factory=dict)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    input_seq: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    step_counter: Iterator[int] = field(default_factory=itertools.count)
+    snapshot_seq: Iterator[int] = field(default_factory=itertools.count)
+
+
+@dataclass(eq=False)
+class _Step:
+    """A step in progress: which span it is and what kind."""
+
+    run: _Run
+    span: trace.Span
+    kind: StepKind
+    name: str
+    index: int
+    attempt: int
+
+
+_current_run: ContextVar[_Run | None] = ContextVar("otel_replay_run", default=None)
+_current_step: ContextVar[_Step | None] = ContextVar("otel_replay_step", default=None)
+_identity: ContextVar[dict[str, str]] = ContextVar("otel_replay_identity", default={})
+
+
+def current_run_id() -> str | None:
+    """Run id of the run this code executes in, or None outside a run."""
+    run = _current_run.get()
+    return run.run_id if run is not None else None
+
+
+# ----------------------------------------------------------------------------------------------- guards
+
+
+@contextlib.contextmanager
+def _guard(what: str) -> Iterator[None]:
+    """Log and swallow any failure of recording bookkeeping: the agent must never see it."""
+    try:
+        yield
+    except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
+        _log.warning("otel-replay: recording %s failed; the run continues unrecorded there", what, exc_info=True)
+
+
+def _encode(rt: Runtime, value: Any, scope: str) -> tuple[Any, str, int]:
+    """Encode and redact one value: the only way a value reaches a payload or hash.
+
+    Returns the redacted tree, its canonical JSON text and the number of redactions. The tree may share
+    structure with ``value`` when it is plain JSON without secrets: use the text for anything kept.
+    """
+    tree = to_jsonable(value)
+    text = canonical_json(tree)
+    if not rt.redactor.suspects(text):
+        return tree, text, 0
+    tree, n = rt.redactor.redact(tree, scope)
+    return tree, (canonical_json(tree) if n else text), n
+
+
+def _emit_snapshot(run: _Run, span: trace.Span, kind: SnapshotKind, payload: dict[str, Any] | RawJSON,
+                   redactions: int, *, timestamp: int | None = None, seq: int | None = None) -> str:
+    """Add one snapshot (one event, or one per chunk) to ``span``; returns the payload's sha256.
+
+    ``payload`` is an object whose values are plain JSON or :class:`RawJSON`, or a whole payload as RawJSON.
+    """
+    text = payload.text if isinstance(payload, RawJSON) else compose_json(payload)
+    if seq is None:
+        seq = next(run.snapshot_seq)
+    name = semconv.snapshot_event_name(kind)
+    events = payload_events(text, limits=run.rt.limits, redactions=redactions)
+    for attrs in events:
+        attrs[semconv.SNAPSHOT_SEQ] = seq
+        span.add_event(name, attrs, timestamp=timestamp)
+    return events[0][semconv.SNAPSHOT_SHA256]
+
+
+def _scrub(rt: Runtime, text: str, scope: str) -> str:
+    return rt.redactor.scrub_text(text, scope)[0]
+
+
+def _record_exception(rt: Runtime, span: trace.Span, exc: BaseException, scope: str) -> dict[str, str]:
+    """Exception event with a redacted message and stack trace; error status on the span."""
+    message = _scrub(rt, _safe_str(exc), f"{scope}.message")
+    stack = _scrub(rt, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+                   f"{scope}.stacktrace")
+    type_name = qualname_of(type(exc)).replace(":", ".").removeprefix("builtins.")
+    span.add_event(semconv.EXCEPTION_EVENT, {
+        semconv.EXCEPTION_TYPE: type_name,
+        semconv.EXCEPTION_MESSAGE: message,
+        semconv.EXCEPTION_STACKTRACE: stack,
+    })
+    span.set_status(Status(StatusCode.ERROR, f"{type_name}: {message}"[:500]))
+    return {"type": type_name, "message": message}
+
+
+def _safe_str(value: Any) -> str:
+    try:
+        return str(value)
+    except Exception:  # noqa: BLE001
+        return f"<unprintable {type(value).__qualname__}>"
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def _signature(func: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):
+        return None
+
+
+def _named_arguments(sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Parameter name → value for a call (``args[i]`` / ``kwargs`` spill-over when binding fails)."""
+    if sig is not None:
+        try:
+            bound = sig.bind_partial(*args, **kwargs)
+        except TypeError:
+            pass
+        else:
+            named: dict[str, Any] = {}
+            for name, value in bound.arguments.items():
+                param = sig.parameters[name]
+                if param.kind is inspect.Parameter.VAR_POSITIONAL:
+                    for i, item in enumerate(value):
+                        named[f"{name}[{i}]"] = item
+                elif param.kind is inspect.Parameter.VAR_KEYWORD:
+                    named.update(value)
+                else:
+                    named[name] = value
+            named.pop("self", None)
+            named.pop("cls", None)
+            return named
+    named = {f"args[{i}]": a for i, a in enumerate(args)}
+    named.update(kwargs)
+    return named
+
+
+def _positional_names(sig: inspect.Signature | None, count: int) -> list[str]:
+    names: list[str] = []
+    if sig is not None:
+        for param in sig.parameters.values():
+            if param.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+                names.append(param.name)
+            elif param.kind is inspect.Parameter.VAR_POSITIONAL:
+                names.extend(f"{param.name}[{i}]" for i in range(count - len(names)))
+                break
+    names.extend(f"args[{i}]" for i in range(len(names), count))
+    return names[:count]
+
+
+def _get(obj: Any, *names: str) -> Any:
+    """First present attribute or key among ``names`` (dicts and objects alike), else None."""
+    for name in names:
+        if isinstance(obj, dict):
+            if name in obj and obj[name] is not None:
+                return obj[name]
+        else:
+            value = getattr(obj, name, None)
+            if value is not None and not callable(value):
+                return value
+    return None
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    return None
+
+
+def _as_float(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def _entrypoint_of(func: Callable[..., Any]) -> tuple[str, str | None]:
+    """``module:qualname`` of a function, plus the script path when it was defined in ``__main__``."""
+    module = getattr(func, "__module__", None) or "?"
+    script = None
+    if module == "__main__":
+        main = sys.modules.get("__main__")
+        script = getattr(main, "__file__", None)
+        if script:
+            script = os.path.abspath(script)
+    return f"{module}:{getattr(func, '__qualname__', getattr(func, '__name__', '?'))}", script
+
+
+def _set_attrs(span: trace.Span, attrs: dict[str, Any]) -> None:
+    span.set_attributes({k: v for k, v in attrs.items() if v is not None})
+
+
+# ------------------------------------------------------------------------------------------------ runs
+
+
+@dataclass(frozen=True)
+class _AgentMeta:
+    name: str
+    config: Any
+    sig: inspect.Signature | None
+    entrypoint: str
+    script: str | None
+
+
+def _start_run(meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+    """Open the root span of a run (or a nested agent step); None if recording is unavailable."""
+    parent_run = _current_run.get()
+    if parent_run is not None:
+        step = _start_step(StepKind.AGENT, meta.name, f"{semconv.SPAN_AGENT} {meta.name}", SpanKind.INTERNAL, {
+            semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_AGENT,
+            semconv.GEN_AI_AGENT_NAME: meta.name,
+        })
+        if step is None:
+            return None
+        with _guard("nested agent input"):
+            named = _named_arguments(meta.sig, args, kwargs)
+            tree, text, n = _encode(step.run.rt, named, "agent.args")
+            _emit_snapshot(step.run, step.span, SnapshotKind.INPUT, {
+                "entrypoint": meta.entrypoint, "args": [], "kwargs": RawJSON(text), "input": _pick_input(tree),
+            }, n)
+        return ("step", step, _current_step.set(step), otel_context.attach(trace.set_span_in_context(step.span)))
+
+    rt = runtime()
+    ident = dict(_identity.get())
+    ambient = trace.get_current_span().get_span_context()
+    links = [Link(ambient)] if ambient.is_valid else None
+    start_ns = time.time_ns()
+    run_id = str(uuid.uuid4())
+    # A run is one trace: start from an empty context so an ambient span (a web request, say) does not
+    # swallow it; the ambient span is linked instead.
+    span = rt.tracer.start_span(f"{semconv.SPAN_AGENT} {meta.name}", context=otel_context.Context(),
+                                kind=SpanKind.INTERNAL, links=links, start_time=start_ns)
+    run = _Run(run_id=run_id, agent=meta.name, entrypoint=meta.entrypoint, span=span, rt=rt, start_ns=start_ns)
+    run.input_seq = next(run.snapshot_seq)  # the input snapshot is written last but ordered first
+    with _guard("run start"):
+        _set_attrs(span, {
+            semconv.RUN_ID: run_id,
+            semconv.SCHEMA_VERSION_ATTR: semconv.SCHEMA_VERSION,
+            semconv.RUN_KIND: semconv.RunKind.ORIGINAL.value,
+            semconv.RUN_ENTRYPOINT: meta.entrypoint,
+            semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_AGENT,
+            semconv.GEN_AI_AGENT_NAME: meta.name,
+            semconv.TENANT_ID: ident.get("tenant"),
+            semconv.USER_ROLE: ident.get("role"),
+            semconv.SESSION_ID: ident.get("session"),
+            semconv.GEN_AI_CONVERSATION_ID: ident.get("session"),
+        })
+        _record_config(run, meta.config)
+        _prepare_input(run, meta, args, kwargs, ident)
+    run_token = _current_run.set(run)
+    step_token = _current_step.set(None)
+    ctx_token = otel_context.attach(trace.set_span_in_context(span))
+    return ("run", run, run_token, step_token, ctx_token)
+
+
+def _pick_input(named_tree: Any) -> Any:
+    if not isinstance(named_tree, dict) or not named_tree:
+        return None
+    if len(named_tree) == 1:
+        return next(iter(named_tree.values()))
+    for name in _INPUT_PARAM_NAMES:
+        if name in named_tree:
+            return named_tree[name]
+    return None
+
+
+def _record_config(run: _Run, config: Any) -> None:
+    if config is None:
+        return
+    value = config() if callable(config) and not isinstance(config, type) else config
+    tree, _, n = _encode(run.rt, value, "config")
+    payload = tree if isinstance(tree, dict) and "$type" not in tree else {"value": tree}
+    if isinstance(tree, dict) and tree.get("$type") in ("pydantic", "dataclass"):
+        payload = dict(tree["fields"]) if isinstance(tree.get("fields"), dict) else payload
+    run.config = payload
+    digest = _emit_snapshot(run, run.span, SnapshotKind.CONFIG, payload, n)
+    model = payload.get("model")
+    prompt_version = payload.get("prompt_version")
+    _set_attrs(run.span, {
+        semconv.CONFIG_HASH: digest,
+        semconv.CONFIG_PROMPT_VERSION: str(prompt_version) if isinstance(prompt_version, (str, int, float)) else None,
+        semconv.GEN_AI_REQUEST_MODEL: model if isinstance(model, str) else None,
+    })
+
+
+def _prepare_input(run: _Run, meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any],
+                   ident: dict[str, str]) -> None:
+    """Encode the call now (the arguments may be mutated later); the event is added when the run ends,
+    so files attached during the run are part of it."""
+    rt = run.rt
+    redactions = 0
+    positional: list[Any] = []
+    for name, value in zip(_positional_names(meta.sig, len(args)), args):
+        tree, _, n = _encode(rt, {name: value}, "input.args")
+        positional.append(tree.get(name) if isinstance(tree, dict) else tree)
+        redactions += n
+    _, keyword, n = _encode(rt, kwargs, "input.kwargs")
+    redactions += n
+    named, _, _ = _encode(rt, _named_arguments(meta.sig, args, kwargs), "input")
+    run.input_payload = {  # serialised now: the agent may mutate its arguments during the run
+        "entrypoint": meta.entrypoint,
+        "script": meta.script,
+        "args": RawJSON(canonical_json(positional)),
+        "kwargs": RawJSON(keyword),
+        "input": RawJSON(canonical_json(_pick_input(named))),
+        "session": ident.get("session"),
+        "tenant": ident.get("tenant"),
+        "role": ident.get("role"),
+        "$redactions": redactions,
+    }
+
+
+def _output_payload(run: _Run | None, result: Any, error: dict[str, str] | None, rt: Runtime) -> tuple[dict, int]:
+    tree, _, n = _encode(rt, result, "output")
+    answer = structured = citations = None
+    if isinstance(tree, str):
+        answer = tree
+    elif isinstance(tree, dict) and "$type" not in tree:
+        structured = tree
+        answer = next((tree[k] for k in ("answer", "output", "final_answer", "text", "content", "response")
+                       if k in tree), None)
+        citations = tree.get("citations")
+    elif tree is not None:
+        structured = tree
+    safety = None
+    if run is not None and run.safety:
+        safety = run.safety[-1] if len(run.safety) == 1 else {"verdicts": run.safety, "last": run.safety[-1]}
+    return {"answer": answer, "structured": structured, "citations": citations, "safety": safety,
+            "error": error}, n
+
+
+def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseException | None = None) -> None:
+    if handle is None:
+        return
+    if handle[0] == "step":
+        _, step, step_token, ctx_token = handle
+        with _guard("nested agent end"):
+            error = _record_exception(step.run.rt, step.span, exc, "agent.exception") if exc is not None else None
+            payload, n = _output_payload(None, result, error, step.run.rt)
+            _emit_snapshot(step.run, step.span, SnapshotKind.OUTPUT, payload, n)
+        _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
+        return
+    _, run, run_token, step_token, ctx_token = handle
+    rt = run.rt
+    with _guard("run end"):
+        error = _record_exception(rt, run.span, exc, "run.exception") if exc is not None else None
+        payload = dict(run.input_payload)
+        redactions = int(payload.pop("$redactions", 0) or 0)
+        payload["files"] = list(run.files)
+        _emit_snapshot(run, run.span, SnapshotKind.INPUT, payload, redactions, timestamp=run.start_ns,
+                       seq=run.input_seq)
+        out, n = _output_payload(run, result, error, rt)
+        _emit_snapshot(run, run.span, SnapshotKind.OUTPUT, out, n)
+        with run.lock:
+            steps = next(run.step_counter)
+            _set_attrs(run.span, {
+                semconv.RUN_STEP_COUNT: steps,
+                semconv.RUN_INPUT_TOKENS: run.input_tokens,
+                semconv.RUN_OUTPUT_TOKENS: run.output_tokens,
+                semconv.RUN_COST_USD: run.cost_usd,
+            })
+        if exc is None:
+            run.span.set_status(Status(StatusCode.OK))
+    _detach(ctx_token)
+    _reset(_current_step, step_token)
+    _reset(_current_run, run_token)
+    with _guard("run span end"):
+        run.span.end()
+
+
+def _detach(token: Any) -> None:
+    with _guard("context detach"):
+        otel_context.detach(token)
+
+
+def _reset(var: ContextVar[Any], token: Any) -> None:
+    try:
+        var.reset(token)
+    except ValueError:  # reset from another context (a generator finalised elsewhere): fall back to clearing
+        var.set(None)
+
+
+# ----------------------------------------------------------------------------------------------- steps
+
+
+def _start_step(kind: StepKind, name: str, span_name: str, span_kind: SpanKind,
+                attrs: dict[str, Any]) -> _Step | None:
+    run = _current_run.get()
+    if run is None:
+        return None
+    parent = _current_step.get()
+    parent_span = parent.span if parent is not None else run.span
+    parent_key = parent_span.get_span_context().span_id
+    with run.lock:
+        index = next(run.step_counter)
+        previous = run.last_child.get(parent_key)
+        attempt = previous[3] + 1 if previous and previous[:2] == (kind.value, name) and previous[2] else 1
+    attrs = {k: v for k, v in attrs.items() if v is not None}
+    attrs[semconv.STEP_INDEX] = index
+    attrs[semconv.STEP_KIND] = kind.value
+    attrs[semconv.STEP_NAME] = name
+    attrs[semconv.STEP_ATTEMPT] = attempt
+    span = run.rt.tracer.start_span(span_name, context=trace.set_span_in_context(parent_span), kind=span_kind,
+                                    attributes=attrs)
+    return _Step(run=run, span=span, kind=kind, name=name, index=index, attempt=attempt)
+
+
+def _finish_step(step: _Step, *, failed: bool, step_token: Any = None, ctx_token: Any = None) -> None:
+    run = step.run
+    with _guard("step end"):
+        parent = step.span.parent
+        parent_key = parent.span_id if parent is not None else 0
+        with run.lock:
+            run.last_child[parent_key] = (step.kind.value, step.name, failed, step.attempt)
+        if not failed:
+            step.span.set_status(Status(StatusCode.OK))
+    if ctx_token is not None:
+        _detach(ctx_token)
+    if step_token is not None:
+        _reset(_current_step, step_token)
+    with _guard("step span end"):
+        step.span.end()
+
+
+def _enter_step(step: _Step) -> tuple[Any, Any]:
+    return _current_step.set(step), otel_context.attach(trace.set_span_in_context(step.span))
+
+
+def _wrap(func: F, before: Callable[[tuple, dict], Any], after: Callable[..., None]) -> F:
+    """Wrap sync or async ``func`` so ``before(args, kwargs)`` runs first and ``after(handle, result=, exc=)``
+    runs last; the function's own result and exceptions pass through unchanged."""
+
+    def start(args: tuple, kwargs: dict) -> Any:
+        try:
+            return before(args, kwargs)
+        except Exception:  # noqa: BLE001
+            _log.warning("otel-replay: could not start recording %s", qualname_of(func), exc_info=True)
+            return None
+
+    def finish(handle: Any, result: Any = None, exc: BaseException | None = None) -> None:
+        try:
+            after(handle, result=result, exc=exc)
+        except Exception:  # noqa: BLE001
+            _log.warning("otel-replay: could not finish recording %s", qualname_of(func), exc_info=True)
+
+    if inspect.iscoroutinefunction(func):
+        @functools.wraps(func)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            handle = start(args, kwargs)
+            try:
+                result = await func(*args, **kwargs)
+            except BaseException as exc:
+                finish(handle, exc=exc)
+                raise
+            finish(handle, result=result)
+            return result
+
+        return async_wrapper  # type: ignore[return-value]
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        handle = start(args, kwargs)
+        try:
+            result = func(*args, **kwargs)
+        except BaseException as exc:
+            finish(handle, exc=exc)
+            raise
+        finish(handle, result=result)
+        return result
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _decorator(name_or_func: Any, build: Callable[[Callable[..., Any], str], Callable[..., Any]]) -> Any:
+    """Support ``@deco``, ``@deco()`` and ``@deco("name")``."""
+    if callable(name_or_func) and not isinstance(name_or_func, str):
+        func = name_or_func
+        return build(func, getattr(func, "__name__", "anonymous"))
+    if name_or_func is not None and not isinstance(name_or_func, str):
+        raise TypeError("the name must be a string")
+
+    def decorate(func: F) -> F:
+        return build(func, name_or_func or getattr(func, "__name__", "anonymous"))  # type: ignore[return-value]
+
+    return decorate
+
+
+# --------------------------------------------------------------------------------------- public decorators
+
+
+def agent(name: str | Callable[..., Any] | None = None, *, config: Any = None) -> Any:
+    """Mark a function (sync or async) as an agent entrypoint: each call outside a run records one run.
+
+    The call becomes the root span ``invoke_agent {name}`` of a new trace, with input, config and output
+    snapshots; a call inside another run becomes a nested ``agent`` step of that run. ``config`` (a dict,
+    a pydantic model, a dataclass, or a callable returning one) is recorded as the config snapshot.
+    An exception ends the run with status error and a redacted exception event, then propagates unchanged.
+    """
+
+    def build(func: Callable[..., Any], agent_name: str) -> Callable[..., Any]:
+        entrypoint, script = _entrypoint_of(func)
+        meta = _AgentMeta(name=agent_name, config=config, sig=_signature(func), entrypoint=entrypoint, script=script)
+        wrapped = _wrap(func, lambda a, k: _start_run(meta, a, k), _end_run)
+        wrapped.__otel_replay__ = {"kind": "agent", "name": agent_name, "entrypoint": entrypoint}  # type: ignore[attr-defined]
+        return wrapped
+
+    return _decorator(name, build)
+
+
+def tool(name: str | Callable[..., Any] | None = None, *, risk: str = "read", schema_version: str | None = None) -> Any:
+    """Mark a function (sync or async) as a tool: each call inside a run records an ``execute_tool`` step.
+
+    ``risk`` is ``read``, ``write`` or ``high``; replay never executes a write or high tool without a fresh
+    approval. The tool snapshot holds the arguments, the result, their hashes and the approval in force.
+    """
+    if risk not in _RISKS:
+        raise ValueError(f"risk must be one of {sorted(_RISKS)}, got {risk!r}")
+
+    def build(func: Callable[..., Any], tool_name: str) -> Callable[..., Any]:
+        sig = _signature(func)
+
+        def before(args: tuple, kwargs: dict) -> Any:
+            run = _current_run.get()
+            if run is None:
+                return None
+            _, arguments, n = _encode(run.rt, _named_arguments(sig, args, kwargs), "tool.args")
+            args_hash = sha256_hex(arguments)
+            with run.lock:
+                approval = run.pending_approvals.pop(tool_name, None)
+            step = _start_step(StepKind.TOOL, tool_name, f"{semconv.SPAN_TOOL} {tool_name}", SpanKind.INTERNAL, {
+                semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_TOOL,
+                semconv.GEN_AI_TOOL_NAME: tool_name,
+                semconv.GEN_AI_TOOL_TYPE: "function",
+                semconv.TOOL_RISK: risk,
+                semconv.TOOL_SCHEMA_VERSION: schema_version,
+                semconv.TOOL_ARGS_HASH: args_hash,
+                semconv.APPROVAL_ID: approval[0] if approval else None,
+                semconv.APPROVAL_STATUS: approval[1] if approval else None,
+            })
+            if step is None:
+                return None
+            state = {"arguments": arguments, "args_hash": args_hash, "redactions": n, "approval": approval,
+                     "call_id": f"call_{step.span.get_span_context().span_id:016x}"}
+            return step, state, _enter_step(step)
+
+        def after(handle: Any, *, result: Any = None, exc: BaseException | None = None) -> None:
+            if handle is None:
+                return
+            step, state, (step_token, ctx_token) = handle
+            rt = step.run.rt
+            with _guard("tool snapshot"):
+                error = _record_exception(rt, step.span, exc, "tool.exception") if exc is not None else None
+                result_text, n, result_hash = "null", 0, None
+                if exc is None:
+                    _, result_text, n = _encode(rt, result, "tool.result")
+                    result_hash = sha256_hex(result_text)
+                approval = state["approval"] or _approval_of(step)
+                if result_hash is not None:
+                    step.span.set_attribute(semconv.TOOL_RESULT_HASH, result_hash)
+                _emit_snapshot(step.run, step.span, SnapshotKind.TOOL, {
+                    "tool": tool_name, "call_id": state["call_id"], "schema_version": schema_version, "risk": risk,
+                    "arguments": RawJSON(state["arguments"]), "args_hash": state["args_hash"],
+                    "approval_id": approval[0] if approval else None,
+                    "approval_status": approval[1] if approval else None,
+                    "result": RawJSON(result_text), "result_hash": result_hash, "error": error,
+                }, state["redactions"] + n)
+            _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
+
+        wrapped = _wrap(func, before, after)
+        wrapped.__otel_replay__ = {"kind": "tool", "name": tool_name, "risk": risk}  # type: ignore[attr-defined]
+        return wrapped
+
+    return _decorator(name, build)
+
+
+def _approval_of(step: _Step) -> tuple[str, str] | None:
+    """An approval recorded while the tool itself was running (recorded on the step's span attributes)."""
+    attrs = getattr(step.span, "attributes", None) or {}
+    approval_id = attrs.get(semconv.APPROVAL_ID)
+    if approval_id:
+        return str(approval_id), str(attrs.get(semconv.APPROVAL_STATUS, ""))
+    return None
+
+
+def retriever(name: str | Callable[..., Any] | None = None) -> Any:
+    """Mark a function (sync or async) as a retriever: each call inside a run records a ``retrieval`` step.
+
+    The query is the argument named ``query``/``q``/``question``/``text`` (or the first one); arguments named
+    ``rewritten_query``, ``filters``/``filter``/``where`` and ``top_k``/``k``/``limit`` are recorded as such.
+    Returned documents may be dicts or objects with ``id``, ``content``/``text``/``page_content``, ``score``,
+    ``rerank_score`` and ``citation``/``source``/``url``/``metadata.source``.
+    """
+
+    def build(func: Callable[..., Any], retriever_name: str) -> Callable[..., Any]:
+        sig = _signature(func)
+
+        def before(args: tuple, kwargs: dict) -> Any:
+            named = _named_arguments(sig, args, kwargs)
+            top_k = _as_int(_get(named, "top_k", "k", "limit"))
+            step = _start_step(StepKind.RETRIEVAL, retriever_name, f"{semconv.SPAN_RETRIEVAL} {retriever_name}",
+                               SpanKind.CLIENT, {
+                                   semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_RETRIEVAL,
+                                   semconv.GEN_AI_DATA_SOURCE_ID: retriever_name,
+                                   semconv.GEN_AI_REQUEST_TOP_K: top_k,
+                               })
+            if step is None:
+                return None
+            arguments, text, n = _encode(step.run.rt, named, "retrieval.args")
+            query = _get(arguments, "query", "q", "question", "text")
+            if query is None and isinstance(arguments, dict) and arguments:
+                query = next(iter(arguments.values()))
+            query_text = canonical_json(query)
+            state = {"arguments": RawJSON(text), "query": RawJSON(query_text), "redactions": n,
+                     "rewritten_query": RawJSON(canonical_json(_get(arguments, "rewritten_query"))),
+                     "filters": RawJSON(canonical_json(_get(arguments, "filters", "filter", "where"))),
+                     "top_k": RawJSON(canonical_json(_get(arguments, "top_k", "k", "limit")))}
+            _set_attrs(step.span, {semconv.RETRIEVAL_QUERY_HASH: sha256_hex(query_text)})
+            return step, state, _enter_step(step)
+
+        def after(handle: Any, *, result: Any = None, exc: BaseException | None = None) -> None:
+            if handle is None:
+                return
+            step, state, (step_token, ctx_token) = handle
+            rt = step.run.rt
+            with _guard("retrieval snapshot"):
+                error = _record_exception(rt, step.span, exc, "retrieval.exception") if exc is not None else None
+                results: list[dict[str, Any]] = []
+                returned, n = "null", 0
+                if exc is None:
+                    _, returned, n = _encode(rt, result, "retrieval.results")
+                    docs = result if isinstance(result, (list, tuple)) else []
+                    for i, doc in enumerate(docs):
+                        results.append(_document(rt, doc, i))
+                    _set_attrs(step.span, {
+                        semconv.RETRIEVAL_RESULT_COUNT: len(results),
+                        semconv.RETRIEVAL_RESULTS_HASH: sha256_hex(returned),
+                    })
+                _emit_snapshot(step.run, step.span, SnapshotKind.RETRIEVAL, {
+                    "retriever": retriever_name, "query": state["query"], "rewritten_query": state["rewritten_query"],
+                    "filters": state["filters"], "top_k": state["top_k"], "arguments": state["arguments"],
+                    "results": results, "returned": RawJSON(returned), "error": error,
+                }, state["redactions"] + n)
+            _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
+
+        wrapped = _wrap(func, before, after)
+        wrapped.__otel_replay__ = {"kind": "retrieval", "name": retriever_name}  # type: ignore[attr-defined]
+        return wrapped
+
+    return _decorator(name, build)
+
+
+def _document(rt: Runtime, doc: Any, position: int) -> dict[str, Any]:
+    content = _get(doc, "content", "text", "page_content")
+    metadata = _get(doc, "metadata")
+    citation = _get(doc, "citation", "source", "url", "uri")
+    if citation is None and metadata is not None:
+        citation = _get(metadata, "citation", "source", "url")
+    doc_id = _get(doc, "id", "doc_id", "document_id")
+    if doc_id is None and metadata is not None:
+        doc_id = _get(metadata, "id", "doc_id")
+    fields, _, _ = _encode(rt, {"id": doc_id, "score": _get(doc, "score"), "rerank_score": _get(doc, "rerank_score"),
+                             "citation": citation}, f"retrieval.results.{position}")
+    fields = dict(fields) if isinstance(fields, dict) else {"value": fields}
+    fields["content_hash"] = (hashlib.sha256(_safe_str(content).encode("utf-8", "replace")).hexdigest()
+                              if content is not None else None)
+    return json.loads(canonical_json(fields))  # detached from the agent's documents
+
+
+def model(name: str | Callable[..., Any] | None = None, *, provider: str | None = None,
+          model: str | None = None) -> Any:  # noqa: A002 - the contract names it "model"
+    """Mark a function (sync or async) that performs one model call: each call inside a run records a
+    ``chat {model}`` step with the request, response, usage tokens and request hash (deterministic replay
+    matches on the hash). Usage is read from ``usage.input_tokens``/``prompt_tokens`` and
+    ``output_tokens``/``completion_tokens`` of a dict or object response; ``cost_usd`` when reported.
+    """
+    model_name = model
+
+    def build(func: Callable[..., Any], step_name: str) -> Callable[..., Any]:
+        sig = _signature(func)
+
+        def before(args: tuple, kwargs: dict) -> Any:
+            named = _named_arguments(sig, args, kwargs)
+            requested = model_name or _get(named, "model")
+            if requested is None:
+                run = _current_run.get()
+                requested = run.config.get("model") if run is not None and run.config else None
+            requested = requested if isinstance(requested, str) else None
+            step = _start_step(StepKind.MODEL, step_name, f"{semconv.SPAN_MODEL} {requested or step_name}",
+                               SpanKind.CLIENT, {
+                                   semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_MODEL,
+                                   semconv.GEN_AI_PROVIDER_NAME: provider,
+                                   semconv.GEN_AI_REQUEST_MODEL: requested,
+                               })
+            if step is None:
+                return None
+            _, request, n = _encode(step.run.rt, named, "model.request")
+            request_hash = sha256_hex(request)
+            config = step.run.config or {}
+            prompt_version = config.get("prompt_version")
+            _set_attrs(step.span, {
+                semconv.MODEL_REQUEST_HASH: request_hash,
+                semconv.MODEL_PROMPT_VERSION: str(prompt_version) if prompt_version is not None else None,
+            })
+            state = {"request": request, "request_hash": request_hash, "redactions": n, "model": requested,
+                     "prompt_version": prompt_version}
+            return step, state, _enter_step(step)
+
+        def after(handle: Any, *, result: Any = None, exc: BaseException | None = None) -> None:
+            if handle is None:
+                return
+            step, state, (step_token, ctx_token) = handle
+            run = step.run
+            rt = run.rt
+            with _guard("model snapshot"):
+                error = _record_exception(rt, step.span, exc, "model.exception") if exc is not None else None
+                response, n, response_hash = "null", 0, None
+                if exc is None:
+                    _, response, n = _encode(rt, result, "model.response")
+                    response_hash = sha256_hex(response)
+                usage = _usage(result) if exc is None else {}
+                response_model = _get(result, "model") if exc is None else None
+                finish = _finish_reasons(result) if exc is None else None
+                _set_attrs(step.span, {
+                    semconv.MODEL_RESPONSE_HASH: response_hash,
+                    semconv.GEN_AI_RESPONSE_MODEL: response_model if isinstance(response_model, str) else None,
+                    semconv.GEN_AI_RESPONSE_FINISH_REASONS: finish,
+                    semconv.GEN_AI_USAGE_INPUT_TOKENS: usage.get("input_tokens"),
+                    semconv.GEN_AI_USAGE_OUTPUT_TOKENS: usage.get("output_tokens"),
+                    semconv.MODEL_COST_USD: usage.get("cost_usd"),
+                })
+                with run.lock:
+                    run.input_tokens += usage.get("input_tokens") or 0
+                    run.output_tokens += usage.get("output_tokens") or 0
+                    if usage.get("cost_usd") is not None:
+                        run.cost_usd = (run.cost_usd or 0.0) + usage["cost_usd"]
+                _emit_snapshot(run, step.span, SnapshotKind.MODEL, {
+                    "name": step.name, "provider": provider, "model": state["model"], "request": RawJSON(state["request"]),
+                    "request_hash": state["request_hash"], "response": RawJSON(response), "response_hash": response_hash,
+                    "usage": usage, "prompt_version": state["prompt_version"], "error": error,
+                }, state["redactions"] + n)
+            _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
+
+        wrapped = _wrap(func, before, after)
+        wrapped.__otel_replay__ = {"kind": "model", "name": step_name, "provider": provider,  # type: ignore[attr-defined]
+                                   "model": model_name}
+        return wrapped
+
+    return _decorator(name, build)
+
+
+def _usage(response: Any) -> dict[str, Any]:
+    usage = _get(response, "usage")
+    source = usage if usage is not None else response
+    out: dict[str, Any] = {}
+    input_tokens = _as_int(_get(source, "input_tokens", "prompt_tokens"))
+    output_tokens = _as_int(_get(source, "output_tokens", "completion_tokens"))
+    if input_tokens is not None:
+        out["input_tokens"] = input_tokens
+    if output_tokens is not None:
+        out["output_tokens"] = output_tokens
+    cost = _as_float(_get(source, "cost_usd")) if usage is not None else None
+    if cost is None:
+        cost = _as_float(_get(response, "cost_usd"))
+    if cost is not None:
+        out["cost_usd"] = cost
+    return out
+
+
+def _finish_reasons(response: Any) -> list[str] | None:
+    reasons: list[str] = []
+    choices = _get(response, "choices")
+    if isinstance(choices, (list, tuple)):
+        reasons = [str(r) for r in (_get(c, "finish_reason") for c in choices) if r is not None]
+    single = _get(response, "finish_reason", "stop_reason")
+    if single is not None:
+        reasons.append(str(single))
+    return reasons or None
+
+
+# ------------------------------------------------------------------------------------ free functions
+
+
+def _target_span() -> tuple[_Run, trace.Span] | None:
+    run = _current_run.get()
+    if run is None:
+        return None
+    step = _current_step.get()
+    return run, (step.span if step is not None else run.span)
+
+
+def record_state(task_state: Any, *, step_state: Any = None, transition: Any = None, retry_count: int | None = None,
+                 **extra: Any) -> None:
+    """Record the agent's state (a state snapshot on the current step, or on the run outside steps).
+
+    Outside a run this does nothing. Never raises.
+    """
+    with _guard("state snapshot"):
+        target = _target_span()
+        if target is None:
+            return
+        run, span = target
+        _, text, n = _encode(run.rt, {"task_state": task_state, "step_state": step_state, "transition": transition,
+                                      "retry_count": retry_count, "extra": extra}, "state")
+        _emit_snapshot(run, span, SnapshotKind.STATE, RawJSON(text), n)
+
+
+def record_context(*, system_rules: Any = None, rag_context: Any = None, memory: Any = None, history: Any = None,
+                   tool_results: Any = None) -> None:
+    """Record what the model is shown besides the request (a context snapshot on the current step or run).
+
+    Outside a run this does nothing. Never raises.
+    """
+    with _guard("context snapshot"):
+        target = _target_span()
+        if target is None:
+            return
+        run, span = target
+        _, text, n = _encode(run.rt, {"system_rules": system_rules, "rag_context": rag_context, "memory": memory,
+                                      "history": history, "tool_results": tool_results}, "context")
+        _emit_snapshot(run, span, SnapshotKind.CONTEXT, RawJSON(text), n)
+
+
+def record_approval(approval_id: str, *, status: str, approver: str | None = None, tool: str | None = None) -> None:
+    """Record a human-in-the-loop decision: an ``otel_replay.approval`` event on the current span.
+
+    Called inside a tool step, it applies to that call; called before a tool runs, it applies to the next
+    call of ``tool`` in this run. An approval recorded in a run never authorises a replay of it.
+    """
+    with _guard("approval"):
+        target = _target_span()
+        if target is None:
+            return
+        run, span = target
+        status_value = str(status)
+        approval_id = _scrub(run.rt, str(approval_id), "approval.id")
+        step = _current_step.get()
+        attrs = {semconv.APPROVAL_ID: approval_id, semconv.APPROVAL_STATUS: status_value,
+                 semconv.APPROVAL_APPROVER: _scrub(run.rt, str(approver), "approval.approver") if approver else None,
+                 semconv.GEN_AI_TOOL_NAME: tool or (step.name if step is not None and step.kind is StepKind.TOOL else None)}
+        span.add_event(semconv.EVENT_APPROVAL, {k: v for k, v in attrs.items() if v is not None})
+        if step is not None and step.kind is StepKind.TOOL and (tool is None or tool == step.name):
+            _set_attrs(step.span, {semconv.APPROVAL_ID: approval_id, semconv.APPROVAL_STATUS: status_value})
+        elif tool:
+            with run.lock:
+                run.pending_approvals[tool] = (approval_id, status_value)
+
+
+def record_safety(result: Any) -> None:
+    """Record a guardrail / safety verdict: an ``otel_replay.safety`` event; the last one also lands in the
+    run's output snapshot. ``result`` may be a bool, a string verdict, or a dict/object with ``verdict``."""
+    with _guard("safety"):
+        target = _target_span()
+        if target is None:
+            return
+        run, span = target
+        tree, text, _ = _encode(run.rt, result, "safety")
+        tree = json.loads(text)  # detached from the caller's object
+        verdict = _get(tree, "verdict", "decision", "status") if isinstance(tree, dict) else tree
+        if isinstance(verdict, bool):
+            verdict = "pass" if verdict else "block"
+        attrs: dict[str, Any] = {semconv.SAFETY_VERDICT: _safe_str(verdict), semconv.SAFETY_PAYLOAD: text}
+        span.add_event(semconv.EVENT_SAFETY, attrs)
+        with run.lock:
+            run.safety.append(tree)
+
+
+def attach_file(path_or_bytes: str | os.PathLike[str] | bytes, *, name: str | None = None,
+                media_type: str | None = None) -> None:
+    """Add a file the run was given as input to the run's input snapshot: name, media type, size and sha256,
+    and the content itself (text redacted) when under ``OTEL_REPLAY_ATTACHMENT_MAX_BYTES``.
+
+    Outside a run this does nothing. Never raises.
+    """
+    with _guard("attachment"):
+        run = _current_run.get()
+        if run is None:
+            _log.warning("otel-replay: attach_file called outside a run; ignored")
+            return
+        if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+            data = bytes(path_or_bytes)
+        else:
+            path = Path(path_or_bytes)
+            data = path.read_bytes()
+            name = name or path.name
+        if media_type is None and name:
+            media_type = mimetypes.guess_type(name)[0]
+        cap = int(os.environ.get(OTEL_REPLAY_ATTACHMENT_MAX_BYTES) or _DEFAULT_ATTACHMENT_MAX_BYTES)
+        ref: dict[str, Any] = {"name": _scrub(run.rt, name, "input.files.name") if name else None,
+                               "media_type": media_type, "size": len(data),
+                               "sha256": hashlib.sha256(data).hexdigest(), "content_text": None,
+                               "content_base64": None}
+        if len(data) <= cap:
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                ref["content_base64"] = to_jsonable(data)["base64"]
+            else:
+                ref["content_text"] = _scrub(run.rt, text, "input.files.content")
+        with run.lock:
+            run.files.append(ref)
+
+
+@contextlib.contextmanager
+def identity(*, tenant: str | None = None, role: str | None = None, session: str | None = None) -> Iterator[None]:
+    """Tenant, role and session for the runs started inside this block (nested blocks override per key)."""
+    merged = dict(_identity.get())
+    merged.update({k: str(v) for k, v in (("tenant", tenant), ("role", role), ("session", session)) if v is not None})
+    token = _identity.set(merged)
+    try:
+        yield
+    finally:
+        _identity.reset(token)

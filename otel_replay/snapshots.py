@@ -1,0 +1,496 @@
+"""Snapshot payloads: a deterministic JSON form for any Python value, and how a payload rides on span events.
+
+Everything a run saw or did is stored as canonical JSON (sorted keys, no spaces, UTF-8) inside a string
+attribute of an ``otel_replay.snapshot.<kind>`` event. Collector and ClickHouse stringify other attribute
+types and lose them (``1``, ``1.0`` and ``"1"`` all become ``1``); a string that already holds our own
+encoding survives the trip byte for byte.
+
+Values JSON cannot hold are encoded with a ``$type`` tag (datetimes, bytes, sets, tuples, dataclasses,
+pydantic models, enums, decimals, UUIDs, paths, non-finite floats, arbitrary objects, cycles), always the
+same way for the same value, so hashes of equal values are equal. :func:`from_jsonable` turns the tags that
+can be rebuilt without importing user code back into Python values.
+
+This module must never raise while encoding: whatever it is given, it returns a tree (worst case an
+``object`` tag holding the value's type name). Redaction is applied to the tree before it is serialised.
+The pydantic models describe each kind's payload; decoding validates against them (unknown keys allowed,
+so newer minor versions still read).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as _dt
+import decimal
+import enum
+import hashlib
+import json
+import math
+import os
+import uuid
+from collections.abc import Mapping
+from pathlib import PurePath
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict
+
+from . import semconv
+
+OTEL_REPLAY_SNAPSHOT_MAX_BYTES: Final = "OTEL_REPLAY_SNAPSHOT_MAX_BYTES"
+"""Environment variable: size cap (UTF-8 bytes) of one snapshot payload; larger ones are truncated."""
+
+OTEL_REPLAY_SNAPSHOT_CHUNK_CHARS: Final = "OTEL_REPLAY_SNAPSHOT_CHUNK_CHARS"
+"""Environment variable: payloads longer than this many characters are split over several events."""
+
+_DEFAULT_MAX_BYTES: Final = 4 * 1024 * 1024
+_DEFAULT_CHUNK_CHARS: Final = 64 * 1024
+_PREVIEW_CHARS: Final = 1024
+_MAX_DEPTH: Final = 64
+_MAX_REPR: Final = 512
+
+TYPE_TAG: Final = "$type"
+"""Key of the tag object that encodes a value JSON cannot hold."""
+
+TRUNCATED_TAG: Final = "$truncated"
+"""Key of the marker object that replaces a payload larger than the cap."""
+
+
+def _positive_int_env(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, got {raw!r}") from None
+    if value <= 0:
+        raise ValueError(f"{name} must be positive, got {raw!r}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SnapshotLimits:
+    """Size limits for snapshot payloads."""
+
+    max_bytes: int = _DEFAULT_MAX_BYTES
+    chunk_chars: int = _DEFAULT_CHUNK_CHARS
+
+    @classmethod
+    def from_env(cls) -> SnapshotLimits:
+        """Limits from ``OTEL_REPLAY_SNAPSHOT_MAX_BYTES`` / ``OTEL_REPLAY_SNAPSHOT_CHUNK_CHARS`` or defaults."""
+        return cls(
+            max_bytes=_positive_int_env(OTEL_REPLAY_SNAPSHOT_MAX_BYTES, _DEFAULT_MAX_BYTES),
+            chunk_chars=_positive_int_env(OTEL_REPLAY_SNAPSHOT_CHUNK_CHARS, _DEFAULT_CHUNK_CHARS),
+        )
+
+
+# ------------------------------------------------------------------------------------------ encoding
+
+
+def qualname_of(obj: Any) -> str:
+    """``module:qualname`` of a class or function."""
+    return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', type(obj).__qualname__)}"
+
+
+def _float(value: float) -> Any:
+    if math.isfinite(value):
+        return value
+    return {TYPE_TAG: "float", "value": "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")}
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # a broken __repr__ must not break recording
+        return f"<unrepresentable {type(value).__qualname__}>"
+    return text if len(text) <= _MAX_REPR else text[:_MAX_REPR] + "…"
+
+
+_SCALARS: Final = frozenset({str, int, bool, type(None)})
+
+
+def _plain(value: Any, depth: int) -> bool:
+    """True when ``value`` is already plain JSON (str-keyed dicts, lists, finite numbers): no copy needed."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if depth >= _MAX_DEPTH:
+        return False
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not (type(item) in _SCALARS or _plain(item, depth + 1)):
+                return False
+        return TYPE_TAG not in value and TRUNCATED_TAG not in value
+    if kind is list:
+        for item in value:
+            if not (type(item) in _SCALARS or _plain(item, depth + 1)):
+                return False
+        return True
+    return False
+
+
+def to_jsonable(value: Any) -> Any:
+    """A JSON-able tree for any value: plain JSON types as they are, everything else behind a ``$type`` tag.
+
+    Never raises. Deterministic: equal values give equal trees (sets are sorted by their encoding). A value
+    that is already plain JSON is returned as it is (not copied): serialise it before it can change.
+    """
+    try:
+        if _plain(value, 0):
+            return value
+        return _encode(value, 0, set())
+    except RecursionError:
+        return {TYPE_TAG: "depth_limit", "class": type(value).__qualname__}
+    except Exception:  # pragma: no cover - last line of defence, _encode handles its own cases
+        return {TYPE_TAG: "object", "class": type(value).__qualname__, "repr": "<unencodable>"}
+
+
+def _encode(value: Any, depth: int, active: set[int]) -> Any:  # noqa: C901 - one flat dispatch is clearest
+    if value is None or value is True or value is False:
+        return value
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is int:
+        return value
+    if kind is float:
+        return _float(value)
+    if depth >= _MAX_DEPTH:
+        return {TYPE_TAG: "depth_limit", "class": kind.__qualname__}
+    if kind is dict or kind is list or kind is tuple or isinstance(value, (Mapping, list, tuple, set, frozenset)):
+        ident = id(value)
+        if ident in active:
+            return {TYPE_TAG: "cycle", "class": kind.__qualname__}
+        active.add(ident)
+        try:
+            return _encode_container(value, depth, active)
+        finally:
+            active.discard(ident)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, enum.Enum):
+        return {TYPE_TAG: "enum", "class": qualname_of(kind), "name": value.name,
+                "value": _encode(value.value, depth + 1, active)}
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return _float(float(value))
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, _dt.datetime):
+        return {TYPE_TAG: "datetime", "value": value.isoformat()}
+    if isinstance(value, _dt.date):
+        return {TYPE_TAG: "date", "value": value.isoformat()}
+    if isinstance(value, _dt.time):
+        return {TYPE_TAG: "time", "value": value.isoformat()}
+    if isinstance(value, _dt.timedelta):
+        return {TYPE_TAG: "timedelta", "seconds": value.total_seconds()}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {TYPE_TAG: "bytes", "base64": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, decimal.Decimal):
+        return {TYPE_TAG: "decimal", "value": str(value)}
+    if isinstance(value, uuid.UUID):
+        return {TYPE_TAG: "uuid", "value": str(value)}
+    if isinstance(value, PurePath):
+        return {TYPE_TAG: "path", "value": str(value)}
+    if isinstance(value, complex):
+        return {TYPE_TAG: "complex", "real": _float(value.real), "imag": _float(value.imag)}
+    ident = id(value)
+    if ident in active:
+        return {TYPE_TAG: "cycle", "class": kind.__qualname__}
+    active.add(ident)
+    try:
+        if isinstance(value, BaseModel):
+            try:
+                dumped = value.model_dump(mode="python")
+            except Exception:
+                dumped = None
+            if isinstance(dumped, dict):
+                return {TYPE_TAG: "pydantic", "class": qualname_of(kind), "fields": _encode(dumped, depth + 1, active)}
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            fields = {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}
+            return {TYPE_TAG: "dataclass", "class": qualname_of(kind), "fields": _encode(fields, depth + 1, active)}
+        return {TYPE_TAG: "object", "class": qualname_of(kind), "repr": _safe_repr(value)}
+    finally:
+        active.discard(ident)
+
+
+def _encode_container(value: Any, depth: int, active: set[int]) -> Any:
+    if isinstance(value, Mapping):
+        items = list(value.items())
+        if all(type(k) is str for k, _ in items) and TYPE_TAG not in value and TRUNCATED_TAG not in value:
+            return {k: _encode(v, depth + 1, active) for k, v in items}
+        pairs = [[_encode(k, depth + 1, active), _encode(v, depth + 1, active)] for k, v in items]
+        pairs.sort(key=lambda pair: canonical_json(pair[0]))
+        return {TYPE_TAG: "dict", "items": pairs}
+    if type(value) is list:
+        return [_encode(v, depth + 1, active) for v in value]
+    if isinstance(value, tuple):
+        return {TYPE_TAG: "tuple", "items": [_encode(v, depth + 1, active) for v in value]}
+    if isinstance(value, (set, frozenset)):
+        items = [_encode(v, depth + 1, active) for v in value]
+        items.sort(key=canonical_json)
+        return {TYPE_TAG: "frozenset" if isinstance(value, frozenset) else "set", "items": items}
+    return [_encode(v, depth + 1, active) for v in value]
+
+
+_encode_str = json.encoder.encode_basestring  # C implementation of the string escaping json.dumps uses
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def canonical_json(tree: Any) -> str:
+    """Canonical JSON text of a JSON-able tree: sorted keys, no whitespace, UTF-8 characters kept."""
+    return _CANONICAL.encode(tree)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RawJSON:
+    """Canonical JSON text already serialised, to be spliced into a larger payload by :func:`compose_json`."""
+
+    text: str
+
+
+def compose_json(fields: Mapping[str, Any]) -> str:
+    """Canonical JSON of an object whose values are plain JSON values or :class:`RawJSON` texts.
+
+    Equal to ``canonical_json`` of the decoded object, without serialising the spliced parts again.
+    """
+    parts = []
+    for key in sorted(fields):
+        value = fields[key]
+        kind = type(value)
+        if kind is RawJSON:
+            text = value.text
+        elif value is None:
+            text = "null"
+        elif kind is str:
+            text = _encode_str(value)
+        else:
+            text = _CANONICAL.encode(value)
+        parts.append(_encode_str(key) + ":" + text)
+    return "{" + ",".join(parts) + "}"
+
+
+def sha256_hex(text: str) -> str:
+    """Hex sha256 of the UTF-8 bytes of ``text``."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def from_jsonable(tree: Any) -> Any:
+    """Turn ``$type`` tags back into Python values where that needs no user code; other tags stay dicts."""
+    if isinstance(tree, list):
+        return [from_jsonable(v) for v in tree]
+    if not isinstance(tree, dict):
+        return tree
+    tag = tree.get(TYPE_TAG)
+    if tag is None:
+        return {k: from_jsonable(v) for k, v in tree.items()}
+    try:
+        if tag == "tuple":
+            return tuple(from_jsonable(v) for v in tree["items"])
+        if tag == "set":
+            return {from_jsonable(v) for v in tree["items"]}
+        if tag == "frozenset":
+            return frozenset(from_jsonable(v) for v in tree["items"])
+        if tag == "dict":
+            return {from_jsonable(k): from_jsonable(v) for k, v in tree["items"]}
+        if tag == "bytes":
+            return base64.b64decode(tree["base64"])
+        if tag == "datetime":
+            return _dt.datetime.fromisoformat(tree["value"])
+        if tag == "date":
+            return _dt.date.fromisoformat(tree["value"])
+        if tag == "time":
+            return _dt.time.fromisoformat(tree["value"])
+        if tag == "timedelta":
+            return _dt.timedelta(seconds=tree["seconds"])
+        if tag == "decimal":
+            return decimal.Decimal(tree["value"])
+        if tag == "uuid":
+            return uuid.UUID(tree["value"])
+        if tag == "float":
+            return float(tree["value"].replace("Infinity", "inf"))
+        if tag == "path":
+            return PurePath(tree["value"])
+    except (KeyError, TypeError, ValueError):
+        return tree
+    return tree
+
+
+# --------------------------------------------------------------------------------------- event payloads
+
+
+def payload_events(payload: str, *, limits: SnapshotLimits, redactions: int = 0) -> list[dict[str, Any]]:
+    """Event attribute sets carrying one canonical payload: one set, or one per chunk, or a truncation marker."""
+    size = len(payload.encode("utf-8", "surrogatepass"))
+    common: dict[str, Any] = {semconv.SNAPSHOT_SCHEMA_VERSION: semconv.SCHEMA_VERSION, semconv.SNAPSHOT_SIZE: size}
+    if redactions:
+        common[semconv.SNAPSHOT_REDACTIONS] = redactions
+    if size > limits.max_bytes:
+        marker = {TRUNCATED_TAG: True, "original_size": size, "original_sha256": sha256_hex(payload),
+                  "preview": payload[:_PREVIEW_CHARS]}
+        payload = canonical_json(marker)
+        common[semconv.SNAPSHOT_TRUNCATED] = True
+    common[semconv.SNAPSHOT_SHA256] = sha256_hex(payload)
+    step = limits.chunk_chars
+    if len(payload) <= step:
+        return [{**common, semconv.SNAPSHOT_PAYLOAD: payload}]
+    chunks = [payload[i:i + step] for i in range(0, len(payload), step)]
+    return [
+        {**common, semconv.SNAPSHOT_PAYLOAD: chunk, semconv.SNAPSHOT_CHUNK_INDEX: i,
+         semconv.SNAPSHOT_CHUNK_COUNT: len(chunks)}
+        for i, chunk in enumerate(chunks)
+    ]
+
+
+# ------------------------------------------------------------------------------------ payload models
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class FileRef(_Payload):
+    """A file the run was given as input."""
+
+    name: str | None = None
+    media_type: str | None = None
+    size: int
+    sha256: str
+    content_base64: str | None = None
+    """The content itself, only when the file is under the attachment size cap."""
+
+
+class InputSnapshot(_Payload):
+    """What the run was called with: enough to call the entrypoint again."""
+
+    entrypoint: str
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    input: Any = None
+    files: list[FileRef] = []
+    session: str | None = None
+    tenant: str | None = None
+    role: str | None = None
+
+
+class ConfigSnapshot(_Payload):
+    """The configuration in force: model, prompt version, policies, budget and anything else given."""
+
+    model: Any = None
+    prompt_version: Any = None
+    route_policy: Any = None
+    tool_policy: Any = None
+    budget: Any = None
+
+
+class ContextSnapshot(_Payload):
+    """What the model was shown besides the request itself."""
+
+    system_rules: Any = None
+    rag_context: Any = None
+    memory: Any = None
+    history: Any = None
+    tool_results: Any = None
+
+
+class RetrievedDocument(_Payload):
+    """One retrieval result as recorded."""
+
+    id: Any = None
+    score: Any = None
+    rerank_score: Any = None
+    content_hash: str | None = None
+    citation: Any = None
+
+
+class RetrievalSnapshot(_Payload):
+    """A retrieval: the query as asked and as rewritten, filters, top_k and the results."""
+
+    retriever: str
+    query: Any = None
+    rewritten_query: Any = None
+    filters: Any = None
+    top_k: Any = None
+    arguments: dict[str, Any] = {}
+    results: list[RetrievedDocument] = []
+    returned: Any = None
+    """The retriever's return value itself, as the agent received it (for replay)."""
+    error: Any = None
+
+
+class StateSnapshot(_Payload):
+    """The agent's state at a point of the run."""
+
+    task_state: Any = None
+    step_state: Any = None
+    transition: Any = None
+    retry_count: Any = None
+    extra: dict[str, Any] = {}
+
+
+class ToolSnapshot(_Payload):
+    """A tool call: arguments, approval and result, each hashed."""
+
+    tool: str
+    call_id: str
+    schema_version: str | None = None
+    risk: str
+    arguments: dict[str, Any] = {}
+    args_hash: str
+    approval_id: str | None = None
+    approval_status: str | None = None
+    result: Any = None
+    result_hash: str | None = None
+    error: Any = None
+
+
+class ModelSnapshot(_Payload):
+    """A model call: request, response, usage."""
+
+    name: str
+    provider: str | None = None
+    model: str | None = None
+    request: dict[str, Any] = {}
+    request_hash: str
+    response: Any = None
+    response_hash: str | None = None
+    usage: dict[str, Any] = {}
+    prompt_version: Any = None
+    error: Any = None
+
+
+class OutputSnapshot(_Payload):
+    """How the run ended: final answer, structured output, citations, safety result or error."""
+
+    answer: Any = None
+    structured: Any = None
+    citations: Any = None
+    safety: Any = None
+    error: Any = None
+
+
+SNAPSHOT_MODELS: Final[dict[semconv.SnapshotKind, type[_Payload]]] = {
+    semconv.SnapshotKind.INPUT: InputSnapshot,
+    semconv.SnapshotKind.CONFIG: ConfigSnapshot,
+    semconv.SnapshotKind.CONTEXT: ContextSnapshot,
+    semconv.SnapshotKind.RETRIEVAL: RetrievalSnapshot,
+    semconv.SnapshotKind.STATE: StateSnapshot,
+    semconv.SnapshotKind.TOOL: ToolSnapshot,
+    semconv.SnapshotKind.MODEL: ModelSnapshot,
+    semconv.SnapshotKind.OUTPUT: OutputSnapshot,
+}
+"""The payload model of each snapshot kind."""
+
+
+def validate_payload(kind: semconv.SnapshotKind | str, payload: Any) -> _Payload | None:
+    """Validate a decoded payload against its kind's model; None for an unknown kind or a truncated payload."""
+    try:
+        model = SNAPSHOT_MODELS[semconv.SnapshotKind(kind)]
+    except ValueError:
+        return None
+    if isinstance(payload, dict) and payload.get(TRUNCATED_TAG):
+        return None
+    return model.model_validate(payload)

@@ -1,0 +1,48 @@
+"""The public API is a contract: this test pins it."""
+
+from __future__ import annotations
+
+import inspect
+
+import otel_replay as orp
+
+EXPECTED = {
+    "ApprovalStatus", "InvalidTraceIdError", "OtelReplayError", "RedactionConfig", "Redactor", "ReplayMode", "Risk",
+    "Run", "RunKind", "RunSummary", "Snapshot", "SnapshotKind", "Step", "StepKind", "Store", "StoreBusyError",
+    "StoreError", "StoreUnavailableError", "TraceNotFoundError", "__version__", "agent", "attach_file", "configure",
+    "flush", "identity", "model", "record_approval", "record_context", "record_safety", "record_state", "retriever",
+    "tool",
+}
+
+
+def test_all_is_pinned() -> None:
+    assert set(orp.__all__) == EXPECTED
+    for name in orp.__all__:
+        assert hasattr(orp, name), name
+
+
+def test_contract_signatures() -> None:
+    def params(func: object) -> list[str]:
+        return list(inspect.signature(func).parameters)  # type: ignore[arg-type]
+
+    assert params(orp.configure) == ["service_name", "store", "exporter", "home", "redaction"]
+    assert params(orp.agent) == ["name", "config"]
+    assert params(orp.tool)[:2] == ["name", "risk"]
+    assert params(orp.retriever) == ["name"]
+    assert params(orp.model) == ["name", "provider", "model"]
+    assert params(orp.record_state)[:5] == ["task_state", "step_state", "transition", "retry_count", "extra"]
+    assert params(orp.record_context) == ["system_rules", "rag_context", "memory", "history", "tool_results"]
+    assert params(orp.identity) == ["tenant", "role", "session"]
+    assert params(orp.record_approval) == ["approval_id", "status", "approver", "tool"]
+    assert params(orp.record_safety) == ["result"]
+    assert params(orp.attach_file) == ["path_or_bytes", "name", "media_type"]
+    assert params(orp.Store.open)[:1] == ["url"]
+    for name in ("runs", "load_run", "close"):
+        assert callable(getattr(orp.Store, name)), name
+
+
+def test_every_public_name_is_documented() -> None:
+    for name in orp.__all__:
+        if name.startswith("__"):
+            continue
+        assert inspect.getdoc(getattr(orp, name)), f"{name} has no docstring"
