@@ -72,6 +72,7 @@ class _Run:
     start_ns: int
     config: dict[str, Any] | None = None
     input_payload: dict[str, Any] = field(default_factory=dict)
+    input_redactions: int = 0
     files: list[dict[str, Any]] = field(default_factory=list)
     safety: list[Any] = field(default_factory=list)
     pending_approvals: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -166,8 +167,14 @@ def _record_exception(rt: Runtime, span: trace.Span, exc: BaseException, scope: 
         semconv.EXCEPTION_MESSAGE: message,
         semconv.EXCEPTION_STACKTRACE: stack,
     })
+    span.set_attribute(semconv.ERROR_TYPE, type_name)
     span.set_status(Status(StatusCode.ERROR, f"{type_name}: {message}"[:500]))
     return {"type": type_name, "message": message}
+
+
+def _scalar_text(value: Any) -> str | None:
+    """A scalar as attribute text; None for anything else (dicts, lists) so no Python repr is stored."""
+    return str(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
 
 
 def _safe_str(value: Any) -> str:
@@ -294,11 +301,8 @@ def _start_run(meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any]) 
         if step is None:
             return None
         with _guard("nested agent input"):
-            named = _named_arguments(meta.sig, args, kwargs)
-            tree, text, n = _encode(step.run.rt, named, "agent.args")
-            _emit_snapshot(step.run, step.span, SnapshotKind.INPUT, {
-                "entrypoint": meta.entrypoint, "args": [], "kwargs": RawJSON(text), "input": _pick_input(tree),
-            }, n)
+            fields, n = _input_fields(step.run.rt, meta, args, kwargs, dict(_identity.get()))
+            _emit_snapshot(step.run, step.span, SnapshotKind.INPUT, fields, n)
         return ("step", step, _current_step.set(step), otel_context.attach(trace.set_span_in_context(step.span)))
 
     rt = runtime()
@@ -327,7 +331,9 @@ def _start_run(meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any]) 
             semconv.GEN_AI_CONVERSATION_ID: ident.get("session"),
         })
         _record_config(run, meta.config)
-        _prepare_input(run, meta, args, kwargs, ident)
+        # Encoded now (the agent may mutate its arguments); written when the run ends, so files attached
+        # during the run are part of it.
+        run.input_payload, run.input_redactions = _input_fields(rt, meta, args, kwargs, ident)
     run_token = _current_run.set(run)
     step_token = _current_step.set(None)
     ctx_token = otel_context.attach(trace.set_span_in_context(span))
@@ -359,16 +365,14 @@ def _record_config(run: _Run, config: Any) -> None:
     prompt_version = payload.get("prompt_version")
     _set_attrs(run.span, {
         semconv.CONFIG_HASH: digest,
-        semconv.CONFIG_PROMPT_VERSION: str(prompt_version) if isinstance(prompt_version, (str, int, float)) else None,
+        semconv.CONFIG_PROMPT_VERSION: _scalar_text(prompt_version),
         semconv.GEN_AI_REQUEST_MODEL: model if isinstance(model, str) else None,
     })
 
 
-def _prepare_input(run: _Run, meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any],
-                   ident: dict[str, str]) -> None:
-    """Encode the call now (the arguments may be mutated later); the event is added when the run ends,
-    so files attached during the run are part of it."""
-    rt = run.rt
+def _input_fields(rt: Runtime, meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any],
+                  ident: dict[str, str]) -> tuple[dict[str, Any], int]:
+    """Input snapshot fields of a call, serialised now, and the number of redactions."""
     redactions = 0
     positional: list[Any] = []
     for name, value in zip(_positional_names(meta.sig, len(args)), args):
@@ -378,7 +382,7 @@ def _prepare_input(run: _Run, meta: _AgentMeta, args: tuple[Any, ...], kwargs: d
     _, keyword, n = _encode(rt, kwargs, "input.kwargs")
     redactions += n
     named, _, _ = _encode(rt, _named_arguments(meta.sig, args, kwargs), "input")
-    run.input_payload = {  # serialised now: the agent may mutate its arguments during the run
+    return {
         "entrypoint": meta.entrypoint,
         "script": meta.script,
         "args": RawJSON(canonical_json(positional)),
@@ -387,8 +391,7 @@ def _prepare_input(run: _Run, meta: _AgentMeta, args: tuple[Any, ...], kwargs: d
         "session": ident.get("session"),
         "tenant": ident.get("tenant"),
         "role": ident.get("role"),
-        "$redactions": redactions,
-    }
+    }, redactions
 
 
 def _output_payload(run: _Run | None, result: Any, error: dict[str, str] | None, rt: Runtime) -> tuple[dict, int]:
@@ -426,9 +429,8 @@ def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseExc
     with _guard("run end"):
         error = _record_exception(rt, run.span, exc, "run.exception") if exc is not None else None
         payload = dict(run.input_payload)
-        redactions = int(payload.pop("$redactions", 0) or 0)
         payload["files"] = list(run.files)
-        _emit_snapshot(run, run.span, SnapshotKind.INPUT, payload, redactions, timestamp=run.start_ns,
+        _emit_snapshot(run, run.span, SnapshotKind.INPUT, payload, run.input_redactions, timestamp=run.start_ns,
                        seq=run.input_seq)
         out, n = _output_payload(run, result, error, rt)
         _emit_snapshot(run, run.span, SnapshotKind.OUTPUT, out, n)
@@ -780,7 +782,7 @@ def model(name: str | Callable[..., Any] | None = None, *, provider: str | None 
             prompt_version = config.get("prompt_version")
             _set_attrs(step.span, {
                 semconv.MODEL_REQUEST_HASH: request_hash,
-                semconv.MODEL_PROMPT_VERSION: str(prompt_version) if prompt_version is not None else None,
+                semconv.MODEL_PROMPT_VERSION: _scalar_text(prompt_version),
             })
             state = {"request": request, "request_hash": request_hash, "redactions": n, "model": requested,
                      "prompt_version": prompt_version}
@@ -939,6 +941,8 @@ def record_safety(result: Any) -> None:
         verdict = _get(tree, "verdict", "decision", "status") if isinstance(tree, dict) else tree
         if isinstance(verdict, bool):
             verdict = "pass" if verdict else "block"
+        elif verdict is None:
+            verdict = "unknown"
         attrs: dict[str, Any] = {semconv.SAFETY_VERDICT: _safe_str(verdict), semconv.SAFETY_PAYLOAD: text}
         span.add_event(semconv.EVENT_SAFETY, attrs)
         with run.lock:
@@ -972,8 +976,10 @@ def attach_file(path_or_bytes: str | os.PathLike[str] | bytes, *, name: str | No
                                "content_base64": None}
         if len(data) <= cap:
             try:
-                text = data.decode("utf-8")
+                text = None if b"\x00" in data else data.decode("utf-8")
             except UnicodeDecodeError:
+                text = None
+            if text is None:
                 ref["content_base64"] = to_jsonable(data)["base64"]
             else:
                 ref["content_text"] = _scrub(run.rt, text, "input.files.content")

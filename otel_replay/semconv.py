@@ -213,7 +213,7 @@ RETRIEVAL_RESULT_COUNT: Final = "otel_replay.retrieval.result_count"
 """int. Number of documents the retriever returned."""
 
 RETRIEVAL_RESULTS_HASH: Final = "otel_replay.retrieval.results_hash"
-"""string. sha256 of the canonical list of returned documents."""
+"""string. sha256 of the canonical (redacted) return value of the retriever."""
 
 # ---------------------------------------------------------------------------------------------- snapshots
 
@@ -227,7 +227,7 @@ SNAPSHOT_PAYLOAD: Final = "otel_replay.snapshot.payload"
 """string. Canonical JSON of the (redacted) snapshot, or one chunk of it."""
 
 SNAPSHOT_SHA256: Final = "otel_replay.snapshot.sha256"
-"""string. sha256 (hex) of the whole canonical payload, the same on every chunk."""
+"""string. sha256 (hex) of the whole stored payload (chunks joined; the marker text when truncated)."""
 
 SNAPSHOT_SIZE: Final = "otel_replay.snapshot.size"
 """int. Size in bytes (UTF-8) of the whole canonical payload before any truncation."""
@@ -314,6 +314,9 @@ EXCEPTION_MESSAGE: Final = "exception.message"
 
 EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
 """string. Redacted formatted traceback."""
+
+ERROR_TYPE: Final = "error.type"
+"""string. Class name of the exception a failed run or step raised (OTel general convention)."""
 
 
 def snapshot_event_name(kind: SnapshotKind | str) -> str:

@@ -54,6 +54,12 @@ TYPE_TAG: Final = "$type"
 TRUNCATED_TAG: Final = "$truncated"
 """Key of the marker object that replaces a payload larger than the cap."""
 
+REDACTED_TAG: Final = "$redacted"
+"""Key of the marker object that replaces a secret (see :mod:`otel_replay.redaction`)."""
+
+# A user dict holding one of these keys is encoded in the ``dict`` pair form, so it can never pose as a marker.
+_RESERVED_KEYS: Final = (TYPE_TAG, TRUNCATED_TAG, REDACTED_TAG)
+
 
 def _positive_int_env(name: str, default: int) -> int:
     raw = os.environ.get(name)
@@ -122,7 +128,7 @@ def _plain(value: Any, depth: int) -> bool:
         for key, item in value.items():
             if type(key) is not str or not (type(item) in _SCALARS or _plain(item, depth + 1)):
                 return False
-        return TYPE_TAG not in value and TRUNCATED_TAG not in value
+        return not (TYPE_TAG in value or TRUNCATED_TAG in value or REDACTED_TAG in value)
     if kind is list:
         for item in value:
             if not (type(item) in _SCALARS or _plain(item, depth + 1)):
@@ -220,7 +226,7 @@ def _encode(value: Any, depth: int, active: set[int]) -> Any:  # noqa: C901 - on
 def _encode_container(value: Any, depth: int, active: set[int]) -> Any:
     if isinstance(value, Mapping):
         items = list(value.items())
-        if all(type(k) is str for k, _ in items) and TYPE_TAG not in value and TRUNCATED_TAG not in value:
+        if all(type(k) is str for k, _ in items) and not any(tag in value for tag in _RESERVED_KEYS):
             return {k: _encode(v, depth + 1, active) for k, v in items}
         pairs = [[_encode(k, depth + 1, active), _encode(v, depth + 1, active)] for k, v in items]
         pairs.sort(key=lambda pair: canonical_json(pair[0]))
@@ -330,7 +336,7 @@ def payload_events(payload: str, *, limits: SnapshotLimits, redactions: int = 0)
         common[semconv.SNAPSHOT_REDACTIONS] = redactions
     if size > limits.max_bytes:
         marker = {TRUNCATED_TAG: True, "original_size": size, "original_sha256": sha256_hex(payload),
-                  "preview": payload[:_PREVIEW_CHARS]}
+                  "preview": payload[:min(_PREVIEW_CHARS, limits.chunk_chars // 2)]}
         payload = canonical_json(marker)
         common[semconv.SNAPSHOT_TRUNCATED] = True
     common[semconv.SNAPSHOT_SHA256] = sha256_hex(payload)
@@ -359,14 +365,18 @@ class FileRef(_Payload):
     media_type: str | None = None
     size: int
     sha256: str
+    content_text: str | None = None
+    """The content of a UTF-8 file under the attachment size cap, redacted like any text."""
     content_base64: str | None = None
-    """The content itself, only when the file is under the attachment size cap."""
+    """The content of a binary file under the attachment size cap (binary content cannot be scrubbed)."""
 
 
 class InputSnapshot(_Payload):
     """What the run was called with: enough to call the entrypoint again."""
 
     entrypoint: str
+    script: str | None = None
+    """Absolute path of the script when the entrypoint lives in ``__main__``."""
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     input: Any = None
