@@ -43,7 +43,9 @@ _STORE_HELP = "Store URL (chdb:///path or http(s)://user:pass@host:8123/db); def
 
 
 def _out() -> Console:
-    return Console(soft_wrap=True)
+    # Piped output (files, CI logs) gets a wide console instead of Rich's 80-column default.
+    wide = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+    return Console(soft_wrap=True, width=200 if wide else None)
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
@@ -156,7 +158,7 @@ def _step_label(step: Step) -> Text:
 
 
 def _add_snapshots(node: Tree, snapshots: Any) -> None:
-    for snap in snapshots:
+    for snap in sorted(snapshots, key=lambda s: s.seq):
         line = Text()
         line.append(f"{snap.kind}: ", style="blue")
         line.append(_preview(snap.payload))

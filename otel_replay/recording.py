@@ -112,13 +112,23 @@ def current_run_id() -> str | None:
 # ----------------------------------------------------------------------------------------------- guards
 
 
+def _log_failure(what: str) -> None:
+    _log.warning("otel-replay: recording %s failed; the run continues unrecorded there", what, exc_info=True)
+
+
 @contextlib.contextmanager
 def _guard(what: str) -> Iterator[None]:
-    """Log and swallow any failure of recording bookkeeping: the agent must never see it."""
+    """Log and swallow any failure of recording bookkeeping: the agent must never see it.
+
+    (Hot paths spell the same try/except out: a generator-based context manager costs microseconds.)
+    """
     try:
         yield
     except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
-        _log.warning("otel-replay: recording %s failed; the run continues unrecorded there", what, exc_info=True)
+        _log_failure(what)
+
+
+_OK = Status(StatusCode.OK)
 
 
 def _encode(rt: Runtime, value: Any, scope: str) -> tuple[Any, str, int]:
@@ -192,6 +202,29 @@ def _signature(func: Callable[..., Any]) -> inspect.Signature | None:
         return inspect.signature(func)
     except (TypeError, ValueError):
         return None
+
+
+class _ArgNames:
+    """Names a call's arguments by parameter; precomputed per decorated function (this is on the hot path)."""
+
+    __slots__ = ("sig", "names", "simple")
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        self.sig = _signature(func)
+        params = list(self.sig.parameters.values()) if self.sig is not None else []
+        self.simple = self.sig is not None and all(
+            p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY) for p in params)
+        self.names = [p.name for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+
+    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if self.simple and len(args) <= len(self.names):
+            named = dict(zip(self.names, args))
+            if kwargs:
+                named.update(kwargs)
+            if self.names and self.names[0] in ("self", "cls"):
+                named.pop(self.names[0], None)
+            return named
+        return _named_arguments(self.sig, args, kwargs)
 
 
 def _named_arguments(sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -443,7 +476,7 @@ def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseExc
                 semconv.RUN_COST_USD: run.cost_usd,
             })
         if exc is None:
-            run.span.set_status(Status(StatusCode.OK))
+            run.span.set_status(_OK)
     _detach(ctx_token)
     _reset(_current_step, step_token)
     _reset(_current_run, run_token)
@@ -452,8 +485,10 @@ def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseExc
 
 
 def _detach(token: Any) -> None:
-    with _guard("context detach"):
+    try:
         otel_context.detach(token)
+    except Exception:  # noqa: BLE001
+        _log_failure("context detach")
 
 
 def _reset(var: ContextVar[Any], token: Any) -> None:
@@ -490,19 +525,23 @@ def _start_step(kind: StepKind, name: str, span_name: str, span_kind: SpanKind,
 
 def _finish_step(step: _Step, *, failed: bool, step_token: Any = None, ctx_token: Any = None) -> None:
     run = step.run
-    with _guard("step end"):
+    try:
         parent = step.span.parent
-        parent_key = parent.span_id if parent is not None else 0
         with run.lock:
-            run.last_child[parent_key] = (step.kind.value, step.name, failed, step.attempt)
+            run.last_child[parent.span_id if parent is not None else 0] = (step.kind.value, step.name, failed,
+                                                                          step.attempt)
         if not failed:
-            step.span.set_status(Status(StatusCode.OK))
+            step.span.set_status(_OK)
+    except Exception:  # noqa: BLE001 - never into the agent
+        _log_failure("step end")
     if ctx_token is not None:
         _detach(ctx_token)
     if step_token is not None:
         _reset(_current_step, step_token)
-    with _guard("step span end"):
+    try:
         step.span.end()
+    except Exception:  # noqa: BLE001
+        _log_failure("step span end")
 
 
 def _enter_step(step: _Step) -> tuple[Any, Any]:
@@ -600,13 +639,13 @@ def tool(name: str | Callable[..., Any] | None = None, *, risk: str = "read", sc
         raise ValueError(f"risk must be one of {sorted(_RISKS)}, got {risk!r}")
 
     def build(func: Callable[..., Any], tool_name: str) -> Callable[..., Any]:
-        sig = _signature(func)
+        name_args = _ArgNames(func)
 
         def before(args: tuple, kwargs: dict) -> Any:
             run = _current_run.get()
             if run is None:
                 return None
-            _, arguments, n = _encode(run.rt, _named_arguments(sig, args, kwargs), "tool.args")
+            _, arguments, n = _encode(run.rt, name_args(args, kwargs), "tool.args")
             args_hash = sha256_hex(arguments)
             with run.lock:
                 approval = run.pending_approvals.pop(tool_name, None)
@@ -631,7 +670,7 @@ def tool(name: str | Callable[..., Any] | None = None, *, risk: str = "read", sc
                 return
             step, state, (step_token, ctx_token) = handle
             rt = step.run.rt
-            with _guard("tool snapshot"):
+            try:
                 error = _record_exception(rt, step.span, exc, "tool.exception") if exc is not None else None
                 result_text, n, result_hash = "null", 0, None
                 if exc is None:
@@ -647,6 +686,8 @@ def tool(name: str | Callable[..., Any] | None = None, *, risk: str = "read", sc
                     "approval_status": approval[1] if approval else None,
                     "result": RawJSON(result_text), "result_hash": result_hash, "error": error,
                 }, state["redactions"] + n)
+            except Exception:  # noqa: BLE001 - never into the agent
+                _log_failure("tool snapshot")
             _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
 
         wrapped = _wrap(func, before, after)
@@ -675,10 +716,10 @@ def retriever(name: str | Callable[..., Any] | None = None) -> Any:
     """
 
     def build(func: Callable[..., Any], retriever_name: str) -> Callable[..., Any]:
-        sig = _signature(func)
+        name_args = _ArgNames(func)
 
         def before(args: tuple, kwargs: dict) -> Any:
-            named = _named_arguments(sig, args, kwargs)
+            named = name_args(args, kwargs)
             top_k = _as_int(_get(named, "top_k", "k", "limit"))
             step = _start_step(StepKind.RETRIEVAL, retriever_name, f"{semconv.SPAN_RETRIEVAL} {retriever_name}",
                                SpanKind.CLIENT, {
@@ -759,10 +800,10 @@ def model(name: str | Callable[..., Any] | None = None, *, provider: str | None 
     model_name = model
 
     def build(func: Callable[..., Any], step_name: str) -> Callable[..., Any]:
-        sig = _signature(func)
+        name_args = _ArgNames(func)
 
         def before(args: tuple, kwargs: dict) -> Any:
-            named = _named_arguments(sig, args, kwargs)
+            named = name_args(args, kwargs)
             requested = model_name or _get(named, "model")
             if requested is None:
                 run = _current_run.get()
@@ -794,7 +835,7 @@ def model(name: str | Callable[..., Any] | None = None, *, provider: str | None 
             step, state, (step_token, ctx_token) = handle
             run = step.run
             rt = run.rt
-            with _guard("model snapshot"):
+            try:
                 error = _record_exception(rt, step.span, exc, "model.exception") if exc is not None else None
                 response, n, response_hash = "null", 0, None
                 if exc is None:
@@ -821,6 +862,8 @@ def model(name: str | Callable[..., Any] | None = None, *, provider: str | None 
                     "request_hash": state["request_hash"], "response": RawJSON(response), "response_hash": response_hash,
                     "usage": usage, "prompt_version": state["prompt_version"], "error": error,
                 }, state["redactions"] + n)
+            except Exception:  # noqa: BLE001 - never into the agent
+                _log_failure("model snapshot")
             _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
 
         wrapped = _wrap(func, before, after)
