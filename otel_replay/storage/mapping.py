@@ -189,6 +189,13 @@ def _json_of(value: AnyValue, out: list[str]) -> None:
 
 
 def _json_text(value: AnyValue) -> str:
+    if _which(value, "value") == "array_value":
+        items = value.array_value.values
+        if all(_which(item, "value") == "string_value" for item in items):  # fast path: string[] attributes
+            text = "[" + ",".join([_encode_basestring(item.string_value) for item in items]) + "]"
+            if "\u2028" in text or "\u2029" in text:
+                text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+            return text
     out: list[str] = []
     try:
         _json_of(value, out)
@@ -218,15 +225,24 @@ def any_value_to_string(value: AnyValue) -> str:
     return _json_text(value)  # array_value / kvlist_value
 
 
-def _attributes(key_values: Iterable[Any]) -> dict[str, str]:
-    pairs = []
+_which = AnyValue.WhichOneof
+
+
+def _attributes(key_values: Any) -> dict[str, str]:
+    """Attributes as a Map column value: AsString values, last duplicate wins, keys sorted."""
+    out: dict[str, str] = {}
     for kv in key_values:
         value = kv.value
-        kind = value.WhichOneof("value")
-        pairs.append((kv.key, value.string_value if kind == "string_value" else any_value_to_string(value)))
-    if len(pairs) > 1:
-        pairs.sort(key=_by_key)  # stable: of duplicate keys the last one still wins below
-    return dict(pairs)
+        kind = _which(value, "value")
+        if kind == "string_value":
+            out[kv.key] = value.string_value
+        elif kind == "int_value":
+            out[kv.key] = str(value.int_value)
+        else:
+            out[kv.key] = any_value_to_string(value)
+    if len(out) > 1:
+        return dict(sorted(out.items()))  # keys are unique here, so values are never compared
+    return out
 
 
 def _hex_id(raw: bytes, zero: str) -> str:
@@ -244,36 +260,45 @@ def rows_from_resource_spans(resource_spans: ResourceSpans) -> list[tuple[Any, .
     rows: list[tuple[Any, ...]] = []
     append = rows.append
     kinds, codes = _SPAN_KINDS, _STATUS_CODES
+    last_trace, last_trace_hex = b"", ""
     for scope_spans in resource_spans.scope_spans:
         scope = scope_spans.scope
         scope_name, scope_version = scope.name, scope.version
         for span in scope_spans.spans:
             start = span.start_time_unix_nano
             kind = span.kind
-            code = span.status.code
+            status = span.status
+            code = status.code
+            trace_id = span.trace_id
+            if trace_id != last_trace:  # spans of one trace arrive together: hex it once
+                last_trace, last_trace_hex = trace_id, _hex_id(trace_id, _ZERO_TRACE)
             parent = span.parent_span_id
-            if span.events:
+            events = span.events
+            if events:
                 event_times, event_names, event_attrs = [], [], []
-                for event in span.events:
+                for event in events:
                     event_times.append(event.time_unix_nano)
                     event_names.append(event.name)
                     event_attrs.append(_attributes(event.attributes))
             else:
                 event_times = event_names = event_attrs = []  # type: ignore[assignment]
-            if span.links:
+            links = span.links
+            if links:
                 link_traces, link_spans, link_states, link_attrs = [], [], [], []
-                for link in span.links:
+                for link in links:
                     link_traces.append(_hex_id(link.trace_id, _ZERO_TRACE))
                     link_spans.append(_hex_id(link.span_id, _ZERO_SPAN))
                     link_states.append(link.trace_state)
                     link_attrs.append(_attributes(link.attributes))
             else:
                 link_traces = link_spans = link_states = link_attrs = []  # type: ignore[assignment]
+            span_id = span.span_id.hex()
+            parent_hex = parent.hex() if parent else ""
             append((
                 start,
-                _hex_id(span.trace_id, _ZERO_TRACE),
-                _hex_id(span.span_id, _ZERO_SPAN),
-                _hex_id(parent, _ZERO_SPAN) if parent else "",
+                last_trace_hex,
+                "" if span_id == _ZERO_SPAN else span_id,
+                "" if parent_hex == _ZERO_SPAN else parent_hex,
                 span.trace_state,
                 span.name,
                 kinds[kind] if 0 <= kind < 6 else "",
@@ -284,7 +309,7 @@ def rows_from_resource_spans(resource_spans: ResourceSpans) -> list[tuple[Any, .
                 _attributes(span.attributes),
                 (span.end_time_unix_nano - start) & _U64,
                 codes[code] if 0 <= code < 3 else "",
-                span.status.message,
+                status.message,
                 event_times, event_names, event_attrs,
                 link_traces, link_spans, link_states, link_attrs,
             ))

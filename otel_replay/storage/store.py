@@ -1,0 +1,405 @@
+"""The Store: otel-replay's one door to ClickHouse, embedded (chDB) or a server, through clickhouse-connect.
+
+Why it exists: every reader (CLI, replay engine, tests) and the spool ingest need the same few operations on
+the Collector exporter's tables: create them, insert rows, find one trace through the trace-id lookup table,
+list run roots. This class owns the connection, the embedded store's file lock and the schema check, so
+nobody else builds SQL against ``otel_traces``.
+
+Store URLs (argument → ``OTEL_REPLAY_STORE`` → ``chdb://{home}/store``):
+
+* ``chdb:///abs/path``: embedded chDB on disk. Locked for this process (:mod:`.lock`); schema created if
+  missing; pending spool segments of ``{home}/spool`` are ingested when it opens.
+* ``chdb://memory``: embedded, in memory, gone at close (tests, experiments). Nothing is ingested on open
+  (spool segments would be consumed into a store that vanishes); call :meth:`Store.ingest` to do it anyway.
+* ``http(s)://user:password@host:8123/database``: a ClickHouse server. The schema is never created
+  implicitly (run ``otel-replay db init``); spool segments, if any, are ingested on open.
+  ``?table=name`` picks another traces table name (the exporter's ``traces_table_name``).
+
+It must never put a value into SQL text: values travel only as server-side bound parameters ``{name:Type}``;
+the only interpolated names are database / table identifiers checked against a strict pattern. It never
+shows a password in a message.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from .. import semconv, settings
+from ..errors import StoreError, StoreUnavailableError
+from ..records import SpanRecord, parse_trace_id
+from . import ddl
+from .lock import StoreLock
+from .mapping import INSERT_COLUMN_TYPES, INSERT_COLUMNS, SELECT_COLUMNS, record_from_query_row, row_from_record
+
+if TYPE_CHECKING:
+    from ..runs import Run, RunSummary
+    from .ingest import IngestReport
+
+__all__ = ["Store"]
+
+_log = logging.getLogger("otel_replay.store")
+
+_INSERT_CHUNK_ROWS: Final = 50_000
+_ROOT_PREFIX: Final = semconv.SPAN_AGENT + " "
+_ERROR_CODES: Final = ("Error", "STATUS_CODE_ERROR")
+_LIST_COLUMNS: Final = SELECT_COLUMNS.replace(
+    "arrayMap(t -> toUnixTimestamp64Nano(t), Events.Timestamp), Events.Name, Events.Attributes",
+    "CAST([] AS Array(Int64)), CAST([] AS Array(String)), CAST([] AS Array(Map(String, String)))",
+)
+
+
+def _redact_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rpartition("@")
+    user = netloc[0].split(":", 1)[0]
+    return parts._replace(netloc=f"{user}:***@{netloc[2]}").geturl()
+
+
+def _scrub(text: str, secret: str | None) -> str:
+    text = re.sub(r"//([^:/@\s]*):[^@\s]*@", r"//\1:***@", text)
+    if secret:
+        text = text.replace(secret, "***")
+    return text.splitlines()[0] if text else text
+
+
+class Store:
+    """An open store (use :meth:`open`); a context manager that closes the connection and releases the lock."""
+
+    def __init__(self, *, client: Any, url: str, home: Path, database: str, table: str, embedded: bool,
+                 lock: StoreLock | None) -> None:
+        """Internal: use :meth:`Store.open`."""
+        self._client = client
+        self.url = url
+        """The store URL as given (may hold a password: show :meth:`describe` instead)."""
+        self.home = home
+        """The otel-replay home whose spool this store ingests."""
+        self.database = database
+        """Database of the tables."""
+        self.table = table
+        """Name of the traces table (the lookup table is ``{table}_trace_id_ts``)."""
+        self.embedded = embedded
+        """True for chDB (``chdb://``), False for a server."""
+        self._lock = lock
+        self.last_ingest: IngestReport | None = None
+        """Report of the ingest run when the store opened (None if none ran)."""
+
+    # ------------------------------------------------------------------------------------------- opening
+
+    @classmethod
+    def open(cls, url: str | None = None, *, home: str | os.PathLike[str] | None = None, ingest: bool = True,
+             lock_timeout: float | None = None) -> Store:
+        """Open the store at ``url`` (argument, ``OTEL_REPLAY_STORE``, then ``chdb://{home}/store``).
+
+        The embedded store is locked for this process (waiting up to ``lock_timeout`` seconds, then
+        :class:`StoreBusyError`) and gets its schema if missing; a server without the tables raises
+        :class:`StoreError` (run ``otel-replay db init``); an unreachable server raises
+        :class:`StoreUnavailableError`. With ``ingest`` (default), pending spool segments are ingested.
+        """
+        home_path = settings.resolve_home(home)
+        resolved = settings.resolve_store_url(url, home_path)
+        scheme = resolved.split(":", 1)[0].lower()
+        if scheme == "chdb":
+            store = cls._open_chdb(resolved, home_path, lock_timeout)
+            auto_ingest = ingest and not store._memory
+        elif scheme in ("http", "https"):
+            store = cls._open_server(resolved, home_path)
+            auto_ingest = ingest
+        else:
+            raise StoreError(f"unsupported store URL {_redact_url(resolved)!r}: use chdb:///abs/path, chdb://memory "
+                             "or http(s)://user:password@host:8123/database")
+        try:
+            if auto_ingest:
+                store.last_ingest = store.ingest()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    @classmethod
+    def _open_chdb(cls, url: str, home: Path, lock_timeout: float | None) -> Store:
+        import clickhouse_connect
+
+        parts = urlsplit(url)
+        location = parts.netloc or ""
+        memory = location in ("memory", ":memory:") or (not location and parts.path in ("", "/"))
+        if not memory and location:
+            raise StoreError(f"store URL {url!r}: write an on-disk chDB store with an absolute path, chdb:///abs/path")
+        lock = None
+        path: Path | None = None
+        if not memory:
+            path = Path(unquote(parts.path)).expanduser()
+            if not path.is_absolute():
+                raise StoreError(f"store URL {url!r}: the chDB path must be absolute (chdb:///abs/path)")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lock = StoreLock(path.parent / (path.name + ".lock"), timeout=lock_timeout, what="embedded store")
+            lock.acquire()
+        try:
+            try:
+                client = clickhouse_connect.get_client(dsn="chdb://memory" if memory else f"chdb://{path}")
+            except Exception as exc:
+                text = str(exc)
+                if "already initialized" in text:
+                    raise StoreError(
+                        f"cannot open {url}: this process already has another chDB store open (chDB runs one "
+                        "embedded store per process); close it first") from None
+                raise StoreError(f"cannot open the embedded store {url}: {_scrub(text, None)}") from None
+            store = cls(client=client, url=url, home=home, database=ddl.DEFAULT_DATABASE, table=ddl.DEFAULT_TABLE,
+                        embedded=True, lock=lock)
+            store._memory = memory
+            try:
+                if not store._tables_exist():
+                    store.init_schema()
+            except BaseException:
+                store.close()
+                raise
+            return store
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+
+    @classmethod
+    def _open_server(cls, url: str, home: Path) -> Store:
+        import clickhouse_connect
+
+        parts = urlsplit(url)
+        database = unquote(parts.path.strip("/")) or ddl.DEFAULT_DATABASE
+        query = parse_qs(parts.query)
+        table = query.get("table", [ddl.DEFAULT_TABLE])[0]
+        try:
+            ddl.check_identifier(database, what="database name")
+            ddl.check_identifier(table, what="table name")
+        except ValueError as exc:
+            raise StoreError(f"store URL {_redact_url(url)}: {exc}") from None
+        secure = parts.scheme.lower() == "https"
+        password = unquote(parts.password) if parts.password else ""
+        try:
+            port = parts.port or (8443 if secure else 8123)
+        except ValueError:
+            raise StoreError(f"store URL {_redact_url(url)}: bad port") from None
+        try:
+            client = clickhouse_connect.get_client(
+                host=parts.hostname or "localhost", port=port, username=unquote(parts.username or "default"),
+                password=password, database=database, secure=secure, connect_timeout=5,
+                send_receive_timeout=300)
+        except Exception as exc:
+            raise StoreUnavailableError(
+                f"cannot reach the ClickHouse store at {_redact_url(url)}: {_scrub(str(exc), password)}. Check that "
+                "the server is running and the URL, user and password are right") from None
+        store = cls(client=client, url=url, home=home, database=database, table=table, embedded=False, lock=None)
+        store._memory = False
+        try:
+            if not store._tables_exist():
+                raise StoreError(
+                    f"the store at {_redact_url(url)} has no {database}.{table} tables: run "
+                    f"`otel-replay db init --store URL` (or let the Collector's exporter create them)")
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    _memory: bool = False
+
+    def close(self) -> None:
+        """Close the connection and release the embedded store's lock. Safe to call twice."""
+        client, self._client = self._client, None
+        try:
+            if client is not None:
+                client.close()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def describe(self) -> str:
+        """Where this store is, for people (no password)."""
+        return f"{_redact_url(self.url)} ({self.database}.{self.table})"
+
+    def __repr__(self) -> str:
+        return f"Store({self.describe()})"
+
+    # ------------------------------------------------------------------------------------------ plumbing
+
+    @property
+    def client(self) -> Any:
+        """The clickhouse-connect client (raises StoreError once closed)."""
+        if self._client is None:
+            raise StoreError("the store is closed; open it again with Store.open()")
+        return self._client
+
+    @property
+    def traces_table(self) -> str:
+        """Quoted ``database.table`` of the traces table."""
+        return f"`{self.database}`.`{self.table}`"
+
+    @property
+    def lookup_table(self) -> str:
+        """Quoted ``database.table_trace_id_ts`` of the trace-id lookup table."""
+        return f"`{self.database}`.`{self.table}_trace_id_ts`"
+
+    def _run(self, method: str, sql: str, parameters: dict[str, Any] | None = None) -> Any:
+        try:
+            return getattr(self.client, method)(sql, parameters=parameters or {})
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise self._error(exc) from None
+
+    def _error(self, exc: Exception) -> StoreError:
+        text = _scrub(str(exc), urlsplit(self.url).password)
+        name = type(exc).__name__
+        if not self.embedded and name in ("OperationalError",):
+            return StoreUnavailableError(f"lost the ClickHouse store at {_redact_url(self.url)}: {text}")
+        return StoreError(f"store query failed ({self.describe()}): {text}")
+
+    def _tables_exist(self) -> bool:
+        result = self._run("query", "SELECT count() FROM system.tables WHERE database = {db:String} AND "
+                                    "name IN ({t:String}, {lookup:String})",
+                           {"db": self.database, "t": self.table, "lookup": self.table + "_trace_id_ts"})
+        return int(result.result_rows[0][0]) == 2
+
+    def server_version(self) -> str:
+        """Version string of the ClickHouse engine (chDB reports its embedded engine's)."""
+        return str(self._run("query", "SELECT version()").result_rows[0][0])
+
+    # --------------------------------------------------------------------------------------------- schema
+
+    def init_schema(self, *, cluster: str | None = None, ttl_days: int | None = None) -> None:
+        """Create the exporter's tables if missing (idempotent), with indexes for this server's version."""
+        if self.database != ddl.DEFAULT_DATABASE:
+            self._run("command", f"CREATE DATABASE IF NOT EXISTS `{ddl.check_identifier(self.database)}`"
+                      + (f" ON CLUSTER `{ddl.check_identifier(cluster)}`" if cluster else ""))
+        try:
+            statements = ddl.render_ddl(database=self.database, table=self.table, cluster=cluster,
+                                        ttl_days=ttl_days, server_version=self.server_version())
+        except ValueError as exc:
+            raise StoreError(str(exc)) from None
+        for statement in statements:
+            self._run("command", statement)
+
+    # --------------------------------------------------------------------------------------------- writes
+
+    def insert_rows(self, rows: Sequence[Sequence[Any]]) -> int:
+        """Insert rows already in :data:`~.mapping.INSERT_COLUMNS` order; returns how many were inserted."""
+        total = 0
+        for start in range(0, len(rows), _INSERT_CHUNK_ROWS):
+            chunk = rows[start:start + _INSERT_CHUNK_ROWS]
+            try:
+                self.client.insert(self.traces_table.replace("`", ""), chunk, column_names=list(INSERT_COLUMNS),
+                                   column_type_names=list(INSERT_COLUMN_TYPES))
+            except StoreError:
+                raise
+            except Exception as exc:
+                raise self._error(exc) from None
+            total += len(chunk)
+        return total
+
+    def insert_spans(self, records: Iterable[SpanRecord]) -> int:
+        """Insert span records as the exporter would; returns how many were inserted."""
+        return self.insert_rows([row_from_record(record) for record in records])
+
+    def ingest(self) -> IngestReport:
+        """Ingest every sealed (or orphaned) spool segment of :attr:`home` into this store, exactly once."""
+        from .ingest import ingest_spool
+
+        return ingest_spool(self, self.home / "spool")
+
+    # ---------------------------------------------------------------------------------------------- reads
+
+    def existing_span_ids(self, trace_ids: Iterable[str]) -> set[tuple[str, str]]:
+        """The ``(TraceId, SpanId)`` pairs already stored for any of ``trace_ids``."""
+        ids = sorted(set(trace_ids))
+        found: set[tuple[str, str]] = set()
+        for start in range(0, len(ids), 5000):
+            result = self._run("query", f"SELECT TraceId, SpanId FROM {self.traces_table} "
+                                        "WHERE TraceId IN {ids:Array(String)}", {"ids": ids[start:start + 5000]})
+            found.update((row[0], row[1]) for row in result.result_rows)
+        return found
+
+    def _trace_window(self, trace_id: str) -> tuple[int, int] | None:
+        result = self._run(
+            "query",
+            f"SELECT count(), toUnixTimestamp(min(Start)), toUnixTimestamp(max(End) + 1) FROM {self.lookup_table} "
+            "WHERE TraceId = {trace_id:String}", {"trace_id": trace_id})
+        count, start, end = result.result_rows[0]
+        return (int(start), int(end)) if count else None
+
+    def has_trace(self, trace_id: str) -> bool:
+        """True when the trace-id lookup table knows ``trace_id`` (InvalidTraceIdError for a malformed id)."""
+        return self._trace_window(parse_trace_id(trace_id)) is not None
+
+    def load_spans(self, trace_id: str) -> list[SpanRecord]:
+        """Every span of one trace, oldest first ([] when unknown), found through the trace-id lookup table.
+
+        As the exporter's docs and Grafana do: ``min(Start)`` / ``max(End) + 1`` from ``{table}_trace_id_ts``,
+        then ``TraceId = id AND Timestamp BETWEEN start AND end`` on the traces table.
+        """
+        tid = parse_trace_id(trace_id)
+        window = self._trace_window(tid)
+        if window is None:
+            return []
+        result = self._run(
+            "query",
+            f"SELECT {SELECT_COLUMNS} FROM {self.traces_table} WHERE TraceId = {{trace_id:String}} AND Timestamp "
+            "BETWEEN toDateTime({start:Int64}) AND toDateTime({end:Int64}) ORDER BY Timestamp, SpanId",
+            {"trace_id": tid, "start": window[0], "end": window[1]})
+        return [record_from_query_row(row) for row in result.result_rows]
+
+    def run_rows(self, *, agent: str | None = None, status: str | None = None, kind: str | None = None,
+                 limit: int = 50) -> list[SpanRecord]:
+        """Run root spans (no parent, name ``invoke_agent …``), newest first, without their events.
+
+        ``agent`` matches ``gen_ai.agent.name`` or the span name's agent part; ``status`` is ``ok`` or
+        ``error`` (both status spellings); ``kind`` is ``original`` (also runs without the attribute) or
+        ``replay``.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be a positive whole number, got {limit!r}")
+        where = ["ParentSpanId = ''", "startsWith(SpanName, {prefix:String})"]
+        params: dict[str, Any] = {"prefix": _ROOT_PREFIX, "limit": limit}
+        if agent is not None:
+            where.append("(SpanAttributes[{agent_key:String}] = {agent:String} OR SpanName = {agent_span:String})")
+            params.update(agent_key=semconv.GEN_AI_AGENT_NAME, agent=agent, agent_span=_ROOT_PREFIX + agent)
+        if status is not None:
+            if status not in ("ok", "error"):
+                raise ValueError(f"status must be 'ok' or 'error', got {status!r}")
+            where.append(("" if status == "error" else "NOT ") + "(StatusCode IN {error_codes:Array(String)})")
+            params["error_codes"] = list(_ERROR_CODES)
+        if kind is not None:
+            if kind not in ("original", "replay"):
+                raise ValueError(f"kind must be 'original' or 'replay', got {kind!r}")
+            where.append("if(SpanAttributes[{kind_key:String}] = '', 'original', SpanAttributes[{kind_key:String}])"
+                         " = {kind:String}")
+            params.update(kind_key=semconv.RUN_KIND, kind=kind)
+        sql = (f"SELECT {_LIST_COLUMNS} FROM {self.traces_table} WHERE {' AND '.join(where)} "
+               "ORDER BY Timestamp DESC, TraceId LIMIT {limit:UInt32}")
+        return [record_from_query_row(row) for row in self._run("query", sql, params).result_rows]
+
+    def runs(self, *, agent: str | None = None, status: str | None = None, kind: str | None = None,
+             limit: int = 50) -> list[RunSummary]:
+        """Run summaries, newest first (see :meth:`run_rows` for the filters)."""
+        from ..runs import RunSummary
+
+        return [RunSummary.from_root(root) for root in self.run_rows(agent=agent, status=status, kind=kind,
+                                                                     limit=limit)]
+
+    def load_run(self, trace_id: str) -> Run:
+        """The run recorded in one trace (TraceNotFoundError when the store does not have it)."""
+        from ..runs import build_run
+
+        tid = parse_trace_id(trace_id)
+        return build_run(self.load_spans(tid), trace_id=tid)
