@@ -1,0 +1,145 @@
+"""Spool → store ingest: exactly once, whatever point a SIGKILL interrupts it at."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from otel_replay.exporting.spool import SEGMENT_MAGIC, SpoolExporter, encode_record, read_segment, sealed_segments
+from otel_replay.storage.ingest import ingest_spool
+from otel_replay.storage.mapping import rows_from_request
+from otel_replay.storage.store import Store
+
+SEGMENTS = 3
+SPANS_PER_SEGMENT = 40
+
+
+def fill_spool(spool: Path, *, segments: int = SEGMENTS, spans: int = SPANS_PER_SEGMENT) -> int:
+    """Record ``segments`` sealed segments of ``spans`` spans each with the real SDK; returns the span count."""
+    exporter = SpoolExporter(spool)
+    provider = TracerProvider(resource=Resource.create({"service.name": "ingest-test"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    for segment in range(segments):
+        for i in range(spans):
+            with tracer.start_as_current_span(f"s{segment}-{i}", attributes={"i": i}):
+                pass
+        exporter.force_flush()
+    provider.shutdown()
+    return segments * spans
+
+
+def stored_counts(store: Store) -> tuple[int, int]:
+    """(rows, distinct (TraceId, SpanId)) in otel_traces."""
+    total, distinct = store.client.query("SELECT count(), uniqExact(TraceId, SpanId) FROM otel_traces").result_rows[0]
+    return int(total), int(distinct)
+
+
+def test_ingest_is_idempotent_and_empties_the_spool(home):
+    expected = fill_spool(home / "spool")
+    with Store.open(ingest=False) as store:
+        report = store.ingest()
+        assert (report.segments, report.spans, report.skipped_records) == (SEGMENTS, expected, 0)
+        again = store.ingest()
+        assert (again.segments, again.spans) == (0, 0)
+        assert stored_counts(store) == (expected, expected)
+    assert not [p for p in (home / "spool").iterdir() if not p.name.startswith(".")]
+
+
+def test_torn_tail_is_skipped_and_reported_and_the_rest_ingested(home):
+    fill_spool(home / "spool", segments=1, spans=5)
+    (segment,) = sealed_segments(home / "spool")
+    segment.write_bytes(segment.read_bytes() + encode_record(b"x" * 100)[:-30])
+    with Store.open() as store:
+        assert store.last_ingest.spans == 5
+        assert store.last_ingest.skipped_records == 1
+        assert "torn" in store.last_ingest.problems[0]
+
+
+def test_checksummed_garbage_payload_is_reported_not_fatal(home):
+    spool = home / "spool"
+    fill_spool(spool, segments=1, spans=2)
+    (spool / "00000000000000000000-x-1-deadbeef.seg").write_bytes(SEGMENT_MAGIC + encode_record(b"\xff\xff not otlp"))
+    with Store.open() as store:
+        assert store.last_ingest.spans == 2
+        assert store.last_ingest.skipped_records == 1
+        assert "not an OTLP" in " ".join(store.last_ingest.problems)
+
+
+def test_half_ingested_segment_inserts_only_missing_spans(home):
+    spool = home / "spool"
+    expected = fill_spool(spool, segments=1, spans=10)
+    (segment,) = sealed_segments(spool)
+    rows = [row for payload in read_segment(segment).payloads for row in rows_from_request(payload)]
+    claimed = segment.rename(segment.with_suffix(".ingesting"))
+    with Store.open(ingest=False) as store:
+        store.insert_rows(rows[:4])  # what a killed ingest got in before dying
+        report = store.ingest()
+        assert (report.recovered_segments, report.duplicates_skipped, report.spans) == (1, 4, 6)
+        assert stored_counts(store) == (expected, expected)
+    assert not claimed.exists()
+
+
+def test_busy_spool_is_left_to_the_other_ingester(home):
+    spool = home / "spool"
+    fill_spool(spool, segments=1, spans=1)
+    fd = os.open(spool / ".ingest.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another open file description: a concurrent ingester
+    try:
+        with Store.open("chdb://memory") as store:
+            report = ingest_spool(store, spool)
+            assert report.busy and report.spans == 0
+    finally:
+        os.close(fd)
+    assert sealed_segments(spool)
+
+
+KILLER = textwrap.dedent("""
+    import os, signal, sys
+    from otel_replay.storage import ingest
+    from otel_replay.storage.store import Store
+    home, point, nth = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    seen = {}
+    def checkpoint(name):
+        seen[name] = seen.get(name, 0) + 1
+        if name == point and seen[name] == nth:
+            os.kill(os.getpid(), signal.SIGKILL)
+    ingest._checkpoint = checkpoint
+    ingest._INSERT_CHUNK_ROWS = 25
+    store = Store.open(home=home, ingest=False)
+    store.ingest()
+    print("finished without being killed", flush=True)
+""")
+
+
+def ingest_and_die(home: Path, point: str, nth: int) -> None:
+    result = subprocess.run([sys.executable, "-c", KILLER, str(home), point, str(nth)], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == -9, (result.returncode, result.stdout, result.stderr)
+
+
+@pytest.mark.parametrize(("kills"), [
+    [("claimed", 1)],                                # segments renamed, nothing inserted
+    [("inserted_chunk", 2)],                         # half of the rows inserted
+    [("inserted", 1)],                               # everything inserted, nothing deleted
+    [("deleted_one", 2)],                            # some claimed segments deleted, one still .ingesting
+    [("inserted_chunk", 1), ("inserted_chunk", 1)],  # killed again while recovering
+], ids=["after-claim", "mid-insert", "after-insert", "mid-delete", "twice"])
+def test_sigkill_at_any_point_of_ingest_leaves_every_span_exactly_once(home, kills):
+    expected = fill_spool(home / "spool")
+    for point, nth in kills:
+        ingest_and_die(home, point, nth)
+    assert list((home / "spool").glob("*.ingesting")), "the kill should have interrupted an ingest"
+    with Store.open() as store:  # opening ingests: recovery of .ingesting, then anything still sealed
+        assert stored_counts(store) == (expected, expected)
+        assert store.ingest().spans == 0
+    assert not list((home / "spool").glob("*.ingesting")) and not sealed_segments(home / "spool")
