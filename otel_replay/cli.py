@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -267,6 +268,8 @@ def db_init_command(
 
 def main() -> None:
     """Console-script entry point."""
+    # Driver libraries log their own copy of errors the CLI already reports in one line.
+    logging.getLogger("clickhouse_connect").setLevel(logging.CRITICAL)
     app()
 
 

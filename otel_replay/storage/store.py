@@ -63,6 +63,17 @@ def _redact_url(url: str) -> str:
     return parts._replace(netloc=f"{user}:***@{netloc[2]}").geturl()
 
 
+def _root_cause(exc: BaseException, password: str | None) -> str:
+    """The shortest useful reason of a driver error: the innermost OS error when there is one."""
+    text = str(exc)
+    for marker in ("Connection refused", "Name or service not known", "timed out", "No route to host",
+                   "Authentication failed", "Temporary failure in name resolution"):
+        if marker.lower() in text.lower():
+            return marker.lower()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return _scrub(first[:300], password)
+
+
 def _scrub(text: str, secret: str | None) -> str:
     text = re.sub(r"//([^:/@\s]*):[^@\s]*@", r"//\1:***@", text)
     if secret:
@@ -192,7 +203,7 @@ class Store:
                 send_receive_timeout=300)
         except Exception as exc:
             raise StoreUnavailableError(
-                f"cannot reach the ClickHouse store at {_redact_url(url)}: {_scrub(str(exc), password)}. Check that "
+                f"cannot reach the ClickHouse store at {_redact_url(url)} ({_root_cause(exc, password)}): check that "
                 "the server is running and the URL, user and password are right") from None
         store = cls(client=client, url=url, home=home, database=database, table=table, embedded=False, lock=None)
         store._memory = False
