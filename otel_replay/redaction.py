@@ -1,0 +1,1022 @@
+"""Secret detection and replacement, applied to every value before it becomes a span attribute.
+
+Why this module exists: a recorded run holds user input, tool arguments, HTTP headers, model messages and
+exception text, and all of it is exported, spooled and stored. Anything that looks like a credential must be
+replaced *before* it leaves the recording code, by a keyed fingerprint plus the place it was found, so that
+two runs using the same key can still be compared ("same secret, same fingerprint") without the key being
+stored anywhere.
+
+Two detectors work together:
+
+* **by key name** -- the value under a key such as ``api_key``, ``Authorization`` or ``refresh_token`` is
+  replaced whole, whatever its type (see :meth:`Redactor.is_secret_key`);
+* **by value shape** -- strings are scanned for provider API keys, cloud and VCS tokens, JWTs, bearer
+  credentials, PEM private keys, credentials in URLs, ``password=...`` assignments and card numbers that pass
+  the Luhn check (see :data:`DEFAULT_PATTERNS`).
+
+What it must never do:
+
+* never leak: if anything goes wrong inside the redactor, the value is masked whole rather than passed on;
+* never raise into the recording path (:meth:`Redactor.redact` and :meth:`Redactor.scrub_text` catch
+  everything); only setup -- a bad :class:`RedactionConfig` or an unusable key file -- raises ``ValueError``;
+* never mutate its input, never store a secret (only an HMAC prefix), never restore one: a replay takes
+  secrets from its own environment, not from a snapshot;
+* never be switched off wholesale: there is deliberately no null redactor. Rules can be turned off one by
+  one through :class:`RedactionConfig`.
+
+The module is on the hot path of every snapshot, so rule decisions are precompiled, key decisions cached,
+and payloads with nothing suspicious are recognised by cheap substring tests before any full pattern runs.
+Only the standard library is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final
+
+__all__ = [
+    "DEFAULT_NEUTRAL_KEY_WORDS",
+    "DEFAULT_PATTERNS",
+    "DEFAULT_SAFE_KEYS",
+    "DEFAULT_SECRET_KEY_WORDS",
+    "FINGERPRINT_PREFIX",
+    "KEY_FILE_NAME",
+    "REDACTED_KEY",
+    "RedactionConfig",
+    "Redactor",
+]
+
+_log = logging.getLogger("otel_replay")
+
+REDACTED_KEY: Final = "$redacted"
+"""Key of the marker object that replaces a secret: ``{"$redacted": "<fingerprint>", "scope": "<where>"}``."""
+
+FINGERPRINT_PREFIX: Final = "hmac-sha256:"
+"""Prefix of every fingerprint; 16 lowercase hex characters of HMAC-SHA256 follow it."""
+
+KEY_FILE_NAME: Final = "redaction.key"
+"""Name of the per-installation HMAC key file inside the otel-replay home (mode 0600)."""
+
+_FINGERPRINT_HEX: Final = 16
+_KEY_BYTES: Final = 32
+_MIN_KEY_BYTES: Final = 16
+_ERROR_FINGERPRINT: Final = "error"
+_KEY_CACHE_MAX: Final = 8192
+
+# --------------------------------------------------------------------------------------------- key names
+
+DEFAULT_SECRET_KEY_WORDS: Final[tuple[str, ...]] = (
+    # single words (matched as whole words of a key; words of 5+ letters also as a word's suffix,
+    # so ``pgpassword`` and ``bottoken`` match but ``tokenizer`` and ``tokens`` do not)
+    "password", "passwords", "passwd", "pwd", "passphrase",
+    "secret", "secrets",
+    "token",
+    "authorization", "auth",
+    "cookie", "cookies",
+    "credential", "credentials",
+    "apikey", "apikeys", "privatekey", "sessionid", "jwt", "bearer",
+    # phrases (adjacent words of a key, in any separator style or camelCase)
+    "api_key", "api_keys", "private_key", "private_keys", "access_key", "secret_key",
+    "session_id", "session_key",
+    "access_tokens", "refresh_tokens", "id_tokens", "auth_tokens", "bearer_tokens",
+)
+"""Key words whose presence makes a key secret. ``"api_key"`` means the adjacent words ``api`` ``key`` in any
+style (``api_key``, ``x-api-key``, ``apiKey``, ``API_KEY``); ``token`` covers ``access_token``,
+``refresh_token``, ``id_token``, ``x-auth-token``; ``authorization`` covers ``proxy-authorization``; ``cookie``
+covers ``set-cookie``; ``secret`` covers ``client_secret`` and ``aws_secret_access_key``."""
+
+DEFAULT_NEUTRAL_KEY_WORDS: Final[tuple[str, ...]] = (
+    "count", "counts", "num", "number", "max", "min", "limit", "limits", "length", "len", "size",
+    "total", "usage", "budget", "estimate", "estimated", "type", "types", "expires", "expiry", "expiration",
+    "ttl", "url", "uri", "endpoint", "name", "names", "path", "domain",
+)
+"""Words that describe *about* a secret rather than hold one: a key containing any of them is not secret
+(``token_count``, ``max_token``, ``token_type``, ``password_max_length``, ``secret_name``, ``token_url``)."""
+
+DEFAULT_SAFE_KEYS: Final[tuple[str, ...]] = (
+    "max_tokens", "max_output_tokens", "max_completion_tokens", "max_new_tokens",
+    "input_tokens", "output_tokens", "prompt_tokens", "completion_tokens", "total_tokens",
+    "cached_tokens", "reasoning_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
+    "num_tokens", "token_count", "tokens", "tokenizer", "token_usage", "token_type", "token_limit",
+    "gen_ai_usage_input_tokens", "gen_ai_usage_output_tokens",
+)
+"""Keys never redacted by name (compared after normalisation, so ``maxTokens`` equals ``max_tokens``).
+Their values are still scanned for secret shapes."""
+
+# ------------------------------------------------------------------------------------------ value shapes
+
+_PATTERN_SOURCES: Final[dict[str, str]] = {
+    # Provider API keys. Anthropic before OpenAI: both start with ``sk-``.
+    "anthropic_api_key": r"(?<![A-Za-z0-9_\-])sk-ant-[A-Za-z0-9_\-]{20,}",
+    "openai_api_key": r"(?<![A-Za-z0-9_\-])sk-[A-Za-z0-9_\-]{20,}",
+    "aws_access_key_id": r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",
+    "github_token": r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
+    "slack_token": r"(?<![A-Za-z0-9_\-])xox[abposr]-[A-Za-z0-9\-]{10,}",
+    "google_api_key": r"(?<![A-Za-z0-9_\-])AIza[A-Za-z0-9_\-]{35}",
+    "stripe_key": r"(?<![A-Za-z0-9_])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}",
+    "jwt": r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]*",
+    "private_key": (
+        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+        r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?:[A-Za-z0-9+/=\s:,\-]|\\[nr])*)"
+    ),
+    "authorization_header": (
+        r"(?i:\b(?:proxy-)?authorization)[\"']?\s*[:=]\s*[\"']?"
+        r"(?:(?i:bearer|basic|token|digest|negotiate|apikey|ntlm)\s+)?(?P<secret>[^\s\"',;]{3,})"
+    ),
+    "bearer": r"(?i:\bbearer)\s+(?P<secret>[A-Za-z0-9._~+/\-]{8,}=*)",
+    "url_credentials": r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@\"'<>]*:(?P<secret>[^/\s@\"'<>]+)@",
+    "secret_assignment": "",  # built from the configured key words at the end of this module
+    "card_number": (
+        r"(?<![\w.+/\-])(?:[2-6]\d{12,18}"
+        r"|[2-6]\d{3}(?:[ \-]\d{4}){2}[ \-]\d{1,4}(?:[ \-]?\d{3})?"
+        r"|3[47]\d{2}[ \-]\d{6}[ \-]\d{5})(?!\w)(?!\.\d)"
+    ),
+}
+DEFAULT_PATTERNS: Mapping[str, str] = MappingProxyType(_PATTERN_SOURCES)  # completed at the end of the module
+"""Default value-shape rules, by name. Each is a regular expression searched in every string; when it has a
+group named ``secret`` only that part is replaced (``Bearer <secret>``). ``card_number`` additionally needs
+the Luhn check and a 2-6 leading digit; ``bearer`` needs a digit in the credential or 20+ characters;
+``secret_assignment`` (``password=...``, ``"api_key": "..."`` in free text) is generated from the configured
+key words and needs the assigned name to pass :meth:`Redactor.is_secret_key`. Names are what
+``RedactionConfig.disabled_patterns`` accepts and what inline tokens carry."""
+
+# Cheap substring hints: a rule runs on a string only if one of its hints occurs in it. ``None`` = always.
+# Hints marked lower are tested against the lower-cased string.
+_HINTS: Final[Mapping[str, tuple[tuple[str, ...], bool]]] = {
+    "anthropic_api_key": (("sk-ant-",), False),
+    "openai_api_key": (("sk-",), False),
+    "aws_access_key_id": (("AKIA", "ASIA"), False),
+    "github_token": (("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), False),
+    "slack_token": (("xox",), False),
+    "google_api_key": (("AIza",), False),
+    "stripe_key": (("_live_", "_test_"), False),
+    "jwt": (("eyJ",), False),
+    "private_key": (("PRIVATE KEY",), False),
+    "authorization_header": (("authorization",), True),
+    "bearer": (("bearer",), True),
+    "card_number": ((), False),  # see _card_hint
+    "secret_assignment": ((), True),  # key-word hints and a '=' or ':'
+
+    "url_credentials": (("://",), False),
+}
+_MIN_LENGTH: Final[Mapping[str, int]] = {
+    "anthropic_api_key": 27, "openai_api_key": 23, "aws_access_key_id": 20, "github_token": 40,
+    "slack_token": 15, "google_api_key": 39, "stripe_key": 24, "jwt": 18, "private_key": 30,
+    "authorization_header": 17, "bearer": 15, "url_credentials": 8, "secret_assignment": 5, "card_number": 13,
+}
+_CARD_TABLE: Final = bytes(48 if 48 <= i <= 57 else 120 if i in (32, 45) else 46 for i in range(256))
+
+
+def _card_hint(text: str) -> bool:
+    """Cheap test for a run of 13+ digits, or digit groups 4-4-4 / 4-6-5 split by spaces or dashes."""
+    mapped = text.encode("utf-8", "surrogatepass").translate(_CARD_TABLE)
+    return b"0000x0000x0000" in mapped or b"0000000000000" in mapped or b"0000x000000x00000" in mapped
+
+
+def _reduce_hints(words: Iterable[str]) -> tuple[str, ...]:
+    """The fewest substrings such that every word contains one (shared 4+ letter prefixes are merged)."""
+    hints = set(words)
+    changed = True
+    while changed:
+        changed = False
+        ordered = sorted(hints)
+        for a, b in zip(ordered, ordered[1:]):
+            n = 0
+            while n < min(len(a), len(b)) and a[n] == b[n]:
+                n += 1
+            if n >= 4 and (a[:n] != a or b[:n] != b):
+                hints -= {a, b}
+                hints.add(a[:n])
+                changed = True
+                break
+    return tuple(sorted(h for h in hints if not any(o != h and o in h for o in hints)))
+_REDACTED_TOKEN: Final = re.compile(r"\[REDACTED:[A-Za-z0-9_.\-]+:(?:hmac-sha256:[0-9a-f]+|error)\]")
+_NOT_A_VALUE: Final = frozenset({"none", "null", "true", "false", "nil", "undefined", "***", "<redacted>"})
+_AUTH_SCHEMES: Final = frozenset({"bearer", "basic", "token", "digest", "negotiate", "apikey", "ntlm"})
+_WORD: Final = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_ANCHORS: Final = ("^", "\\A")
+_END_ANCHORS: Final = ("$", "\\Z", "\\z")
+
+
+def _words(key: str) -> tuple[str, ...]:
+    """Lower-case words of a key in any style: ``X-Api-Key``, ``apiKey``, ``API_KEY`` -> ``("x"?, "api", "key")``."""
+    return tuple(w.lower() for w in _WORD.findall(key))
+
+
+def _normal_key(key: str) -> str:
+    """A key in one canonical spelling (``maxTokens`` -> ``max_tokens``)."""
+    return "_".join(_words(key))
+
+
+def _luhn(digits: str) -> bool:
+    """True if ``digits`` (only 0-9) pass the Luhn checksum."""
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2:
+            d *= 2
+            if d > 9:
+                d -= 9
+        total += d
+    return total % 10 == 0
+
+
+def _is_card_digits(digits: str) -> bool:
+    return 13 <= len(digits) <= 19 and digits[0] in "23456" and _luhn(digits)
+
+
+# ------------------------------------------------------------------------------------------------ config
+
+def _strings(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)):
+        raise ValueError(f"RedactionConfig.{name} must be a sequence of strings, not a single string: "
+                         f"write ({value!r},)")
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise ValueError(f"RedactionConfig.{name} must be a sequence of strings, got {type(value).__name__}") from None
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise ValueError(f"RedactionConfig.{name} holds {item!r}: every entry must be a non-empty string")
+    return items
+
+
+def _compile_user_pattern(where: str, source: Any) -> re.Pattern[str]:
+    if isinstance(source, re.Pattern):
+        pattern = source
+    elif isinstance(source, str) and source:
+        try:
+            pattern = re.compile(source)
+        except re.error as exc:
+            raise ValueError(f"RedactionConfig.{where}: invalid regular expression {source!r}: {exc}") from None
+    else:
+        raise ValueError(f"RedactionConfig.{where}: expected a non-empty regular expression, got {source!r}")
+    if not isinstance(pattern.pattern, str):
+        raise ValueError(f"RedactionConfig.{where}: patterns must be str patterns, not bytes")
+    return pattern
+
+
+@dataclass(frozen=True, kw_only=True)
+class RedactionConfig:
+    """Which rules a :class:`Redactor` applies, on top of (or instead of) the defaults.
+
+    Every field is validated when the object is built; a bad value raises ``ValueError`` here, never later
+    while recording. Sequences are stored as tuples and ``extra_patterns`` as a read-only mapping.
+    """
+
+    extra_key_words: tuple[str, ...] = ()
+    """More key words or phrases that make a key secret (``"pin"``, ``"otp_code"``, ``"ssn"``)."""
+
+    disabled_key_words: tuple[str, ...] = ()
+    """Default key words to turn off, spelled as in :data:`DEFAULT_SECRET_KEY_WORDS`."""
+
+    extra_patterns: Mapping[str, str | re.Pattern[str]] = field(default_factory=dict)
+    """More value-shape rules, ``name -> regex``. A group named ``secret`` limits what is replaced. The
+    pattern is searched inside strings and inside the JSON text of whole payloads (the hot-path pre-check), so
+    it must not be anchored with ``^``/``$`` and must not match the empty string."""
+
+    disabled_patterns: tuple[str, ...] = ()
+    """Names of rules in :data:`DEFAULT_PATTERNS` to turn off (``"card_number"``, ``"secret_assignment"``)."""
+
+    allowed_values: tuple[str, ...] = ()
+    """Exact values that are never redacted, neither by shape nor under a secret key (compared stripped)."""
+
+    allowed_value_patterns: tuple[str, ...] = ()
+    """Regular expressions; a candidate secret they match entirely (``fullmatch``) is never redacted."""
+
+    safe_keys: tuple[str, ...] = ()
+    """More keys never redacted by name, on top of :data:`DEFAULT_SAFE_KEYS` (normalised: any style)."""
+
+    def __post_init__(self) -> None:
+        for name in ("extra_key_words", "disabled_key_words", "disabled_patterns", "allowed_values",
+                     "allowed_value_patterns", "safe_keys"):
+            object.__setattr__(self, name, _strings(name, getattr(self, name)))
+        for word in self.extra_key_words:
+            if not _words(word):
+                raise ValueError(f"RedactionConfig.extra_key_words: {word!r} has no letters or digits")
+        defaults = {_normal_key(w) for w in DEFAULT_SECRET_KEY_WORDS}
+        for word in self.disabled_key_words:
+            if _normal_key(word) not in defaults:
+                raise ValueError(f"RedactionConfig.disabled_key_words: {word!r} is not a default key word; "
+                                 f"known: {', '.join(DEFAULT_SECRET_KEY_WORDS)}")
+        for name in self.disabled_patterns:
+            if name not in DEFAULT_PATTERNS:
+                raise ValueError(f"RedactionConfig.disabled_patterns: unknown rule {name!r}; "
+                                 f"known: {', '.join(DEFAULT_PATTERNS)}")
+        if not isinstance(self.extra_patterns, Mapping):
+            raise ValueError("RedactionConfig.extra_patterns must be a mapping of rule name to regex")
+        extra: dict[str, str | re.Pattern[str]] = {}
+        for name, source in self.extra_patterns.items():
+            if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.\-]*", name):
+                raise ValueError(f"RedactionConfig.extra_patterns: rule name {name!r} must start with a letter "
+                                 f"and hold only letters, digits, '_', '.', '-'")
+            if name in DEFAULT_PATTERNS:
+                raise ValueError(f"RedactionConfig.extra_patterns: {name!r} is a default rule name; pick another")
+            pattern = _compile_user_pattern(f"extra_patterns[{name!r}]", source)
+            text = pattern.pattern
+            if text.startswith(_ANCHORS) or text.endswith(_END_ANCHORS):
+                raise ValueError(f"RedactionConfig.extra_patterns[{name!r}]: do not anchor with ^ or $; the "
+                                 f"pattern is searched inside strings and inside payload JSON")
+            if pattern.fullmatch("") is not None:
+                raise ValueError(f"RedactionConfig.extra_patterns[{name!r}]: pattern matches the empty string")
+            extra[name] = source
+        object.__setattr__(self, "extra_patterns", MappingProxyType(extra))
+        for i, source in enumerate(self.allowed_value_patterns):
+            _compile_user_pattern(f"allowed_value_patterns[{i}]", source)
+
+
+# ---------------------------------------------------------------------------------------------- key file
+
+def _read_key_file(path: Path) -> bytes | None:
+    """The key in ``path``, or None while the file is absent or still empty/partial (a writer is mid-way)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    text = data.strip()
+    if re.fullmatch(rb"[0-9a-fA-F]{32,128}", text) and len(text) % 2 == 0:
+        return bytes.fromhex(text.decode("ascii"))
+    return None
+
+
+def _check_mode(path: Path) -> None:
+    """Tighten a key file readable by group or others to 0600; refuse it if that is not possible."""
+    if os.name == "nt":  # pragma: no cover - POSIX permissions only
+        return
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        try:
+            os.chmod(path, 0o600)
+        except OSError as exc:
+            raise ValueError(f"redaction key {path} is readable by other users (mode {mode:o}) and cannot be "
+                             f"tightened ({exc}); run: chmod 600 {path}") from None
+        _log.warning("redaction key %s had mode %o; tightened it to 600", path, mode)
+
+
+def _load_or_create_key(home: Path) -> bytes:
+    """Read ``<home>/redaction.key``, creating it (0600, atomically) on first use."""
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = home / KEY_FILE_NAME
+    if not path.exists():
+        key = secrets.token_bytes(_KEY_BYTES)
+        tmp = home / f".{KEY_FILE_NAME}.{os.getpid()}.{secrets.token_hex(6)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(key.hex().encode("ascii") + b"\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            try:
+                os.link(tmp, path)  # atomic and never partial: fails if another process got there first
+            except FileExistsError:
+                pass
+            except OSError:  # filesystems without hard links: exclusive create of the final name
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                except FileExistsError:
+                    pass
+                else:
+                    with os.fdopen(fd, "wb") as fh:
+                        fh.write(key.hex().encode("ascii") + b"\n")
+                        fh.flush()
+                        os.fsync(fh.fileno())
+        finally:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    deadline = time.monotonic() + 2.0
+    while True:
+        key_bytes = _read_key_file(path)
+        if key_bytes is not None:
+            break
+        if time.monotonic() > deadline:
+            raise ValueError(f"redaction key {path} is not a hex-encoded key; delete it to create a new one "
+                             f"(fingerprints recorded with the old key will no longer match)")
+        time.sleep(0.01)
+    if len(key_bytes) < _MIN_KEY_BYTES:
+        raise ValueError(f"redaction key {path} is shorter than {_MIN_KEY_BYTES} bytes; delete it to create a new one")
+    _check_mode(path)
+    return key_bytes
+
+
+# ---------------------------------------------------------------------------------------------- redactor
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    name: str
+    pattern: re.Pattern[str]
+    hints: tuple[str, ...] | None
+    lower: bool
+    group: str | int
+    validate: Callable[[re.Match[str], str], bool] | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Hit:
+    start: int  # span of the secret (what is replaced)
+    end: int
+    mstart: int  # span of the whole match (e.g. "Bearer <secret>")
+    mend: int
+    rule: str
+    secret: str
+
+
+_canonical = json.JSONEncoder(ensure_ascii=False, allow_nan=True, sort_keys=True, separators=(",", ":"),
+                              default=repr).encode
+
+
+def _copy(value: Any) -> Any:
+    """A fresh copy of the containers of a JSON-able tree (leaves are immutable and shared)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: (_copy(v) if type(v) in _CONTAINERS else v) for k, v in value.items()}
+    if kind is list:
+        return [(_copy(v) if type(v) in _CONTAINERS else v) for v in value]
+    if kind is tuple:
+        return tuple((_copy(v) if type(v) in _CONTAINERS else v) for v in value)
+    return value
+
+
+_CONTAINERS: Final = frozenset({dict, list, tuple})
+
+
+class Redactor:
+    """Replaces secrets by keyed fingerprints. Build one per installation with :meth:`for_home`.
+
+    Thread-safe; every method that the recording path calls (:meth:`redact`, :meth:`scrub_text`,
+    :meth:`suspects`) never raises.
+    """
+
+    def __init__(self, *, key: bytes, config: RedactionConfig | None = None) -> None:
+        """A redactor using HMAC ``key`` (16+ bytes) and ``config`` (defaults when None).
+
+        Raises ``ValueError`` for a short key or an unusable config.
+        """
+        if not isinstance(key, (bytes, bytearray)) or len(key) < _MIN_KEY_BYTES:
+            raise ValueError(f"the redaction key must be at least {_MIN_KEY_BYTES} bytes")
+        if config is None:
+            config = RedactionConfig()
+        elif not isinstance(config, RedactionConfig):
+            raise ValueError(f"config must be a RedactionConfig, got {type(config).__name__}")
+        self._key = bytes(key)
+        self.config: RedactionConfig = config
+        """The rules in force (read-only)."""
+
+        disabled = {_normal_key(w) for w in config.disabled_key_words}
+        words = [w for w in DEFAULT_SECRET_KEY_WORDS if _normal_key(w) not in disabled]
+        words += list(config.extra_key_words)
+        singles: set[str] = set()
+        phrases: set[tuple[str, ...]] = set()
+        for w in words:
+            parts = _words(w)
+            if len(parts) == 1:
+                singles.add(parts[0])
+            elif parts:
+                phrases.add(parts)
+        self._singles = frozenset(singles)
+        self._suffixes = tuple(sorted(w for w in singles if len(w) >= 5))
+        self._phrases = tuple(sorted(phrases))
+        self._neutral = frozenset(DEFAULT_NEUTRAL_KEY_WORDS)
+        self._safe = frozenset(_normal_key(k) for k in (*DEFAULT_SAFE_KEYS, *config.safe_keys))
+        self._key_cache: dict[str, bool] = {}
+        self._key_scrub_cache: dict[str, tuple[str, int]] = {}
+
+        # Hints for the key-word part of the pre-check: substrings of the lower-cased text that every secret
+        # key (and every "name=value" assignment) must contain.
+        key_hints: set[str] = set(singles)
+        candidates = {w for p in phrases for w in p}
+        coverage = {c: sum(any(c in w for w in p) for p in phrases) for c in candidates}
+        for phrase in sorted(phrases):
+            if any(h in w for w in phrase for h in key_hints):
+                continue
+            usable = [c for c in candidates if any(c in w for w in phrase)]
+            key_hints.add(max(usable, key=lambda c: (coverage[c], len(c), c)))
+        self._key_hints = _reduce_hints(key_hints)
+
+        self._allowed = frozenset(v.strip() for v in config.allowed_values)
+        self._allowed_res = tuple(re.compile(p) for p in config.allowed_value_patterns)
+
+        rules: list[_Rule] = []
+        for name, source in DEFAULT_PATTERNS.items():
+            if name in config.disabled_patterns:
+                continue
+            if name == "secret_assignment":  # follows the configured key words, not the default source
+                rules.append(_Rule(name, self._assignment_pattern(singles, phrases), None, True, "secret",
+                                   self._valid_assignment))
+                continue
+            flags = re.DOTALL if name == "private_key" else 0
+            pattern = re.compile(source, flags)
+            hints, lower = _HINTS.get(name, (None, False))
+            group: str | int = "secret" if "secret" in pattern.groupindex else 0
+            validate = _valid_card if name == "card_number" else _valid_bearer if name == "bearer" else None
+            rules.append(_Rule(name, pattern, hints, lower, group, validate))
+        self._custom: list[re.Pattern[str]] = []
+        for name, source in config.extra_patterns.items():
+            pattern = _compile_user_pattern(name, source)
+            self._custom.append(pattern)
+            group = "secret" if "secret" in pattern.groupindex else 0
+            rules.append(_Rule(name, pattern, None, False, group, None))
+        self._rules = tuple(rules)
+        self._shape_hints = _reduce_hints(h for r in rules if r.hints and not r.lower for h in r.hints)
+        gated: dict[str, list[str]] = {}
+        for hint in self._shape_hints:  # one memchr-fast single-character test guards several hints
+            gate = next((c for c in "-_:J" if c in hint), None) or max(hint, key=lambda c: (c.isupper(), c))
+            gated.setdefault(gate, []).append(hint)
+        self._gated_shape_hints = tuple((gate, tuple(hints)) for gate, hints in sorted(gated.items()))
+        self._lower_shape_hints = tuple(h for h in _reduce_hints(h for r in rules if r.hints and r.lower
+                                                                 for h in r.hints)
+                                        if not any(k in h for k in self._key_hints))
+        self._cards = "card_number" not in config.disabled_patterns
+        self._assign = "secret_assignment" not in config.disabled_patterns
+        self._min_len = 0 if self._custom else min((_MIN_LENGTH.get(r.name, 0) for r in rules), default=1 << 30)
+
+    # -------------------------------------------------------------------------------------- construction
+
+    @classmethod
+    def for_home(cls, home: Path | str | os.PathLike[str], config: RedactionConfig | None = None) -> Redactor:
+        """The redactor of the installation in ``home``, creating ``<home>/redaction.key`` on first use.
+
+        The key file is created atomically with mode 0600 (if another process creates it at the same time,
+        its key is used); an existing key file readable by group or others is tightened to 0600, or refused
+        with ``ValueError`` if that fails. A malformed key file raises ``ValueError``.
+        """
+        return cls(key=_load_or_create_key(Path(home).expanduser()), config=config)
+
+    # ------------------------------------------------------------------------------------------ key names
+
+    def is_secret_key(self, key: str) -> bool:
+        """True if values under ``key`` are secrets, judged by its words in any style and case.
+
+        ``api_key``, ``X-Api-Key``, ``apiKey``, ``Authorization``, ``set-cookie``, ``client_secret``,
+        ``refresh_token``, ``sessionId`` are secret; ``max_tokens``, ``input_tokens``, ``token_count``,
+        ``tokenizer`` and the configured safe keys are not. Cached.
+        """
+        cached = self._key_cache.get(key)
+        if cached is not None:
+            return cached
+        try:
+            result = self._judge_key(key) if isinstance(key, str) else self._judge_key(str(key))
+        except Exception:  # noqa: BLE001 - err on the side of hiding the value
+            result = True
+        if len(self._key_cache) >= _KEY_CACHE_MAX:
+            self._key_cache.clear()
+        self._key_cache[key] = result
+        return result
+
+    def _judge_key(self, key: str) -> bool:
+        words = _words(key)
+        if not words or "_".join(words) in self._safe:
+            return False
+        singles = self._singles
+        matched: set[int] = set()
+        for i, w in enumerate(words):
+            if w in singles or (len(w) > 5 and w.endswith(self._suffixes)):
+                matched.add(i)
+        n = len(words)
+        for phrase in self._phrases:
+            size = len(phrase)
+            for i in range(n - size + 1):
+                if words[i:i + size] == phrase:
+                    matched.update(range(i, i + size))
+        if not matched:
+            return False
+        # "token_count", "max_token", "secret_name": a neutral word outside the match describes the secret
+        return not any(w in self._neutral for i, w in enumerate(words) if i not in matched)
+
+    # ---------------------------------------------------------------------------------------- fingerprint
+
+    def fingerprint(self, secret: str | bytes) -> str:
+        """``"hmac-sha256:"`` + the first 16 hex characters of HMAC-SHA256(installation key, secret).
+
+        Equal secrets give equal fingerprints on this installation; nothing about the secret can be read
+        back from it. Strings are hashed as UTF-8.
+        """
+        data = secret if isinstance(secret, bytes) else str(secret).encode("utf-8", "surrogatepass")
+        return FINGERPRINT_PREFIX + hmac.new(self._key, data, hashlib.sha256).hexdigest()[:_FINGERPRINT_HEX]
+
+    def marker(self, secret: Any, scope: str) -> dict[str, str]:
+        """The object that replaces a secret: ``{"$redacted": <fingerprint>, "scope": <scope>}``.
+
+        Non-string secrets are fingerprinted by their canonical JSON text.
+        """
+        if isinstance(secret, (str, bytes)):
+            fp = self.fingerprint(secret)
+        else:
+            fp = self.fingerprint(_canonical(secret))
+        return {REDACTED_KEY: fp, "scope": scope}
+
+    # ---------------------------------------------------------------------------------------- free text
+
+    def suspects(self, text: str) -> bool:
+        """Cheap pre-check: False only if neither ``text`` nor any JSON tree it encodes can hold a secret.
+
+        Made for the canonical JSON of a whole payload: keys and strings are looked at together by substring
+        tests, so a False answer lets the caller skip :meth:`redact` entirely. Never raises (True on error).
+        """
+        try:
+            return self._suspect_text(text)
+        except Exception:  # noqa: BLE001
+            return True
+
+    def _suspect_text(self, text: str) -> bool:
+        lower = text.lower()
+        for hint in self._key_hints:
+            if hint in lower:
+                return True
+        for gate, hints in self._gated_shape_hints:
+            if gate in text:
+                for hint in hints:
+                    if hint in text:
+                        return True
+        for hint in self._lower_shape_hints:
+            if hint in lower:
+                return True
+        if self._cards and len(text) >= 13 and _card_hint(text):
+            return True
+        for pattern in self._custom:
+            if pattern.search(text):
+                return True
+        return False
+
+    def _may_match(self, rule: _Rule, text: str, lower: str | None) -> bool:
+        """Whether ``rule`` can match ``text`` at all, by substring hints (``lower`` is ``text.lower()``)."""
+        name = rule.name
+        if name == "card_number":
+            return len(text) >= 13 and _card_hint(text)
+        if name == "secret_assignment":
+            if "=" not in text and ":" not in text:
+                return False
+            haystack = lower if lower is not None else text.lower()
+            for hint in self._key_hints:
+                if hint in haystack:
+                    return True
+            return False
+        hints = rule.hints
+        if hints is None:
+            return rule.pattern.search(text) is not None
+        haystack = (lower if lower is not None else text.lower()) if rule.lower else text
+        for hint in hints:
+            if hint in haystack:
+                return True
+        return False
+
+    def _hits(self, text: str) -> list[_Hit]:
+        """Secret spans in ``text``, left to right; overlapping spans are merged (nothing is left half-shown).
+
+        Spans that fall inside an existing ``[REDACTED:...]`` token are dropped, so scrubbing is idempotent.
+        """
+        if len(text) < self._min_len or not self._suspect_text(text):
+            return []
+        lower: str | None = None
+        found: list[tuple[int, int, int, int, str]] = []
+        for rule in self._rules:
+            if lower is None and (rule.lower or rule.name == "secret_assignment"):
+                lower = text.lower()
+            if not self._may_match(rule, text, lower):
+                continue
+            for m in rule.pattern.finditer(text):
+                span = self._secret_span(rule, m)
+                if span is None:
+                    continue
+                start, end = span
+                if self._is_allowed(text[start:end]) or self._is_allowed(m.group(0)):
+                    continue
+                found.append((start, end, m.start(), m.end(), rule.name))
+        if not found:
+            return []
+        found.sort(key=lambda f: (f[0], -f[1]))
+        tokens: list[tuple[int, int]] = []
+        if "[REDACTED:" in text:
+            tokens = [m.span() for m in _REDACTED_TOKEN.finditer(text)]
+        hits: list[_Hit] = []
+        for start, end, mstart, mend, name in found:
+            if any(t0 <= start and end <= t1 for t0, t1 in tokens):
+                continue
+            if hits and start < hits[-1].end:
+                last = hits[-1]
+                hits[-1] = _Hit(last.start, max(end, last.end), min(mstart, last.mstart), max(mend, last.mend),
+                                last.rule, text[last.start:max(end, last.end)])
+                continue
+            hits.append(_Hit(start, end, mstart, mend, name, text[start:end]))
+        return hits
+
+    def _secret_span(self, rule: _Rule, m: re.Match[str]) -> tuple[int, int] | None:
+        """The part of match ``m`` to replace, or None if the rule's validator rejects it."""
+        if m.end() == m.start():
+            return None
+        if rule.validate is not None and not rule.validate(m, m.string):
+            return None
+        if rule.name == "secret_assignment":
+            start, end = m.span("qsecret") if m.group("qsecret") is not None else m.span("secret")
+        else:
+            start, end = m.span(rule.group)
+        if start < 0 or end <= start:
+            return None
+        return start, end
+
+    def scrub_text(self, text: str, scope: str) -> tuple[str, int]:
+        """``text`` with every shape-matching secret replaced inline by ``[REDACTED:<rule>:<fingerprint>]``.
+
+        Returns the new text and the number of replacements. ``scope`` names where the text came from (it is
+        used for the marker if the scan fails). Never raises: on an internal failure the whole text is
+        replaced by ``[REDACTED:error]``.
+        """
+        try:
+            if not isinstance(text, str):
+                text = str(text)
+            hits = self._hits(text)
+            if not hits:
+                return text, 0
+            return self._replace(text, hits), len(hits)
+        except Exception:  # noqa: BLE001 - never leak, never raise
+            _log.warning("redaction failed at %s; masked the whole text", scope, exc_info=True)
+            return "[REDACTED:error]", 1
+
+    def _replace(self, text: str, hits: list[_Hit]) -> str:
+        parts: list[str] = []
+        pos = 0
+        for hit in hits:
+            parts.append(text[pos:hit.start])
+            parts.append(f"[REDACTED:{hit.rule}:{self._hit_fingerprint(hit)}]")
+            pos = hit.end
+        parts.append(text[pos:])
+        return "".join(parts)
+
+    def _hit_fingerprint(self, hit: _Hit) -> str:
+        if hit.rule == "card_number":  # "4111 1111 …" and 4111111… are the same card
+            return self.fingerprint("".join(ch for ch in hit.secret if ch.isdigit()))
+        return self.fingerprint(hit.secret)
+
+    def classify(self, text: str) -> str | None:
+        """The rule name if the whole of ``text`` (stripped) is one secret, else None.
+
+        ``"sk-proj-…"`` -> ``"openai_api_key"``, ``"Bearer abc123…"`` -> ``"bearer"``,
+        ``"4111 1111 1111 1111"`` -> ``"card_number"``; ``"my key is sk-…"`` -> None (scrub it inline).
+        """
+        try:
+            if not isinstance(text, str):
+                return None
+            hits = self._hits(text)
+            hit = self._whole(text, hits)
+        except Exception:  # noqa: BLE001
+            return None
+        return hit.rule if hit is not None else None
+
+    @staticmethod
+    def _whole(text: str, hits: list[_Hit]) -> _Hit | None:
+        """The one hit that covers all of ``text`` but surrounding whitespace, if there is one."""
+        if len(hits) != 1:
+            return None
+        hit = hits[0]
+        return hit if not text[:hit.mstart].strip() and not text[hit.mend:].strip() else None
+
+    def _is_allowed(self, value: str) -> bool:
+        if value in self._allowed:
+            return True
+        for pattern in self._allowed_res:
+            if pattern.fullmatch(value):
+                return True
+        return False
+
+    # ------------------------------------------------------------------------------------------ JSON trees
+
+    def redact(self, value: Any, scope: str) -> tuple[Any, int]:
+        """A new tree with every secret in ``value`` replaced, and the number of replacements.
+
+        ``value`` is a JSON-able tree (dict / list / tuple / str / int / float / bool / None; tuples come
+        back as lists). Values under secret keys become markers whatever their type (``None``, booleans and
+        empty values are kept: there is nothing to hide); strings that are wholly a secret become markers;
+        strings that contain secrets are scrubbed inline; integers that are card numbers become markers;
+        dict keys that contain secrets are scrubbed. ``scope`` is the dotted path of ``value``; children get
+        ``scope.key`` and ``scope[index]``. Existing markers are kept. The input is never mutated. Never
+        raises: on an internal failure the whole value is replaced by a marker with fingerprint ``"error"``.
+        """
+        try:
+            strings: list[str] = []
+            try:
+                copy = self._scan(value, strings)
+            except _Suspicious:
+                pass
+            else:
+                if not self._suspect_text("\n".join(strings)):
+                    return copy, 0
+            counter = [0]
+            result = self._walk(value, scope, counter, 0)
+            return result, counter[0]
+        except Exception:  # noqa: BLE001 - never leak, never raise
+            _log.warning("redaction failed at %s; masked the whole value", scope, exc_info=True)
+            return {REDACTED_KEY: _ERROR_FINGERPRINT, "scope": scope}, 1
+
+    def _scan(self, value: Any, strings: list[str]) -> Any:
+        """Fast path: copy a plain JSON tree, collecting its strings and keys for one substring pre-check.
+
+        Raises :class:`_Suspicious` as soon as something needs the full walk: a secret key, a large integer,
+        a type that is not plain JSON.
+        """
+        kind = type(value)
+        if kind is dict:
+            out = {}
+            cache = self._key_cache
+            for k, v in value.items():
+                if type(k) is not str:
+                    raise _Suspicious
+                secret = cache.get(k)
+                if secret is None:
+                    secret = self.is_secret_key(k)
+                if secret:
+                    raise _Suspicious
+                strings.append(k)
+                kv = type(v)
+                if kv is str:
+                    strings.append(v)
+                    out[k] = v
+                elif kv is dict or kv is list or kv is tuple:
+                    out[k] = self._scan(v, strings)
+                elif kv is int:
+                    if v >= 1_000_000_000_000 and self._cards:
+                        raise _Suspicious
+                    out[k] = v
+                elif v is None or kv is bool or kv is float:
+                    out[k] = v
+                else:
+                    raise _Suspicious
+            return out
+        if kind is list or kind is tuple:
+            items = []
+            for v in value:
+                kv = type(v)
+                if kv is str:
+                    strings.append(v)
+                    items.append(v)
+                elif kv is dict or kv is list or kv is tuple:
+                    items.append(self._scan(v, strings))
+                elif kv is int:
+                    if v >= 1_000_000_000_000 and self._cards:
+                        raise _Suspicious
+                    items.append(v)
+                elif v is None or kv is bool or kv is float:
+                    items.append(v)
+                else:
+                    raise _Suspicious
+            return items if kind is list else tuple(items)
+        if kind is str:
+            strings.append(value)
+            return value
+        if value is None or kind is bool or kind is float or (kind is int and value < 1_000_000_000_000):
+            return value
+        raise _Suspicious
+
+    def _secret_value(self, value: Any, scope: str, counter: list[int]) -> Any:
+        """Replacement of a value found under a secret key."""
+        if value is None or isinstance(value, bool) or value == "" or value == {} or value == []:
+            return _copy(value)
+        if isinstance(value, dict) and _is_marker(value):
+            return dict(value)
+        if isinstance(value, str):
+            stripped = value.strip()
+            if stripped in self._allowed or self._is_allowed(stripped):
+                return value
+            hit = self._whole(stripped, self._hits(stripped))
+            counter[0] += 1
+            if hit is not None:
+                return {REDACTED_KEY: self._hit_fingerprint(hit), "scope": scope}
+            return self.marker(stripped, scope)
+        counter[0] += 1
+        return self.marker(value, scope)
+
+    def _walk(self, value: Any, scope: str, counter: list[int], depth: int) -> Any:
+        kind = type(value)
+        if kind is str:
+            return self._string(value, scope, counter)
+        if kind is dict:
+            if _is_marker(value):
+                return {REDACTED_KEY: value[REDACTED_KEY], "scope": self.scrub_text(value["scope"], scope)[0]}
+            out: dict[Any, Any] = {}
+            for k, v in value.items():
+                skey = k if type(k) is str else str(k)
+                secret_key = self.is_secret_key(skey)
+                if len(skey) >= self._min_len:  # a key can hold a secret too; scopes use the scrubbed key
+                    cached = self._key_scrub_cache.get(skey)
+                    if cached is None:
+                        cached = self.scrub_text(skey, scope)
+                        if len(self._key_scrub_cache) >= _KEY_CACHE_MAX:
+                            self._key_scrub_cache.clear()
+                        self._key_scrub_cache[skey] = cached
+                    if cached[1]:
+                        counter[0] += cached[1]
+                        skey = k = cached[0]
+                child = f"{scope}.{skey}" if scope else skey
+                if secret_key:
+                    new = self._secret_value(v, child, counter)
+                else:
+                    new = self._walk(v, child, counter, depth + 1)
+                out[k] = new
+            return out
+        if kind is list or kind is tuple:
+            items = [self._walk(v, f"{scope}[{i}]", counter, depth + 1) for i, v in enumerate(value)]
+            return items if kind is list else tuple(items)
+        if kind is int:
+            if self._cards and value >= 1_000_000_000_000 and _is_card_digits(str(value)):
+                counter[0] += 1
+                return self.marker(str(value), scope)
+            return value
+        if value is None or kind is bool or kind is float:
+            return value
+        if isinstance(value, str):  # str subclasses
+            return self._string(str(value), scope, counter)
+        if isinstance(value, dict):
+            return self._walk(dict(value), scope, counter, depth)
+        if isinstance(value, (list, tuple)):
+            return self._walk(list(value), scope, counter, depth)
+        if isinstance(value, (bytes, bytearray)):
+            return self._string(bytes(value).decode("utf-8", "replace"), scope, counter)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return self._walk(int(value), scope, counter, depth)
+        # Not JSON-able: keep it only if its text is clean.
+        text = str(value)
+        if self._hits(text) or self.is_secret_key(type(value).__name__):
+            counter[0] += 1
+            return self.marker(text, scope)
+        return value
+
+    def _string(self, value: str, scope: str, counter: list[int]) -> Any:
+        hits = self._hits(value)
+        if not hits:
+            return value
+        whole = self._whole(value, hits)
+        if whole is not None:
+            counter[0] += 1
+            return {REDACTED_KEY: self._hit_fingerprint(whole), "scope": scope}
+        counter[0] += len(hits)
+        return self._replace(value, hits)
+
+    # ---------------------------------------------------------------------------------- assignment rule
+
+    @staticmethod
+    def _assignment_pattern(singles: Iterable[str], phrases: Iterable[tuple[str, ...]]) -> re.Pattern[str]:
+        """``name = value`` / ``"name": "value"`` where name contains a secret key word (checked later)."""
+        alternatives = sorted({re.escape(w) for w in singles} | {r"[_.\s\-]?".join(map(re.escape, p))
+                                                                 for p in phrases}, key=len, reverse=True)
+        words = "|".join(alternatives)
+        return re.compile(
+            r"(?i)(?<![A-Za-z0-9])(?P<q>[\"']?)(?P<key>[A-Za-z0-9_.\-]*?(?:" + words + r")[A-Za-z0-9_.\-]*?)(?P=q)"
+            r"\s*(?:=|:)\s*(?:(?P<vq>[\"'])(?P<qsecret>[^\"'\r\n]{1,512})(?P=vq)|(?P<secret>[^\s\"'&,;}\]\)]{1,512}))"
+        )
+
+    def _valid_assignment(self, m: re.Match[str], text: str) -> bool:
+        value = m.group("qsecret") if m.group("qsecret") is not None else m.group("secret")
+        if value is None or value.strip().lower() in _NOT_A_VALUE or value.startswith(("[REDACTED:", "{", "[")):
+            return False
+        if m.group("qsecret") is None and value.lower() in _AUTH_SCHEMES:
+            return False  # "Authorization: Bearer <token>": the token is the secret, see authorization_header
+        key = m.group("key")
+        return bool(key) and self.is_secret_key(key)
+
+    def __repr__(self) -> str:
+        return f"Redactor(rules={[r.name for r in self._rules]!r}, key=<hidden>)"
+
+
+class _Suspicious(Exception):
+    """Raised inside the fast-path scan when a value needs the full walk."""
+
+
+_MARKER_VALUE: Final = re.compile(r"hmac-sha256:[0-9a-f]{16}|error")
+
+
+def _is_marker(value: dict[Any, Any]) -> bool:
+    """True for a marker this module made (so re-redacting a tree keeps it as it is)."""
+    if len(value) != 2 or not isinstance(value.get("scope"), str):
+        return False
+    fp = value.get(REDACTED_KEY)
+    return isinstance(fp, str) and _MARKER_VALUE.fullmatch(fp) is not None
+
+
+def _valid_card(m: re.Match[str], text: str) -> bool:
+    digits = "".join(ch for ch in m.group(0) if ch.isdigit())
+    return _is_card_digits(digits)
+
+
+def _valid_bearer(m: re.Match[str], text: str) -> bool:
+    token = m.group("secret")
+    return len(token) >= 20 or any(ch.isdigit() for ch in token)
+
+
+def _default_assignment_source() -> str:
+    singles = {w for w in DEFAULT_SECRET_KEY_WORDS if len(_words(w)) == 1}
+    phrases = {_words(w) for w in DEFAULT_SECRET_KEY_WORDS if len(_words(w)) > 1}
+    return Redactor._assignment_pattern(singles, phrases).pattern
+
+
+_PATTERN_SOURCES["secret_assignment"] = _default_assignment_source()
