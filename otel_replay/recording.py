@@ -17,6 +17,7 @@ Two rules shape every function here:
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import functools
 import hashlib
 import inspect
@@ -25,6 +26,8 @@ import json
 import logging
 import mimetypes
 import os
+import re
+import random as _random
 import sys
 import threading
 import time
@@ -341,13 +344,16 @@ def _start_run(meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     rt = runtime()
     ident = dict(_identity.get())
     ambient = trace.get_current_span().get_span_context()
-    links = [Link(ambient)] if ambient.is_valid else None
+    links = [Link(ambient)] if ambient.is_valid else []
+    session = _replay_session.get()
+    if session is not None:
+        links.extend(session.root_links())
     start_ns = time.time_ns()
     run_id = str(uuid.uuid4())
     # A run is one trace: start from an empty context so an ambient span (a web request, say) does not
     # swallow it; the ambient span is linked instead.
     span = rt.tracer.start_span(f"{semconv.SPAN_AGENT} {meta.name}", context=otel_context.Context(),
-                                kind=SpanKind.INTERNAL, links=links, start_time=start_ns)
+                                kind=SpanKind.INTERNAL, links=links or None, start_time=start_ns)
     run = _Run(run_id=run_id, agent=meta.name, entrypoint=meta.entrypoint, span=span, rt=rt, start_ns=start_ns)
     run.input_seq = next(run.snapshot_seq)  # the input snapshot is written last but ordered first
     with _guard("run start"):
@@ -363,6 +369,9 @@ def _start_run(meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any]) 
             semconv.SESSION_ID: ident.get("session"),
             semconv.GEN_AI_CONVERSATION_ID: ident.get("session"),
         })
+        if session is not None:
+            _set_attrs(span, session.root_attributes())
+            session.run_started(run_id=run_id, span=span)
         _record_config(run, meta.config)
         # Encoded now (the agent may mutate its arguments); written when the run ends, so files attached
         # during the run are part of it.
@@ -467,6 +476,9 @@ def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseExc
                        seq=run.input_seq)
         out, n = _output_payload(run, result, error, rt)
         _emit_snapshot(run, run.span, SnapshotKind.OUTPUT, out, n)
+        session = _replay_session.get()
+        if session is not None and session.run_id == run.run_id:
+            session.close_root(span=run.span, exc=exc, output_text=compose_json(out))
         with run.lock:
             steps = next(run.step_counter)
             _set_attrs(run.span, {
@@ -548,6 +560,55 @@ def _enter_step(step: _Step) -> tuple[Any, Any]:
     return _current_step.set(step), otel_context.attach(trace.set_span_in_context(step.span))
 
 
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A step answered without running its function (during a replay): a value, or an exception to raise."""
+
+    how: str
+    """``recording`` (answered from the recorded run) or ``mock`` (answered by a given mock)."""
+    value: Any = None
+    error: BaseException | None = None
+
+
+@dataclass(eq=False, slots=True)
+class _Call:
+    """A step call in progress: its span, what was encoded before the call, and how it is answered."""
+
+    step: _Step
+    state: dict[str, Any]
+    tokens: tuple[Any, Any]
+    served: Served | None = None
+
+
+class ReplayInterrupt(BaseException):
+    """Stops a replayed agent at a call (approval missing, unanswerable divergence).
+
+    A BaseException, so the agent's own ``except Exception`` blocks do not swallow it; the replay engine
+    catches it and turns it into its result.
+    """
+
+
+_replay_session: ContextVar[Any] = ContextVar("otel_replay_replay_session", default=None)
+
+
+def _begin_call(step: _Step, state: dict[str, Any], key: str | None) -> _Call:
+    """Enter the step and, during a replay, ask the session how the call is answered."""
+    call = _Call(step=step, state=state, tokens=_enter_step(step))
+    session = _replay_session.get()
+    if session is not None:
+        try:
+            arguments = state.get("arguments")
+            call.served = session.intercept(step=step, key=key,
+                                            arguments=arguments.text if isinstance(arguments, RawJSON) else arguments)
+        except ReplayInterrupt as stop:
+            _record_exception(step.run.rt, step.span, stop, f"{step.kind.value}.replay")
+            step.span.set_attribute(semconv.REPLAY_SERVED, "refused")
+            _finish_step(step, failed=True, step_token=call.tokens[0], ctx_token=call.tokens[1])
+            raise
+        step.span.set_attribute(semconv.REPLAY_SERVED, call.served.how if call.served else "executed")
+    return call
+
+
 def _wrap(func: F, before: Callable[[tuple, dict], Any], after: Callable[..., None]) -> F:
     """Wrap sync or async ``func`` so ``before(args, kwargs)`` runs first and ``after(handle, result=, exc=)``
     runs last; the function's own result and exceptions pass through unchanged."""
@@ -555,6 +616,8 @@ def _wrap(func: F, before: Callable[[tuple, dict], Any], after: Callable[..., No
     def start(args: tuple, kwargs: dict) -> Any:
         try:
             return before(args, kwargs)
+        except ReplayInterrupt:
+            raise
         except Exception:  # noqa: BLE001
             _log.warning("otel-replay: could not start recording %s", qualname_of(func), exc_info=True)
             return None
@@ -569,8 +632,14 @@ def _wrap(func: F, before: Callable[[tuple, dict], Any], after: Callable[..., No
         @functools.wraps(func)
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
             handle = start(args, kwargs)
+            served = handle.served if type(handle) is _Call else None
             try:
-                result = await func(*args, **kwargs)
+                if served is None:
+                    result = await func(*args, **kwargs)
+                elif served.error is not None:
+                    raise served.error
+                else:
+                    result = served.value
             except BaseException as exc:
                 finish(handle, exc=exc)
                 raise
@@ -582,8 +651,14 @@ def _wrap(func: F, before: Callable[[tuple, dict], Any], after: Callable[..., No
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         handle = start(args, kwargs)
+        served = handle.served if type(handle) is _Call else None
         try:
-            result = func(*args, **kwargs)
+            if served is None:
+                result = func(*args, **kwargs)
+            elif served.error is not None:
+                raise served.error
+            else:
+                result = served.value
         except BaseException as exc:
             finish(handle, exc=exc)
             raise
@@ -629,17 +704,45 @@ def agent(name: str | Callable[..., Any] | None = None, *, config: Any = None) -
     return _decorator(name, build)
 
 
-def tool(name: str | Callable[..., Any] | None = None, *, risk: str = "read", schema_version: str | None = None) -> Any:
+class _UndeclaredRisk(str):
+    """The default ``risk="read"`` of :func:`tool`, told apart from an explicit ``risk="read"``."""
+
+
+_DEFAULT_RISK: Final = _UndeclaredRisk("read")
+
+_HIGH_RISK_WORDS: Final = frozenset({
+    "send", "email", "mail", "sms", "message", "notify", "post", "publish", "tweet",
+    "delete", "remove", "drop", "destroy", "purge", "erase", "wipe", "truncate",
+    "pay", "payment", "charge", "refund", "transfer", "wire", "withdraw", "payout",
+    "exec", "execute", "shell", "command", "cmd", "subprocess", "bash", "sudo", "eval",
+})
+
+
+def effective_risk(name: str, declared: str | None) -> str:
+    """The risk a tool is treated with: as declared, or ``high`` when undeclared and its name says it sends
+    messages, deletes, pays or transfers, or runs commands; else ``read``."""
+    if declared is not None and not isinstance(declared, _UndeclaredRisk):
+        return str(declared)
+    words = {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)}
+    return "high" if words & _HIGH_RISK_WORDS else "read"
+
+
+def tool(name: str | Callable[..., Any] | None = None, *, risk: str = _DEFAULT_RISK,
+         schema_version: str | None = None) -> Any:
     """Mark a function (sync or async) as a tool: each call inside a run records an ``execute_tool`` step.
 
     ``risk`` is ``read``, ``write`` or ``high``; replay never executes a write or high tool without a fresh
-    approval. The tool snapshot holds the arguments, the result, their hashes and the approval in force.
+    approval. A tool declared without a risk whose name says it sends messages, deletes, pays or transfers,
+    or runs commands is treated (and recorded) as ``high``. The tool snapshot holds the arguments, the
+    result, their hashes and the approval in force.
     """
     if risk not in _RISKS:
         raise ValueError(f"risk must be one of {sorted(_RISKS)}, got {risk!r}")
 
     def build(func: Callable[..., Any], tool_name: str) -> Callable[..., Any]:
         name_args = _ArgNames(func)
+        risk = effective_risk(tool_name, declared_risk)
+        function = qualname_of(func)
 
         def before(args: tuple, kwargs: dict) -> Any:
             run = _current_run.get()
@@ -655,6 +758,7 @@ def tool(name: str | Callable[..., Any] | None = None, *, risk: str = "read", sc
                 semconv.GEN_AI_TOOL_TYPE: "function",
                 semconv.TOOL_RISK: risk,
                 semconv.TOOL_SCHEMA_VERSION: schema_version,
+                semconv.TOOL_FUNCTION: function,
                 semconv.TOOL_ARGS_HASH: args_hash,
                 semconv.APPROVAL_ID: approval[0] if approval else None,
                 semconv.APPROVAL_STATUS: approval[1] if approval else None,
@@ -663,12 +767,12 @@ def tool(name: str | Callable[..., Any] | None = None, *, risk: str = "read", sc
                 return None
             state = {"arguments": arguments, "args_hash": args_hash, "redactions": n, "approval": approval,
                      "call_id": f"call_{step.span.get_span_context().span_id:016x}"}
-            return step, state, _enter_step(step)
+            return _begin_call(step, state, args_hash)
 
         def after(handle: Any, *, result: Any = None, exc: BaseException | None = None) -> None:
             if handle is None:
                 return
-            step, state, (step_token, ctx_token) = handle
+            step, state, (step_token, ctx_token) = handle.step, handle.state, handle.tokens
             rt = step.run.rt
             try:
                 error = _record_exception(rt, step.span, exc, "tool.exception") if exc is not None else None
@@ -691,9 +795,11 @@ def tool(name: str | Callable[..., Any] | None = None, *, risk: str = "read", sc
             _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
 
         wrapped = _wrap(func, before, after)
-        wrapped.__otel_replay__ = {"kind": "tool", "name": tool_name, "risk": risk}  # type: ignore[attr-defined]
+        wrapped.__otel_replay__ = {"kind": "tool", "name": tool_name, "risk": risk,  # type: ignore[attr-defined]
+                                   "function": function}
         return wrapped
 
+    declared_risk = risk
     return _decorator(name, build)
 
 
@@ -738,13 +844,15 @@ def retriever(name: str | Callable[..., Any] | None = None) -> Any:
                      "rewritten_query": RawJSON(canonical_json(_get(arguments, "rewritten_query"))),
                      "filters": RawJSON(canonical_json(_get(arguments, "filters", "filter", "where"))),
                      "top_k": RawJSON(canonical_json(_get(arguments, "top_k", "k", "limit")))}
-            _set_attrs(step.span, {semconv.RETRIEVAL_QUERY_HASH: sha256_hex(query_text)})
-            return step, state, _enter_step(step)
+            args_hash = sha256_hex(text)
+            _set_attrs(step.span, {semconv.RETRIEVAL_QUERY_HASH: sha256_hex(query_text),
+                                   semconv.RETRIEVAL_ARGS_HASH: args_hash})
+            return _begin_call(step, state, args_hash)
 
         def after(handle: Any, *, result: Any = None, exc: BaseException | None = None) -> None:
             if handle is None:
                 return
-            step, state, (step_token, ctx_token) = handle
+            step, state, (step_token, ctx_token) = handle.step, handle.state, handle.tokens
             rt = step.run.rt
             with _guard("retrieval snapshot"):
                 error = _record_exception(rt, step.span, exc, "retrieval.exception") if exc is not None else None
@@ -826,13 +934,13 @@ def model(name: str | Callable[..., Any] | None = None, *, provider: str | None 
                 semconv.MODEL_PROMPT_VERSION: _scalar_text(prompt_version),
             })
             state = {"request": request, "request_hash": request_hash, "redactions": n, "model": requested,
-                     "prompt_version": prompt_version}
-            return step, state, _enter_step(step)
+                     "prompt_version": prompt_version, "arguments": request}
+            return _begin_call(step, state, request_hash)
 
         def after(handle: Any, *, result: Any = None, exc: BaseException | None = None) -> None:
             if handle is None:
                 return
-            step, state, (step_token, ctx_token) = handle
+            step, state, (step_token, ctx_token) = handle.step, handle.state, handle.tokens
             run = step.run
             rt = run.rt
             try:
@@ -1040,3 +1148,44 @@ def identity(*, tenant: str | None = None, role: str | None = None, session: str
         yield
     finally:
         _identity.reset(token)
+
+
+# ------------------------------------------------------------------------------------- non-determinism
+
+
+def _drawn(kind: str, fresh: Callable[[], Any]) -> Any:
+    """A non-deterministic value: from the recording during a replay that can answer it, else fresh and
+    recorded as an ``otel_replay.value`` event on the current span."""
+    session = _replay_session.get()
+    if session is not None:
+        recorded = session.next_value(kind)
+        if recorded is not None:
+            return recorded[0]
+    value = fresh()
+    try:
+        target = _target_span()
+        if target is not None:
+            run, span = target
+            span.add_event(semconv.EVENT_VALUE, {
+                semconv.VALUE_KIND: kind,
+                semconv.VALUE_PAYLOAD: canonical_json(to_jsonable(value)),
+                semconv.SNAPSHOT_SEQ: next(run.snapshot_seq),
+            })
+    except Exception:  # noqa: BLE001
+        _log_failure("value")
+    return value
+
+
+def now() -> _dt.datetime:
+    """The current time (UTC, timezone-aware); a replay hands back the time the original run saw."""
+    return _drawn("time", lambda: _dt.datetime.now(_dt.timezone.utc))
+
+
+def new_uuid() -> uuid.UUID:
+    """A random UUID4; a replay hands back the one the original run drew."""
+    return _drawn("uuid", uuid.uuid4)
+
+
+def random() -> float:
+    """A random float in [0, 1); a replay hands back the one the original run drew."""
+    return _drawn("random", _random.random)

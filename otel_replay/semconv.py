@@ -159,6 +159,23 @@ REPLAY_ACTOR: Final = "otel_replay.replay.actor"
 REPLAY_REASON: Final = "otel_replay.replay.reason"
 """string. Why the replay was started."""
 
+REPLAY_APPROVALS: Final = "otel_replay.replay.approvals"
+"""string[]. Tools the replay was approved to execute for real (given for this replay, never taken from the
+recording)."""
+
+REPLAY_DIVERGED: Final = "otel_replay.replay.diverged"
+"""boolean. Whether the replay diverged from the original, set when the replay ends."""
+
+REPLAY_FIRST_DIVERGENCE: Final = "otel_replay.replay.first_divergence"
+"""int. Step index (in the original) of the first divergence, when the replay diverged."""
+
+REPLAY_OUTCOME: Final = "otel_replay.replay.outcome"
+"""string. ``matched``, ``diverged`` or ``refused`` (stopped before a call it may not make)."""
+
+REPLAY_SERVED: Final = "otel_replay.replay.served"
+"""string. On a replay's step: ``recording`` (answered from the original), ``mock`` (answered by a given mock),
+``executed`` (the real function ran) or ``refused`` (stopped by the replay firewall)."""
+
 # ------------------------------------------------------------------------------------------------- steps
 
 STEP_INDEX: Final = "otel_replay.step.index"
@@ -175,6 +192,9 @@ STEP_ATTEMPT: Final = "otel_replay.step.attempt"
 
 TOOL_RISK: Final = "otel_replay.tool.risk"
 """string, :class:`Risk`. Declared risk of the tool."""
+
+TOOL_FUNCTION: Final = "otel_replay.tool.function"
+"""string. ``module:qualname`` of the tool function, so one tool call can be replayed on its own."""
 
 TOOL_ARGS_HASH: Final = "otel_replay.tool.args_hash"
 """string. sha256 of the canonical (redacted) tool arguments."""
@@ -208,6 +228,9 @@ MODEL_COST_USD: Final = "otel_replay.model.cost_usd"
 
 RETRIEVAL_QUERY_HASH: Final = "otel_replay.retrieval.query_hash"
 """string. sha256 of the canonical retrieval query."""
+
+RETRIEVAL_ARGS_HASH: Final = "otel_replay.retrieval.args_hash"
+"""string. sha256 of the canonical (redacted) retriever arguments; replay matches on it."""
 
 RETRIEVAL_RESULT_COUNT: Final = "otel_replay.retrieval.result_count"
 """int. Number of documents the retriever returned."""
@@ -251,6 +274,29 @@ SNAPSHOT_REDACTIONS: Final = "otel_replay.snapshot.redactions"
 
 EVENT_APPROVAL: Final = "otel_replay.approval"
 """Event name of a human-in-the-loop decision, recorded by :func:`otel_replay.record_approval`."""
+
+EVENT_DIVERGENCE: Final = "otel_replay.replay.divergence"
+"""Event name of one divergence found while replaying, on the replay's root span."""
+
+DIVERGENCE_STEP: Final = "otel_replay.divergence.step_index"
+"""int. Original step index the divergence is reported at (the closest recorded step)."""
+
+DIVERGENCE_REASON: Final = "otel_replay.divergence.reason"
+"""string. What differed, in one sentence."""
+
+DIVERGENCE_KIND: Final = "otel_replay.divergence.kind"
+"""string. ``arguments``, ``request``, ``extra_call``, ``missing_call``, ``unanswerable``, ``output`` or
+``approval``."""
+
+EVENT_VALUE: Final = "otel_replay.value"
+"""Event name of a non-deterministic value the agent drew through :func:`otel_replay.now`,
+:func:`otel_replay.new_uuid` or :func:`otel_replay.random`; deterministic replay hands the same values back."""
+
+VALUE_KIND: Final = "otel_replay.value.kind"
+"""string. ``time``, ``uuid`` or ``random``."""
+
+VALUE_PAYLOAD: Final = "otel_replay.value.payload"
+"""string. The value as canonical JSON."""
 
 EVENT_SAFETY: Final = "otel_replay.safety"
 """Event name of a guardrail / safety verdict, recorded by :func:`otel_replay.record_safety`."""

@@ -15,6 +15,8 @@ import atexit
 import logging
 import os
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -57,6 +59,7 @@ class _SwappableProcessor(SpanProcessor):
 
     def __init__(self) -> None:
         self.inner: SpanProcessor | None = None
+        self.taps: tuple[Callable[[ReadableSpan], None], ...] = ()
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         inner = self.inner
@@ -67,6 +70,11 @@ class _SwappableProcessor(SpanProcessor):
         inner = self.inner
         if inner is not None:
             inner.on_end(span)
+        for tap in self.taps:
+            try:
+                tap(span)
+            except Exception:  # noqa: BLE001 - a tap never breaks the export path
+                _log.exception("otel-replay: span tap failed")
 
     def shutdown(self) -> None:
         inner, self.inner = self.inner, None
@@ -235,6 +243,22 @@ def flush(timeout_millis: int = 30000) -> bool:
         _log.exception("otel-replay: flush failed")
         return False
     return ok
+
+
+@contextmanager
+def tap(callback: Callable[[ReadableSpan], None]) -> Iterator[None]:
+    """Call ``callback`` with every span otel-replay's processor sees inside the block (the replay engine
+    uses it to read the replay it just ran without waiting for the store)."""
+    runtime()
+    processor = _processor
+    assert processor is not None
+    with _lock:
+        processor.taps = (*processor.taps, callback)
+    try:
+        yield
+    finally:
+        with _lock:
+            processor.taps = tuple(t for t in processor.taps if t is not callback)
 
 
 def _flush_at_exit() -> None:

@@ -1,0 +1,413 @@
+"""Replay a recorded run by trace id: load it, run it again under a :class:`ReplaySession`, report the result.
+
+Three separate parts, as in Temporal's replayer: load the history (the original run from the store), replay
+it (dry: no code runs; mock / deterministic / live: the recorded entrypoint runs again with the recorded
+input while the session answers its calls), and report (a frozen :class:`ReplayResult` with divergences and
+a diff). Refusals (unknown trace, schema, missing approval, entrypoint not importable) raise
+:class:`ReplayRefused` before anything runs; a missing approval met during a live replay ends it with the
+refusal recorded. Every replay is recorded as a new trace linked to the original, whose rows are never
+touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from .. import semconv
+from ..errors import OtelReplayError
+from ..exporting import setup
+from ..recording import ReplayInterrupt, _replay_session, agent, identity
+from ..runs import Run, build_run
+from ..semconv import ReplayMode
+from .session import ApprovalRequired, Divergence, ReplaySession, callable_mocks, revive
+
+
+class ReplayRefused(OtelReplayError):
+    """The replay cannot start, or was stopped before a call it may not make (CLI exit code 2)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayResult:
+    """What one replay did and found."""
+
+    replay_trace_id: str | None
+    replay_run_id: str | None
+    original_trace_id: str
+    mode: str
+    from_step: int | None
+    outcome: str
+    """``matched``, ``diverged`` or ``refused``."""
+    divergences: tuple[Divergence, ...]
+    approvals: tuple[str, ...]
+    actor: str
+    reason: str | None
+    refusal: str | None = None
+    diff: Any = None
+    """A :class:`~otel_replay.replay.diff.RunDiff` of the original against the replay."""
+    readiness: dict[str, Any] | None = None
+    """Dry replays: integrity and what each other mode still needs."""
+    replay: Run | None = field(default=None, repr=False)
+
+    @property
+    def diverged(self) -> bool:
+        """True when the replay did not follow the original (a divergence, or a changed diff)."""
+        return self.outcome == "diverged"
+
+    @property
+    def first_divergence(self) -> Divergence | None:
+        """The divergence at the lowest original step index."""
+        if not self.divergences:
+            return None
+        return min(self.divergences, key=lambda d: (d.step_index is None, d.step_index or 0))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``otel-replay replay --json``)."""
+        first = self.first_divergence
+        sections = self.diff.to_dict()["sections"] if self.diff is not None else {}
+        return {
+            "replay_trace_id": self.replay_trace_id,
+            "replay_run_id": self.replay_run_id,
+            "original_trace_id": self.original_trace_id,
+            "mode": self.mode,
+            "from_step": self.from_step,
+            "outcome": self.outcome,
+            "diverged": self.diverged,
+            "first_divergence": first.to_dict() if first is not None else None,
+            "divergences": [d.to_dict() for d in self.divergences],
+            "approvals": list(self.approvals),
+            "actor": self.actor,
+            "reason": self.reason,
+            "refusal": self.refusal,
+            "diff": sections,
+            "readiness": self.readiness,
+        }
+
+
+# ------------------------------------------------------------------------------------------- loading
+
+
+def _open_store(store: Any) -> tuple[Any, bool]:
+    from ..storage.store import Store
+
+    if store is None or isinstance(store, str):
+        return Store.open(store), True
+    return store, False
+
+
+def load_entrypoint(spec: str, *, script: str | None = None) -> Callable[..., Any]:
+    """Import ``module:qualname``. A ``__main__`` entrypoint is loaded from its script under another module
+    name, so the script's ``if __name__ == "__main__":`` block does not run."""
+    module_name, _, qualname = spec.partition(":")
+    if not module_name or not qualname:
+        raise ReplayRefused(f"entrypoint {spec!r} is not module:function; pass --app module:function")
+    if "<locals>" in qualname:
+        raise ReplayRefused(f"entrypoint {spec!r} is defined inside a function and cannot be imported; "
+                            "pass --app module:function")
+    if module_name == "__main__":
+        if not script or not Path(script).is_file():
+            raise ReplayRefused(f"entrypoint {spec!r} was started as a script that is not at {script!r}; "
+                                "pass --app module:function")
+        alias = f"otel_replay_script_{uuid.uuid5(uuid.NAMESPACE_URL, script).hex[:12]}"
+        module = sys.modules.get(alias)
+        if module is None:
+            spec_obj = importlib.util.spec_from_file_location(alias, script)
+            if spec_obj is None or spec_obj.loader is None:
+                raise ReplayRefused(f"cannot load the script {script!r}")
+            module = importlib.util.module_from_spec(spec_obj)
+            sys.modules[alias] = module
+            sys.path.insert(0, str(Path(script).parent))
+            try:
+                spec_obj.loader.exec_module(module)
+            except Exception as exc:
+                sys.modules.pop(alias, None)
+                raise ReplayRefused(f"loading the script {script!r} failed: {type(exc).__name__}: {exc}") from None
+    else:
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:  # noqa: BLE001 - any import failure is the same refusal
+            raise ReplayRefused(f"entrypoint module {module_name!r} is not importable ({type(exc).__name__}: "
+                                f"{exc}); run from the project folder or pass --app module:function") from None
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise ReplayRefused(f"entrypoint {spec!r}: {module_name} has no {qualname}; "
+                                "pass --app module:function")
+    if not callable(obj):
+        raise ReplayRefused(f"entrypoint {spec!r} is not callable")
+    return obj
+
+
+def _has_marker(tree: Any) -> list[str]:
+    """Paths of redaction markers in a recorded payload."""
+    found: list[str] = []
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, dict):
+            if "$redacted" in value:
+                found.append(path or "(value)")
+                return
+            for k, v in value.items():
+                walk(v, f"{path}.{k}" if path else str(k))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{path}[{i}]")
+
+    walk(tree, "")
+    return found
+
+
+# --------------------------------------------------------------------------------------------- dry
+
+
+def readiness(run: Run) -> dict[str, Any]:
+    """Integrity and replay-readiness of a recorded run (what a dry replay reports)."""
+    problems = list(run.problems)
+    major = semconv.schema_major(run.schema_version or "")
+    if major != semconv.SCHEMA_MAJOR:
+        problems.append(f"recorded with convention {run.schema_version!r}; this otel-replay reads "
+                        f"{semconv.SCHEMA_MAJOR}.x")
+    inp = run.snapshots.get("input")
+    missing: list[str] = []
+    dangling: list[int] = []
+    for step in run.steps:
+        if step.kind == "agent":
+            continue
+        if step.kind not in step.snapshots:
+            dangling.append(step.index)
+            missing.append(f"step {step.index} ({step.kind} {step.name}) has no {step.kind} snapshot")
+        elif any(s.truncated or not s.intact for s in step.snapshot_list):
+            missing.append(f"step {step.index} ({step.kind} {step.name}) has a truncated or damaged snapshot")
+    redacted_inputs = _has_marker({"args": (inp or {}).get("args"), "kwargs": (inp or {}).get("kwargs")})
+    approvals = sorted({s.name for s in run.steps if s.kind == "tool"
+                        and s.attributes.get(semconv.TOOL_RISK) in ("write", "high")})
+    models_without_request = [s.index for s in run.steps if s.kind == "model"
+                              and not (s.snapshots.get("model") or {}).get("request")]
+    schema_versions = {s.name: s.attributes.get(semconv.TOOL_SCHEMA_VERSION) for s in run.steps
+                       if s.kind == "tool" and s.attributes.get(semconv.TOOL_SCHEMA_VERSION)}
+    mock_blockers = ([] if inp else ["no input snapshot: the entrypoint cannot be called again"])
+    if not run.entrypoint:
+        mock_blockers.append("no entrypoint recorded: pass --app module:function")
+    mock_blockers += missing
+    if major != semconv.SCHEMA_MAJOR:
+        mock_blockers.append("unknown convention version")
+    deterministic_blockers = mock_blockers + [f"model step {i} was recorded without its request content"
+                                              for i in models_without_request]
+    live_blockers = list(mock_blockers)
+    live_blockers += [f"input {p} was redacted and must be supplied again (secrets come from the environment)"
+                      for p in redacted_inputs]
+    states = [{"seq": s.seq, "step_index": s.step_index, "transition": (s.payload or {}).get("transition"),
+               "task_state": (s.payload or {}).get("task_state")}
+              for s in run.timeline if s.kind == "state" and isinstance(s.payload, dict)]
+    return {
+        "integrity": {"ok": not problems, "problems": problems},
+        "modes": {
+            "mock": {"ready": not mock_blockers, "missing": mock_blockers},
+            "deterministic": {"ready": not deterministic_blockers, "missing": deterministic_blockers},
+            "live": {"ready": not live_blockers, "missing": live_blockers, "needs_approval": approvals},
+        },
+        "dangling_tool_calls": [i for i in dangling if run.step(i).kind == "tool"],
+        "redacted_inputs": redacted_inputs,
+        "tool_schema_versions": schema_versions,
+        "state_walk": states,
+    }
+
+
+def _record_dry(session: ReplaySession, original: Run, report: dict[str, Any]) -> str:
+    """A dry replay is recorded as a root span only: who looked, why, and what the check found."""
+    rt = setup.runtime()
+    run_id = str(uuid.uuid4())
+    span = rt.tracer.start_span(f"{semconv.SPAN_AGENT} {original.agent}", context=otel_context.Context(),
+                                kind=SpanKind.INTERNAL, links=session.root_links())
+    span.set_attributes({
+        semconv.RUN_ID: run_id, semconv.SCHEMA_VERSION_ATTR: semconv.SCHEMA_VERSION,
+        semconv.RUN_ENTRYPOINT: original.entrypoint or "", semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_AGENT,
+        semconv.GEN_AI_AGENT_NAME: original.agent, semconv.RUN_STEP_COUNT: 0,
+        **{k: v for k, v in session.root_attributes().items() if v is not None},
+        semconv.REPLAY_OUTCOME: "matched" if report["integrity"]["ok"] else "diverged",
+        semconv.REPLAY_DIVERGED: not report["integrity"]["ok"],
+    })
+    for problem in report["integrity"]["problems"]:
+        span.add_event(semconv.EVENT_DIVERGENCE, {semconv.DIVERGENCE_KIND: "integrity",
+                                                  semconv.DIVERGENCE_REASON: problem})
+    session.run_started(run_id=run_id, span=span)
+    span.set_status(Status(StatusCode.OK))
+    span.end()
+    return run_id
+
+
+# -------------------------------------------------------------------------------------------- replay
+
+
+def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = None, approvals: Sequence[str] = (),
+           actor: str | None = None, reason: str | None = None, store: Any = None, entrypoint: str | None = None,
+           mocks: Mapping[str, Any] | None = None) -> ReplayResult:
+    """Replay the run recorded as ``trace_id`` and compare it with the original.
+
+    ``mode``: ``dry`` (no code runs: integrity, readiness, state walk), ``mock`` (the entrypoint runs again;
+    every model, tool and retrieval call is answered from the recording or ``mocks``), ``deterministic`` (as
+    mock, but a changed model request or tool arguments stop the replay as a divergence), ``live`` (real
+    calls; ``write``/``high`` tools only when named in ``approvals``; needs a ``reason``). ``from_step=N``
+    answers steps before N from the recording and runs the rest per ``mode``.
+
+    Raises :class:`ReplayRefused` when the replay cannot start; returns a :class:`ReplayResult` otherwise
+    (``outcome`` ``refused`` when a live replay stopped before an unapproved call).
+    """
+    from ..records import parse_trace_id
+
+    try:
+        mode = ReplayMode(mode)
+    except ValueError:
+        raise ReplayRefused(f"unknown mode {mode!r}: use dry, mock, deterministic or live") from None
+    if from_step is not None and (isinstance(from_step, bool) or not isinstance(from_step, int) or from_step < 0):
+        raise ReplayRefused(f"from_step must be a step index >= 0, got {from_step!r}")
+    if from_step is not None and mode is ReplayMode.DRY:
+        raise ReplayRefused("--from-step needs a mode that runs code (mock, deterministic or live)")
+    if mode is ReplayMode.LIVE and not (reason and reason.strip()):
+        raise ReplayRefused("a live replay calls real models and tools: give a reason (--reason TEXT)")
+    tid = parse_trace_id(trace_id)
+    mocks = callable_mocks(mocks)
+    actor = actor or _os_user()
+    opened, close_store = _open_store(store)
+    try:
+        original = opened.load_run(tid)
+        major = semconv.schema_major(original.schema_version or "")
+        if major != semconv.SCHEMA_MAJOR:
+            raise ReplayRefused(
+                f"run {tid} was recorded with convention {original.schema_version!r}; this otel-replay replays "
+                f"{semconv.SCHEMA_MAJOR}.x: upgrade otel-replay or export the run with the version that wrote it")
+        if from_step is not None and original.steps and from_step > max(s.index for s in original.steps) + 1:
+            raise ReplayRefused(f"run {tid} has steps 0..{max(s.index for s in original.steps)}; "
+                                f"--from-step {from_step} is past its end")
+        session = ReplaySession(original=original, mode=mode, from_step=from_step, approvals=approvals,
+                                mocks=mocks, actor=actor, reason=reason)
+        if mode is ReplayMode.DRY:
+            report = readiness(original)
+            _record_dry(session, original, report)
+            setup.flush()
+            _ingest(opened)
+            from .diff import diff_runs
+
+            return ReplayResult(
+                replay_trace_id=session.trace_id, replay_run_id=session.run_id, original_trace_id=tid,
+                mode=mode.value, from_step=None, outcome="matched" if report["integrity"]["ok"] else "diverged",
+                divergences=tuple(Divergence(step_index=None, kind="integrity", reason=p)
+                                  for p in report["integrity"]["problems"]),
+                approvals=session.approvals, actor=actor, reason=reason, diff=diff_runs(original, original),
+                readiness=report)
+        func = load_entrypoint(entrypoint or original.entrypoint or "",
+                               script=(original.snapshots.get("input") or {}).get("script"))
+        return _run_replay(session, original, func, opened)
+    finally:
+        if close_store:
+            opened.close()
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user database (containers)
+        return f"uid-{os.getuid()}" if hasattr(os, "getuid") else "unknown"
+
+
+def _ingest(store: Any) -> None:
+    try:
+        store.ingest()
+    except Exception:  # noqa: BLE001 - the replay already happened; the store picks it up on next open
+        pass
+
+
+def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any], store: Any) -> ReplayResult:
+    inp = original.snapshots.get("input") or {}
+    args = revive(inp.get("args") or [])
+    kwargs = revive(inp.get("kwargs") or {})
+    if session.mode is ReplayMode.LIVE:
+        redacted = _has_marker({"args": inp.get("args"), "kwargs": inp.get("kwargs")})
+        if redacted:
+            raise ReplayRefused(f"input {', '.join(redacted)} was redacted in the recording and a live replay "
+                                "cannot restore it: have the agent read it from the environment")
+    if not hasattr(func, "__otel_replay__"):
+        func = agent(original.agent)(func)
+    spans: list[ReadableSpan] = []
+
+    def keep(span: ReadableSpan) -> None:
+        if session.trace_id is not None and f"{span.context.trace_id:032x}" == session.trace_id:
+            spans.append(span)
+
+    token = _replay_session.set(session)
+    stopped: ReplayInterrupt | None = None
+    try:
+        with setup.tap(keep), identity(tenant=inp.get("tenant"), role=inp.get("role"), session=inp.get("session")):
+            try:
+                if inspect.iscoroutinefunction(func):
+                    asyncio.run(func(*args, **kwargs))
+                else:
+                    func(*args, **kwargs)
+            except ReplayInterrupt as stop:
+                stopped = stop
+            except Exception:  # noqa: BLE001 - the agent raising is a result, compared with the original
+                pass
+            setup.flush()
+    finally:
+        _replay_session.reset(token)
+    _ingest(store)
+    replayed = _build(spans)
+    from .diff import diff_runs
+
+    diff = diff_runs(original, replayed) if replayed is not None else None
+    outcome = session.outcome
+    if outcome == "matched" and diff is not None and diff.changed:
+        outcome = "diverged"
+    refusal = session.refusal if isinstance(stopped, ApprovalRequired) else None
+    if stopped is not None and refusal is None:
+        outcome = "diverged"
+    return ReplayResult(
+        replay_trace_id=session.trace_id, replay_run_id=session.run_id, original_trace_id=original.trace_id,
+        mode=session.mode.value, from_step=session.from_step, outcome="refused" if refusal else outcome,
+        divergences=tuple(session.divergences), approvals=session.approvals, actor=session.actor,
+        reason=session.reason, refusal=refusal, diff=diff, replay=replayed)
+
+
+def _build(spans: list[ReadableSpan]) -> Run | None:
+    if not spans:
+        return None
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from ..storage.mapping import records_from_request
+
+    try:
+        return build_run(records_from_request(encode_spans(spans)))
+    except OtelReplayError:
+        return None
+
+
+def diff(trace_id_a: str, trace_id_b: str, *, store: Any = None) -> Any:
+    """Diff two stored runs (any two: an original and its replay, two recordings) → ``RunDiff``."""
+    from ..records import parse_trace_id
+    from .diff import diff_runs
+
+    a, b = parse_trace_id(trace_id_a), parse_trace_id(trace_id_b)
+    opened, close_store = _open_store(store)
+    try:
+        return diff_runs(opened.load_run(a), opened.load_run(b))
+    finally:
+        if close_store:
+            opened.close()
+

@@ -1,0 +1,360 @@
+"""One replay in progress: how each call the replayed agent makes is matched and answered.
+
+The recording layer asks the active :class:`ReplaySession` at every step call (``intercept``) and for every
+non-deterministic value (``next_value``). The session walks the original run's steps in order, matches each
+call by kind, name and order, checks it by its hash, decides whether it is answered from the recording, by a
+given mock, or executed, and keeps every divergence as data.
+
+Rules it enforces in every mode: a ``write`` or ``high`` tool never executes without an approval given for
+this replay (approvals recorded in the original never count); nothing is restored from a redacted value; a
+call the recording cannot answer is a divergence, never a silent guess.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Link, SpanContext, TraceFlags
+
+from .. import semconv
+from ..recording import ReplayInterrupt, Served
+from ..runs import Run, Step
+from ..semconv import ReplayMode
+from ..snapshots import TYPE_TAG, canonical_json, from_jsonable
+
+
+@dataclass(frozen=True, kw_only=True)
+class Divergence:
+    """One place where the replay did not follow the original."""
+
+    step_index: int | None
+    """Index of the original step it is reported at (the closest recorded step), or None."""
+    kind: str
+    """``arguments``, ``request``, ``extra_call``, ``missing_call``, ``unanswerable``, ``output``, ``approval``."""
+    reason: str
+    expected: str | None = None
+    actual: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"step_index": self.step_index, "kind": self.kind, "reason": self.reason,
+                "expected": self.expected, "actual": self.actual}
+
+
+class RecordedError(Exception):
+    """Raised in a replay where the original step raised an exception whose class cannot be rebuilt."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(f"{type_name}: {message}")
+        self.type_name = type_name
+        self.message = message
+
+
+class ApprovalRequired(ReplayInterrupt):
+    """A live replay reached a write/high tool without an approval given for this replay."""
+
+
+class DivergenceStop(ReplayInterrupt):
+    """The replay cannot go on without guessing (deterministic mismatch, or a call nothing can answer)."""
+
+
+def revive(tree: Any) -> Any:
+    """A recorded payload as Python values: tags rebuilt, dataclasses and pydantic models re-created when their
+    class is already imported (a recording never makes otel-replay import a module)."""
+    if isinstance(tree, list):
+        return [revive(v) for v in tree]
+    if not isinstance(tree, dict):
+        return tree
+    tag = tree.get(TYPE_TAG)
+    if tag in ("dataclass", "pydantic"):
+        cls = _imported_class(str(tree.get("class", "")))
+        fields = revive(tree.get("fields", {}))
+        if cls is not None and isinstance(fields, dict):
+            try:
+                return cls.model_validate(fields) if tag == "pydantic" else cls(**fields)
+            except Exception:  # noqa: BLE001 - keep the recorded form when the class changed
+                return fields
+        return fields
+    if tag is not None:
+        return from_jsonable({k: revive(v) if k == "items" else v for k, v in tree.items()})
+    return {k: revive(v) for k, v in tree.items()}
+
+
+def _imported_class(qualified: str) -> type | None:
+    module_name, _, qualname = qualified.partition(":")
+    module = sys.modules.get(module_name)
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None) if obj is not None else None
+    return obj if isinstance(obj, type) else None
+
+
+def revive_exception(error: Mapping[str, Any] | None) -> BaseException:
+    """The exception a recorded step raised: the same class when it is a builtin or already imported."""
+    type_name = str((error or {}).get("type") or "Exception")
+    message = str((error or {}).get("message") or "")
+    cls: Any = getattr(builtins, type_name, None)
+    if cls is None and "." in type_name:
+        module_name, _, attr = type_name.rpartition(".")
+        cls = _imported_class(f"{module_name}:{attr}")
+    if isinstance(cls, type) and issubclass(cls, Exception):
+        try:
+            return cls(message)
+        except Exception:  # noqa: BLE001 - a constructor with other arguments
+            pass
+    return RecordedError(type_name, message)
+
+
+_ANSWER_KEY = {"tool": ("tool", "result"), "model": ("model", "response"), "retrieval": ("retrieval", "returned")}
+_HASH_ATTR = {"tool": semconv.TOOL_ARGS_HASH, "model": semconv.MODEL_REQUEST_HASH,
+              "retrieval": semconv.RETRIEVAL_ARGS_HASH}
+
+
+class ReplaySession:
+    """Matches and answers the calls of one replay; collects divergences and what was executed."""
+
+    def __init__(self, *, original: Run, mode: ReplayMode, from_step: int | None, approvals: Sequence[str],
+                 mocks: Mapping[str, Any] | None, actor: str, reason: str | None) -> None:
+        self.original = original
+        self.mode = mode
+        self.from_step = from_step
+        self.approvals = tuple(dict.fromkeys(approvals))
+        self.mocks = dict(mocks or {})
+        self.actor = actor
+        self.reason = reason
+        self.recorded: list[Step] = [s for s in original.steps if s.kind != semconv.StepKind.AGENT.value]
+        self.cursor = 0
+        self.divergences: list[Divergence] = []
+        self.executed: list[tuple[str, str]] = []
+        self.refusal: str | None = None
+        self.run_id: str | None = None
+        self.trace_id: str | None = None
+        self.root_span_id: str | None = None
+        self._lock = threading.Lock()
+        self._values: dict[str, deque[Any]] = {}
+        for span in sorted(original.spans, key=lambda s: s.timestamp_ns):
+            for event in span.events:
+                if event.name == semconv.EVENT_VALUE:
+                    kind = event.attributes.get(semconv.VALUE_KIND, "")
+                    self._values.setdefault(kind, deque()).append(event.attributes.get(semconv.VALUE_PAYLOAD))
+
+    # -------------------------------------------------------------------------------- hooks of the recorder
+
+    def root_attributes(self) -> dict[str, Any]:
+        """Attributes of the replay's root span."""
+        return {
+            semconv.RUN_KIND: semconv.RunKind.REPLAY.value,
+            semconv.REPLAY_OF_TRACE_ID: self.original.trace_id,
+            semconv.REPLAY_OF_RUN_ID: self.original.run_id,
+            semconv.REPLAY_MODE: self.mode.value,
+            semconv.REPLAY_FROM_STEP: self.from_step,
+            semconv.REPLAY_ACTOR: self.actor,
+            semconv.REPLAY_REASON: self.reason,
+            semconv.REPLAY_APPROVALS: list(self.approvals),
+        }
+
+    def root_links(self) -> list[Link]:
+        """A link from the replay's root to the original's root span."""
+        root = next((s for s in self.original.spans if not s.parent_span_id
+                     and semconv.RUN_ID in s.span_attributes), None)
+        if root is None:
+            return []
+        context = SpanContext(trace_id=int(root.trace_id, 16), span_id=int(root.span_id, 16), is_remote=True,
+                              trace_flags=TraceFlags(TraceFlags.SAMPLED))
+        return [Link(context, {semconv.REPLAY_OF_RUN_ID: self.original.run_id})]
+
+    def run_started(self, *, run_id: str, span: trace.Span) -> None:
+        """The replay's root span started (only the first run started under the session counts)."""
+        if self.run_id is None:
+            ctx = span.get_span_context()
+            self.run_id = run_id
+            self.trace_id = f"{ctx.trace_id:032x}"
+            self.root_span_id = f"{ctx.span_id:016x}"
+
+    def next_value(self, kind: str) -> tuple[Any] | None:
+        """The next recorded non-deterministic value of ``kind``, unless this replay draws fresh ones."""
+        if self.mode is ReplayMode.LIVE and self.from_step is None:
+            return None
+        with self._lock:
+            queue = self._values.get(kind)
+            if not queue:
+                return None
+            raw = queue.popleft()
+        try:
+            import json
+
+            return (revive(json.loads(raw)),)
+        except (TypeError, ValueError):
+            return None
+
+    def intercept(self, *, step: Any, key: str | None, arguments: str | None) -> Served | None:
+        """Decide how one step call is answered: a :class:`Served` answer, None to execute, or raise."""
+        kind = step.kind.value
+        name = step.name
+        with self._lock:
+            recorded = self._match(kind, name)
+        if recorded is not None:
+            recorded_key = recorded.attributes.get(_HASH_ATTR.get(kind, ""), "")
+            if key is not None and recorded_key and key != recorded_key:
+                what = "request" if kind == "model" else "arguments"
+                self._diverge(recorded.index, what,
+                              f"{kind} {name!r} was called with different {what} than step {recorded.index}",
+                              expected=recorded_key, actual=key)
+                if self.mode is ReplayMode.DETERMINISTIC and not self._before_from_step(recorded):
+                    raise DivergenceStop(f"deterministic replay stopped at step {recorded.index}: {kind} {name!r} "
+                                         f"{what} differ from the recording")
+        from_recording = recorded is not None and self._before_from_step(recorded)
+        if self.mode is ReplayMode.LIVE and not from_recording:
+            return self._live(step, kind, name, recorded)
+        if name in self.mocks and not from_recording:
+            return self._mock(name, arguments)
+        if recorded is None:
+            closest = self._closest(kind, name)
+            reason = f"the recording has no {kind} call {name!r} to answer this call with"
+            self._diverge(closest, "unanswerable", reason)
+            raise DivergenceStop(f"replay stopped: {reason} (closest recorded step: {closest})")
+        return self._answer(recorded)
+
+    # --------------------------------------------------------------------------------------------- helpers
+
+    def _before_from_step(self, recorded: Step) -> bool:
+        return self.from_step is not None and recorded.index < self.from_step
+
+    def _match(self, kind: str, name: str) -> Step | None:
+        """The recorded step this call corresponds to, by kind, name and order; skipped ones are missing."""
+        for j in range(self.cursor, len(self.recorded)):
+            candidate = self.recorded[j]
+            if candidate.kind == kind and candidate.name == name:
+                for missing in self.recorded[self.cursor:j]:
+                    self._diverge(missing.index, "missing_call",
+                                  f"the replay did not make the recorded {missing.kind} call {missing.name!r}")
+                self.cursor = j + 1
+                return candidate
+        self._diverge(self._closest(kind, name), "extra_call",
+                      f"the replay made a {kind} call {name!r} the recording does not have at this point")
+        return None
+
+    def _closest(self, kind: str, name: str) -> int | None:
+        here = self.recorded[self.cursor].index if self.cursor < len(self.recorded) else None
+        same = [s.index for s in self.recorded if s.kind == kind and s.name == name]
+        if same and here is not None:
+            return min(same, key=lambda i: abs(i - here))
+        if same:
+            return same[-1]
+        return here if here is not None else (self.recorded[-1].index if self.recorded else None)
+
+    def _diverge(self, index: int | None, kind: str, reason: str, *, expected: str | None = None,
+                 actual: str | None = None) -> None:
+        self.divergences.append(Divergence(step_index=index, kind=kind, reason=reason, expected=expected,
+                                           actual=actual))
+
+    def _answer(self, recorded: Step) -> Served:
+        snapshot_kind, field = _ANSWER_KEY[recorded.kind]
+        payload = recorded.snapshots.get(snapshot_kind)
+        if recorded.status == "error" or not isinstance(payload, dict):
+            if recorded.status != "error":
+                raise DivergenceStop(f"replay stopped: step {recorded.index} has no readable {snapshot_kind} "
+                                     "snapshot to answer from")
+            error = recorded.error or (payload or {}).get("error")
+            return Served(how="recording", error=revive_exception(error))
+        return Served(how="recording", value=revive(payload.get(field)))
+
+    def _mock(self, name: str, arguments: str | None) -> Served:
+        mock = self.mocks[name]
+        if callable(mock):
+            import json
+
+            args = revive(json.loads(arguments)) if arguments else {}
+            try:
+                return Served(how="mock", value=mock(**args) if isinstance(args, dict) else mock(args))
+            except Exception as exc:  # noqa: BLE001 - the mock's exception is the call's exception
+                return Served(how="mock", error=exc)
+        return Served(how="mock", value=mock)
+
+    def _live(self, step: Any, kind: str, name: str, recorded: Step | None) -> Served | None:
+        if kind != "tool":
+            return None
+        risk = (getattr(step.span, "attributes", None) or {}).get(semconv.TOOL_RISK, "read")
+        if risk in ("write", "high") and name not in self.approvals:
+            index = recorded.index if recorded is not None else self._closest(kind, name)
+            self.refusal = (f"tool {name!r} has risk {risk} and no approval was given for this replay: "
+                            f"add --approve {name} to let the live replay execute it")
+            self._diverge(index, "approval", self.refusal)
+            raise ApprovalRequired(self.refusal)
+        self.executed.append((name, risk))
+        return None
+
+    def finish(self, *, completed: bool) -> None:
+        """The agent returned (or stopped): recorded calls never made are missing calls."""
+        if completed:
+            with self._lock:
+                for missing in self.recorded[self.cursor:]:
+                    self._diverge(missing.index, "missing_call",
+                                  f"the replay did not make the recorded {missing.kind} call {missing.name!r}")
+                self.cursor = len(self.recorded)
+
+    @property
+    def outcome(self) -> str:
+        """``refused``, ``diverged`` or ``matched``."""
+        if self.refusal is not None:
+            return "refused"
+        return "diverged" if self.divergences else "matched"
+
+    def close_root(self, *, span: trace.Span, exc: BaseException | None, output_text: str) -> None:
+        """Called as the replay's root span ends: final checks, then the outcome on the span."""
+        self.finish(completed=not isinstance(exc, ReplayInterrupt))
+        self.compare_output(output_text)
+        for d in self.divergences:
+            attrs = {semconv.DIVERGENCE_KIND: d.kind, semconv.DIVERGENCE_REASON: d.reason}
+            if d.step_index is not None:
+                attrs[semconv.DIVERGENCE_STEP] = d.step_index
+            span.add_event(semconv.EVENT_DIVERGENCE, attrs)
+        first = self.first_divergence
+        span.set_attributes({
+            semconv.REPLAY_OUTCOME: self.outcome,
+            semconv.REPLAY_DIVERGED: bool(self.divergences),
+            **({semconv.REPLAY_FIRST_DIVERGENCE: first.step_index}
+               if first is not None and first.step_index is not None else {}),
+        })
+
+    @property
+    def first_divergence(self) -> Divergence | None:
+        """The divergence at the lowest original step index (the output comes last)."""
+        if not self.divergences:
+            return None
+        return min(self.divergences, key=lambda d: (d.step_index is None, d.step_index or 0))
+
+    def compare_output(self, payload_text: str) -> None:
+        """Compare the replay's output snapshot with the original's (answer, structured output, error type)."""
+        original = self.original.snapshots.get("output") or {}
+        try:
+            import json
+
+            replayed = json.loads(payload_text)
+        except ValueError:
+            return
+        for field in ("answer", "structured"):
+            if canonical_json(original.get(field)) != canonical_json(replayed.get(field)):
+                self._diverge(None, "output", f"the run's {field} differs from the original")
+                return
+        error_a = (original.get("error") or {}).get("type")
+        error_b = (replayed.get("error") or {}).get("type")
+        if error_a != error_b:
+            self._diverge(None, "output", f"the run ended with {error_b or 'no error'} instead of "
+                                          f"{error_a or 'no error'}")
+
+
+def callable_mocks(mocks: Mapping[str, Callable[..., Any] | Any] | None) -> dict[str, Any]:
+    """Validate ``mocks=``: a mapping of step name to a value or a callable taking the call's arguments."""
+    if mocks is None:
+        return {}
+    if not isinstance(mocks, Mapping):
+        raise TypeError("mocks must be a mapping of step name to a value or a callable")
+    return dict(mocks)
