@@ -21,6 +21,9 @@ from .recording import (
     attach_file,
     identity,
     model,
+    new_uuid,
+    now,
+    random,
     record_approval,
     record_context,
     record_safety,
@@ -29,19 +32,26 @@ from .recording import (
     tool,
 )
 from .redaction import RedactionConfig, Redactor
+from .replay.diff import RunDiff
+from .replay.engine import ReplayRefused, ReplayResult, diff, replay
+from .replay.session import Divergence
 from .runs import Run, RunSummary, Snapshot, Step
 from .semconv import ApprovalStatus, ReplayMode, Risk, RunKind, SnapshotKind, StepKind
 from .storage.store import Store
 
 __all__ = [
     "ApprovalStatus",
+    "Divergence",
     "InvalidTraceIdError",
     "OtelReplayError",
     "RedactionConfig",
     "Redactor",
     "ReplayMode",
+    "ReplayRefused",
+    "ReplayResult",
     "Risk",
     "Run",
+    "RunDiff",
     "RunKind",
     "RunSummary",
     "Snapshot",
@@ -57,13 +67,18 @@ __all__ = [
     "agent",
     "attach_file",
     "configure",
+    "diff",
     "flush",
     "identity",
     "model",
+    "new_uuid",
+    "now",
+    "random",
     "record_approval",
     "record_context",
     "record_safety",
     "record_state",
+    "replay",
     "retriever",
     "tool",
 ]

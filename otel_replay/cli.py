@@ -94,6 +94,13 @@ class StatusFilter(str, Enum):
     error = "error"
 
 
+class KindFilter(str, Enum):
+    """Run kind."""
+
+    original = "original"
+    replay = "replay"
+
+
 # -------------------------------------------------------------------------------------------------- runs
 
 
@@ -113,13 +120,15 @@ def _runs_table(summaries: list[RunSummary]) -> Table:
 def runs_command(
     agent: str | None = typer.Option(None, "--agent", help="Only runs of this agent."),
     status: StatusFilter | None = typer.Option(None, "--status", help="Only runs that ended ok / in error."),
+    kind: KindFilter | None = typer.Option(None, "--kind", help="Only original runs, or only replays."),
     limit: int = typer.Option(50, "--limit", min=1, max=100000, help="At most this many runs."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
-    """List recorded runs, newest first."""
+    """List recorded runs (originals and replays), newest first."""
     with _open_store(store_url) as store:
-        summaries = store.runs(agent=agent, status=status.value if status else None, limit=limit)
+        summaries = store.runs(agent=agent, status=status.value if status else None,
+                               kind=kind.value if kind else None, limit=limit)
     if as_json:
         _print_json([s.to_dict() for s in summaries])
         return
@@ -229,7 +238,7 @@ def demo_command() -> None:
         mark = Text("ok   ", style="green") if error is None else Text("error", style="bold red")
         console.print(Text.assemble("  ", mark, f"  {question}", (f"  → {error}" if error else "", "red")))
     with _open_store(None) as store:
-        summaries = store.runs(agent="support-agent", limit=len(QUESTIONS))
+        summaries = store.runs(agent="support-agent", kind="original", limit=len(QUESTIONS))
         console.print()
         console.print(_runs_table(summaries))
         if not summaries:
@@ -240,8 +249,143 @@ def demo_command() -> None:
         run = store.load_run(target.trace_id)
     console.print()
     console.print(render_run(run))
+
+    failed = next((s for s in summaries if s.status == "error"), None)
+    if failed is not None:
+        from .replay.engine import replay
+
+        console.print()
+        console.rule("The failed run, reproduced: mock replay (no model, tool or retrieval is really called)")
+        _render_result(replay(failed.trace_id, mode="mock", reason="reproduce the demo failure"))
+        console.print()
+        console.rule("After the fix: partial live replay from step 2, refunds approved for this replay")
+        fixed = replay(failed.trace_id, mode="live", from_step=2, approvals=["issue_refund"],
+                       reason="verify the fix for unknown order ids",
+                       entrypoint="otel_replay.demo.agent:support_agent_fixed")
+        _render_result(fixed)
     console.print()
-    console.print("Next: [bold]otel-replay runs[/bold], [bold]otel-replay show TRACE_ID --json[/bold]")
+    console.print("Next: [bold]otel-replay runs[/bold], [bold]otel-replay show TRACE_ID --json[/bold], "
+                  "[bold]otel-replay replay TRACE_ID --mode mock[/bold], [bold]otel-replay audit[/bold]")
+
+
+# ------------------------------------------------------------------------------------------------ replay
+
+
+class ModeChoice(str, Enum):
+    """Replay mode."""
+
+    dry = "dry"
+    mock = "mock"
+    deterministic = "deterministic"
+    live = "live"
+
+
+def _render_result(result: Any) -> None:
+    console = _out()
+    style = {"matched": "green", "diverged": "yellow", "refused": "bold red"}[result.outcome]
+    head = Text()
+    head.append(f"{result.mode} replay of {result.original_trace_id}: ")
+    head.append(result.outcome, style=style)
+    if result.replay_trace_id:
+        head.append(f"  → replay trace {result.replay_trace_id}", style="dim")
+    console.print(head)
+    if result.refusal:
+        console.print(Text(f"refused: {result.refusal}", style="red"))
+    first = result.first_divergence
+    if first is not None:
+        where = f"step {first.step_index}" if first.step_index is not None else "run"
+        console.print(Text(f"first divergence at {where}: {first.reason}", style="yellow"))
+    for d in result.divergences[1:6]:
+        where = f"step {d.step_index}" if d.step_index is not None else "run"
+        console.print(Text(f"  also at {where}: {d.reason}", style="dim"))
+    if result.readiness is not None:
+        for mode, info in result.readiness["modes"].items():
+            mark = Text("ready", style="green") if info["ready"] else Text("not ready", style="yellow")
+            console.print(Text.assemble(f"  {mode:<14}", mark, f"  {'; '.join(info['missing'])}" if info["missing"] else ""))
+        if result.readiness["modes"]["live"].get("needs_approval"):
+            console.print(f"  live replay needs --approve for: {', '.join(result.readiness['modes']['live']['needs_approval'])}")
+    if result.diff is not None and result.mode != "dry":
+        from .replay.diff import render_diff
+
+        console.print(render_diff(result.diff))
+
+
+def _exit_for(result: Any) -> None:
+    if result.outcome == "refused":
+        raise typer.Exit(EXIT_ERROR)
+    if result.outcome == "diverged":
+        raise typer.Exit(1)
+
+
+@app.command("replay")
+@_handled
+def replay_command(
+    trace_id: str = typer.Argument(..., help="Trace id of the run to replay."),
+    mode: ModeChoice = typer.Option(..., "--mode", help="dry, mock, deterministic or live."),
+    from_step: int | None = typer.Option(None, "--from-step", min=0, help="Answer steps before N from the recording."),
+    approve: list[str] = typer.Option([], "--approve", help="A write/high tool this replay may execute (repeatable)."),
+    actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
+    reason: str | None = typer.Option(None, "--reason", help="Why (required for live)."),
+    app_spec: str | None = typer.Option(None, "--app", help="Entrypoint module:function to run instead of the recorded one."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+) -> None:
+    """Replay a run. Exit 0: matched; 1: diverged; 2: refused or impossible."""
+    from .replay.engine import replay
+
+    result = replay(trace_id, mode=mode.value, from_step=from_step, approvals=approve, actor=actor, reason=reason,
+                    store=store_url, entrypoint=app_spec)
+    if as_json:
+        _print_json(result.to_dict())
+    else:
+        _render_result(result)
+    _exit_for(result)
+
+
+@app.command("diff")
+@_handled
+def diff_command(
+    trace_a: str = typer.Argument(..., help="Trace id of the first run (e.g. the original)."),
+    trace_b: str = typer.Argument(..., help="Trace id of the second run (e.g. the replay)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the diff as JSON."),
+    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+) -> None:
+    """Diff two runs: output, state, tools, citations, cost, latency, safety. Exit 1 when they differ."""
+    from .replay.diff import render_diff
+    from .replay.engine import diff
+
+    result = diff(trace_a, trace_b, store=store_url)
+    if as_json:
+        _print_json(result.to_dict())
+    else:
+        _out().print(render_diff(result))
+    if result.changed:
+        raise typer.Exit(1)
+
+
+@app.command("audit")
+@_handled
+def audit_command(
+    limit: int = typer.Option(1000, "--limit", min=1, help="At most this many replays."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
+    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+) -> None:
+    """Every replay: when, who, why, mode, from step, approvals, original and replay trace, outcome."""
+    from .replay.audit import audit
+
+    entries = audit(store=store_url, limit=limit)
+    if as_json:
+        _print_json([e.to_dict() for e in entries])
+        return
+    table = Table(title=f"{len(entries)} replay(s), newest first", title_justify="left")
+    for column in ("when (UTC)", "actor", "mode", "from", "approvals", "outcome", "original", "replay", "reason"):
+        table.add_column(column, no_wrap=column in ("original", "replay"))
+    for e in entries:
+        style = {"matched": "green", "diverged": "yellow", "refused": "bold red"}.get(e.outcome, "")
+        table.add_row(e.at.strftime("%Y-%m-%d %H:%M:%S"), e.actor, e.mode, "" if e.from_step is None else str(e.from_step),
+                      ",".join(e.approvals), Text(e.outcome, style=style), e.original_trace_id, e.replay_trace_id,
+                      e.reason or "")
+    _out().print(table)
 
 
 # ---------------------------------------------------------------------------------------------------- db

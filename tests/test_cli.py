@@ -45,7 +45,7 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def runs_json(home: Path, *args: str) -> list[dict[str, Any]]:
-    out = cli(home, "runs", "--json", *args)
+    out = cli(home, "runs", "--json", "--kind", "original", *args)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 

@@ -11,7 +11,7 @@ EXPECTED = {
     "Run", "RunKind", "RunSummary", "Snapshot", "SnapshotKind", "Step", "StepKind", "Store", "StoreBusyError",
     "StoreError", "StoreUnavailableError", "TraceNotFoundError", "__version__", "agent", "attach_file", "configure",
     "flush", "identity", "model", "record_approval", "record_context", "record_safety", "record_state", "retriever",
-    "tool",
+    "tool", "Divergence", "ReplayRefused", "ReplayResult", "RunDiff", "diff", "new_uuid", "now", "random", "replay",
 }
 
 
@@ -37,6 +37,9 @@ def test_contract_signatures() -> None:
     assert params(orp.record_safety) == ["result"]
     assert params(orp.attach_file) == ["path_or_bytes", "name", "media_type"]
     assert params(orp.Store.open)[:1] == ["url"]
+    assert params(orp.replay) == ["trace_id", "mode", "from_step", "approvals", "actor", "reason", "store",
+                                  "entrypoint", "mocks"]
+    assert params(orp.diff) == ["trace_id_a", "trace_id_b", "store"]
     for name in ("runs", "load_run", "close"):
         assert callable(getattr(orp.Store, name)), name
 

@@ -115,6 +115,16 @@ SYSTEM_RULES = "You are a support agent. Cite the knowledge base. Never refund w
 @orp.agent("support-agent", config=CONFIG)
 def support_agent(question: str, *, customer: str = "anonymous", receipt: bytes | None = None) -> dict[str, Any]:
     """Answer one customer question (with the customer's receipt, when they sent one)."""
+    return _support(question, customer=customer, receipt=receipt, fixed=False)
+
+
+@orp.agent("support-agent", config=CONFIG)
+def support_agent_fixed(question: str, *, customer: str = "anonymous", receipt: bytes | None = None) -> dict[str, Any]:
+    """The same agent after the fix for the demo's bug: an unknown order id gets an answer, not a crash."""
+    return _support(question, customer=customer, receipt=receipt, fixed=True)
+
+
+def _support(question: str, *, customer: str, receipt: bytes | None, fixed: bool) -> dict[str, Any]:
     if receipt is not None:
         orp.attach_file(receipt, name="receipt.txt", media_type="text/plain")
     orp.record_state({"stage": "received", "customer": customer}, transition="start->received")
@@ -125,7 +135,10 @@ def support_agent(question: str, *, customer: str = "anonymous", receipt: bytes 
     decision = support_llm(history)["choices"][0]["message"]
     orp.record_state({"stage": "decided", "action": decision["action"]}, transition="received->decided")
 
-    if decision["action"] == "status":
+    if fixed and decision["action"] in ("status", "refund") and decision["order_id"] not in ORDERS:
+        orp.record_state({"stage": "unknown-order", "order_id": decision["order_id"]}, transition="decided->unknown")
+        text = f"I cannot find order {decision['order_id']}; please check the number on your confirmation email."
+    elif decision["action"] == "status":
         order = lookup_order(decision["order_id"])
         stock = _with_retry(check_inventory, order["sku"])
         text = f"Order {order['order_id']} ({order['item']}) is {order['status']}; {stock['in_stock']} in stock."

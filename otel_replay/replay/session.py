@@ -12,6 +12,7 @@ call the recording cannot answer is a divergence, never a silent guess.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import sys
 import threading
@@ -105,6 +106,11 @@ def revive_exception(error: Mapping[str, Any] | None) -> BaseException:
         module_name, _, attr = type_name.rpartition(".")
         cls = _imported_class(f"{module_name}:{attr}")
     if isinstance(cls, type) and issubclass(cls, Exception):
+        if issubclass(cls, KeyError):  # str(KeyError(k)) is repr(k): give the key back, not its repr
+            try:
+                return cls(ast.literal_eval(message))
+            except (ValueError, SyntaxError):
+                pass
         try:
             return cls(message)
         except Exception:  # noqa: BLE001 - a constructor with other arguments
@@ -237,8 +243,13 @@ class ReplaySession:
                                   f"the replay did not make the recorded {missing.kind} call {missing.name!r}")
                 self.cursor = j + 1
                 return candidate
-        self._diverge(self._closest(kind, name), "extra_call",
-                      f"the replay made a {kind} call {name!r} the recording does not have at this point")
+        here = self.recorded[self.cursor].index if self.cursor < len(self.recorded) else None
+        closest = self._closest(kind, name)
+        where = f"step {here} expected {self.recorded[self.cursor].kind} {self.recorded[self.cursor].name!r}" \
+            if here is not None else "the recording had no calls left"
+        nearest = f"; closest recorded {kind} {name!r} is step {closest}" if closest is not None else ""
+        self._diverge(here if here is not None else closest, "extra_call",
+                      f"the replay made a {kind} call {name!r} the recording does not have here ({where}{nearest})")
         return None
 
     def _closest(self, kind: str, name: str) -> int | None:
