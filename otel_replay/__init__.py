@@ -34,6 +34,7 @@ from .recording import (
 from .redaction import RedactionConfig, Redactor
 from .replay.diff import RunDiff
 from .replay.engine import ReplayRefused, ReplayResult, diff, replay
+from .replay.scopes import SessionReplayResult, ToolReplayResult, replay_session, replay_tool
 from .replay.session import Divergence
 from .runs import Run, RunSummary, Snapshot, Step
 from .semconv import ApprovalStatus, ReplayMode, Risk, RunKind, SnapshotKind, StepKind
@@ -53,6 +54,7 @@ __all__ = [
     "Run",
     "RunDiff",
     "RunKind",
+    "SessionReplayResult",
     "RunSummary",
     "Snapshot",
     "SnapshotKind",
@@ -62,6 +64,7 @@ __all__ = [
     "StoreBusyError",
     "StoreError",
     "StoreUnavailableError",
+    "ToolReplayResult",
     "TraceNotFoundError",
     "__version__",
     "agent",
@@ -79,6 +82,8 @@ __all__ = [
     "record_safety",
     "record_state",
     "replay",
+    "replay_session",
+    "replay_tool",
     "retriever",
     "tool",
 ]

@@ -298,6 +298,9 @@ def _render_result(result: Any) -> None:
     for d in result.divergences[1:6]:
         where = f"step {d.step_index}" if d.step_index is not None else "run"
         console.print(Text(f"  also at {where}: {d.reason}", style="dim"))
+    for change in getattr(result, "schema_changes", ()):
+        console.print(Text(f"tool {change['tool']!r} (step {change['step_index']}) schema version changed: "
+                           f"{change['recorded']} → {change['current']}", style="yellow"))
     if result.readiness is not None:
         for mode, info in result.readiness["modes"].items():
             mark = Text("ready", style="green") if info["ready"] else Text("not ready", style="yellow")
@@ -339,6 +342,86 @@ def replay_command(
         _print_json(result.to_dict())
     else:
         _render_result(result)
+    _exit_for(result)
+
+
+class ToolModeChoice(str, Enum):
+    """Tool replay mode."""
+
+    mock = "mock"
+    live = "live"
+
+
+@app.command("replay-tool")
+@_handled
+def replay_tool_command(
+    trace_id: str = typer.Argument(..., help="Trace id of the run."),
+    step: int = typer.Option(..., "--step", min=0, help="Index of the tool step to re-run."),
+    mode: ToolModeChoice = typer.Option(ToolModeChoice.mock, "--mode", help="mock (answer from the recording) or live."),
+    args_json: str | None = typer.Option(None, "--args", help="Arguments as a JSON object instead of the recorded ones."),
+    approve: bool = typer.Option(False, "--approve", help="Allow a write/high tool to execute (live)."),
+    actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
+    reason: str | None = typer.Option(None, "--reason", help="Why (required for live)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+) -> None:
+    """Re-run one recorded tool call and compare its result. Exit 0 same, 1 different, 2 refused."""
+    from .replay.scopes import replay_tool
+
+    args = None
+    if args_json is not None:
+        try:
+            args = json.loads(args_json)
+        except ValueError as exc:
+            fail(f"--args is not valid JSON: {exc}")
+        if not isinstance(args, dict):
+            fail("--args must be a JSON object of argument names to values")
+    result = replay_tool(trace_id, step, mode=mode.value, args=args, approve=approve, actor=actor, reason=reason,
+                         store=store_url)
+    if as_json:
+        _print_json(result.to_dict())
+    else:
+        style = {"matched": "green", "diverged": "yellow", "refused": "bold red"}[result.outcome]
+        console = _out()
+        console.print(Text.assemble(f"{result.mode} replay of tool {result.tool!r} (step {result.step}): ",
+                                    (result.outcome, style)))
+        if result.refusal:
+            console.print(Text(f"refused: {result.refusal}", style="red"))
+        console.print(f"recorded: {_preview(result.recorded_error or result.recorded_result, 160)}")
+        console.print(f"now:      {_preview(result.error or result.result, 160)}")
+        versions = result.schema_version
+        if versions["recorded"] != versions["current"]:
+            console.print(Text(f"tool schema version changed: {versions['recorded']} → {versions['current']}",
+                               style="yellow"))
+    _exit_for(result)
+
+
+@app.command("replay-session")
+@_handled
+def replay_session_command(
+    session_id: str = typer.Argument(..., help="Session (conversation) id shared by the runs."),
+    mode: ModeChoice = typer.Option(..., "--mode", help="dry, mock, deterministic or live."),
+    approve: list[str] = typer.Option([], "--approve", help="A write/high tool the replay may execute (repeatable)."),
+    actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
+    reason: str | None = typer.Option(None, "--reason", help="Why (required for live)."),
+    app_spec: str | None = typer.Option(None, "--app", help="Entrypoint module:function to run instead."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+) -> None:
+    """Replay every run of one conversation in order; a diff per turn and the first turn that diverged."""
+    from .replay.scopes import replay_session
+
+    result = replay_session(session_id, mode=mode.value, approvals=approve, actor=actor, reason=reason,
+                            store=store_url, entrypoint=app_spec)
+    if as_json:
+        _print_json(result.to_dict())
+    else:
+        for i, turn in enumerate(result.turns):
+            _out().rule(f"turn {i}")
+            _render_result(turn)
+        first = result.first_diverged_turn
+        _out().print(f"session {session_id}: {result.outcome}"
+                     + (f" (first diverged turn: {first})" if first is not None else ""))
     _exit_for(result)
 
 

@@ -796,7 +796,7 @@ def tool(name: str | Callable[..., Any] | None = None, *, risk: str = _DEFAULT_R
 
         wrapped = _wrap(func, before, after)
         wrapped.__otel_replay__ = {"kind": "tool", "name": tool_name, "risk": risk,  # type: ignore[attr-defined]
-                                   "function": function}
+                                   "function": function, "schema_version": schema_version}
         return wrapped
 
     declared_risk = risk

@@ -61,6 +61,8 @@ class ReplayResult:
     """A :class:`~otel_replay.replay.diff.RunDiff` of the original against the replay."""
     readiness: dict[str, Any] | None = None
     """Dry replays: integrity and what each other mode still needs."""
+    schema_changes: tuple[dict[str, Any], ...] = ()
+    """Tools whose recorded ``schema_version`` differs from the current code's."""
     replay: Run | None = field(default=None, repr=False)
 
     @property
@@ -95,6 +97,7 @@ class ReplayResult:
             "refusal": self.refusal,
             "diff": sections,
             "readiness": self.readiness,
+            "schema_changes": list(self.schema_changes),
         }
 
 
@@ -382,7 +385,8 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         replay_trace_id=session.trace_id, replay_run_id=session.run_id, original_trace_id=original.trace_id,
         mode=session.mode.value, from_step=session.from_step, outcome="refused" if refusal else outcome,
         divergences=tuple(session.divergences), approvals=session.approvals, actor=session.actor,
-        reason=session.reason, refusal=refusal, diff=diff, replay=replayed)
+        reason=session.reason, refusal=refusal, diff=diff, schema_changes=tuple(session.schema_changes),
+        replay=replayed)
 
 
 def _build(spans: list[ReadableSpan]) -> Run | None:

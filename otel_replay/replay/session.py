@@ -139,6 +139,7 @@ class ReplaySession:
         self.cursor = 0
         self.divergences: list[Divergence] = []
         self.executed: list[tuple[str, str]] = []
+        self.schema_changes: list[dict[str, Any]] = []
         self.refusal: str | None = None
         self.run_id: str | None = None
         self.trace_id: str | None = None
@@ -206,6 +207,12 @@ class ReplaySession:
         name = step.name
         with self._lock:
             recorded = self._match(kind, name)
+        if recorded is not None and kind == "tool":
+            was = recorded.attributes.get(semconv.TOOL_SCHEMA_VERSION)
+            now = (getattr(step.span, "attributes", None) or {}).get(semconv.TOOL_SCHEMA_VERSION)
+            if was != now:
+                self.schema_changes.append({"step_index": recorded.index, "tool": name, "recorded": was,
+                                            "current": now})
         if recorded is not None:
             recorded_key = recorded.attributes.get(_HASH_ATTR.get(kind, ""), "")
             if key is not None and recorded_key and key != recorded_key:

@@ -371,12 +371,12 @@ class Store:
         return [record_from_query_row(row) for row in result.result_rows]
 
     def run_rows(self, *, agent: str | None = None, status: str | None = None, kind: str | None = None,
-                 limit: int = 50) -> list[SpanRecord]:
+                 session: str | None = None, limit: int = 50) -> list[SpanRecord]:
         """Run root spans (no parent, name ``invoke_agent …``), newest first, without their events.
 
         ``agent`` matches ``gen_ai.agent.name`` or the span name's agent part; ``status`` is ``ok`` or
         ``error`` (both status spellings); ``kind`` is ``original`` (also runs without the attribute) or
-        ``replay``.
+        ``replay``; ``session`` matches ``otel_replay.session.id``.
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be a positive whole number, got {limit!r}")
@@ -390,6 +390,9 @@ class Store:
                 raise ValueError(f"status must be 'ok' or 'error', got {status!r}")
             where.append(("" if status == "error" else "NOT ") + "(StatusCode IN {error_codes:Array(String)})")
             params["error_codes"] = list(_ERROR_CODES)
+        if session is not None:
+            where.append("SpanAttributes[{session_key:String}] = {session:String}")
+            params.update(session_key=semconv.SESSION_ID, session=session)
         if kind is not None:
             if kind not in ("original", "replay"):
                 raise ValueError(f"kind must be 'original' or 'replay', got {kind!r}")

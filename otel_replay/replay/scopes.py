@@ -1,0 +1,207 @@
+"""The two narrower and wider replay scopes beside a whole run: one tool call, and a whole conversation.
+
+:func:`replay_tool` re-runs one recorded tool call with its recorded (or given) arguments, to troubleshoot
+parameters, permissions, a changed schema or a failing service; :func:`replay_session` replays the runs of
+one conversation (same session id) in their original order and reports a result per turn. Both go through
+the same session, firewall and audit as :func:`~otel_replay.replay.engine.replay`: every replay is a new
+trace linked to the original, a ``write``/``high`` tool executes only with an approval given now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from .. import semconv
+from ..exporting import setup
+from ..recording import ReplayInterrupt, _replay_session, agent
+from ..records import parse_trace_id
+from ..semconv import ReplayMode
+from ..snapshots import canonical_json, sha256_hex, to_jsonable
+from .engine import ReplayRefused, ReplayResult, _build, _ingest, _open_store, _os_user, load_entrypoint, replay
+from .session import ReplaySession, revive
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolReplayResult:
+    """One tool call replayed and compared with the recorded call."""
+
+    original_trace_id: str
+    step: int
+    tool: str
+    mode: str
+    args_source: str
+    """``recorded`` or ``given``."""
+    outcome: str
+    """``matched`` (same result as recorded), ``diverged`` or ``refused``."""
+    recorded_result: Any
+    recorded_error: Any
+    result: Any
+    error: dict[str, str] | None
+    schema_version: dict[str, str | None]
+    """``recorded`` and ``current`` tool schema versions (they differ when the tool's schema changed)."""
+    replay_trace_id: str | None
+    approvals: tuple[str, ...]
+    actor: str
+    reason: str | None
+    refusal: str | None = None
+
+    @property
+    def diverged(self) -> bool:
+        """True when the result differs from the recorded one."""
+        return self.outcome == "diverged"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``otel-replay replay-tool --json``)."""
+        return {"original_trace_id": self.original_trace_id, "step": self.step, "tool": self.tool,
+                "mode": self.mode, "args_source": self.args_source, "outcome": self.outcome,
+                "diverged": self.diverged, "recorded_result": self.recorded_result,
+                "recorded_error": self.recorded_error, "result": self.result, "error": self.error,
+                "schema_version": self.schema_version, "replay_trace_id": self.replay_trace_id,
+                "approvals": list(self.approvals), "actor": self.actor, "reason": self.reason,
+                "refusal": self.refusal}
+
+
+def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", args: Mapping[str, Any] | None = None,
+                approve: bool = False, actor: str | None = None, reason: str | None = None,
+                store: Any = None) -> ToolReplayResult:
+    """Re-run the tool call recorded as step ``step`` of ``trace_id`` (``mock``: answer from the recording;
+    ``live``: call the tool for real, ``write``/``high`` only with ``approve=True``), with the recorded
+    arguments or ``args``, and compare the result with the recorded one."""
+    mode = ReplayMode(mode) if str(mode) in ("mock", "live") else None  # type: ignore[assignment]
+    if mode is None:
+        raise ReplayRefused("replay-tool takes --mode mock or --mode live")
+    if mode is ReplayMode.LIVE and not (reason and reason.strip()):
+        raise ReplayRefused("a live tool replay calls the real tool: give a reason (--reason TEXT)")
+    tid = parse_trace_id(trace_id)
+    actor = actor or _os_user()
+    opened, close_store = _open_store(store)
+    try:
+        original = opened.load_run(tid)
+        try:
+            recorded = original.step(step)
+        except KeyError:
+            raise ReplayRefused(f"run {tid} has no step {step}; see `otel-replay show {tid}`") from None
+        if recorded.kind != "tool":
+            raise ReplayRefused(f"step {step} of run {tid} is a {recorded.kind} step, not a tool call")
+        function = recorded.attributes.get(semconv.TOOL_FUNCTION)
+        if not function:
+            raise ReplayRefused(f"step {step} does not record which function the tool is (recorded before "
+                                "otel-replay wrote otel_replay.tool.function)")
+        snapshot = recorded.snapshots.get("tool") or {}
+        tool_func = load_entrypoint(function, script=(original.snapshots.get("input") or {}).get("script"))
+        if args is not None:
+            call_args, source = dict(args), "given"
+        else:
+            call_args, source = revive(snapshot.get("arguments") or {}), "recorded"
+            if mode is ReplayMode.LIVE and "$redacted" in canonical_json(snapshot.get("arguments")):
+                raise ReplayRefused(f"the recorded arguments of step {step} hold redacted values a live call "
+                                    "cannot restore: pass them with --args JSON")
+        current = getattr(tool_func, "__otel_replay__", {})
+        approvals = (recorded.name,) if approve else ()
+        # from_step records which step was replayed; the session knows only that one recorded call.
+        session = ReplaySession(original=original, mode=mode, from_step=step, approvals=approvals, mocks=None,
+                                actor=actor, reason=reason)
+        session.recorded = [recorded]
+        spans: list[ReadableSpan] = []
+
+        def keep(span: ReadableSpan) -> None:
+            if session.trace_id is not None and f"{span.context.trace_id:032x}" == session.trace_id:
+                spans.append(span)
+
+        @agent(original.agent)
+        def tool_replay() -> Any:
+            return tool_func(**call_args)
+
+        outcome_error: dict[str, str] | None = None
+        result: Any = None
+        token = _replay_session.set(session)
+        try:
+            with setup.tap(keep):
+                try:
+                    result = tool_replay()
+                except ReplayInterrupt:
+                    pass
+                except Exception as exc:  # noqa: BLE001 - the tool's failure is the result
+                    outcome_error = {"type": type(exc).__name__, "message": str(exc)}
+                setup.flush()
+        finally:
+            _replay_session.reset(token)
+        _ingest(opened)
+        replayed = _build(spans)
+        tool_steps = [s for s in replayed.steps if s.kind == "tool"] if replayed is not None else []
+        new_snapshot = tool_steps[0].snapshots.get("tool") or {} if tool_steps else {}
+        refusal = session.refusal
+        if refusal is not None:
+            outcome = "refused"
+        else:
+            same_error = (outcome_error or {}).get("type") == ((snapshot.get("error") or {}).get("type"))
+            same_result = new_snapshot.get("result_hash") == snapshot.get("result_hash") or (
+                sha256_hex(canonical_json(to_jsonable(result))) == snapshot.get("result_hash"))
+            outcome = "matched" if same_error and (outcome_error is not None or same_result) else "diverged"
+        return ToolReplayResult(
+            original_trace_id=tid, step=step, tool=recorded.name, mode=mode.value, args_source=source,
+            outcome=outcome, recorded_result=snapshot.get("result"), recorded_error=snapshot.get("error"),
+            result=new_snapshot.get("result") if new_snapshot else None, error=outcome_error,
+            schema_version={"recorded": recorded.attributes.get(semconv.TOOL_SCHEMA_VERSION),
+                            "current": current.get("schema_version")},
+            replay_trace_id=session.trace_id, approvals=approvals, actor=actor, reason=reason, refusal=refusal)
+    finally:
+        if close_store:
+            opened.close()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionReplayResult:
+    """The runs of one conversation replayed in order, one result per turn."""
+
+    session_id: str
+    mode: str
+    turns: tuple[ReplayResult, ...] = field(default=())
+
+    @property
+    def first_diverged_turn(self) -> int | None:
+        """Index (from 0) of the first turn that did not match, or None."""
+        return next((i for i, t in enumerate(self.turns) if t.outcome != "matched"), None)
+
+    @property
+    def outcome(self) -> str:
+        """``refused`` if a turn was refused, else ``diverged`` if one diverged, else ``matched``."""
+        outcomes = {t.outcome for t in self.turns}
+        return "refused" if "refused" in outcomes else "diverged" if "diverged" in outcomes else "matched"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``otel-replay replay-session --json``)."""
+        return {"session_id": self.session_id, "mode": self.mode, "outcome": self.outcome,
+                "diverged": self.outcome == "diverged", "first_diverged_turn": self.first_diverged_turn,
+                "turns": [{"turn": i, **t.to_dict()} for i, t in enumerate(self.turns)]}
+
+
+def replay_session(session_id: str, *, mode: str | ReplayMode, approvals: Sequence[str] = (),
+                   actor: str | None = None, reason: str | None = None, store: Any = None,
+                   entrypoint: str | None = None, mocks: Mapping[str, Any] | None = None) -> SessionReplayResult:
+    """Replay every original run of conversation ``session_id`` in the order they ran. Each turn replays
+    against the state the earlier replayed turns left behind (the agent's own memory); a refused turn ends
+    the conversation replay."""
+    if not session_id or not str(session_id).strip():
+        raise ReplayRefused("a session id is required")
+    opened, close_store = _open_store(store)
+    try:
+        roots = opened.run_rows(session=str(session_id), kind=semconv.RunKind.ORIGINAL.value, limit=10_000)
+        if not roots:
+            raise ReplayRefused(f"no runs with session id {session_id!r} in the store; see `otel-replay runs`")
+        turns: list[ReplayResult] = []
+        for root in sorted(roots, key=lambda r: r.timestamp_ns):
+            result = replay(root.trace_id, mode=mode, approvals=approvals, actor=actor, reason=reason,
+                            store=opened, entrypoint=entrypoint, mocks=mocks)
+            turns.append(result)
+            if result.outcome == "refused":
+                break
+        return SessionReplayResult(session_id=str(session_id), mode=str(ReplayMode(mode).value), turns=tuple(turns))
+    finally:
+        if close_store:
+            opened.close()
+
