@@ -344,11 +344,15 @@ def _label(entry: dict[str, Any], side: str) -> str:
 def _tools(a: Run, b: Run) -> SectionDiff:
     ca = [_Call.of(s) for s in a.steps if s.kind == semconv.StepKind.TOOL.value]
     cb = [_Call.of(s) for s in b.steps if s.kind == semconv.StepKind.TOOL.value]
-    matcher = difflib.SequenceMatcher(None, [c.step.name for c in ca], [c.step.name for c in cb], autojunk=False)
+    names_a, names_b = [c.step.name for c in ca], [c.step.name for c in cb]
+    if names_a == names_b:  # the common case (a faithful replay): no alignment needed, and difflib is O(n^2) here
+        opcodes: list[tuple[str, int, int, int, int]] = [("equal", 0, len(ca), 0, len(cb))] if ca else []
+    else:
+        opcodes = difflib.SequenceMatcher(None, names_a, names_b, autojunk=False).get_opcodes()
     added: list[dict[str, Any]] = []
     removed: list[dict[str, Any]] = []
     changed: list[dict[str, Any]] = []
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+    for op, i1, i2, j1, j2 in opcodes:
         if op == "equal":
             for x, y in zip(ca[i1:i2], cb[j1:j2]):
                 fields = _compare_calls(x, y)

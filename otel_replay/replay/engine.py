@@ -371,7 +371,7 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
     finally:
         _replay_session.reset(token)
     _ingest(store)
-    replayed = _build(spans)
+    replayed = _load_replay(store, session.trace_id, spans)
     from .diff import diff_runs
 
     diff = diff_runs(original, replayed) if replayed is not None else None
@@ -387,6 +387,17 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         divergences=tuple(session.divergences), approvals=session.approvals, actor=session.actor,
         reason=session.reason, refusal=refusal, diff=diff, schema_changes=tuple(session.schema_changes),
         replay=replayed)
+
+
+def _load_replay(store: Any, trace_id: str | None, spans: list[ReadableSpan]) -> Run | None:
+    """The replay as stored (the spool was just ingested); when the exporter sends elsewhere (OTLP to a
+    Collector) and the store does not have it yet, rebuilt from the spans this process saw."""
+    if trace_id is None:
+        return None
+    try:
+        return store.load_run(trace_id)
+    except OtelReplayError:
+        return _build(spans)
 
 
 def _build(spans: list[ReadableSpan]) -> Run | None:

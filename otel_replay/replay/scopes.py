@@ -21,7 +21,7 @@ from ..recording import ReplayInterrupt, _replay_session, agent
 from ..records import parse_trace_id
 from ..semconv import ReplayMode
 from ..snapshots import canonical_json, sha256_hex, to_jsonable
-from .engine import ReplayRefused, ReplayResult, _build, _ingest, _open_store, _os_user, load_entrypoint, replay
+from .engine import ReplayRefused, ReplayResult, _ingest, _load_replay, _open_store, _os_user, load_entrypoint, replay
 from .session import ReplaySession, revive
 
 
@@ -131,7 +131,7 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
         finally:
             _replay_session.reset(token)
         _ingest(opened)
-        replayed = _build(spans)
+        replayed = _load_replay(opened, session.trace_id, spans)
         tool_steps = [s for s in replayed.steps if s.kind == "tool"] if replayed is not None else []
         new_snapshot = tool_steps[0].snapshots.get("tool") or {} if tool_steps else {}
         refusal = session.refusal
