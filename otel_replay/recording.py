@@ -52,10 +52,6 @@ _log = logging.getLogger("otel_replay")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-OTEL_REPLAY_ATTACHMENT_MAX_BYTES: Final = "OTEL_REPLAY_ATTACHMENT_MAX_BYTES"
-"""Environment variable: attached files up to this size keep their (redacted) content in the input snapshot."""
-
-_DEFAULT_ATTACHMENT_MAX_BYTES: Final = 64 * 1024
 _INPUT_PARAM_NAMES: Final = ("input", "query", "question", "message", "prompt", "task", "request", "text")
 _RISKS: Final = frozenset(r.value for r in semconv.Risk)
 
@@ -1120,7 +1116,7 @@ def attach_file(path_or_bytes: str | os.PathLike[str] | bytes, *, name: str | No
             name = name or path.name
         if media_type is None and name:
             media_type = mimetypes.guess_type(name)[0]
-        cap = int(os.environ.get(OTEL_REPLAY_ATTACHMENT_MAX_BYTES) or _DEFAULT_ATTACHMENT_MAX_BYTES)
+        cap = run.rt.limits.attachment_max_bytes
         ref: dict[str, Any] = {"name": _scrub(run.rt, name, "input.files.name") if name else None,
                                "media_type": media_type, "size": len(data),
                                "sha256": hashlib.sha256(data).hexdigest(), "content_text": None,

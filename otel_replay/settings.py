@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
+
+N = TypeVar("N", int, float)
 
 OTEL_REPLAY_HOME: Final = "OTEL_REPLAY_HOME"
 """Environment variable: folder for the spool, the embedded store, the redaction key (default ``~/.otel-replay``)."""
@@ -42,17 +44,26 @@ def resolve_store_url(url: str | None, home: Path) -> str:
     return url or os.environ.get(OTEL_REPLAY_STORE) or default_store_url(home)
 
 
+def env_number(name: str, default: N, *, minimum: float, unit: str) -> N:
+    """A number from environment variable ``name`` (of the type of ``default``), or ``default`` when unset.
+
+    Raises ValueError naming the variable when the value is not a number of that type or is below ``minimum``.
+    """
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = type(default)(raw.strip())
+    except ValueError:
+        kind = "whole number" if isinstance(default, int) else "number"
+        raise ValueError(f"{name} must be a {kind} of {unit}, got {raw!r}") from None
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum:g} {unit}, got {raw!r}")
+    return value
+
+
 def resolve_lock_timeout(timeout: float | None = None) -> float:
     """Seconds to wait for a busy store lock."""
     if timeout is not None:
         return float(timeout)
-    raw = os.environ.get(OTEL_REPLAY_LOCK_TIMEOUT)
-    if not raw:
-        return _DEFAULT_LOCK_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{OTEL_REPLAY_LOCK_TIMEOUT} must be a number of seconds, got {raw!r}") from None
-    if value < 0:
-        raise ValueError(f"{OTEL_REPLAY_LOCK_TIMEOUT} must not be negative, got {raw!r}")
-    return value
+    return env_number(OTEL_REPLAY_LOCK_TIMEOUT, _DEFAULT_LOCK_TIMEOUT_S, minimum=0, unit="seconds")

@@ -26,7 +26,6 @@ import enum
 import hashlib
 import json
 import math
-import os
 import uuid
 from collections.abc import Mapping
 from pathlib import PurePath
@@ -35,6 +34,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict
 
 from . import semconv
+from .settings import env_number
 
 OTEL_REPLAY_SNAPSHOT_MAX_BYTES: Final = "OTEL_REPLAY_SNAPSHOT_MAX_BYTES"
 """Environment variable: size cap (UTF-8 bytes) of one snapshot payload; larger ones are truncated."""
@@ -42,7 +42,11 @@ OTEL_REPLAY_SNAPSHOT_MAX_BYTES: Final = "OTEL_REPLAY_SNAPSHOT_MAX_BYTES"
 OTEL_REPLAY_SNAPSHOT_CHUNK_CHARS: Final = "OTEL_REPLAY_SNAPSHOT_CHUNK_CHARS"
 """Environment variable: payloads longer than this many characters are split over several events."""
 
+OTEL_REPLAY_ATTACHMENT_MAX_BYTES: Final = "OTEL_REPLAY_ATTACHMENT_MAX_BYTES"
+"""Environment variable: attached files up to this size keep their (redacted) content in the input snapshot."""
+
 _DEFAULT_MAX_BYTES: Final = 4 * 1024 * 1024
+_DEFAULT_ATTACHMENT_MAX_BYTES: Final = 64 * 1024
 _DEFAULT_CHUNK_CHARS: Final = 64 * 1024
 _PREVIEW_CHARS: Final = 1024
 _MAX_DEPTH: Final = 64
@@ -61,32 +65,24 @@ REDACTED_TAG: Final = "$redacted"
 _RESERVED_KEYS: Final = (TYPE_TAG, TRUNCATED_TAG, REDACTED_TAG)
 
 
-def _positive_int_env(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a whole number, got {raw!r}") from None
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {raw!r}")
-    return value
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SnapshotLimits:
     """Size limits for snapshot payloads."""
 
     max_bytes: int = _DEFAULT_MAX_BYTES
     chunk_chars: int = _DEFAULT_CHUNK_CHARS
+    attachment_max_bytes: int = _DEFAULT_ATTACHMENT_MAX_BYTES
 
     @classmethod
     def from_env(cls) -> SnapshotLimits:
-        """Limits from ``OTEL_REPLAY_SNAPSHOT_MAX_BYTES`` / ``OTEL_REPLAY_SNAPSHOT_CHUNK_CHARS`` or defaults."""
+        """Limits from ``OTEL_REPLAY_SNAPSHOT_MAX_BYTES``, ``OTEL_REPLAY_SNAPSHOT_CHUNK_CHARS`` and
+        ``OTEL_REPLAY_ATTACHMENT_MAX_BYTES``, or the defaults; bad values raise ValueError at setup."""
         return cls(
-            max_bytes=_positive_int_env(OTEL_REPLAY_SNAPSHOT_MAX_BYTES, _DEFAULT_MAX_BYTES),
-            chunk_chars=_positive_int_env(OTEL_REPLAY_SNAPSHOT_CHUNK_CHARS, _DEFAULT_CHUNK_CHARS),
+            max_bytes=env_number(OTEL_REPLAY_SNAPSHOT_MAX_BYTES, _DEFAULT_MAX_BYTES, minimum=1, unit="bytes"),
+            chunk_chars=env_number(OTEL_REPLAY_SNAPSHOT_CHUNK_CHARS, _DEFAULT_CHUNK_CHARS, minimum=1,
+                                   unit="characters"),
+            attachment_max_bytes=env_number(OTEL_REPLAY_ATTACHMENT_MAX_BYTES, _DEFAULT_ATTACHMENT_MAX_BYTES,
+                                            minimum=0, unit="bytes"),
         )
 
 

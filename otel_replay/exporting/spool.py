@@ -51,6 +51,8 @@ from typing import Final
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from ..settings import env_number
+
 _log = logging.getLogger("otel_replay.spool")
 
 __all__ = [
@@ -127,13 +129,7 @@ def encode_record(payload: bytes) -> bytes:
 
 def _resolve_segment_bytes(value: int | None) -> int:
     if value is None:
-        raw = os.environ.get(OTEL_REPLAY_SPOOL_SEGMENT_BYTES)
-        if not raw:
-            return _DEFAULT_SEGMENT_MAX_BYTES
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValueError(f"{OTEL_REPLAY_SPOOL_SEGMENT_BYTES} must be a number of bytes, got {raw!r}") from None
+        return env_number(OTEL_REPLAY_SPOOL_SEGMENT_BYTES, _DEFAULT_SEGMENT_MAX_BYTES, minimum=1024, unit="bytes")
     if value < 1024:
         raise ValueError(f"segment_max_bytes must be at least 1024, got {value}")
     return int(value)
