@@ -63,4 +63,5 @@ def capture(*, home: str | os.PathLike[str]) -> Iterator[Recorded]:
         if previous is not None:
             named = previous.exporter_name in ("spool", "otlp", "none")
             setup.configure(exporter=previous.exporter_name if named else previous.exporter,
-                            home=previous.home, store=previous.store_url, redaction=previous.redactor)
+                            home=previous.home if previous.home_given else None, store=previous.store_url,
+                            redaction=previous.redactor)

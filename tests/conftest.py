@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from otel_replay import configure
+
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -19,4 +21,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("OTEL_REPLAY_STORE", raising=False)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    # Start from the spool exporter in this home, as a fresh process would (an earlier test may have
+    # configured another home or exporter in this process).
+    configure(home=path, exporter="spool")
     return path

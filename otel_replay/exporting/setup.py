@@ -47,6 +47,8 @@ class Runtime:
     provider: TracerProvider
     tracer: trace.Tracer
     home: Path
+    home_given: bool
+    """True when ``home`` was passed to :func:`configure` (then it is the default of ``Store.open``)."""
     store_url: str | None
     exporter_name: str
     redactor: Redactor
@@ -198,6 +200,7 @@ def configure(
             provider=provider,
             tracer=provider.get_tracer(TRACER_NAME, _version()),
             home=resolved_home,
+            home_given=home is not None,
             store_url=store,
             exporter_name=exporter_choice if isinstance(exporter_choice, str) else type(exporter_choice).__name__,
             redactor=redactor,

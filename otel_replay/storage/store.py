@@ -107,13 +107,20 @@ class Store:
     @classmethod
     def open(cls, url: str | None = None, *, home: str | os.PathLike[str] | None = None, ingest: bool = True,
              lock_timeout: float | None = None) -> Store:
-        """Open the store at ``url`` (argument, ``OTEL_REPLAY_STORE``, then ``chdb://{home}/store``).
+        """Open the store at ``url`` (argument, the ``store=`` given to :func:`otel_replay.configure`,
+        ``OTEL_REPLAY_STORE``, then ``chdb://{home}/store``; ``home`` defaults to the configured one).
 
         The embedded store is locked for this process (waiting up to ``lock_timeout`` seconds, then
         :class:`StoreBusyError`) and gets its schema if missing; a server without the tables raises
         :class:`StoreError` (run ``otel-replay db init``); an unreachable server raises
         :class:`StoreUnavailableError`. With ``ingest`` (default), pending spool segments are ingested.
         """
+        from ..exporting.setup import current_runtime
+
+        configured = current_runtime()
+        if configured is not None:  # what the application passed to configure() is this process's default
+            home = home if home is not None or not configured.home_given else configured.home
+            url = url or configured.store_url
         home_path = settings.resolve_home(home)
         resolved = settings.resolve_store_url(url, home_path)
         scheme = resolved.split(":", 1)[0].lower()
