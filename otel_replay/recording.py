@@ -33,7 +33,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -723,6 +723,88 @@ def effective_risk(name: str, declared: str | None) -> str:
     return "high" if words & _HIGH_RISK_WORDS else "read"
 
 
+@dataclass(frozen=True, slots=True)
+class _ToolMeta:
+    name: str
+    risk: str
+    schema_version: str | None
+    function: str | None
+
+
+def _tool_begin(meta: _ToolMeta, named: dict[str, Any]) -> _Call | None:
+    run = _current_run.get()
+    if run is None:
+        return None
+    _, arguments, n = _encode(run.rt, named, "tool.args")
+    args_hash = sha256_hex(arguments)
+    with run.lock:
+        approval = run.pending_approvals.pop(meta.name, None)
+    step = _start_step(StepKind.TOOL, meta.name, f"{semconv.SPAN_TOOL} {meta.name}", SpanKind.INTERNAL, {
+        semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_TOOL,
+        semconv.GEN_AI_TOOL_NAME: meta.name,
+        semconv.GEN_AI_TOOL_TYPE: "function",
+        semconv.TOOL_RISK: meta.risk,
+        semconv.TOOL_SCHEMA_VERSION: meta.schema_version,
+        semconv.TOOL_FUNCTION: meta.function,
+        semconv.TOOL_ARGS_HASH: args_hash,
+        semconv.APPROVAL_ID: approval[0] if approval else None,
+        semconv.APPROVAL_STATUS: approval[1] if approval else None,
+    })
+    if step is None:
+        return None
+    state = {"end": _tool_end, "meta": meta, "arguments": arguments, "args_hash": args_hash, "redactions": n,
+             "approval": approval, "call_id": f"call_{step.span.get_span_context().span_id:016x}"}
+    return _begin_call(step, state, args_hash)
+
+
+def _tool_end(call: _Call, *, result: Any = None, exc: BaseException | None = None) -> None:
+    step, state, (step_token, ctx_token) = call.step, call.state, call.tokens
+    meta: _ToolMeta = state["meta"]
+    rt = step.run.rt
+    try:
+        error = _record_exception(rt, step.span, exc, "tool.exception") if exc is not None else None
+        result_text, n, result_hash = "null", 0, None
+        if exc is None:
+            _, result_text, n = _encode(rt, result, "tool.result")
+            result_hash = sha256_hex(result_text)
+        approval = state["approval"] or _approval_of(step)
+        if result_hash is not None:
+            step.span.set_attribute(semconv.TOOL_RESULT_HASH, result_hash)
+        _emit_snapshot(step.run, step.span, SnapshotKind.TOOL, {
+            "tool": meta.name, "call_id": state["call_id"], "schema_version": meta.schema_version,
+            "risk": meta.risk, "arguments": RawJSON(state["arguments"]), "args_hash": state["args_hash"],
+            "approval_id": approval[0] if approval else None,
+            "approval_status": approval[1] if approval else None,
+            "result": RawJSON(result_text), "result_hash": result_hash, "error": error,
+        }, state["redactions"] + n)
+    except Exception:  # noqa: BLE001 - never into the agent
+        _log_failure("tool snapshot")
+    _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
+
+
+def end_call(call: _Call | None, *, result: Any = None, exc: BaseException | None = None) -> None:
+    """Finish a step call begun with one of the ``begin_*_call`` functions (or by a decorator): record its
+    result or exception and end its span. Does nothing for None (no run was active). Never raises."""
+    if call is None:
+        return
+    try:
+        call.state["end"](call, result=result, exc=exc)
+    except Exception:  # noqa: BLE001
+        _log_failure("step end")
+
+
+def begin_tool_call(name: str, arguments: Mapping[str, Any], *, risk: str | None = None,
+                    schema_version: str | None = None, function: str | None = None) -> _Call | None:
+    """Begin a tool step for code that wraps a tool it does not own (instrumentors of agent frameworks).
+
+    Returns None outside a run. During a replay, ``call.served`` holds the answer to use instead of calling
+    the tool (raise ``served.error`` or return ``served.value``); raises :class:`ReplayInterrupt` when the
+    replay forbids the call. Always finish with :func:`end_call`.
+    """
+    meta = _ToolMeta(name=name, risk=effective_risk(name, risk), schema_version=schema_version, function=function)
+    return _tool_begin(meta, dict(arguments))
+
+
 def tool(name: str | Callable[..., Any] | None = None, *, risk: str = _DEFAULT_RISK,
          schema_version: str | None = None) -> Any:
     """Mark a function (sync or async) as a tool: each call inside a run records an ``execute_tool`` step.
@@ -737,62 +819,11 @@ def tool(name: str | Callable[..., Any] | None = None, *, risk: str = _DEFAULT_R
 
     def build(func: Callable[..., Any], tool_name: str) -> Callable[..., Any]:
         name_args = _ArgNames(func)
-        risk = effective_risk(tool_name, declared_risk)
-        function = qualname_of(func)
-
-        def before(args: tuple, kwargs: dict) -> Any:
-            run = _current_run.get()
-            if run is None:
-                return None
-            _, arguments, n = _encode(run.rt, name_args(args, kwargs), "tool.args")
-            args_hash = sha256_hex(arguments)
-            with run.lock:
-                approval = run.pending_approvals.pop(tool_name, None)
-            step = _start_step(StepKind.TOOL, tool_name, f"{semconv.SPAN_TOOL} {tool_name}", SpanKind.INTERNAL, {
-                semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_TOOL,
-                semconv.GEN_AI_TOOL_NAME: tool_name,
-                semconv.GEN_AI_TOOL_TYPE: "function",
-                semconv.TOOL_RISK: risk,
-                semconv.TOOL_SCHEMA_VERSION: schema_version,
-                semconv.TOOL_FUNCTION: function,
-                semconv.TOOL_ARGS_HASH: args_hash,
-                semconv.APPROVAL_ID: approval[0] if approval else None,
-                semconv.APPROVAL_STATUS: approval[1] if approval else None,
-            })
-            if step is None:
-                return None
-            state = {"arguments": arguments, "args_hash": args_hash, "redactions": n, "approval": approval,
-                     "call_id": f"call_{step.span.get_span_context().span_id:016x}"}
-            return _begin_call(step, state, args_hash)
-
-        def after(handle: Any, *, result: Any = None, exc: BaseException | None = None) -> None:
-            if handle is None:
-                return
-            step, state, (step_token, ctx_token) = handle.step, handle.state, handle.tokens
-            rt = step.run.rt
-            try:
-                error = _record_exception(rt, step.span, exc, "tool.exception") if exc is not None else None
-                result_text, n, result_hash = "null", 0, None
-                if exc is None:
-                    _, result_text, n = _encode(rt, result, "tool.result")
-                    result_hash = sha256_hex(result_text)
-                approval = state["approval"] or _approval_of(step)
-                if result_hash is not None:
-                    step.span.set_attribute(semconv.TOOL_RESULT_HASH, result_hash)
-                _emit_snapshot(step.run, step.span, SnapshotKind.TOOL, {
-                    "tool": tool_name, "call_id": state["call_id"], "schema_version": schema_version, "risk": risk,
-                    "arguments": RawJSON(state["arguments"]), "args_hash": state["args_hash"],
-                    "approval_id": approval[0] if approval else None,
-                    "approval_status": approval[1] if approval else None,
-                    "result": RawJSON(result_text), "result_hash": result_hash, "error": error,
-                }, state["redactions"] + n)
-            except Exception:  # noqa: BLE001 - never into the agent
-                _log_failure("tool snapshot")
-            _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
-
-        wrapped = _wrap(func, before, after)
-        wrapped.__otel_replay__ = {"kind": "tool", "name": tool_name, "risk": risk,  # type: ignore[attr-defined]
-                                   "function": function, "schema_version": schema_version}
+        meta = _ToolMeta(name=tool_name, risk=effective_risk(tool_name, declared_risk),
+                         schema_version=schema_version, function=qualname_of(func))
+        wrapped = _wrap(func, lambda args, kwargs: _tool_begin(meta, name_args(args, kwargs)), end_call)
+        wrapped.__otel_replay__ = {"kind": "tool", "name": tool_name, "risk": meta.risk,  # type: ignore[attr-defined]
+                                   "function": meta.function, "schema_version": schema_version}
         return wrapped
 
     declared_risk = risk
@@ -819,62 +850,67 @@ def retriever(name: str | Callable[..., Any] | None = None) -> Any:
 
     def build(func: Callable[..., Any], retriever_name: str) -> Callable[..., Any]:
         name_args = _ArgNames(func)
-
-        def before(args: tuple, kwargs: dict) -> Any:
-            named = name_args(args, kwargs)
-            top_k = _as_int(_get(named, "top_k", "k", "limit"))
-            step = _start_step(StepKind.RETRIEVAL, retriever_name, f"{semconv.SPAN_RETRIEVAL} {retriever_name}",
-                               SpanKind.CLIENT, {
-                                   semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_RETRIEVAL,
-                                   semconv.GEN_AI_DATA_SOURCE_ID: retriever_name,
-                                   semconv.GEN_AI_REQUEST_TOP_K: top_k,
-                               })
-            if step is None:
-                return None
-            arguments, text, n = _encode(step.run.rt, named, "retrieval.args")
-            query = _get(arguments, "query", "q", "question", "text")
-            if query is None and isinstance(arguments, dict) and arguments:
-                query = next(iter(arguments.values()))
-            query_text = canonical_json(query)
-            state = {"arguments": RawJSON(text), "query": RawJSON(query_text), "redactions": n,
-                     "rewritten_query": RawJSON(canonical_json(_get(arguments, "rewritten_query"))),
-                     "filters": RawJSON(canonical_json(_get(arguments, "filters", "filter", "where"))),
-                     "top_k": RawJSON(canonical_json(_get(arguments, "top_k", "k", "limit")))}
-            args_hash = sha256_hex(text)
-            _set_attrs(step.span, {semconv.RETRIEVAL_QUERY_HASH: sha256_hex(query_text),
-                                   semconv.RETRIEVAL_ARGS_HASH: args_hash})
-            return _begin_call(step, state, args_hash)
-
-        def after(handle: Any, *, result: Any = None, exc: BaseException | None = None) -> None:
-            if handle is None:
-                return
-            step, state, (step_token, ctx_token) = handle.step, handle.state, handle.tokens
-            rt = step.run.rt
-            with _guard("retrieval snapshot"):
-                error = _record_exception(rt, step.span, exc, "retrieval.exception") if exc is not None else None
-                results: list[dict[str, Any]] = []
-                returned, n = "null", 0
-                if exc is None:
-                    _, returned, n = _encode(rt, result, "retrieval.results")
-                    docs = result if isinstance(result, (list, tuple)) else []
-                    for i, doc in enumerate(docs):
-                        results.append(_document(rt, doc, i))
-                    _set_attrs(step.span, {
-                        semconv.RETRIEVAL_RESULT_COUNT: len(results),
-                        semconv.RETRIEVAL_RESULTS_HASH: sha256_hex(returned),
-                    })
-                _emit_snapshot(step.run, step.span, SnapshotKind.RETRIEVAL, {
-                    "retriever": retriever_name, "query": state["query"], "rewritten_query": state["rewritten_query"],
-                    "filters": state["filters"], "top_k": state["top_k"], "arguments": state["arguments"],
-                    "results": results, "returned": RawJSON(returned), "error": error,
-                }, state["redactions"] + n)
-            _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
-
-        wrapped = _wrap(func, before, after)
+        wrapped = _wrap(func, lambda args, kwargs: _retrieval_begin(retriever_name, name_args(args, kwargs)),
+                        end_call)
         wrapped.__otel_replay__ = {"kind": "retrieval", "name": retriever_name}  # type: ignore[attr-defined]
         return wrapped
 
     return _decorator(name, build)
+
+
+def _retrieval_begin(retriever_name: str, named: dict[str, Any]) -> _Call | None:
+    top_k = _as_int(_get(named, "top_k", "k", "limit"))
+    step = _start_step(StepKind.RETRIEVAL, retriever_name, f"{semconv.SPAN_RETRIEVAL} {retriever_name}",
+                       SpanKind.CLIENT, {
+                           semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_RETRIEVAL,
+                           semconv.GEN_AI_DATA_SOURCE_ID: retriever_name,
+                           semconv.GEN_AI_REQUEST_TOP_K: top_k,
+                       })
+    if step is None:
+        return None
+    arguments, text, n = _encode(step.run.rt, named, "retrieval.args")
+    query = _get(arguments, "query", "q", "question", "text")
+    if query is None and isinstance(arguments, dict) and arguments:
+        query = next(iter(arguments.values()))
+    query_text = canonical_json(query)
+    state = {"end": _retrieval_end, "name": retriever_name, "arguments": RawJSON(text), "query": RawJSON(query_text), "redactions": n,
+             "rewritten_query": RawJSON(canonical_json(_get(arguments, "rewritten_query"))),
+             "filters": RawJSON(canonical_json(_get(arguments, "filters", "filter", "where"))),
+             "top_k": RawJSON(canonical_json(_get(arguments, "top_k", "k", "limit")))}
+    args_hash = sha256_hex(text)
+    _set_attrs(step.span, {semconv.RETRIEVAL_QUERY_HASH: sha256_hex(query_text),
+                           semconv.RETRIEVAL_ARGS_HASH: args_hash})
+    return _begin_call(step, state, args_hash)
+
+
+def _retrieval_end(call: _Call, *, result: Any = None, exc: BaseException | None = None) -> None:
+    step, state, (step_token, ctx_token) = call.step, call.state, call.tokens
+    retriever_name = state["name"]
+    rt = step.run.rt
+    with _guard("retrieval snapshot"):
+        error = _record_exception(rt, step.span, exc, "retrieval.exception") if exc is not None else None
+        results: list[dict[str, Any]] = []
+        returned, n = "null", 0
+        if exc is None:
+            _, returned, n = _encode(rt, result, "retrieval.results")
+            docs = result if isinstance(result, (list, tuple)) else []
+            for i, doc in enumerate(docs):
+                results.append(_document(rt, doc, i))
+            _set_attrs(step.span, {
+                semconv.RETRIEVAL_RESULT_COUNT: len(results),
+                semconv.RETRIEVAL_RESULTS_HASH: sha256_hex(returned),
+            })
+        _emit_snapshot(step.run, step.span, SnapshotKind.RETRIEVAL, {
+            "retriever": retriever_name, "query": state["query"], "rewritten_query": state["rewritten_query"],
+            "filters": state["filters"], "top_k": state["top_k"], "arguments": state["arguments"],
+            "results": results, "returned": RawJSON(returned), "error": error,
+        }, state["redactions"] + n)
+    _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
+
+
+def begin_retrieval_call(name: str, arguments: Mapping[str, Any]) -> _Call | None:
+    """Begin a retrieval step for instrumentors (see :func:`begin_tool_call`); finish with :func:`end_call`."""
+    return _retrieval_begin(name, dict(arguments))
 
 
 def _document(rt: Runtime, doc: Any, position: int) -> dict[str, Any]:
@@ -905,77 +941,86 @@ def model(name: str | Callable[..., Any] | None = None, *, provider: str | None 
 
     def build(func: Callable[..., Any], step_name: str) -> Callable[..., Any]:
         name_args = _ArgNames(func)
-
-        def before(args: tuple, kwargs: dict) -> Any:
-            named = name_args(args, kwargs)
-            requested = model_name or _get(named, "model")
-            if requested is None:
-                run = _current_run.get()
-                requested = run.config.get("model") if run is not None and run.config else None
-            requested = requested if isinstance(requested, str) else None
-            step = _start_step(StepKind.MODEL, step_name, f"{semconv.SPAN_MODEL} {requested or step_name}",
-                               SpanKind.CLIENT, {
-                                   semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_MODEL,
-                                   semconv.GEN_AI_PROVIDER_NAME: provider,
-                                   semconv.GEN_AI_REQUEST_MODEL: requested,
-                               })
-            if step is None:
-                return None
-            _, request, n = _encode(step.run.rt, named, "model.request")
-            request_hash = sha256_hex(request)
-            config = step.run.config or {}
-            prompt_version = config.get("prompt_version")
-            _set_attrs(step.span, {
-                semconv.MODEL_REQUEST_HASH: request_hash,
-                semconv.MODEL_PROMPT_VERSION: _scalar_text(prompt_version),
-            })
-            state = {"request": request, "request_hash": request_hash, "redactions": n, "model": requested,
-                     "prompt_version": prompt_version, "arguments": request}
-            return _begin_call(step, state, request_hash)
-
-        def after(handle: Any, *, result: Any = None, exc: BaseException | None = None) -> None:
-            if handle is None:
-                return
-            step, state, (step_token, ctx_token) = handle.step, handle.state, handle.tokens
-            run = step.run
-            rt = run.rt
-            try:
-                error = _record_exception(rt, step.span, exc, "model.exception") if exc is not None else None
-                response, n, response_hash = "null", 0, None
-                if exc is None:
-                    _, response, n = _encode(rt, result, "model.response")
-                    response_hash = sha256_hex(response)
-                usage = _usage(result) if exc is None else {}
-                response_model = _get(result, "model") if exc is None else None
-                finish = _finish_reasons(result) if exc is None else None
-                _set_attrs(step.span, {
-                    semconv.MODEL_RESPONSE_HASH: response_hash,
-                    semconv.GEN_AI_RESPONSE_MODEL: response_model if isinstance(response_model, str) else None,
-                    semconv.GEN_AI_RESPONSE_FINISH_REASONS: finish,
-                    semconv.GEN_AI_USAGE_INPUT_TOKENS: usage.get("input_tokens"),
-                    semconv.GEN_AI_USAGE_OUTPUT_TOKENS: usage.get("output_tokens"),
-                    semconv.MODEL_COST_USD: usage.get("cost_usd"),
-                })
-                with run.lock:
-                    run.input_tokens += usage.get("input_tokens") or 0
-                    run.output_tokens += usage.get("output_tokens") or 0
-                    if usage.get("cost_usd") is not None:
-                        run.cost_usd = (run.cost_usd or 0.0) + usage["cost_usd"]
-                _emit_snapshot(run, step.span, SnapshotKind.MODEL, {
-                    "name": step.name, "provider": provider, "model": state["model"], "request": RawJSON(state["request"]),
-                    "request_hash": state["request_hash"], "response": RawJSON(response), "response_hash": response_hash,
-                    "usage": usage, "prompt_version": state["prompt_version"], "error": error,
-                }, state["redactions"] + n)
-            except Exception:  # noqa: BLE001 - never into the agent
-                _log_failure("model snapshot")
-            _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
-
-        wrapped = _wrap(func, before, after)
+        wrapped = _wrap(func, lambda args, kwargs: _model_begin(step_name, provider, model_name,
+                                                                name_args(args, kwargs)), end_call)
         wrapped.__otel_replay__ = {"kind": "model", "name": step_name, "provider": provider,  # type: ignore[attr-defined]
                                    "model": model_name}
         return wrapped
 
     return _decorator(name, build)
+
+
+def _model_begin(step_name: str, provider: str | None, model_name: str | None,
+                 named: dict[str, Any]) -> _Call | None:
+    requested = model_name or _get(named, "model")
+    if requested is None:
+        run = _current_run.get()
+        requested = run.config.get("model") if run is not None and run.config else None
+    requested = requested if isinstance(requested, str) else None
+    step = _start_step(StepKind.MODEL, step_name, f"{semconv.SPAN_MODEL} {requested or step_name}",
+                       SpanKind.CLIENT, {
+                           semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_MODEL,
+                           semconv.GEN_AI_PROVIDER_NAME: provider,
+                           semconv.GEN_AI_REQUEST_MODEL: requested,
+                       })
+    if step is None:
+        return None
+    _, request, n = _encode(step.run.rt, named, "model.request")
+    request_hash = sha256_hex(request)
+    config = step.run.config or {}
+    prompt_version = config.get("prompt_version")
+    _set_attrs(step.span, {
+        semconv.MODEL_REQUEST_HASH: request_hash,
+        semconv.MODEL_PROMPT_VERSION: _scalar_text(prompt_version),
+    })
+    state = {"end": _model_end, "provider": provider, "request": request, "request_hash": request_hash, "redactions": n, "model": requested,
+             "prompt_version": prompt_version, "arguments": request}
+    return _begin_call(step, state, request_hash)
+
+
+def _model_end(call: _Call, *, result: Any = None, exc: BaseException | None = None) -> None:
+    step, state, (step_token, ctx_token) = call.step, call.state, call.tokens
+    provider = state["provider"]
+    run = step.run
+    rt = run.rt
+    try:
+        error = _record_exception(rt, step.span, exc, "model.exception") if exc is not None else None
+        response, n, response_hash = "null", 0, None
+        if exc is None:
+            _, response, n = _encode(rt, result, "model.response")
+            response_hash = sha256_hex(response)
+        usage = _usage(result) if exc is None else {}
+        response_model = _get(result, "model") if exc is None else None
+        finish = _finish_reasons(result) if exc is None else None
+        _set_attrs(step.span, {
+            semconv.MODEL_RESPONSE_HASH: response_hash,
+            semconv.GEN_AI_RESPONSE_MODEL: response_model if isinstance(response_model, str) else None,
+            semconv.GEN_AI_RESPONSE_FINISH_REASONS: finish,
+            semconv.GEN_AI_USAGE_INPUT_TOKENS: usage.get("input_tokens"),
+            semconv.GEN_AI_USAGE_OUTPUT_TOKENS: usage.get("output_tokens"),
+            semconv.MODEL_COST_USD: usage.get("cost_usd"),
+        })
+        with run.lock:
+            run.input_tokens += usage.get("input_tokens") or 0
+            run.output_tokens += usage.get("output_tokens") or 0
+            if usage.get("cost_usd") is not None:
+                run.cost_usd = (run.cost_usd or 0.0) + usage["cost_usd"]
+        _emit_snapshot(run, step.span, SnapshotKind.MODEL, {
+            "name": step.name, "provider": provider, "model": state["model"], "request": RawJSON(state["request"]),
+            "request_hash": state["request_hash"], "response": RawJSON(response), "response_hash": response_hash,
+            "usage": usage, "prompt_version": state["prompt_version"], "error": error,
+        }, state["redactions"] + n)
+    except Exception:  # noqa: BLE001 - never into the agent
+        _log_failure("model snapshot")
+    _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
+
+
+def begin_model_call(name: str, request: Mapping[str, Any], *, provider: str | None = None,
+                     model: str | None = None) -> _Call | None:
+    """Begin a model step for instrumentors of model SDKs (see :func:`begin_tool_call`); ``request`` is
+    what the SDK was asked (its hash is what deterministic replay matches on). Finish with :func:`end_call`,
+    passing the response as plain data (e.g. the SDK object's ``model_dump()``)."""
+    return _model_begin(name, provider, model, dict(request))
 
 
 def _usage(response: Any) -> dict[str, Any]:
