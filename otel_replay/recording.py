@@ -492,6 +492,33 @@ def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseExc
         run.span.end()
 
 
+def begin_run(name: str, *, entrypoint: str | None = None, arguments: Mapping[str, Any] | None = None,
+              config: Any = None) -> Any:
+    """Begin a run (or a nested ``agent`` step inside a run) for code that drives an agent it does not own,
+    e.g. an instrumentor starting a run at a framework's top-level invocation. ``arguments`` are recorded as
+    the input (keyword arguments of ``entrypoint``, ``module:qualname``, when the run can be called again).
+    Returns a handle for :func:`end_run`, or None when recording is unavailable. Never raises."""
+    try:
+        meta = _AgentMeta(name=name, config=config, sig=None, entrypoint=entrypoint or "", script=None)
+        return _start_run(meta, (), dict(arguments or {}))
+    except Exception:  # noqa: BLE001
+        _log_failure("run start")
+        return None
+
+
+def end_run(handle: Any, *, result: Any = None, exc: BaseException | None = None) -> None:
+    """End a run begun with :func:`begin_run`, recording its output or exception. Never raises."""
+    try:
+        _end_run(handle, result=result, exc=exc)
+    except Exception:  # noqa: BLE001
+        _log_failure("run end")
+
+
+def in_run() -> bool:
+    """True inside a run (an instrumentor then records steps; outside, it may begin a run of its own)."""
+    return _current_run.get() is not None
+
+
 def _detach(token: Any) -> None:
     try:
         otel_context.detach(token)

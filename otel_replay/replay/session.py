@@ -276,6 +276,14 @@ class ReplaySession:
     def _answer(self, recorded: Step) -> Served:
         snapshot_kind, field = _ANSWER_KEY[recorded.kind]
         payload = recorded.snapshots.get(snapshot_kind)
+        damaged = [s for s in recorded.snapshot_list if s.kind == snapshot_kind and (s.truncated or not s.intact)]
+        if damaged:
+            reason = (f"step {recorded.index}'s {snapshot_kind} snapshot was "
+                      f"{'truncated at the size cap' if damaged[0].truncated else 'damaged'}: the recording cannot "
+                      "answer this call")
+            self._diverge(recorded.index, "unanswerable", reason)
+            raise DivergenceStop(f"replay stopped: {reason} (raise OTEL_REPLAY_SNAPSHOT_MAX_BYTES when recording, "
+                                 "or pass a mock for it)")
         if recorded.status == "error" or not isinstance(payload, dict):
             if recorded.status != "error":
                 raise DivergenceStop(f"replay stopped: step {recorded.index} has no readable {snapshot_kind} "
