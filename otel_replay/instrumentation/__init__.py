@@ -1,0 +1,66 @@
+"""Auto-instrumentation of the SDKs agents are built on: OpenAI, Anthropic, LangChain / LangGraph.
+
+Each instrumentor is an OpenTelemetry ``BaseInstrumentor`` registered under the ``opentelemetry_instrumentor``
+entry point (``otel_replay_openai``, ``otel_replay_anthropic``, ``otel_replay_langchain``), so
+``opentelemetry-instrument python app.py`` finds them; :func:`instrument` does the same from code. Each SDK
+is an optional extra (``pip install otel-replay[openai]``); an instrumentor whose SDK is not installed is
+skipped, never an error at import time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Any, Final
+
+_log = logging.getLogger("otel_replay")
+
+INSTRUMENTORS: Final[dict[str, str]] = {
+    "openai": "otel_replay.instrumentation.openai:OpenAIInstrumentor",
+    "anthropic": "otel_replay.instrumentation.anthropic:AnthropicInstrumentor",
+    "langchain": "otel_replay.instrumentation.langchain:LangChainInstrumentor",
+}
+"""SDK name → ``module:class`` of its instrumentor."""
+
+
+def _load(name: str) -> Any | None:
+    module_name, _, cls_name = INSTRUMENTORS[name].partition(":")
+    try:
+        module = importlib.import_module(module_name)
+        return getattr(module, cls_name)()
+    except ImportError as exc:
+        _log.debug("otel-replay: %s instrumentation unavailable: %s", name, exc)
+        return None
+
+
+def instrument(*sdks: str, **options: Any) -> list[str]:
+    """Instrument the named SDKs (default: every one that is installed); returns the names instrumented.
+
+    ``options`` go to each instrumentor's ``instrument()`` (e.g. ``tool_risks={...}`` for LangChain).
+    Unknown names raise ValueError; an SDK that is not installed is skipped.
+    """
+    unknown = [s for s in sdks if s not in INSTRUMENTORS]
+    if unknown:
+        raise ValueError(f"unknown SDK {', '.join(unknown)}: choose from {', '.join(INSTRUMENTORS)}")
+    done: list[str] = []
+    for name in sdks or tuple(INSTRUMENTORS):
+        instrumentor = _load(name)
+        if instrumentor is None:
+            continue
+        if not instrumentor.is_instrumented_by_opentelemetry:
+            instrumentor.instrument(**options)
+        done.append(name)
+    return done
+
+
+def uninstrument(*sdks: str) -> list[str]:
+    """Undo :func:`instrument` for the named SDKs (default: all); returns the names uninstrumented."""
+    done: list[str] = []
+    for name in sdks or tuple(INSTRUMENTORS):
+        if name not in INSTRUMENTORS:
+            raise ValueError(f"unknown SDK {name}: choose from {', '.join(INSTRUMENTORS)}")
+        instrumentor = _load(name)
+        if instrumentor is not None and instrumentor.is_instrumented_by_opentelemetry:
+            instrumentor.uninstrument()
+            done.append(name)
+    return done
