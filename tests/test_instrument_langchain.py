@@ -1,0 +1,529 @@
+"""LangChain core / LangGraph instrumentation end to end: a real LangGraph agent, recorded, shown, replayed.
+
+The agent is a small ``StateGraph``: a retriever node (a ``BaseRetriever`` over in-memory Documents), a model
+node (a tool-calling ``BaseChatModel`` of our own that scripts its answers from the conversation) and
+LangGraph's prebuilt ``ToolNode`` with two real ``@tool`` tools: ``lookup_order`` (read) and
+``settle_account`` (high risk through ``LangChainInstrumentor(tool_risks=...)``; it appends a line to a file,
+a side effect a replay must not repeat). Every real call of the model, the tools and the retriever is counted
+in ``CALLS``, so a test can show that a mock or deterministic replay reached none of them.
+
+The agents live in this module (importable as ``test_instrument_langchain:NAME``, tests/ is on sys.path)
+because a replay re-imports the recorded entrypoint. ``PROMPT`` holds the system prompt, so a test can record,
+change the prompt, and replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+
+pytest.importorskip("langchain_core")
+pytest.importorskip("langgraph")
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun  # noqa: E402
+from langchain_core.documents import Document  # noqa: E402
+from langchain_core.language_models.chat_models import BaseChatModel  # noqa: E402
+from langchain_core.messages import (  # noqa: E402
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult  # noqa: E402
+from langchain_core.retrievers import BaseRetriever  # noqa: E402
+from langchain_core.tools import tool  # noqa: E402
+from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: E402
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+from langgraph.graph.message import add_messages  # noqa: E402
+from langgraph.prebuilt import ToolNode, tools_condition  # noqa: E402
+from typing_extensions import TypedDict  # noqa: E402
+
+import otel_replay as orp  # noqa: E402
+from otel_replay import semconv  # noqa: E402
+from otel_replay.instrumentation.langchain import LangChainInstrumentor  # noqa: E402
+from otel_replay.storage.store import Store  # noqa: E402
+
+SIDE_FILE_ENV = "LC_TEST_SETTLEMENTS"
+CALLS: Counter[str] = Counter()
+"""Real executions: ``model``, ``lookup_order``, ``settle_account``, ``retriever``."""
+
+PROMPT_DEFAULT = "You are the billing assistant. Use the policy below."
+PROMPT: dict[str, str] = {"system": PROMPT_DEFAULT}
+
+TOOL_RISKS = {"settle_account": "high"}
+
+
+# ------------------------------------------------------------------------------------------ the agent
+
+
+@tool
+def lookup_order(order_id: str) -> dict[str, Any]:
+    """Look up an order by id."""
+    CALLS["lookup_order"] += 1
+    return {"order_id": order_id, "amount": 42, "account": "acc-7"}
+
+
+@tool
+def settle_account(account: str, amount: int) -> str:
+    """Settle an account by paying out the amount (writes to the settlement ledger)."""
+    CALLS["settle_account"] += 1
+    with Path(os.environ[SIDE_FILE_ENV]).open("a", encoding="utf-8") as fh:
+        fh.write(f"{account} {amount}\n")
+    return f"settled {amount} on {account}"
+
+
+@tool
+def tag_order(order_id: str) -> str:
+    """Tag an order (marked as a write tool through its metadata)."""
+    return f"tagged {order_id}"
+
+
+tag_order.metadata = {"otel_replay_risk": "write"}
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A tool-calling chat model that answers from the conversation so far; counts its real calls."""
+
+    model: str = "scripted-lc-1"
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-chat"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model": self.model}
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    def _decide(self, messages: list[BaseMessage]) -> AIMessage:
+        CALLS["model"] += 1
+        last = messages[-1]
+        usage = {"input_tokens": 10 * len(messages), "output_tokens": 5, "total_tokens": 10 * len(messages) + 5}
+        meta = {"model_name": self.model, "finish_reason": "tool_calls"}
+        if isinstance(last, HumanMessage):
+            order = str(last.content).split()[-1]
+            return AIMessage(content="", tool_calls=[{"name": "lookup_order", "args": {"order_id": order},
+                                                      "id": "call_lookup_1"}],
+                             usage_metadata=usage, response_metadata=meta)
+        if isinstance(last, ToolMessage) and last.name == "lookup_order":
+            return AIMessage(content="", tool_calls=[{"name": "settle_account",
+                                                      "args": {"account": "acc-7", "amount": 42},
+                                                      "id": "call_settle_1"}],
+                             usage_metadata=usage, response_metadata=meta)
+        return AIMessage(content=f"Done: {last.content}", usage_metadata=usage,
+                         response_metadata={**meta, "finish_reason": "stop"})
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self._decide(messages))])
+
+    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        message = self._decide(messages)
+        words = str(message.content).split(" ")
+        for i, word in enumerate(words):
+            last = i == len(words) - 1
+            yield ChatGenerationChunk(message=AIMessageChunk(
+                content=word if i == 0 else f" {word}",
+                usage_metadata=message.usage_metadata if last else None))
+
+
+class PolicyRetriever(BaseRetriever):
+    """Documents whose text shares a word with the query, best first (score in the metadata)."""
+
+    docs: list[Document]
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+                                ) -> list[Document]:
+        CALLS["retriever"] += 1
+        words = set(query.lower().split())
+        scored = []
+        for doc in self.docs:
+            score = len(words & set(doc.page_content.lower().split())) / max(len(words), 1)
+            if score:
+                scored.append(Document(page_content=doc.page_content, id=doc.id,
+                                       metadata={**doc.metadata, "score": round(score, 3)}))
+        return sorted(scored, key=lambda d: -d.metadata["score"])[:2]
+
+
+DOCS = [
+    Document(id="kb-refund", page_content="refund orders within 30 days to the account on file",
+             metadata={"source": "kb/refund-policy.md"}),
+    Document(id="kb-ship", page_content="shipping takes 3 days", metadata={"source": "kb/shipping.md"}),
+]
+
+
+class State(TypedDict):
+    question: str
+    context: str
+    messages: Annotated[list[BaseMessage], add_messages]
+
+
+def build_graph() -> Any:
+    """retrieve → agent ⇄ tools → end."""
+    model = ScriptedChatModel().bind_tools([lookup_order, settle_account])
+    retriever = PolicyRetriever(docs=DOCS)
+
+    def retrieve(state: State) -> dict[str, Any]:
+        docs = retriever.invoke(state["question"])
+        return {"context": "\n".join(d.page_content for d in docs)}
+
+    def agent_node(state: State) -> dict[str, Any]:
+        system = SystemMessage(f"{PROMPT['system']}\n{state['context']}")
+        return {"messages": [model.invoke([system, *state["messages"]])]}
+
+    async def aretrieve(state: State) -> dict[str, Any]:
+        docs = await retriever.ainvoke(state["question"])
+        return {"context": "\n".join(d.page_content for d in docs)}
+
+    async def aagent_node(state: State) -> dict[str, Any]:
+        system = SystemMessage(f"{PROMPT['system']}\n{state['context']}")
+        return {"messages": [await model.ainvoke([system, *state["messages"]])]}
+
+    graph = StateGraph(State)
+    graph.add_node("retrieve", _dual(retrieve, aretrieve))
+    graph.add_node("agent", _dual(agent_node, aagent_node))
+    graph.add_node("tools", ToolNode([lookup_order, settle_account]))
+    graph.add_edge(START, "retrieve")
+    graph.add_edge("retrieve", "agent")
+    graph.add_conditional_edges("agent", tools_condition)
+    graph.add_edge("tools", "agent")
+    return graph.compile()
+
+
+def _dual(sync: Any, asynchronous: Any) -> Any:
+    from langchain_core.runnables import RunnableLambda
+
+    return RunnableLambda(sync, afunc=asynchronous)
+
+
+def _question(order: str) -> dict[str, Any]:
+    question = f"please refund order {order}"
+    return {"question": question, "messages": [HumanMessage(question)]}
+
+
+@orp.agent("lc-billing")
+def billing_agent(order: str) -> str:
+    """The LangGraph agent as an otel-replay entrypoint."""
+    out = build_graph().invoke(_question(order))
+    return str(out["messages"][-1].content)
+
+
+@orp.agent("lc-billing-async")
+async def billing_agent_async(order: str) -> str:
+    """The same agent through ``ainvoke`` (async model, tools and retriever)."""
+    out = await build_graph().ainvoke(_question(order))
+    return str(out["messages"][-1].content)
+
+
+@orp.agent("lc-stream")
+def streaming_agent(question: str) -> str:
+    """A chat model streamed directly (``BaseChatModel.stream``)."""
+    last = ToolMessage("the order is settled", tool_call_id="c0", name="settle_account")
+    chunks = list(ScriptedChatModel().stream([HumanMessage(question), last]))
+    return "".join(str(c.content) for c in chunks)
+
+
+def graph_entry(input: dict[str, Any]) -> Any:  # noqa: A002 - the implicit run records the graph input as "input"
+    """``--app`` entrypoint for a run the instrumentor began implicitly at ``graph.invoke``."""
+    return build_graph().invoke(input)
+
+
+# ------------------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def lc(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """Instrumented LangChain, a settlement ledger file, counters and the prompt reset."""
+    ledger = tmp_path / "settlements.log"
+    monkeypatch.setenv(SIDE_FILE_ENV, str(ledger))
+    CALLS.clear()
+    PROMPT["system"] = PROMPT_DEFAULT
+    instrumentor = LangChainInstrumentor(tool_risks=TOOL_RISKS)
+    instrumentor.instrument()
+    try:
+        yield {"home": home, "ledger": ledger, "instrumentor": instrumentor}
+    finally:
+        instrumentor.uninstrument()
+        PROMPT["system"] = PROMPT_DEFAULT
+
+
+def settlements(ledger: Path) -> int:
+    return len(ledger.read_text(encoding="utf-8").splitlines()) if ledger.exists() else 0
+
+
+def record(agent_name: str, func: Any, *args: Any) -> tuple[Any, str]:
+    """Run ``func(*args)`` (an ``@orp.agent``), flush, return its result and the trace id of its run."""
+    result = asyncio.run(func(*args)) if asyncio.iscoroutinefunction(func) else func(*args)
+    orp.flush()
+    with Store.open() as store:
+        (summary,) = store.runs(agent=agent_name, kind="original")
+    return result, summary.trace_id
+
+
+def load(trace_id: str) -> orp.Run:
+    with Store.open() as store:
+        return store.load_run(trace_id)
+
+
+EXPECTED_STEPS = [
+    ("retrieval", "PolicyRetriever"),
+    ("model", "ScriptedChatModel"),
+    ("tool", "lookup_order"),
+    ("model", "ScriptedChatModel"),
+    ("tool", "settle_account"),
+    ("model", "ScriptedChatModel"),
+]
+
+
+# ---------------------------------------------------------------------------------------------- tests
+
+
+def test_records_a_langgraph_agent_step_by_step(lc: dict[str, Any]) -> None:
+    answer, trace_id = record("lc-billing", billing_agent, "A17")
+    assert answer == "Done: settled 42 on acc-7"
+    assert CALLS == {"retriever": 1, "model": 3, "lookup_order": 1, "settle_account": 1}
+    assert settlements(lc["ledger"]) == 1
+    run = load(trace_id)
+    assert [(s.kind, s.name) for s in run.steps] == EXPECTED_STEPS
+    assert run.entrypoint == "test_instrument_langchain:billing_agent"
+
+    retrieval = run.steps[0]
+    snap = retrieval.snapshots["retrieval"]
+    assert snap["query"] == "please refund order A17"
+    assert [(r["id"], r["citation"]) for r in snap["results"]] == [("kb-refund", "kb/refund-policy.md")]
+    assert snap["results"][0]["score"] == pytest.approx(0.25)
+    assert retrieval.attributes[semconv.RETRIEVAL_RESULT_COUNT] == "1"
+
+    model = run.steps[1]
+    assert model.attributes[semconv.GEN_AI_OPERATION_NAME] == "chat"
+    assert model.attributes[semconv.GEN_AI_REQUEST_MODEL] == "scripted-lc-1"
+    assert model.attributes[semconv.GEN_AI_RESPONSE_MODEL] == "scripted-lc-1"
+    assert model.attributes[semconv.GEN_AI_PROVIDER_NAME] == "scriptedchatmodel"
+    assert model.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == "20"
+    assert model.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == "5"
+    request = model.snapshots["model"]["request"]
+    assert [m["type"] for m in request["messages"]] == ["system", "human"]
+    assert PROMPT_DEFAULT in request["messages"][0]["content"]
+    assert [t["function"]["name"] for t in request["params"]["tools"]] == ["lookup_order", "settle_account"]
+    response = model.snapshots["model"]["response"]
+    message = response["generations"][0]["message"]
+    assert message["data"]["tool_calls"][0]["name"] == "lookup_order"
+    assert message["data"]["usage_metadata"]["input_tokens"] == 20
+
+    lookup, settle = run.steps[2], run.steps[4]
+    assert lookup.attributes[semconv.TOOL_RISK] == "read"
+    assert settle.attributes[semconv.TOOL_RISK] == "high"
+    assert lookup.snapshots["tool"]["arguments"] == {"order_id": "A17"}
+    tool_result = lookup.snapshots["tool"]["result"]
+    assert tool_result["type"] == "tool" and tool_result["data"]["tool_call_id"] == "call_lookup_1"
+    assert run.attributes[semconv.RUN_INPUT_TOKENS] == str(20 + 40 + 60)
+
+
+@pytest.mark.parametrize("mode", ["mock", "deterministic"])
+def test_replay_answers_every_call_from_the_recording(lc: dict[str, Any], mode: str) -> None:
+    _, trace_id = record("lc-billing", billing_agent, "A17")
+    CALLS.clear()
+    result = orp.replay(trace_id, mode=mode)
+    assert result.outcome == "matched", result.divergences
+    assert CALLS == {}, "a replayed call reached the real model, tool or retriever"
+    assert settlements(lc["ledger"]) == 1
+    replayed = result.replay
+    assert replayed is not None
+    assert [(s.kind, s.name) for s in replayed.steps] == EXPECTED_STEPS
+    assert {s.attributes[semconv.REPLAY_SERVED] for s in replayed.steps} == {"recording"}
+    assert replayed.snapshots["output"]["answer"] == "Done: settled 42 on acc-7"
+
+
+def test_async_agent_records_and_replays(lc: dict[str, Any]) -> None:
+    answer, trace_id = record("lc-billing-async", billing_agent_async, "B2")
+    assert answer == "Done: settled 42 on acc-7"
+    assert [(s.kind, s.name) for s in load(trace_id).steps] == EXPECTED_STEPS
+    CALLS.clear()
+    result = orp.replay(trace_id, mode="deterministic")
+    assert result.outcome == "matched", result.divergences
+    assert CALLS == {}
+    assert settlements(lc["ledger"]) == 1
+
+
+def test_changed_prompt_is_a_request_divergence_at_the_model_step(lc: dict[str, Any]) -> None:
+    _, trace_id = record("lc-billing", billing_agent, "A17")
+    PROMPT["system"] = "You are a terse billing assistant."
+    CALLS.clear()
+    result = orp.replay(trace_id, mode="deterministic")
+    assert result.outcome == "diverged"
+    first = result.first_divergence
+    assert first is not None and (first.kind, first.step_index) == ("request", 1)
+    assert CALLS == {}, "deterministic replay stops at the changed request without calling anything"
+    steps = result.replay.steps if result.replay else ()
+    assert [(s.kind, s.attributes.get(semconv.REPLAY_SERVED)) for s in steps] == [
+        ("retrieval", "recording"), ("model", "refused")]
+
+    mock = orp.replay(trace_id, mode="mock")  # mock reports the difference and answers anyway
+    assert [(d.kind, d.step_index) for d in mock.divergences] == [("request", 1), ("request", 3), ("request", 5)]
+    assert CALLS == {}
+
+
+def test_live_replay_refuses_the_high_risk_tool_without_approval(lc: dict[str, Any]) -> None:
+    _, trace_id = record("lc-billing", billing_agent, "A17")
+    CALLS.clear()
+    result = orp.replay(trace_id, mode="live", reason="verify the fix")
+    assert result.outcome == "refused"
+    assert result.refusal and "settle_account" in result.refusal
+    assert CALLS == {"retriever": 1, "model": 2, "lookup_order": 1}, "read calls run live; the high tool not"
+    assert settlements(lc["ledger"]) == 1
+
+    approved = orp.replay(trace_id, mode="live", reason="verify the fix", approvals=["settle_account"])
+    assert approved.outcome == "matched", approved.divergences
+    assert settlements(lc["ledger"]) == 2
+
+
+def test_streamed_model_is_one_step_replayed_as_a_chunk(lc: dict[str, Any]) -> None:
+    answer, trace_id = record("lc-stream", streaming_agent, "how is my order")
+    assert answer == "Done: the order is settled"
+    run = load(trace_id)
+    assert [(s.kind, s.name) for s in run.steps] == [("model", "ScriptedChatModel")]
+    message = run.steps[0].snapshots["model"]["response"]["generations"][0]["message"]
+    assert message["type"] == "AIMessageChunk" and message["data"]["content"] == answer
+    assert run.steps[0].attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == "5"
+    CALLS.clear()
+    result = orp.replay(trace_id, mode="deterministic")
+    assert result.outcome == "matched", result.divergences
+    assert CALLS == {}
+
+
+def test_graph_outside_any_run_records_an_implicit_run(lc: dict[str, Any]) -> None:
+    out = build_graph().invoke(_question("C3"))
+    assert out["messages"][-1].content == "Done: settled 42 on acc-7"
+    orp.flush()
+    with Store.open() as store:
+        (summary,) = store.runs(agent="LangGraph", kind="original")
+        run = store.load_run(summary.trace_id)
+    assert [(s.kind, s.name) for s in run.steps] == EXPECTED_STEPS
+    assert not run.entrypoint
+    CALLS.clear()
+    result = orp.replay(summary.trace_id, mode="mock", entrypoint="test_instrument_langchain:graph_entry")
+    assert [d.kind for d in result.divergences if d.kind != "output"] == []
+    assert CALLS == {}
+
+
+def test_a_model_called_alone_outside_a_run_is_a_run_of_one_step(lc: dict[str, Any]) -> None:
+    message = ScriptedChatModel().invoke("please refund order D4")
+    assert message.tool_calls[0]["args"] == {"order_id": "D4"}
+    orp.flush()
+    with Store.open() as store:
+        (summary,) = store.runs(agent="ScriptedChatModel", kind="original")
+        run = store.load_run(summary.trace_id)
+    assert [(s.kind, s.name) for s in run.steps] == [("model", "ScriptedChatModel")]
+
+
+def test_tool_risk_from_map_metadata_and_name(lc: dict[str, Any]) -> None:
+    instrumentor: LangChainInstrumentor = lc["instrumentor"]
+    assert instrumentor.risk_of(settle_account) == "high"
+    assert instrumentor.risk_of(tag_order) == "write"
+    assert instrumentor.risk_of(lookup_order) is None  # undeclared: the recorder's name heuristic decides
+
+    @tool
+    def send_email(to: str) -> str:
+        """Send an email."""
+        return "sent"
+
+    @orp.agent("lc-risks")
+    def risks() -> None:
+        tag_order.invoke({"order_id": "X"})
+        send_email.invoke({"to": "a@example.com"})
+        lookup_order.invoke({"order_id": "X"})
+
+    risks()
+    orp.flush()
+    with Store.open() as store:
+        (summary,) = store.runs(agent="lc-risks")
+        run = store.load_run(summary.trace_id)
+    assert [(s.name, s.attributes[semconv.TOOL_RISK]) for s in run.steps] == [
+        ("tag_order", "write"), ("send_email", "high"), ("lookup_order", "read")]
+    with pytest.raises(ValueError, match="risk must be one of"):
+        LangChainInstrumentor(tool_risks={"x": "dangerous"})
+
+
+def test_suppressed_instrumentation_records_nothing(lc: dict[str, Any]) -> None:
+    from opentelemetry.instrumentation.utils import suppress_instrumentation
+
+    @orp.agent("lc-suppressed")
+    def quiet() -> str:
+        with suppress_instrumentation():
+            return str(lookup_order.invoke({"order_id": "Q1"})["order_id"])
+
+    assert quiet() == "Q1"
+    assert CALLS["lookup_order"] == 1
+    orp.flush()
+    with Store.open() as store:
+        (summary,) = store.runs(agent="lc-suppressed")
+        assert store.load_run(summary.trace_id).steps == ()
+
+
+def test_recording_failures_never_reach_the_agent(lc: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    import otel_replay.instrumentation.langchain as module
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("recorder is broken")
+
+    monkeypatch.setattr(module, "begin_model_call", broken)
+    monkeypatch.setattr(module, "begin_tool_call", broken)
+    monkeypatch.setattr(module, "begin_retrieval_call", broken)
+    monkeypatch.setattr(module, "_model_request", broken)
+    assert billing_agent("E5") == "Done: settled 42 on acc-7"
+    assert CALLS == {"retriever": 1, "model": 3, "lookup_order": 1, "settle_account": 1}
+
+
+def test_tool_errors_are_recorded_and_reraised_unchanged(lc: dict[str, Any]) -> None:
+    class Boom(Exception):
+        pass
+
+    @tool
+    def explode(x: int) -> int:
+        """Always fails."""
+        raise Boom(f"bad {x}")
+
+    @orp.agent("lc-boom")
+    def boom() -> None:
+        explode.invoke({"x": 1})
+
+    with pytest.raises(Boom, match="bad 1"):
+        boom()
+    orp.flush()
+    with Store.open() as store:
+        (summary,) = store.runs(agent="lc-boom")
+        run = store.load_run(summary.trace_id)
+    assert run.steps[0].status == "error"
+    assert run.steps[0].attributes[semconv.ERROR_TYPE].endswith("Boom")
+
+
+def test_uninstrument_restores_every_method(lc: dict[str, Any]) -> None:
+    from langchain_core.retrievers import BaseRetriever as Retriever
+    from langchain_core.tools import BaseTool
+    from langgraph.pregel import Pregel
+
+    targets = [(BaseChatModel, "_generate_with_cache"), (BaseChatModel, "_agenerate_with_cache"),
+               (BaseChatModel, "stream"), (BaseChatModel, "astream"), (BaseTool, "run"), (BaseTool, "arun"),
+               (Retriever, "invoke"), (Retriever, "ainvoke"), (Pregel, "invoke"), (Pregel, "stream")]
+    assert all(hasattr(getattr(cls, name), "__wrapped__") for cls, name in targets)
+    lc["instrumentor"].uninstrument()
+    try:
+        assert not any(hasattr(getattr(cls, name), "__wrapped__") for cls, name in targets)
+        billing_agent("F6")
+        orp.flush()
+        with Store.open() as store:
+            (summary,) = store.runs(agent="lc-billing")
+            assert store.load_run(summary.trace_id).steps == ()
+    finally:
+        lc["instrumentor"].instrument()
