@@ -494,10 +494,28 @@ def db_init_command(
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: usage errors too are one ``error:`` line and exit code 2."""
     # Driver libraries log their own copy of errors the CLI already reports in one line.
     logging.getLogger("clickhouse_connect").setLevel(logging.CRITICAL)
-    app()
+    try:
+        code = app(standalone_mode=False)
+    except (typer.Exit, SystemExit):
+        raise
+    except typer.Abort:
+        sys.exit(130)
+    except Exception as exc:  # click's (or typer's vendored click's) usage errors, matched by shape
+        kinds = {c.__name__ for c in type(exc).__mro__}
+        context = getattr(exc, "ctx", None)
+        if "NoArgsIsHelpError" in kinds and context is not None:
+            sys.stdout.write(context.get_help() + "\n")
+            sys.exit(0)
+        if "UsageError" not in kinds and "ClickException" not in kinds:
+            raise
+        hint = f" (see `{context.command_path} --help`)" if context is not None else ""
+        Console(stderr=True, soft_wrap=True, highlight=False).print(
+            Text(f"error: {' '.join(exc.format_message().split())}{hint}", style="bold red"))
+        sys.exit(EXIT_ERROR if "UsageError" in kinds else getattr(exc, "exit_code", EXIT_ERROR) or EXIT_ERROR)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,6 +16,7 @@ Two rules shape every function here:
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime as _dt
 import functools
@@ -95,6 +96,8 @@ class _Step:
     name: str
     index: int
     attempt: int
+    attrs: dict[str, Any] = field(default_factory=dict)
+    """The attributes the step started with (readable even when its span is not recording)."""
 
 
 _current_run: ContextVar[_Run | None] = ContextVar("otel_replay_run", default=None)
@@ -555,13 +558,13 @@ def _start_step(kind: StepKind, name: str, span_name: str, span_kind: SpanKind,
     attrs[semconv.STEP_ATTEMPT] = attempt
     span = run.rt.tracer.start_span(span_name, context=trace.set_span_in_context(parent_span), kind=span_kind,
                                     attributes=attrs)
-    return _Step(run=run, span=span, kind=kind, name=name, index=index, attempt=attempt)
+    return _Step(run=run, span=span, kind=kind, name=name, index=index, attempt=attempt, attrs=attrs)
 
 
 def _finish_step(step: _Step, *, failed: bool, step_token: Any = None, ctx_token: Any = None) -> None:
     run = step.run
     try:
-        parent = step.span.parent
+        parent = getattr(step.span, "parent", None)  # a non-recording span (sampled out) has none
         with run.lock:
             run.last_child[parent.span_id if parent is not None else 0] = (step.kind.value, step.name, failed,
                                                                           step.attempt)
@@ -613,6 +616,22 @@ class ReplayInterrupt(BaseException):
 
 _replay_session: ContextVar[Any] = ContextVar("otel_replay_replay_session", default=None)
 
+_ACTIVE_REPLAYS: set[int] = set()
+"""Ids of the replay sessions running in this process. A tool called outside any run while one is active
+(from a thread that did not inherit the replay's context) is refused when it is write/high risk."""
+
+
+@contextlib.contextmanager
+def replaying(session: Any) -> Iterator[None]:
+    """Make ``session`` answer the calls made in this context (used by the replay engine)."""
+    token = _replay_session.set(session)
+    _ACTIVE_REPLAYS.add(id(session))
+    try:
+        yield
+    finally:
+        _ACTIVE_REPLAYS.discard(id(session))
+        _replay_session.reset(token)
+
 
 def _begin_call(step: _Step, state: dict[str, Any], key: str | None) -> _Call:
     """Enter the step and, during a replay, ask the session how the call is answered."""
@@ -623,11 +642,14 @@ def _begin_call(step: _Step, state: dict[str, Any], key: str | None) -> _Call:
             arguments = state.get("arguments")
             call.served = session.intercept(step=step, key=key,
                                             arguments=arguments.text if isinstance(arguments, RawJSON) else arguments)
-        except ReplayInterrupt as stop:
+        except BaseException as exc:
+            stop = exc if isinstance(exc, ReplayInterrupt) else ReplayInterrupt(
+                f"replay stopped at {step.kind.value} {step.name!r}: answering it failed "
+                f"({type(exc).__name__}: {exc}); nothing was executed")
             _record_exception(step.run.rt, step.span, stop, f"{step.kind.value}.replay")
             step.span.set_attribute(semconv.REPLAY_SERVED, "refused")
             _finish_step(step, failed=True, step_token=call.tokens[0], ctx_token=call.tokens[1])
-            raise
+            raise stop from (None if stop is exc else exc)
         step.span.set_attribute(semconv.REPLAY_SERVED, call.served.how if call.served else "executed")
     return call
 
@@ -641,7 +663,12 @@ def _wrap(func: F, before: Callable[[tuple, dict], Any], after: Callable[..., No
             return before(args, kwargs)
         except ReplayInterrupt:
             raise
-        except Exception:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001
+            if _replay_session.get() is not None or _ACTIVE_REPLAYS:
+                # During a replay a call that cannot be recorded cannot be answered either: fail closed,
+                # never run the real function unchecked.
+                raise ReplayInterrupt(f"replay stopped at {qualname_of(func)}: recording the call failed "
+                                      f"({type(exc).__name__}: {exc}); nothing was executed") from exc
             _log.warning("otel-replay: could not start recording %s", qualname_of(func), exc_info=True)
             return None
 
@@ -761,6 +788,9 @@ class _ToolMeta:
 def _tool_begin(meta: _ToolMeta, named: dict[str, Any]) -> _Call | None:
     run = _current_run.get()
     if run is None:
+        if _ACTIVE_REPLAYS and meta.risk in ("write", "high"):
+            raise ReplayInterrupt(f"tool {meta.name!r} (risk {meta.risk}) was called outside the replayed run "
+                                  "(a thread that did not inherit the replay's context): refused, not executed")
         return None
     _, arguments, n = _encode(run.rt, named, "tool.args")
     args_hash = sha256_hex(arguments)
@@ -1199,7 +1229,7 @@ def attach_file(path_or_bytes: str | os.PathLike[str] | bytes, *, name: str | No
             except UnicodeDecodeError:
                 text = None
             if text is None:
-                ref["content_base64"] = to_jsonable(data)["base64"]
+                ref["content_base64"] = base64.b64encode(data).decode("ascii")
             else:
                 ref["content_text"] = _scrub(run.rt, text, "input.files.content")
         with run.lock:

@@ -896,6 +896,21 @@ class Redactor:
         counter[0] += 1
         return self.marker(value, scope)
 
+    def _pair(self, pair: Any, scope: str, counter: list[int], depth: int) -> Any:
+        """One ``[key, value]`` item of a dict encoded in pair form (non-string keys): the key-name rule applies
+        to string keys and to the name and value of enum keys."""
+        if type(pair) is not list or len(pair) != 2:
+            return self._walk(pair, scope, counter, depth + 1)
+        key, value = pair
+        names = [key] if type(key) is str else (
+            [str(key.get("name")), str(key.get("value"))] if type(key) is dict and key.get("$type") == "enum" else [])
+        label = names[0] if names else str(key)
+        child = f"{scope}.{label}" if scope else label
+        new_key = self._walk(key, scope, counter, depth + 1)
+        if any(self.is_secret_key(n) for n in names):
+            return [new_key, self._secret_value(value, child, counter)]
+        return [new_key, self._walk(value, child, counter, depth + 1)]
+
     def _walk(self, value: Any, scope: str, counter: list[int], depth: int) -> Any:
         kind = type(value)
         if kind is str:
@@ -903,6 +918,8 @@ class Redactor:
         if kind is dict:
             if _is_marker(value):
                 return {REDACTED_KEY: value[REDACTED_KEY], "scope": self.scrub_text(value["scope"], scope)[0]}
+            if value.get("$type") == "dict" and type(value.get("items")) is list:
+                return {"$type": "dict", "items": [self._pair(p, scope, counter, depth) for p in value["items"]]}
             out: dict[Any, Any] = {}
             for k, v in value.items():
                 skey = k if type(k) is str else str(k)

@@ -26,6 +26,7 @@ import enum
 import hashlib
 import json
 import math
+import re
 import uuid
 from collections.abc import Mapping
 from pathlib import PurePath
@@ -50,7 +51,8 @@ _DEFAULT_ATTACHMENT_MAX_BYTES: Final = 64 * 1024
 _DEFAULT_CHUNK_CHARS: Final = 64 * 1024
 _PREVIEW_CHARS: Final = 1024
 _MAX_DEPTH: Final = 64
-_MAX_REPR: Final = 512
+_MAX_REPR: Final = 64 * 1024
+_MAX_INT_BITS: Final = 12_000  # json refuses ints over 4,300 digits; larger ones are tagged
 
 TYPE_TAG: Final = "$type"
 """Key of the tag object that encodes a value JSON cannot hold."""
@@ -89,9 +91,24 @@ class SnapshotLimits:
 # ------------------------------------------------------------------------------------------ encoding
 
 
+_MODULE_ALIASES: dict[str, str] = {}
+
+
+def register_module_alias(alias: str, module: str) -> None:
+    """Name classes and functions of module ``alias`` as ``module`` (a script loaded again under another
+    name by the replay engine is still ``__main__``, so its values encode and hash as when recorded)."""
+    _MODULE_ALIASES[alias] = module
+
+
+def module_for(name: str) -> list[str]:
+    """Module names that may hold what was recorded under module ``name`` (``__main__`` → its aliases too)."""
+    return [name, *(alias for alias, original in _MODULE_ALIASES.items() if original == name)]
+
+
 def qualname_of(obj: Any) -> str:
     """``module:qualname`` of a class or function."""
-    return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', type(obj).__qualname__)}"
+    module = getattr(obj, "__module__", "?")
+    return f"{_MODULE_ALIASES.get(module, module)}:{getattr(obj, '__qualname__', type(obj).__qualname__)}"
 
 
 def _float(value: float) -> Any:
@@ -100,11 +117,17 @@ def _float(value: float) -> Any:
     return {TYPE_TAG: "float", "value": "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")}
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
 def _safe_repr(value: Any) -> str:
+    """repr without memory addresses (so equal objects encode equal), capped only very high: redaction runs on
+    the whole text later, and a cut could split a secret so that no rule sees it."""
     try:
         text = repr(value)
     except Exception:  # a broken __repr__ must not break recording
         return f"<unrepresentable {type(value).__qualname__}>"
+    text = _ADDRESS.sub("", text)
     return text if len(text) <= _MAX_REPR else text[:_MAX_REPR] + "…"
 
 
@@ -156,7 +179,7 @@ def _encode(value: Any, depth: int, active: set[int]) -> Any:  # noqa: C901 - on
     if kind is str:
         return value
     if kind is int:
-        return value
+        return value if value.bit_length() < _MAX_INT_BITS else {TYPE_TAG: "bigint", "hex": hex(value)}
     if kind is float:
         return _float(value)
     if depth >= _MAX_DEPTH:
@@ -190,7 +213,11 @@ def _encode(value: Any, depth: int, active: set[int]) -> Any:  # noqa: C901 - on
     if isinstance(value, _dt.timedelta):
         return {TYPE_TAG: "timedelta", "seconds": value.total_seconds()}
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return {TYPE_TAG: "bytes", "base64": base64.b64encode(bytes(value)).decode("ascii")}
+        raw = bytes(value)
+        try:  # text stays text, so redaction can see a secret inside it; only binary is base64
+            return {TYPE_TAG: "bytes", "text": raw.decode("utf-8")}
+        except UnicodeDecodeError:
+            return {TYPE_TAG: "bytes", "base64": base64.b64encode(raw).decode("ascii")}
     if isinstance(value, decimal.Decimal):
         return {TYPE_TAG: "decimal", "value": str(value)}
     if isinstance(value, uuid.UUID):
@@ -244,7 +271,10 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 
 def canonical_json(tree: Any) -> str:
     """Canonical JSON text of a JSON-able tree: sorted keys, no whitespace, UTF-8 characters kept."""
-    return _CANONICAL.encode(tree)
+    try:
+        return _CANONICAL.encode(tree)
+    except ValueError:  # an int too long for json: tag it through the full encoder
+        return _CANONICAL.encode(_encode(tree, 0, set()))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -299,7 +329,9 @@ def from_jsonable(tree: Any) -> Any:
         if tag == "dict":
             return {from_jsonable(k): from_jsonable(v) for k, v in tree["items"]}
         if tag == "bytes":
-            return base64.b64decode(tree["base64"])
+            return tree["text"].encode("utf-8") if "text" in tree else base64.b64decode(tree["base64"])
+        if tag == "bigint":
+            return int(tree["hex"], 16)
         if tag == "datetime":
             return _dt.datetime.fromisoformat(tree["value"])
         if tag == "date":
@@ -316,7 +348,7 @@ def from_jsonable(tree: Any) -> Any:
             return float(tree["value"].replace("Infinity", "inf"))
         if tag == "path":
             return PurePath(tree["value"])
-    except (KeyError, TypeError, ValueError):
+    except Exception:  # noqa: BLE001 - an unreadable tag (out of range, malformed) stays as recorded
         return tree
     return tree
 
@@ -326,7 +358,11 @@ def from_jsonable(tree: Any) -> Any:
 
 def payload_events(payload: str, *, limits: SnapshotLimits, redactions: int = 0) -> list[dict[str, Any]]:
     """Event attribute sets carrying one canonical payload: one set, or one per chunk, or a truncation marker."""
-    size = len(payload.encode("utf-8", "surrogatepass"))
+    try:
+        size = len(payload.encode("utf-8"))
+    except UnicodeEncodeError:  # lone surrogates (undecodable file names): keep them as JSON escapes
+        payload = payload.encode("utf-8", "backslashreplace").decode("utf-8")
+        size = len(payload.encode("utf-8"))
     common: dict[str, Any] = {semconv.SNAPSHOT_SCHEMA_VERSION: semconv.SCHEMA_VERSION, semconv.SNAPSHOT_SIZE: size}
     if redactions:
         common[semconv.SNAPSHOT_REDACTIONS] = redactions

@@ -301,8 +301,6 @@ def test_original_rows_are_unchanged_and_every_replay_is_a_new_linked_audited_tr
     assert [r.outcome for r in results] == ["matched"] * 4 + ["refused", "matched"]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: for a live replay refused at an unapproved tool, ReplayResult.diverged "
-                   "(and `replay --json`) says false while its root span / the audit entry says diverged=true")
 def test_audit_and_result_agree_on_whether_a_refused_replay_diverged(rec: dict[str, str]) -> None:
     with Store.open() as store:
         result = orp.replay(rec["matrix-agent"], mode="live", reason="no approvals", store=store)
@@ -591,10 +589,6 @@ if __name__ == "__main__":
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: an exception class defined in a script run as `python script.py` is "
-                   "recorded as __main__.Busy; replay loads the script under an alias module but revive_exception "
-                   "looks the class up in the replaying process's __main__, so it raises RecordedError instead of "
-                   "Busy, the agent's `except Busy` retry does not catch it, and the replay diverges")
 def test_a_script_whose_tool_raised_its_own_exception_class_replays(home: Path, tmp_path: Path) -> None:
     script = tmp_path / "flaky_script.py"
     script.write_text(FLAKY_SCRIPT, encoding="utf-8")

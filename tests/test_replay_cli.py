@@ -202,8 +202,6 @@ def test_refusals_are_one_line_and_exit_2(world: dict[str, Any], args: tuple[str
     assert delta(world, before) == NOTHING
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: an unknown --mode is reported by typer/click as a multi-line usage "
-                   "error panel (Usage:…, Try…, a boxed Error), not the CLI's one-line 'error: …' refusal")
 def test_unknown_mode_is_a_one_line_error(world: dict[str, Any]) -> None:
     out = cli(world, "replay", world["ids"]["matrix-agent"], "--mode", "bogus")
     assert_one_line_error(out, "bogus")

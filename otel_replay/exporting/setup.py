@@ -24,7 +24,7 @@ from typing import Any, Final
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from .. import settings
@@ -35,6 +35,7 @@ _log = logging.getLogger("otel_replay")
 
 OTEL_SERVICE_NAME: Final = "OTEL_SERVICE_NAME"
 _DEFAULT_SERVICE_NAME: Final = "otel-replay-agent"
+_DEFAULT_MAX_EVENTS: Final = 100_000
 _EXPORTERS: Final = ("spool", "otlp", "none")
 TRACER_NAME: Final = "otel_replay"
 """Instrumentation scope name of every span otel-replay records."""
@@ -150,7 +151,10 @@ def _provider(service_name: str | None) -> TracerProvider:
     if not service_name and not os.environ.get(OTEL_SERVICE_NAME) and \
             resource.attributes.get(SERVICE_NAME, "").startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: _DEFAULT_SERVICE_NAME}))
-    provider = TracerProvider(resource=resource)
+    # A run root carries one event per snapshot; the SDK's default of 128 events per span would silently
+    # drop snapshots of long runs. OTEL_SPAN_EVENT_COUNT_LIMIT still wins when set.
+    limits = SpanLimits(max_events=None if "OTEL_SPAN_EVENT_COUNT_LIMIT" in os.environ else _DEFAULT_MAX_EVENTS)
+    provider = TracerProvider(resource=resource, span_limits=limits)
     trace.set_tracer_provider(provider)
     installed = trace.get_tracer_provider()
     return installed if isinstance(installed, TracerProvider) else provider

@@ -12,12 +12,14 @@ touched.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import getpass
 import importlib
 import importlib.util
 import inspect
 import os
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,8 +33,9 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from .. import semconv
 from ..errors import OtelReplayError
 from ..exporting import setup
-from ..recording import ReplayInterrupt, _replay_session, agent, identity
+from ..recording import ReplayInterrupt, agent, identity, replaying
 from ..runs import Run, build_run
+from ..snapshots import register_module_alias
 from ..semconv import ReplayMode
 from .session import ApprovalRequired, Divergence, ReplaySession, callable_mocks, revive
 
@@ -133,6 +136,7 @@ def load_entrypoint(spec: str, *, script: str | None = None) -> Callable[..., An
                 raise ReplayRefused(f"cannot load the script {script!r}")
             module = importlib.util.module_from_spec(spec_obj)
             sys.modules[alias] = module
+            register_module_alias(alias, "__main__")
             sys.path.insert(0, str(Path(script).parent))
             try:
                 spec_obj.loader.exec_module(module)
@@ -155,6 +159,9 @@ def load_entrypoint(spec: str, *, script: str | None = None) -> Callable[..., An
                                 "pass --app module:function")
     if not callable(obj):
         raise ReplayRefused(f"entrypoint {spec!r} is not callable")
+    if inspect.isgeneratorfunction(obj) or inspect.isasyncgenfunction(obj):
+        raise ReplayRefused(f"entrypoint {spec!r} is a generator; replaying streaming agents is not supported yet: "
+                            "pass --app with a function that consumes it")
     return obj
 
 
@@ -287,7 +294,7 @@ def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = Non
         raise ReplayRefused("a live replay calls real models and tools: give a reason (--reason TEXT)")
     tid = parse_trace_id(trace_id)
     mocks = callable_mocks(mocks)
-    actor = actor or _os_user()
+    actor, reason = _scrubbed(actor or _os_user()), _scrubbed(reason)
     opened, close_store = _open_store(store)
     try:
         original = opened.load_run(tid)
@@ -323,6 +330,13 @@ def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = Non
             opened.close()
 
 
+def _scrubbed(text: str | None) -> str | None:
+    """Free text given for the audit (actor, reason), with any secret in it redacted like every value."""
+    if text is None:
+        return None
+    return setup.runtime().redactor.scrub_text(str(text), "replay")[0]
+
+
 def _os_user() -> str:
     try:
         return getpass.getuser()
@@ -354,39 +368,59 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         if session.trace_id is not None and f"{span.context.trace_id:032x}" == session.trace_id:
             spans.append(span)
 
-    token = _replay_session.set(session)
     stopped: ReplayInterrupt | None = None
-    try:
-        with setup.tap(keep), identity(tenant=inp.get("tenant"), role=inp.get("role"), session=inp.get("session")):
-            try:
-                if inspect.iscoroutinefunction(func):
-                    asyncio.run(func(*args, **kwargs))
-                else:
-                    func(*args, **kwargs)
-            except ReplayInterrupt as stop:
-                stopped = stop
-            except Exception:  # noqa: BLE001 - the agent raising is a result, compared with the original
-                pass
-            setup.flush()
-    finally:
-        _replay_session.reset(token)
+    with replaying(session), setup.tap(keep), \
+            identity(tenant=inp.get("tenant"), role=inp.get("role"), session=inp.get("session")):
+        try:
+            _call(func, args, kwargs)
+        except ReplayInterrupt as stop:
+            stopped = stop
+        except Exception:  # noqa: BLE001 - the agent raising is a result, compared with the original
+            pass
+        setup.flush()
+    if session.run_id is None:
+        raise ReplayRefused(f"the entrypoint {original.entrypoint!r} did not start a run: it must be (or call) the "
+                            "@otel_replay.agent function the run was recorded with; pass --app module:function")
     _ingest(store)
     replayed = _load_replay(store, session.trace_id, spans)
     from .diff import diff_runs
 
     diff = diff_runs(original, replayed) if replayed is not None else None
-    outcome = session.outcome
-    if outcome == "matched" and diff is not None and diff.changed:
-        outcome = "diverged"
+    # The outcome is the session's, as written on the replay's root span (and so in the audit): calls and
+    # the run's output compared with the original. The diff details every section.
     refusal = session.refusal if isinstance(stopped, ApprovalRequired) else None
-    if stopped is not None and refusal is None:
-        outcome = "diverged"
     return ReplayResult(
         replay_trace_id=session.trace_id, replay_run_id=session.run_id, original_trace_id=original.trace_id,
-        mode=session.mode.value, from_step=session.from_step, outcome="refused" if refusal else outcome,
+        mode=session.mode.value, from_step=session.from_step, outcome=session.outcome,
         divergences=tuple(session.divergences), approvals=session.approvals, actor=session.actor,
         reason=session.reason, refusal=refusal, diff=diff, schema_changes=tuple(session.schema_changes),
         replay=replayed)
+
+
+def _call(func: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    """Call the entrypoint; a coroutine function runs in its own event loop, on a fresh thread (with this
+    context) when the caller is itself inside a running loop (Jupyter, pytest-asyncio, a web server)."""
+    if not inspect.iscoroutinefunction(func):
+        return func(*args, **kwargs)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(func(*args, **kwargs))
+    context = contextvars.copy_context()
+    outcome: dict[str, Any] = {}
+
+    def run_in_thread() -> None:
+        try:
+            outcome["value"] = context.run(asyncio.run, func(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run_in_thread, name="otel-replay-async-replay")
+    worker.start()
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 def _load_replay(store: Any, trace_id: str | None, spans: list[ReadableSpan]) -> Run | None:

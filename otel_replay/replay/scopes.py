@@ -9,6 +9,7 @@ trace linked to the original, a ``write``/``high`` tool executes only with an ap
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,11 +18,22 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from .. import semconv
 from ..exporting import setup
-from ..recording import ReplayInterrupt, _replay_session, agent
+from ..recording import ReplayInterrupt, agent, replaying
 from ..records import parse_trace_id
 from ..semconv import ReplayMode
 from ..snapshots import canonical_json, sha256_hex, to_jsonable
-from .engine import ReplayRefused, ReplayResult, _ingest, _load_replay, _open_store, _os_user, load_entrypoint, replay
+from .engine import (
+    ReplayRefused,
+    ReplayResult,
+    _call,
+    _ingest,
+    _load_replay,
+    _open_store,
+    _os_user,
+    _scrubbed,
+    load_entrypoint,
+    replay,
+)
 from .session import ReplaySession, revive
 
 
@@ -77,7 +89,7 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
     if mode is ReplayMode.LIVE and not (reason and reason.strip()):
         raise ReplayRefused("a live tool replay calls the real tool: give a reason (--reason TEXT)")
     tid = parse_trace_id(trace_id)
-    actor = actor or _os_user()
+    actor, reason = _scrubbed(actor or _os_user()), _scrubbed(reason)
     opened, close_store = _open_store(store)
     try:
         original = opened.load_run(tid)
@@ -100,7 +112,10 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
             if mode is ReplayMode.LIVE and "$redacted" in canonical_json(snapshot.get("arguments")):
                 raise ReplayRefused(f"the recorded arguments of step {step} hold redacted values a live call "
                                     "cannot restore: pass them with --args JSON")
-        current = getattr(tool_func, "__otel_replay__", {})
+        current = getattr(tool_func, "__otel_replay__", None)
+        if not current or current.get("kind") != "tool":
+            raise ReplayRefused(f"{function} is not an @otel_replay.tool function in the current code (it may have "
+                                "been wrapped under another name): it cannot be replayed through the firewall")
         approvals = (recorded.name,) if approve else ()
         # from_step records which step was replayed; the session knows only that one recorded call.
         session = ReplaySession(original=original, mode=mode, from_step=step, approvals=approvals, mocks=None,
@@ -112,24 +127,25 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
             if session.trace_id is not None and f"{span.context.trace_id:032x}" == session.trace_id:
                 spans.append(span)
 
-        @agent(original.agent)
-        def tool_replay() -> Any:
-            return tool_func(**call_args)
+        if inspect.iscoroutinefunction(tool_func):
+            @agent(original.agent)
+            async def tool_replay() -> Any:
+                return await tool_func(**call_args)
+        else:
+            @agent(original.agent)
+            def tool_replay() -> Any:
+                return tool_func(**call_args)
 
         outcome_error: dict[str, str] | None = None
         result: Any = None
-        token = _replay_session.set(session)
-        try:
-            with setup.tap(keep):
-                try:
-                    result = tool_replay()
-                except ReplayInterrupt:
-                    pass
-                except Exception as exc:  # noqa: BLE001 - the tool's failure is the result
-                    outcome_error = {"type": type(exc).__name__, "message": str(exc)}
-                setup.flush()
-        finally:
-            _replay_session.reset(token)
+        with replaying(session), setup.tap(keep):
+            try:
+                result = _call(tool_replay, (), {})
+            except ReplayInterrupt:
+                pass
+            except Exception as exc:  # noqa: BLE001 - the tool's failure is the result
+                outcome_error = {"type": type(exc).__name__, "message": str(exc)}
+            setup.flush()
         _ingest(opened)
         replayed = _load_replay(opened, session.trace_id, spans)
         tool_steps = [s for s in replayed.steps if s.kind == "tool"] if replayed is not None else []

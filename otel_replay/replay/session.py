@@ -28,7 +28,7 @@ from .. import semconv
 from ..recording import ReplayInterrupt, Served
 from ..runs import Run, Step
 from ..semconv import ReplayMode
-from ..snapshots import TYPE_TAG, canonical_json, from_jsonable
+from ..snapshots import TYPE_TAG, canonical_json, from_jsonable, module_for
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,11 +90,13 @@ def revive(tree: Any) -> Any:
 
 def _imported_class(qualified: str) -> type | None:
     module_name, _, qualname = qualified.partition(":")
-    module = sys.modules.get(module_name)
-    obj: Any = module
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None) if obj is not None else None
-    return obj if isinstance(obj, type) else None
+    for candidate in module_for(module_name):  # a script's classes live under its replay alias too
+        obj: Any = sys.modules.get(candidate)
+        for part in qualname.split("."):
+            obj = getattr(obj, part, None) if obj is not None else None
+        if isinstance(obj, type):
+            return obj
+    return None
 
 
 def revive_exception(error: Mapping[str, Any] | None) -> BaseException:
@@ -117,6 +119,9 @@ def revive_exception(error: Mapping[str, Any] | None) -> BaseException:
             pass
     return RecordedError(type_name, message)
 
+
+_LOOKAHEAD = 8
+"""How many recorded steps ahead a call may match before it counts as an extra call."""
 
 _ANSWER_KEY = {"tool": ("tool", "result"), "model": ("model", "response"), "retrieval": ("retrieval", "returned")}
 _HASH_ATTR = {"tool": semconv.TOOL_ARGS_HASH, "model": semconv.MODEL_REQUEST_HASH,
@@ -145,12 +150,18 @@ class ReplaySession:
         self.trace_id: str | None = None
         self.root_span_id: str | None = None
         self._lock = threading.Lock()
-        self._values: dict[str, deque[Any]] = {}
-        for span in sorted(original.spans, key=lambda s: s.timestamp_ns):
+        # Non-deterministic values in the order they were drawn (seq), with the step they were drawn in, so
+        # the values of a step answered from the recording (its code does not run again) can be dropped.
+        step_of_span = {s.span_id: s.index for s in original.steps}
+        drawn: list[tuple[int, str, str | None, int | None]] = []
+        for span in original.spans:
             for event in span.events:
                 if event.name == semconv.EVENT_VALUE:
-                    kind = event.attributes.get(semconv.VALUE_KIND, "")
-                    self._values.setdefault(kind, deque()).append(event.attributes.get(semconv.VALUE_PAYLOAD))
+                    a = event.attributes
+                    seq = int(a.get(semconv.SNAPSHOT_SEQ) or 0)
+                    drawn.append((seq, a.get(semconv.VALUE_KIND, ""), a.get(semconv.VALUE_PAYLOAD),
+                                  step_of_span.get(span.span_id)))
+        self._values: deque[tuple[int, str, str | None, int | None]] = deque(sorted(drawn, key=lambda v: v[0]))
 
     # -------------------------------------------------------------------------------- hooks of the recorder
 
@@ -190,10 +201,11 @@ class ReplaySession:
         if self.mode is ReplayMode.LIVE and self.from_step is None:
             return None
         with self._lock:
-            queue = self._values.get(kind)
-            if not queue:
+            found = next((v for v in self._values if v[1] == kind), None)
+            if found is None:
                 return None
-            raw = queue.popleft()
+            self._values.remove(found)
+            raw = found[2]
         try:
             import json
 
@@ -209,7 +221,7 @@ class ReplaySession:
             recorded = self._match(kind, name)
         if recorded is not None and kind == "tool":
             was = recorded.attributes.get(semconv.TOOL_SCHEMA_VERSION)
-            now = (getattr(step.span, "attributes", None) or {}).get(semconv.TOOL_SCHEMA_VERSION)
+            now = step.attrs.get(semconv.TOOL_SCHEMA_VERSION)
             if was != now:
                 self.schema_changes.append({"step_index": recorded.index, "tool": name, "recorded": was,
                                             "current": now})
@@ -241,8 +253,11 @@ class ReplaySession:
         return self.from_step is not None and recorded.index < self.from_step
 
     def _match(self, kind: str, name: str) -> Step | None:
-        """The recorded step this call corresponds to, by kind, name and order; skipped ones are missing."""
-        for j in range(self.cursor, len(self.recorded)):
+        """The recorded step this call corresponds to, by kind, name and order; skipped ones are missing.
+
+        The search looks a bounded distance ahead: a call whose name only appears much later is an extra call
+        here, not proof that every recorded call in between went missing."""
+        for j in range(self.cursor, min(len(self.recorded), self.cursor + _LOOKAHEAD + 1)):
             candidate = self.recorded[j]
             if candidate.kind == kind and candidate.name == name:
                 for missing in self.recorded[self.cursor:j]:
@@ -274,6 +289,8 @@ class ReplaySession:
                                            actual=actual))
 
     def _answer(self, recorded: Step) -> Served:
+        with self._lock:  # the step's own code will not run: the values it drew will not be asked for
+            self._values = deque(v for v in self._values if v[3] != recorded.index)
         snapshot_kind, field = _ANSWER_KEY[recorded.kind]
         payload = recorded.snapshots.get(snapshot_kind)
         damaged = [s for s in recorded.snapshot_list if s.kind == snapshot_kind and (s.truncated or not s.intact)]
@@ -307,7 +324,8 @@ class ReplaySession:
     def _live(self, step: Any, kind: str, name: str, recorded: Step | None) -> Served | None:
         if kind != "tool":
             return None
-        risk = (getattr(step.span, "attributes", None) or {}).get(semconv.TOOL_RISK, "read")
+        # From the step itself, not its span: a sampled-out span has no attributes; unknown means high.
+        risk = step.attrs.get(semconv.TOOL_RISK) or "high"
         if risk in ("write", "high") and name not in self.approvals:
             index = recorded.index if recorded is not None else self._closest(kind, name)
             self.refusal = (f"tool {name!r} has risk {risk} and no approval was given for this replay: "
@@ -336,6 +354,8 @@ class ReplaySession:
     def close_root(self, *, span: trace.Span, exc: BaseException | None, output_text: str) -> None:
         """Called as the replay's root span ends: final checks, then the outcome on the span."""
         self.finish(completed=not isinstance(exc, ReplayInterrupt))
+        if isinstance(exc, ReplayInterrupt) and not self.divergences:  # stopped without a recorded reason
+            self._diverge(None, "unanswerable", str(exc))
         self.compare_output(output_text)
         for d in self.divergences:
             attrs = {semconv.DIVERGENCE_KIND: d.kind, semconv.DIVERGENCE_REASON: d.reason}
@@ -345,7 +365,7 @@ class ReplaySession:
         first = self.first_divergence
         span.set_attributes({
             semconv.REPLAY_OUTCOME: self.outcome,
-            semconv.REPLAY_DIVERGED: bool(self.divergences),
+            semconv.REPLAY_DIVERGED: self.outcome == "diverged",
             **({semconv.REPLAY_FIRST_DIVERGENCE: first.step_index}
                if first is not None and first.step_index is not None else {}),
         })
