@@ -16,6 +16,7 @@ from .errors import (
     TraceNotFoundError,
 )
 from .exporting.setup import configure, flush
+from .instrumentation import instrument, uninstrument
 from .recording import (
     agent,
     attach_file,
@@ -73,6 +74,7 @@ __all__ = [
     "diff",
     "flush",
     "identity",
+    "instrument",
     "model",
     "new_uuid",
     "now",
@@ -86,4 +88,5 @@ __all__ = [
     "replay_tool",
     "retriever",
     "tool",
+    "uninstrument",
 ]

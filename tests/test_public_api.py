@@ -12,7 +12,7 @@ EXPECTED = {
     "StoreError", "StoreUnavailableError", "TraceNotFoundError", "__version__", "agent", "attach_file", "configure",
     "flush", "identity", "model", "record_approval", "record_context", "record_safety", "record_state", "retriever",
     "tool", "Divergence", "ReplayRefused", "ReplayResult", "RunDiff", "diff", "new_uuid", "now", "random", "replay",
-    "replay_session", "replay_tool", "SessionReplayResult", "ToolReplayResult",
+    "replay_session", "replay_tool", "SessionReplayResult", "ToolReplayResult", "instrument", "uninstrument",
 }
 
 
