@@ -15,7 +15,9 @@ change the prompt, and replay.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,7 +45,7 @@ from langchain_core.tools import tool  # noqa: E402
 from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: E402
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 from langgraph.graph.message import add_messages  # noqa: E402
-from langgraph.prebuilt import ToolNode, tools_condition  # noqa: E402
+from langgraph.prebuilt import InjectedState, ToolNode, tools_condition  # noqa: E402
 from typing_extensions import TypedDict  # noqa: E402
 
 import otel_replay as orp  # noqa: E402
@@ -132,10 +134,13 @@ class ScriptedChatModel(BaseChatModel):
         message = self._decide(messages)
         words = str(message.content).split(" ")
         for i, word in enumerate(words):
-            last = i == len(words) - 1
+            first, last = i == 0, i == len(words) - 1
             yield ChatGenerationChunk(message=AIMessageChunk(
-                content=word if i == 0 else f" {word}",
-                usage_metadata=message.usage_metadata if last else None))
+                content=word if first else f" {word}",
+                tool_call_chunks=[{"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": n}
+                                  for n, c in enumerate(message.tool_calls)] if first else [],
+                usage_metadata=message.usage_metadata if last else None,
+                response_metadata=message.response_metadata if last else {}))
 
 
 class PolicyRetriever(BaseRetriever):
@@ -232,6 +237,37 @@ def streaming_agent(question: str) -> str:
     last = ToolMessage("the order is settled", tool_call_id="c0", name="settle_account")
     chunks = list(ScriptedChatModel().stream([HumanMessage(question), last]))
     return "".join(str(c.content) for c in chunks)
+
+
+@orp.agent("lc-messages")
+def messages_agent(order: str) -> dict[str, Any]:
+    """The graph streamed in LangGraph's ``messages`` mode: the model streams inside ``invoke``."""
+    kinds, text = set(), []
+    for chunk, _ in build_graph().stream(_question(order), stream_mode="messages"):
+        if isinstance(chunk, AIMessageChunk):
+            kinds.add(type(chunk).__name__)
+            text.append(str(chunk.content))
+    return {"answer": "".join(text), "kinds": sorted(kinds)}
+
+
+@tool
+def count_notes(topic: str, state: Annotated[dict, InjectedState]) -> str:
+    """Count the messages about a topic (LangGraph injects the graph state)."""
+    CALLS["count_notes"] += 1
+    return f"{topic}: {len(state['messages'])} messages"
+
+
+@orp.agent("lc-injected")
+def injected_agent(topic: str) -> str:
+    """A ToolNode call whose injected state holds a per-run message id."""
+    call = AIMessage("", id=str(uuid.uuid4()),
+                     tool_calls=[{"name": "count_notes", "args": {"topic": topic}, "id": "call_notes"}])
+    graph = StateGraph(State)
+    graph.add_node("tools", ToolNode([count_notes]))
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    out = graph.compile().invoke({"question": topic, "context": "", "messages": [call]})
+    return str(out["messages"][-1].content)
 
 
 def graph_entry(input: dict[str, Any]) -> Any:  # noqa: A002 - the implicit run records the graph input as "input"
@@ -388,6 +424,28 @@ def test_live_replay_refuses_the_high_risk_tool_without_approval(lc: dict[str, A
     assert settlements(lc["ledger"]) == 2
 
 
+def test_partial_replay_answers_the_prefix_and_runs_the_rest(lc: dict[str, Any]) -> None:
+    _, trace_id = record("lc-billing", billing_agent, "A17")
+    CALLS.clear()
+    result = orp.replay(trace_id, mode="live", from_step=4, approvals=["settle_account"], reason="resume")
+    assert result.outcome == "matched", result.divergences
+    assert CALLS == {"settle_account": 1, "model": 1}
+    assert settlements(lc["ledger"]) == 2
+    served = [s.attributes[semconv.REPLAY_SERVED] for s in result.replay.steps] if result.replay else []
+    assert served == ["recording"] * 4 + ["executed"] * 2
+
+
+def test_injected_state_is_not_part_of_the_tool_arguments(lc: dict[str, Any]) -> None:
+    answer, trace_id = record("lc-injected", injected_agent, "refunds")
+    assert answer == "refunds: 1 messages"
+    (step,) = load(trace_id).steps
+    assert step.snapshots["tool"]["arguments"] == {"topic": "refunds"}
+    CALLS.clear()
+    result = orp.replay(trace_id, mode="deterministic")
+    assert result.outcome == "matched", result.divergences
+    assert CALLS == {}
+
+
 def test_streamed_model_is_one_step_replayed_as_a_chunk(lc: dict[str, Any]) -> None:
     answer, trace_id = record("lc-stream", streaming_agent, "how is my order")
     assert answer == "Done: the order is settled"
@@ -400,6 +458,18 @@ def test_streamed_model_is_one_step_replayed_as_a_chunk(lc: dict[str, Any]) -> N
     result = orp.replay(trace_id, mode="deterministic")
     assert result.outcome == "matched", result.divergences
     assert CALLS == {}
+
+
+def test_graph_streamed_in_messages_mode_replays_its_chunks(lc: dict[str, Any]) -> None:
+    answer, trace_id = record("lc-messages", messages_agent, "M1")
+    assert answer == {"answer": "Done: settled 42 on acc-7", "kinds": ["AIMessageChunk"]}
+    assert [(s.kind, s.name) for s in load(trace_id).steps] == EXPECTED_STEPS
+    CALLS.clear()
+    result = orp.replay(trace_id, mode="deterministic")
+    assert result.outcome == "matched", result.divergences
+    assert CALLS == {}
+    assert result.replay is not None
+    assert result.replay.snapshots["output"]["structured"] == answer
 
 
 def test_graph_outside_any_run_records_an_implicit_run(lc: dict[str, Any]) -> None:

@@ -230,13 +230,41 @@ def _chunks_from(value: Any) -> list[Any]:
     pairs = _recorded_messages(value)
     if not pairs:
         raise ValueError("the recorded stream produced no message")
-    message = pairs[0][0]
-    if isinstance(message, AIMessageChunk):
-        return [message]
-    return [AIMessageChunk(content=message.content, additional_kwargs=message.additional_kwargs,
-                           response_metadata=message.response_metadata, name=message.name, id=message.id,
-                           tool_calls=list(getattr(message, "tool_calls", None) or []),
-                           usage_metadata=getattr(message, "usage_metadata", None))]
+    chunk = _as_chunk(pairs[0][0])
+    if not isinstance(chunk, AIMessageChunk):
+        raise ValueError(f"the recorded stream produced a {type(chunk).__name__}, not an AI message")
+    return [chunk]
+
+
+def _as_chunk(message: Any) -> Any:
+    from langchain_core.messages import AIMessageChunk
+
+    if isinstance(message, AIMessageChunk) or not hasattr(message, "tool_calls"):
+        return message
+    return AIMessageChunk(content=message.content, additional_kwargs=message.additional_kwargs,
+                          response_metadata=message.response_metadata, name=message.name, id=message.id,
+                          tool_calls=list(message.tool_calls or []), usage_metadata=message.usage_metadata)
+
+
+def _token_events(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any, *,
+                  async_api: bool) -> list[tuple[Any, Any, Any]]:
+    """(run manager, text, chunk) of the ``on_llm_new_token`` callbacks a served answer owes its streaming
+    handlers (LangGraph ``stream_mode="messages"``): one chunk per generation, when the model would have
+    streamed. Empty when nothing listens."""
+    from langchain_core.outputs import ChatGenerationChunk
+
+    run_manager = _arg(args, kwargs, 2, "run_manager")
+    if run_manager is None:
+        return []
+    extra = {k: v for k, v in kwargs.items() if k not in ("messages", "stop", "run_manager")}
+    if not instance._should_stream(async_api=async_api, run_manager=run_manager, **extra):
+        return []
+    events = []
+    for generation in result.generations:
+        chunk = _as_chunk(generation.message)
+        text = chunk.content if isinstance(chunk.content, str) else ""
+        events.append((run_manager, text, ChatGenerationChunk(message=chunk)))
+    return events
 
 
 # --------------------------------------------------------------------------------------- implicit runs
@@ -447,6 +475,9 @@ def _generate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs
             end_call(call, exc=stop)
             raise stop from exc
         end_call(call, result=served.value)
+        for manager, text, chunk in _safely("replay the token callbacks", _token_events, instance, args, kwargs,
+                                            result, async_api=False, default=[]):
+            manager.on_llm_new_token(text, chunk=chunk)
         return result
 
     return _sync_in_run(_name_of(instance, "chat_model"),
@@ -482,6 +513,9 @@ def _agenerate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwarg
             end_call(call, exc=stop)
             raise stop from exc
         end_call(call, result=served.value)
+        for manager, text, chunk in _safely("replay the token callbacks", _token_events, instance, args, kwargs,
+                                            result, async_api=True, default=[]):
+            await manager.on_llm_new_token(text, chunk=chunk)
         return result
 
     return _async_in_run(_name_of(instance, "chat_model"),
@@ -586,12 +620,7 @@ def _tool_arguments(tool: Any, tool_input: Any) -> dict[str, Any]:
     if isinstance(tool_input, Mapping):
         if visible is None:
             return dict(tool_input)
-        try:
-            every = set((tool.args or {}).keys())
-        except Exception:  # noqa: BLE001
-            every = set()
-        injected = every - set(visible)
-        return {k: v for k, v in tool_input.items() if k not in injected}
+        return {k: v for k, v in tool_input.items() if k in visible}
     key = visible[0] if visible is not None and len(visible) == 1 else "input"
     return {key: tool_input}
 
