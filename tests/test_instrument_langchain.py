@@ -270,6 +270,23 @@ def injected_agent(topic: str) -> str:
     return str(out["messages"][-1].content)
 
 
+class LedgerError(Exception):
+    """The ledger refused a read."""
+
+
+@tool
+def read_ledger(account: str) -> str:
+    """Read an account's ledger (always fails here)."""
+    CALLS["read_ledger"] += 1
+    raise LedgerError(f"ledger locked for {account}")
+
+
+@orp.agent("lc-ledger")
+def ledger_agent(account: str) -> str:
+    """A tool whose exception ends the run."""
+    return str(read_ledger.invoke({"account": account}))
+
+
 def graph_entry(input: dict[str, Any]) -> Any:  # noqa: A002 - the implicit run records the graph input as "input"
     """``--app`` entrypoint for a run the instrumentor began implicitly at ``graph.invoke``."""
     return build_graph().invoke(input)
@@ -555,27 +572,33 @@ def test_recording_failures_never_reach_the_agent(lc: dict[str, Any], monkeypatc
     assert CALLS == {"retriever": 1, "model": 3, "lookup_order": 1, "settle_account": 1}
 
 
-def test_tool_errors_are_recorded_and_reraised_unchanged(lc: dict[str, Any]) -> None:
-    class Boom(Exception):
-        pass
-
-    @tool
-    def explode(x: int) -> int:
-        """Always fails."""
-        raise Boom(f"bad {x}")
-
-    @orp.agent("lc-boom")
-    def boom() -> None:
-        explode.invoke({"x": 1})
-
-    with pytest.raises(Boom, match="bad 1"):
-        boom()
+def test_tool_errors_are_recorded_reraised_unchanged_and_replayed(lc: dict[str, Any]) -> None:
+    with pytest.raises(LedgerError, match="ledger locked for acc-1") as raised:
+        ledger_agent("acc-1")
+    assert type(raised.value) is LedgerError
     orp.flush()
     with Store.open() as store:
-        (summary,) = store.runs(agent="lc-boom")
+        (summary,) = store.runs(agent="lc-ledger")
         run = store.load_run(summary.trace_id)
     assert run.steps[0].status == "error"
-    assert run.steps[0].attributes[semconv.ERROR_TYPE].endswith("Boom")
+    assert run.steps[0].attributes[semconv.ERROR_TYPE] == "test_instrument_langchain.LedgerError"
+    CALLS.clear()
+    result = orp.replay(summary.trace_id, mode="mock")
+    assert result.outcome == "matched", result.divergences
+    assert result.replay is not None and result.replay.steps[0].status == "error"
+    assert CALLS == {}
+
+
+def test_orp_instrument_passes_the_tool_risks(home: Path) -> None:
+    from langchain_core.tools import BaseTool
+
+    assert orp.instrument("langchain", tool_risks={"lookup_order": "write"}) == ["langchain"]
+    try:
+        assert hasattr(BaseTool.run, "__wrapped__")
+        assert LangChainInstrumentor().risk_of(lookup_order) == "write"  # the singleton keeps its map
+    finally:
+        assert orp.uninstrument("langchain") == ["langchain"]
+    assert not hasattr(BaseTool.run, "__wrapped__")
 
 
 def test_uninstrument_restores_every_method(lc: dict[str, Any]) -> None:
