@@ -119,11 +119,19 @@ class RunSummary:
     replay_of: str | None
     service_name: str = ""
     step_count: int | None = None
+    dialect: str = "otel_replay"
+    """Who recorded the run: ``otel_replay``, or the GenAI dialect of another instrumentation (``genai``,
+    ``openinference``, ``traceloop``) read by :mod:`otel_replay.dialects`."""
 
     @classmethod
     def from_root(cls, root: SpanRecord) -> RunSummary:
-        """Summary of a run from its root span alone."""
+        """Summary of a run from its root span alone (a foreign root is read by :mod:`otel_replay.dialects`)."""
         attrs = root.span_attributes
+        if semconv.RUN_ID not in attrs:
+            from . import dialects
+
+            if dialects.span_dialect(root) not in (None, dialects.DIALECT_OTEL_REPLAY):
+                return dialects.summary_from_root(root)
         name = attrs.get(semconv.GEN_AI_AGENT_NAME) or root.span_name.removeprefix(semconv.SPAN_AGENT).strip()
         return cls(
             trace_id=root.trace_id,
@@ -143,7 +151,7 @@ class RunSummary:
         return {"trace_id": self.trace_id, "run_id": self.run_id, "agent": self.agent, "status": self.status,
                 "started_at": self.started_at.isoformat(timespec="microseconds"),
                 "duration_ms": round(self.duration_ms, 3), "kind": self.kind, "replay_of": self.replay_of,
-                "service_name": self.service_name, "step_count": self.step_count}
+                "service_name": self.service_name, "step_count": self.step_count, "dialect": self.dialect}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,6 +166,10 @@ class Run:
     steps: tuple[Step, ...]
     spans: tuple[SpanRecord, ...] = field(repr=False)
     problems: tuple[str, ...] = ()
+    dialect: str = "otel_replay"
+    """``otel_replay`` for a run recorded by otel-replay; else the GenAI dialect of the instrumentation that
+    recorded it (``genai``, ``openinference``, ``traceloop``), whose spans :mod:`otel_replay.dialects` read
+    into steps and snapshots as far as their content allows."""
 
     # summary fields, spelled out for convenience
     @property
@@ -210,6 +222,7 @@ class Run:
             "timeline": [{"seq": s.seq, "kind": s.kind, "step_index": s.step_index, "at": _iso(s.timestamp_ns)}
                          for s in self.timeline],
             "problems": list(self.problems),
+            "dialect": self.dialect,
         })
         return out
 
@@ -278,8 +291,10 @@ def find_root(spans: Sequence[SpanRecord]) -> SpanRecord | None:
 def build_run(spans: Iterable[SpanRecord], *, trace_id: str | None = None) -> Run:
     """Rebuild the run recorded in one trace's spans.
 
-    Raises :class:`TraceNotFoundError` for no spans, and :class:`OtelReplayError` when the trace holds no
-    otel-replay run root (a run still in progress, or spans recorded by something else).
+    A trace with no otel-replay run root but spans of another GenAI instrumentation (OpenTelemetry GenAI
+    conventions, OpenInference, OpenLLMetry) is read by :func:`otel_replay.dialects.build_foreign_run`.
+    Raises :class:`TraceNotFoundError` for no spans, and :class:`OtelReplayError` when the trace holds
+    neither (a run still in progress, or spans recorded by something else).
     """
     spans = tuple(spans)
     if not spans:
@@ -287,9 +302,14 @@ def build_run(spans: Iterable[SpanRecord], *, trace_id: str | None = None) -> Ru
     root = find_root(spans)
     tid = trace_id or spans[0].trace_id
     if root is None:
+        from . import dialects
+
+        if dialects.find_foreign_root(spans) is not None:
+            return dialects.build_foreign_run(spans, trace_id=tid)
         raise OtelReplayError(
             f"trace {tid} has {len(spans)} spans but no otel-replay run root: the run may still be in progress "
-            "(call otel_replay.flush() in the agent) or was recorded by another instrumentation")
+            "(call otel_replay.flush() in the agent) or was recorded by an instrumentation whose spans otel-replay "
+            "does not read (docs/dialects.md lists those it does)")
     problems: list[str] = []
     steps: list[Step] = []
     for span in spans:

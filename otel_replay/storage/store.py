@@ -379,19 +379,28 @@ class Store:
 
     def run_rows(self, *, agent: str | None = None, status: str | None = None, kind: str | None = None,
                  session: str | None = None, limit: int = 50) -> list[SpanRecord]:
-        """Run root spans (no parent, name ``invoke_agent …``), newest first, without their events.
+        """Run root spans, newest first, without their events: parentless spans named ``invoke_agent …``,
+        and parentless spans of other GenAI instrumentations (carrying ``gen_ai.operation.name``,
+        ``openinference.span.kind``, ``traceloop.span.kind`` or ``llm.request.type``; see
+        :mod:`otel_replay.dialects`), which are runs of kind ``original``.
 
-        ``agent`` matches ``gen_ai.agent.name`` or the span name's agent part; ``status`` is ``ok`` or
-        ``error`` (both status spellings); ``kind`` is ``original`` (also runs without the attribute) or
-        ``replay``; ``session`` matches ``otel_replay.session.id``.
+        ``agent`` matches ``gen_ai.agent.name``, the span name's agent part, the whole span name or
+        ``traceloop.workflow.name``; ``status`` is ``ok`` or ``error`` (both status spellings); ``kind`` is
+        ``original`` (also runs without the attribute) or ``replay``; ``session`` matches
+        ``otel_replay.session.id``.
         """
+        from ..dialects import FOREIGN_ROOT_KEYS
+
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be a positive whole number, got {limit!r}")
-        where = ["ParentSpanId = ''", "startsWith(SpanName, {prefix:String})"]
-        params: dict[str, Any] = {"prefix": _ROOT_PREFIX, "limit": limit}
+        where = ["ParentSpanId = ''", "(startsWith(SpanName, {prefix:String}) OR "
+                                      "hasAny(mapKeys(SpanAttributes), {foreign_keys:Array(String)}))"]
+        params: dict[str, Any] = {"prefix": _ROOT_PREFIX, "limit": limit, "foreign_keys": list(FOREIGN_ROOT_KEYS)}
         if agent is not None:
-            where.append("(SpanAttributes[{agent_key:String}] = {agent:String} OR SpanName = {agent_span:String})")
-            params.update(agent_key=semconv.GEN_AI_AGENT_NAME, agent=agent, agent_span=_ROOT_PREFIX + agent)
+            where.append("(SpanAttributes[{agent_key:String}] = {agent:String} OR SpanName = {agent_span:String}"
+                         " OR SpanName = {agent:String} OR SpanAttributes[{workflow_key:String}] = {agent:String})")
+            params.update(agent_key=semconv.GEN_AI_AGENT_NAME, agent=agent, agent_span=_ROOT_PREFIX + agent,
+                          workflow_key="traceloop.workflow.name")
         if status is not None:
             if status not in ("ok", "error"):
                 raise ValueError(f"status must be 'ok' or 'error', got {status!r}")
