@@ -76,6 +76,15 @@ _OI_KINDS: Final = {"LLM": "model", "EMBEDDING": "model", "TOOL": "tool", "RETRI
                     "RERANKER": "retrieval", "AGENT": "agent"}
 _TRACELOOP_KINDS: Final = {"tool": "tool", "agent": "agent"}
 
+SDK_STEP_NAMES: Final[dict[tuple[str, str], str]] = {
+    ("openai", "chat"): "openai.chat.completions",
+    ("openai", "responses"): "openai.responses",
+    ("anthropic", "chat"): "anthropic.messages",
+}
+"""(provider, operation) → the model step name otel-replay's own SDK instrumentor gives the same call
+(``otel_replay.instrumentation.openai.CHAT_STEP`` …), so a replay through that instrumentor matches a
+foreign model step by kind and name, then by request hash."""
+
 _PARAMS: Final[tuple[tuple[str, str], ...]] = (
     # gen_ai.request.* suffix → OpenAI chat-completions argument name
     ("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"), ("max_tokens", "max_tokens"),
@@ -373,6 +382,7 @@ class _ModelCall:
     usage: dict[str, int]
     finish_reasons: list[str] | None
     response_id: str | None
+    created: int
 
 
 def _parameters(attrs: Mapping[str, str]) -> dict[str, Any]:
@@ -469,6 +479,7 @@ def _model_call(span: SpanRecord, dialect: str) -> _ModelCall:
         exact_request=exact_request, exact_response=exact_response, usage=_usage(attrs),
         finish_reasons=[str(f) for f in finish] if finish else None,
         response_id=_first(attrs, "gen_ai.response.id", "llm.response.id"),
+        created=span.timestamp_ns // 1_000_000_000,
     )
 
 
@@ -501,7 +512,7 @@ def _response(call: _ModelCall) -> tuple[Any, bool]:
         reason = message.get("finish_reason") or (call.finish_reasons[i] if call.finish_reasons
                                                   and i < len(call.finish_reasons) else None)
         choices.append({"index": i, "message": msg, "finish_reason": reason})
-    response: dict[str, Any] = {"object": "chat.completion", "choices": choices}
+    response: dict[str, Any] = {"object": "chat.completion", "created": call.created, "choices": choices}
     if call.response_id:
         response["id"] = call.response_id
     if call.response_model:
@@ -674,9 +685,27 @@ def _retrieval_step(span: SpanRecord, dialect: str, name: str, derived: dict[str
     }
 
 
+def _provider(attrs: Mapping[str, str]) -> str:
+    return (_first(attrs, semconv.GEN_AI_PROVIDER_NAME, "gen_ai.system", "llm.provider", "llm.system") or "").lower()
+
+
+def _operation(attrs: Mapping[str, str], dialect: str) -> str:
+    """``chat``, ``responses`` or another operation name of a model span."""
+    if dialect == DIALECT_OPENINFERENCE:
+        value = _json_or_none(attrs.get("input.value")) if attrs.get("input.mime_type") == "application/json" \
+            else None
+        if isinstance(value, dict) and "input" in value and "messages" not in value:
+            return "responses"
+        return "chat" if attrs.get(OI_SPAN_KIND, "").upper() == "LLM" else "embeddings"
+    return attrs.get(GENAI_OPERATION) or attrs.get(TRACELOOP_REQUEST_TYPE) or ""
+
+
 def _step_name(span: SpanRecord, kind: str, dialect: str) -> str:
     attrs = span.span_attributes
     if kind == "model":
+        sdk = SDK_STEP_NAMES.get((_provider(attrs), _operation(attrs, dialect)))
+        if sdk is not None:
+            return sdk
         invocation = _json_or_none(attrs.get("llm.invocation_parameters")) if dialect == DIALECT_OPENINFERENCE \
             else None
         model = attrs.get(semconv.GEN_AI_REQUEST_MODEL) or (

@@ -38,6 +38,8 @@ TOOLS = [{"type": "function", "function": {"name": "lookup_order", "description"
                                            "parameters": {"type": "object",
                                                           "properties": {"order_id": {"type": "string"}}}}}]
 SYSTEM = "You are a support agent."
+CHAT = "openai.chat.completions"
+"""Model step name of an OpenAI chat call, whoever recorded it (see ``dialects.SDK_STEP_NAMES``)."""
 
 
 # ------------------------------------------------------------------------------------ fake OpenAI server
@@ -240,7 +242,7 @@ def test_genai_run_with_content(store: Store, traces: dict[str, list[SpanRecord]
     run = store.load_run(tid)
     assert run.dialect == "genai" and run.to_dict()["dialect"] == "genai"
     assert [(s.index, s.kind, s.name) for s in run.steps] == [
-        (0, "model", "gpt-4o-mini"), (1, "tool", "lookup_order"), (2, "model", "gpt-4o-mini")]
+        (0, "model", CHAT), (1, "tool", "lookup_order"), (2, "model", CHAT)]
     assert run.problems == ()
     first = run.steps[0].snapshots["model"]
     assert first["content_captured"] is True and first["request_exact"] is False
@@ -297,8 +299,7 @@ def test_openinference_run_and_request_hash(store: Store, traces: dict[str, list
     tid, _ = _trace_ids(traces["openinference"])
     run = store.load_run(tid)
     assert run.dialect == "openinference" and run.agent == "support"
-    assert [(s.kind, s.name) for s in run.steps] == [
-        ("model", "gpt-4o-mini"), ("tool", "lookup_order"), ("model", "gpt-4o-mini")]
+    assert [(s.kind, s.name) for s in run.steps] == [("model", CHAT), ("tool", "lookup_order"), ("model", CHAT)]
     model = run.steps[0].snapshots["model"]
     request = {"model": "gpt-4o-mini", "temperature": 0.2, "tools": TOOLS,
                "messages": [{"role": "system", "content": SYSTEM},
@@ -342,7 +343,7 @@ def _drop_none(value: Any) -> Any:
     return value
 
 
-@orp.model("gpt-4o-mini")
+@orp.model("openai.chat.completions")
 def chat(**request: Any) -> Any:
     """Never runs in these tests: a replay answers it from the OpenInference recording."""
     raise AssertionError("the model was called for real")
@@ -431,7 +432,7 @@ def _traceloop_trace() -> list[SpanRecord]:
 def test_traceloop_keys() -> None:
     run = build_run(_traceloop_trace())
     assert run.dialect == "traceloop" and run.agent == "support" and run.summary.kind == "original"
-    assert [(s.index, s.kind, s.name) for s in run.steps] == [(0, "model", "gpt-4o"), (1, "tool", "issue_refund")]
+    assert [(s.index, s.kind, s.name) for s in run.steps] == [(0, "model", CHAT), (1, "tool", "issue_refund")]
     model = run.steps[0].snapshots["model"]
     assert model["request"] == {
         "model": "gpt-4o", "temperature": 0, "max_tokens": 64,
@@ -509,7 +510,7 @@ def test_openinference_redacted_content_is_not_captured() -> None:
         "llm.token_count.prompt": "5", "llm.token_count.completion": "2"}, start=0)
     run = build_run([root])
     assert run.dialect == "openinference" and run.agent == "ChatCompletion"
-    assert [(s.kind, s.name, s.span_id) for s in run.steps] == [("model", "gpt-4o-mini", "5" * 16)]
+    assert [(s.kind, s.name, s.span_id) for s in run.steps] == [("model", "gpt-4o-mini", "5" * 16)]  # no provider
     model = run.steps[0].snapshots["model"]
     assert model["content_captured"] is False and model["request"] == {}
     report = readiness(run)
@@ -544,3 +545,41 @@ def test_traces_without_a_known_dialect_still_refuse() -> None:
     with pytest.raises(OtelReplayError, match="no otel-replay run root"):
         build_run([plain])
     assert dialects.span_dialect(plain) is None
+
+
+def test_sdk_step_names_are_the_instrumentors() -> None:
+    openai_instr = pytest.importorskip("otel_replay.instrumentation.openai")
+    assert dialects.SDK_STEP_NAMES[("openai", "chat")] == openai_instr.CHAT_STEP
+    assert dialects.SDK_STEP_NAMES[("openai", "responses")] == openai_instr.RESPONSES_STEP
+    anthropic_instr = pytest.importorskip("otel_replay.instrumentation.anthropic")
+    assert dialects.SDK_STEP_NAMES[("anthropic", "chat")] == anthropic_instr.MESSAGES_STEP
+
+
+@orp.agent("support")
+def sdk_support(question: str) -> str:
+    """The OpenInference-recorded agent on the real OpenAI SDK, instrumented by otel-replay: in a replay every
+    call is answered from the foreign recording (the base URL points at a closed port)."""
+    import openai
+
+    client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="sk-test", max_retries=0)
+    messages: list[Any] = [{"role": "system", "content": PROMPT["system"]}, {"role": "user", "content": question}]
+    first = client.chat.completions.create(model="gpt-4o-mini", messages=messages, temperature=0.2, tools=TOOLS)
+    call = first.choices[0].message.tool_calls[0]
+    result = lookup_order(**json.loads(call.function.arguments))
+    messages = messages + [_drop_none(first.choices[0].message.model_dump()),
+                           {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}]
+    second = client.chat.completions.create(model="gpt-4o-mini", messages=messages, temperature=0.2, tools=TOOLS)
+    return second.choices[0].message.content
+
+
+def test_deterministic_replay_through_the_openai_instrumentor(store: Store,
+                                                               traces: dict[str, list[SpanRecord]]) -> None:
+    instrumentation = pytest.importorskip("otel_replay.instrumentation")
+    if "openai" not in instrumentation.instrument("openai"):
+        pytest.skip("otel-replay's OpenAI instrumentor is not available")
+    try:
+        tid, _ = _trace_ids(traces["openinference"])
+        result = replay(tid, mode="deterministic", store=store, entrypoint=f"{__name__}:sdk_support")
+        assert result.divergences == () and result.outcome == "matched"
+    finally:
+        instrumentation.uninstrument("openai")
