@@ -37,7 +37,7 @@ from ..recording import ReplayInterrupt, agent, identity, replaying
 from ..runs import Run, build_run
 from ..snapshots import register_module_alias
 from ..semconv import ReplayMode
-from .session import ApprovalRequired, Divergence, ReplaySession, callable_mocks, revive
+from .session import ApprovalRequired, Divergence, ReplaySession, _captured, callable_mocks, revive
 
 
 class ReplayRefused(OtelReplayError):
@@ -205,6 +205,8 @@ def readiness(run: Run) -> dict[str, Any]:
             missing.append(f"step {step.index} ({step.kind} {step.name}) has no {step.kind} snapshot")
         elif any(s.truncated or not s.intact for s in step.snapshot_list):
             missing.append(f"step {step.index} ({step.kind} {step.name}) has a truncated or damaged snapshot")
+        elif isinstance(step.snapshots.get(step.kind), dict) and not _captured(step.snapshots[step.kind]):
+            missing.append(f"step {step.index} ({step.kind} {step.name}) was recorded without its content")
     redacted_inputs = _has_marker({"args": (inp or {}).get("args"), "kwargs": (inp or {}).get("kwargs")})
     approvals = sorted({s.name for s in run.steps if s.kind == "tool"
                         and s.attributes.get(semconv.TOOL_RISK) in ("write", "high")})
@@ -227,6 +229,7 @@ def readiness(run: Run) -> dict[str, Any]:
                "task_state": (s.payload or {}).get("task_state")}
               for s in run.timeline if s.kind == "state" and isinstance(s.payload, dict)]
     return {
+        "dialect": getattr(run, "dialect", "otel_replay"),
         "integrity": {"ok": not problems, "problems": problems},
         "modes": {
             "mock": {"ready": not mock_blockers, "missing": mock_blockers},

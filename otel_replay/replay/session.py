@@ -99,6 +99,12 @@ def _imported_class(qualified: str) -> type | None:
     return None
 
 
+def _captured(payload: Mapping[str, Any]) -> bool:
+    """False when a snapshot says its content was not captured (runs read from other instrumentations)."""
+    return all(payload.get(flag) is not False for flag in ("content_captured", "response_captured",
+                                                             "result_captured"))
+
+
 def revive_exception(error: Mapping[str, Any] | None) -> BaseException:
     """The exception a recorded step raised: the same class when it is a builtin or already imported."""
     type_name = str((error or {}).get("type") or "Exception")
@@ -180,8 +186,8 @@ class ReplaySession:
 
     def root_links(self) -> list[Link]:
         """A link from the replay's root to the original's root span."""
-        root = next((s for s in self.original.spans if not s.parent_span_id
-                     and semconv.RUN_ID in s.span_attributes), None)
+        roots = [s for s in self.original.spans if not s.parent_span_id]
+        root = next((s for s in roots if semconv.RUN_ID in s.span_attributes), roots[0] if roots else None)
         if root is None:
             return []
         context = SpanContext(trace_id=int(root.trace_id, 16), span_id=int(root.span_id, 16), is_remote=True,
@@ -294,6 +300,11 @@ class ReplaySession:
         snapshot_kind, field = _ANSWER_KEY[recorded.kind]
         payload = recorded.snapshots.get(snapshot_kind)
         damaged = [s for s in recorded.snapshot_list if s.kind == snapshot_kind and (s.truncated or not s.intact)]
+        if isinstance(payload, dict) and not _captured(payload):
+            reason = (f"step {recorded.index} was recorded by another instrumentation without its content: the "
+                      "recording cannot answer this call")
+            self._diverge(recorded.index, "unanswerable", reason)
+            raise DivergenceStop(f"replay stopped: {reason} (pass a mock for it, or replay live)")
         if damaged:
             reason = (f"step {recorded.index}'s {snapshot_kind} snapshot was "
                       f"{'truncated at the size cap' if damaged[0].truncated else 'damaged'}: the recording cannot "
