@@ -51,6 +51,7 @@ from typing_extensions import TypedDict  # noqa: E402
 import otel_replay as orp  # noqa: E402
 from otel_replay import semconv  # noqa: E402
 from otel_replay.instrumentation.langchain import LangChainInstrumentor  # noqa: E402
+from otel_replay.recording import in_run  # noqa: E402
 from otel_replay.storage.store import Store  # noqa: E402
 
 SIDE_FILE_ENV = "LC_TEST_SETTLEMENTS"
@@ -233,10 +234,21 @@ async def billing_agent_async(order: str) -> str:
 
 @orp.agent("lc-stream")
 def streaming_agent(question: str) -> str:
-    """A chat model streamed directly (``BaseChatModel.stream``)."""
+    """A chat model streamed directly (``BaseChatModel.stream``), with a tool called between two chunks."""
     last = ToolMessage("the order is settled", tool_call_id="c0", name="settle_account")
-    chunks = list(ScriptedChatModel().stream([HumanMessage(question), last]))
-    return "".join(str(c.content) for c in chunks)
+    text = []
+    for i, chunk in enumerate(ScriptedChatModel().stream([HumanMessage(question), last])):
+        if i == 0:
+            lookup_order.invoke({"order_id": "S1"})
+        text.append(str(chunk.content))
+    return "".join(text)
+
+
+@orp.agent("lc-astream")
+async def astreaming_agent(question: str) -> str:
+    """A chat model streamed with ``astream``."""
+    last = ToolMessage("the order is settled", tool_call_id="c0", name="settle_account")
+    return "".join([str(c.content) async for c in ScriptedChatModel().astream([HumanMessage(question), last])])
 
 
 @orp.agent("lc-messages")
@@ -466,11 +478,25 @@ def test_injected_state_is_not_part_of_the_tool_arguments(lc: dict[str, Any]) ->
 def test_streamed_model_is_one_step_replayed_as_a_chunk(lc: dict[str, Any]) -> None:
     answer, trace_id = record("lc-stream", streaming_agent, "how is my order")
     assert answer == "Done: the order is settled"
+    assert CALLS == {"model": 1, "lookup_order": 1}
     run = load(trace_id)
-    assert [(s.kind, s.name) for s in run.steps] == [("model", "ScriptedChatModel")]
-    message = run.steps[0].snapshots["model"]["response"]["generations"][0]["message"]
+    assert [(s.kind, s.name) for s in run.steps] == [("model", "ScriptedChatModel"), ("tool", "lookup_order")]
+    model, tool_step = run.steps
+    assert tool_step.parent_span_id == model.parent_span_id, "a call between chunks is not nested in the stream"
+    message = model.snapshots["model"]["response"]["generations"][0]["message"]
     assert message["type"] == "AIMessageChunk" and message["data"]["content"] == answer
-    assert run.steps[0].attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == "5"
+    assert model.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == "5"
+    CALLS.clear()
+    result = orp.replay(trace_id, mode="deterministic")
+    assert result.outcome == "matched", result.divergences
+    assert CALLS == {}
+
+
+def test_async_stream_records_and_replays(lc: dict[str, Any]) -> None:
+    answer, trace_id = record("lc-astream", astreaming_agent, "how is my order")
+    assert answer == "Done: the order is settled"
+    (step,) = load(trace_id).steps
+    assert (step.kind, step.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS]) == ("model", "5")
     CALLS.clear()
     result = orp.replay(trace_id, mode="deterministic")
     assert result.outcome == "matched", result.divergences
@@ -492,12 +518,20 @@ def test_graph_streamed_in_messages_mode_replays_its_chunks(lc: dict[str, Any]) 
 def test_graph_outside_any_run_records_an_implicit_run(lc: dict[str, Any]) -> None:
     out = build_graph().invoke(_question("C3"))
     assert out["messages"][-1].content == "Done: settled 42 on acc-7"
+    updates = []
+    for update in build_graph().stream(_question("C4")):
+        assert not in_run(), "a streamed graph's run stays in its own context between items"
+        updates.append(update)
+    assert [next(iter(u)) for u in updates] == ["retrieve", "agent", "tools", "agent", "tools", "agent"]
     orp.flush()
     with Store.open() as store:
-        (summary,) = store.runs(agent="LangGraph", kind="original")
-        run = store.load_run(summary.trace_id)
-    assert [(s.kind, s.name) for s in run.steps] == EXPECTED_STEPS
-    assert not run.entrypoint
+        summaries = store.runs(agent="LangGraph", kind="original")
+        runs = [store.load_run(s.trace_id) for s in summaries]
+    assert len(runs) == 2
+    for run in runs:
+        assert [(s.kind, s.name) for s in run.steps] == EXPECTED_STEPS
+        assert not run.entrypoint
+    summary = next(s for s, r in zip(summaries, runs) if "C3" in str(r.snapshots["input"]))
     CALLS.clear()
     result = orp.replay(summary.trace_id, mode="mock", entrypoint="test_instrument_langchain:graph_entry")
     assert [d.kind for d in result.divergences if d.kind != "output"] == []

@@ -27,6 +27,7 @@ call the real model, tool or retriever when the replay answered the call, or imp
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import operator
@@ -321,29 +322,46 @@ async def _async_in_run(name: str, arguments: Callable[[], dict[str, Any]], conf
     return result
 
 
+def _iterate_in(ctx: contextvars.Context, iterator: Iterator[Any]) -> Iterator[Any]:
+    """Yield from ``iterator``, advancing it inside ``ctx``: a run or step kept open across the yields of a
+    stream lives there, so the consumer's own context is left as it was between items."""
+    try:
+        while True:
+            try:
+                item = ctx.run(next, iterator)
+            except StopIteration:
+                return
+            yield item
+    finally:
+        close = getattr(iterator, "close", None)
+        if close is not None:
+            ctx.run(close)
+
+
 def _iter_in_run(name: str, arguments: Callable[[], dict[str, Any]], config: Any,
                  body: Callable[[], Iterator[Any]]) -> Iterator[Any]:
-    """A generator run inside a run (implicit when none is current); the run ends when it is exhausted or
-    closed, its output being the last item."""
+    """A generator run inside a run (implicit when none is current, kept in a context of its own); the run
+    ends when the generator is exhausted or closed, its output being the last item."""
     if in_run():
         yield from body()
         return
-    handle = _implicit_run(name, _safely("read the input", arguments, default={}), config)
+    ctx = contextvars.copy_context()
+    handle = ctx.run(_implicit_run, name, _safely("read the input", arguments, default={}), config)
     if handle is None:
         yield from body()
         return
     last = None
     try:
-        for item in body():
+        for item in _iterate_in(ctx, ctx.run(body)):
             last = item
             yield item
     except GeneratorExit:
-        end_run(handle, result=last)
+        ctx.run(end_run, handle, result=last)
         raise
     except BaseException as exc:
-        end_run(handle, exc=exc)
+        ctx.run(end_run, handle, exc=exc)
         raise
-    end_run(handle, result=last)
+    ctx.run(end_run, handle, result=last)
 
 
 async def _aiter_in_run(name: str, arguments: Callable[[], dict[str, Any]], config: Any,
@@ -529,33 +547,36 @@ def _stream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
         return wrapped(*args, **kwargs)
 
     def body() -> Iterator[Any]:
+        # The step stays open while the stream is consumed: it lives in a context of its own, advanced
+        # inside it, so the model's own calls nest under it and the consumer's context is untouched.
         parts = _safely("read the model request", _stream_parts, instance, args, kwargs)
-        call = parts.begin() if parts is not None else None
+        ctx = contextvars.copy_context()
+        call = ctx.run(parts.begin) if parts is not None else None
         served = call.served if call is not None else None
         if served is None:
             chunks: list[Any] = []
             try:
-                for chunk in wrapped(*args, **kwargs):
+                for chunk in _iterate_in(ctx, ctx.run(wrapped, *args, **kwargs)):
                     chunks.append(chunk)
                     yield chunk
             except GeneratorExit:
-                end_call(call, result=_safely("encode the model response", _chunks_plain, chunks))
+                ctx.run(end_call, call, result=_safely("encode the model response", _chunks_plain, chunks))
                 raise
             except BaseException as exc:
-                end_call(call, exc=exc)
+                ctx.run(end_call, call, exc=exc)
                 raise
-            end_call(call, result=_safely("encode the model response", _chunks_plain, chunks))
+            ctx.run(end_call, call, result=_safely("encode the model response", _chunks_plain, chunks))
             return
         if served.error is not None:
-            end_call(call, exc=served.error)
+            ctx.run(end_call, call, exc=served.error)
             raise served.error
         try:
             replayed = _chunks_from(served.value)
         except Exception as exc:  # noqa: BLE001
             stop = _unbuildable("model", parts.name, exc)
-            end_call(call, exc=stop)
+            ctx.run(end_call, call, exc=stop)
             raise stop from exc
-        end_call(call, result=served.value)
+        ctx.run(end_call, call, result=served.value)
         yield from replayed
 
     return _iter_in_run(_name_of(instance, "chat_model"), lambda: {"input": _arg(args, kwargs, 0, "input")},
@@ -568,8 +589,12 @@ def _astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
         return wrapped(*args, **kwargs)
 
     async def body() -> AsyncIterator[Any]:
+        # The step is begun and ended in a context of its own (the consumer's is untouched between chunks);
+        # an async generator cannot be advanced inside another context before Python 3.11, so the model's
+        # own calls are not nested under the step here.
         parts = _safely("read the model request", _stream_parts, instance, args, kwargs)
-        call = parts.begin() if parts is not None else None
+        ctx = contextvars.copy_context()
+        call = ctx.run(parts.begin) if parts is not None else None
         served = call.served if call is not None else None
         if served is None:
             chunks: list[Any] = []
@@ -578,23 +603,23 @@ def _astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
                     chunks.append(chunk)
                     yield chunk
             except GeneratorExit:
-                end_call(call, result=_safely("encode the model response", _chunks_plain, chunks))
+                ctx.run(end_call, call, result=_safely("encode the model response", _chunks_plain, chunks))
                 raise
             except BaseException as exc:
-                end_call(call, exc=exc)
+                ctx.run(end_call, call, exc=exc)
                 raise
-            end_call(call, result=_safely("encode the model response", _chunks_plain, chunks))
+            ctx.run(end_call, call, result=_safely("encode the model response", _chunks_plain, chunks))
             return
         if served.error is not None:
-            end_call(call, exc=served.error)
+            ctx.run(end_call, call, exc=served.error)
             raise served.error
         try:
             replayed = _chunks_from(served.value)
         except Exception as exc:  # noqa: BLE001
             stop = _unbuildable("model", parts.name, exc)
-            end_call(call, exc=stop)
+            ctx.run(end_call, call, exc=stop)
             raise stop from exc
-        end_call(call, result=served.value)
+        ctx.run(end_call, call, result=served.value)
         for chunk in replayed:
             yield chunk
 
