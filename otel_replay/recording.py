@@ -1076,7 +1076,13 @@ def begin_model_call(name: str, request: Mapping[str, Any], *, provider: str | N
                      model: str | None = None) -> _Call | None:
     """Begin a model step for instrumentors of model SDKs (see :func:`begin_tool_call`); ``request`` is
     what the SDK was asked (its hash is what deterministic replay matches on). Finish with :func:`end_call`,
-    passing the response as plain data (e.g. the SDK object's ``model_dump()``)."""
+    passing the response as plain data (e.g. the SDK object's ``model_dump()``).
+
+    Inside another model step (a LangChain chat model calling the OpenAI SDK, both instrumented) the inner
+    call is not a step of its own: the outer one records (and during a replay answers) it. Returns None."""
+    current = _current_step.get()
+    if current is not None and current.kind is StepKind.MODEL:
+        return None
     return _model_begin(name, provider, model, dict(request))
 
 
