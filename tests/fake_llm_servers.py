@@ -49,6 +49,7 @@ class FakeLLMServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out in separate writes: no 40 ms delayed ACK
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass

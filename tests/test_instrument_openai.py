@@ -68,6 +68,11 @@ def sync_agent(city: str) -> str:
                                             extra_headers={"x-request-id": os.urandom(4).hex()})
     with stream:
         text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    # the SDK's stream helper (it calls create(stream=True) and wraps the stream in its own event API)
+    with client.chat.completions.stream(model=MODEL, messages=[{"role": "user", "content": "bye"}]) as helper:
+        deltas = [event.delta for event in helper if event.type == "content.delta"]
+        final = helper.get_final_completion()
+    assert "".join(deltas) == final.choices[0].message.content == "echo: bye"
     return text
 
 
@@ -146,7 +151,7 @@ def test_agents_record_show_and_replay_without_a_request(home: Path, server: Fak
     assert sync_agent("Paris") == "The weather: sunny in Paris"
     assert asyncio.run(async_agent("Paris")) == {"chat": "The weather: sunny in Paris",
                                                  "responses": "The weather: sunny in Paris"}
-    assert server.count == 6
+    assert server.count == 7
     orp.flush()
     with Store.open() as store:
         sync_tid, async_tid = _trace_id(store, "openai-sync-agent"), _trace_id(store, "openai-async-agent")
@@ -155,8 +160,10 @@ def test_agents_record_show_and_replay_without_a_request(home: Path, server: Fak
 
     # shown: model / tool steps with names, provider, model, usage and finish reasons
     assert [(s.kind, s.name) for s in run.steps] == [
-        ("model", "openai.chat.completions"), ("tool", "get_weather"), ("model", "openai.chat.completions")]
-    first, _, last = run.steps
+        ("model", "openai.chat.completions"), ("tool", "get_weather"), ("model", "openai.chat.completions"),
+        ("model", "openai.chat.completions")]
+    first, _, last, helper = run.steps
+    assert helper.snapshots["model"]["response"]["response"]["choices"][0]["message"]["content"] == "echo: bye"
     assert first.attributes[semconv.GEN_AI_PROVIDER_NAME] == "openai"
     assert first.attributes[semconv.GEN_AI_REQUEST_MODEL] == MODEL
     assert first.attributes[semconv.GEN_AI_RESPONSE_MODEL] == MODEL
@@ -165,7 +172,8 @@ def test_agents_record_show_and_replay_without_a_request(home: Path, server: Fak
     assert first.attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == '["tool_calls"]'
     assert last.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == "15"  # from the streamed usage chunk
     assert last.attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == '["stop"]'
-    assert run.attributes[semconv.RUN_INPUT_TOKENS] == "28"
+    assert run.attributes[semconv.RUN_INPUT_TOKENS] == "28"  # the helper's stream asked for no usage
+    assert semconv.GEN_AI_USAGE_INPUT_TOKENS not in helper.attributes
     request = first.snapshots["model"]["request"]
     assert set(request) == {"model", "messages", "tools"}  # timeout is transport, not request
     assert first.snapshots["model"]["response"]["choices"][0]["message"]["tool_calls"][0]["function"]["name"] \
@@ -197,7 +205,7 @@ def test_agents_record_show_and_replay_without_a_request(home: Path, server: Fak
             assert result.outcome == "matched", (mode, result.divergences)
             served = [s.attributes.get(semconv.REPLAY_SERVED) for s in result.replay.steps if s.kind == "model"]
             assert served and set(served) == {"recording"}
-    assert server.count == 6
+    assert server.count == 7
 
     # a changed prompt: the first model call's request differs from the recording
     PROMPT = "How warm is it in"
@@ -206,7 +214,7 @@ def test_agents_record_show_and_replay_without_a_request(home: Path, server: Fak
     result = orp.replay(async_tid, mode="mock")  # mock answers anyway and reports every changed request
     assert [(d.kind, d.step_index) for d in result.divergences][:1] == [("request", 0)]
     assert ("request", 3) in [(d.kind, d.step_index) for d in result.divergences]
-    assert server.count == 6
+    assert server.count == 7
 
 
 def test_a_call_outside_a_run_is_a_single_call_run(home: Path, server: FakeLLMServer) -> None:
@@ -276,20 +284,20 @@ def test_contrib_openai_v2_and_otel_replay_on_the_same_sdk(tmp_path: Path) -> No
     assert out["answer"] == "The weather: sunny in Paris"
     # theirs: one GenAI span per SDK call, in the run's trace: the plain call's inside our step for it, the
     # streamed call's beside it (a stream's HTTP call runs in the caller's context)
-    assert len(out["contrib"]) == 2
+    assert len(out["contrib"]) == 3
     assert out["contrib"][0]["parent"] == out["step_span_ids"][0]
-    assert out["contrib"][1]["parent"] == out["root_span_id"]
+    assert out["contrib"][1]["parent"] == out["contrib"][2]["parent"] == out["root_span_id"]
     assert {c["trace_id"] for c in out["contrib"]} == {out["trace_id"]}
     assert out["contrib"][0]["input_tokens"] == 13
     # ours: one model step per call, tokens counted once in the run
     assert out["steps"] == [["model", "openai.chat.completions"], ["tool", "get_weather"],
-                            ["model", "openai.chat.completions"]]
+                            ["model", "openai.chat.completions"], ["model", "openai.chat.completions"]]
     assert out["run_input_tokens"] == "28"
     # a replay with both instrumentors active is answered from the recording, no request, no contrib span
-    assert out["replay_outcome"] == "matched" and out["requests_after_replay"] == out["requests_before_replay"] == 2
-    assert out["contrib_spans_after_replay"] == 2
+    assert out["replay_outcome"] == "matched" and out["requests_after_replay"] == out["requests_before_replay"] == 3
+    assert out["contrib_spans_after_replay"] == 3
     # uninstrumenting ours leaves theirs working, and the reverse
-    assert out["after_uninstrument_ours"] == {"contrib_spans": 3, "steps": 0}
+    assert out["after_uninstrument_ours"] == {"contrib_spans": 4, "steps": 0}
 
 
 _CONTRIB_SCRIPT = """

@@ -149,7 +149,11 @@ class _Plan:
 
     A streamed call keeps its step open after ``create`` returns, until the stream ends; its run and step
     therefore live in a copy of the caller's context (``ctx``), so the caller's context is left exactly as
-    it was and later steps of the agent are not nested under the stream's step.
+    it was and later steps of the agent are not nested under the stream's step. The stream's HTTP call itself
+    runs in the caller's context inside a run (whatever the SDK or another instrumentor attaches there for
+    the stream's lifetime is detached there too; their spans are children of the caller's current span, in
+    the run's trace), and in ``ctx`` for an implicit run (so their spans join the implicit run's trace
+    instead of starting traces of their own).
     """
 
     __slots__ = ("api", "ctx", "stream", "run", "call", "done")
@@ -280,9 +284,7 @@ def run_sync(api: SdkApi, plan: _Plan, call: Callable[[], Any]) -> Any:
             raise served.error
         return plan.answer(served.value, async_=False)
     try:
-        # A stream's HTTP call runs in the caller's context, not in the step's private one: whatever the SDK or
-        # another instrumentor attaches there for the stream's lifetime is detached in the caller's context.
-        result = call() if plan.stream else plan.enter(call)
+        result = call() if plan.stream and plan.run is None else plan.enter(call)
     except BaseException as exc:
         plan.finish(exc=exc)
         raise
@@ -374,6 +376,28 @@ async def stream_request_async(api: SdkApi, request: dict[str, Any], original: A
 # --------------------------------------------------------------------------------------------- streams
 
 
+class _ClosingResponse(wrapt.ObjectProxy):  # type: ignore[misc]
+    """The stream's HTTP response; closing it (as the SDKs' stream helpers do) also ends the step."""
+
+    def __init__(self, wrapped: Any, on_close: Callable[[], None]) -> None:
+        super().__init__(wrapped)
+        self._self_on_close = on_close
+
+    def close(self) -> None:
+        """Close the HTTP response; the step ends with what was received."""
+        try:
+            self.__wrapped__.close()
+        finally:
+            self._self_on_close()
+
+    async def aclose(self) -> None:
+        """Close the HTTP response (async); the step ends with what was received."""
+        try:
+            await self.__wrapped__.aclose()
+        finally:
+            self._self_on_close()
+
+
 class RecordingStream(wrapt.ObjectProxy):  # type: ignore[misc]
     """The SDK's own stream, passed through unchanged, noting each chunk; the step ends with the stream."""
 
@@ -381,6 +405,12 @@ class RecordingStream(wrapt.ObjectProxy):  # type: ignore[misc]
         super().__init__(wrapped)
         self._self_plan = plan
         self._self_chunks: list[Any] = []
+
+    @property
+    def response(self) -> Any:
+        """The SDK stream's HTTP response."""
+        return _ClosingResponse(self.__wrapped__.response,
+                                lambda: self._self_plan.finish_chunks(self._self_chunks, complete=False))
 
     def __iter__(self) -> Any:
         return self
@@ -423,6 +453,12 @@ class AsyncRecordingStream(wrapt.ObjectProxy):  # type: ignore[misc]
         self._self_plan = plan
         self._self_chunks: list[Any] = []
 
+    @property
+    def response(self) -> Any:
+        """The SDK stream's HTTP response."""
+        return _ClosingResponse(self.__wrapped__.response,
+                                lambda: self._self_plan.finish_chunks(self._self_chunks, complete=False))
+
     def __aiter__(self) -> Any:
         return self
 
@@ -456,18 +492,40 @@ class AsyncRecordingStream(wrapt.ObjectProxy):  # type: ignore[misc]
             self._self_plan.finish_chunks(self._self_chunks, complete=False)
 
 
+class ReplayedResponse:
+    """Stands in for the HTTP response of a replayed stream (none exists): status 200, no headers; closing it
+    ends the stream, as closing the real one does."""
+
+    status_code = 200
+    headers: Mapping[str, str] = {}
+    http_version = "HTTP/1.1"
+
+    def __init__(self, on_close: Callable[[], None]) -> None:  # noqa: D107
+        self._on_close = on_close
+        self.is_closed = False
+
+    def close(self) -> None:
+        """End the replayed stream."""
+        self.is_closed = True
+        self._on_close()
+
+    async def aclose(self) -> None:
+        """End the replayed stream."""
+        self.close()
+
+
 class ReplayStreamMixin:
     """A stream that yields recorded chunk objects in order, like the SDK's ``Stream`` (no HTTP behind it).
 
     Mixed into a subclass of the SDK's own ``Stream`` class (see :func:`replay_stream_class`) so that
-    ``isinstance`` checks hold; ``response`` is None because no HTTP response exists.
+    ``isinstance`` checks hold; ``response`` is a :class:`ReplayedResponse`, as no HTTP response exists.
     """
 
     def __init__(self, items: Iterable[Any], on_done: Callable[[], None]) -> None:  # noqa: D107
         self._otel_replay_items = iter(list(items))
         self._otel_replay_on_done = on_done
         self._otel_replay_done = False
-        self.response = None
+        self.response = ReplayedResponse(self._otel_replay_finish)
 
     def _otel_replay_finish(self) -> None:
         if not self._otel_replay_done:
@@ -502,7 +560,7 @@ class AsyncReplayStreamMixin:
         self._otel_replay_items = iter(list(items))
         self._otel_replay_on_done = on_done
         self._otel_replay_done = False
-        self.response = None
+        self.response = ReplayedResponse(self._otel_replay_finish)
 
     def _otel_replay_finish(self) -> None:
         if not self._otel_replay_done:
