@@ -298,6 +298,7 @@ def test_contrib_openai_v2_and_otel_replay_on_the_same_sdk(tmp_path: Path) -> No
     assert out["contrib_spans_after_replay"] == 3
     # uninstrumenting ours leaves theirs working, and the reverse
     assert out["after_uninstrument_ours"] == {"contrib_spans": 4, "steps": 0}
+    assert out["after_splice"] == {"contrib_spans": 1, "steps": 0}
 
 
 _CONTRIB_SCRIPT = """
@@ -361,6 +362,17 @@ _CONTRIB_SCRIPT = """
     out["after_uninstrument_ours"] = {
         "contrib_spans": len(contrib) + len([s for s in new if s.instrumentation_scope.name != "otel_replay"]),
         "steps": len([s for s in new if "otel_replay.step.index" in (s.attributes or {})])}
+    # ours inner, theirs outer: uninstrumenting ours splices it out from under theirs
+    ContribInstrumentor().uninstrument()
+    OpenAIInstrumentor().instrument()
+    ContribInstrumentor().instrument()
+    OpenAIInstrumentor().uninstrument()
+    before = len(memory.get_finished_spans())
+    client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+    new = memory.get_finished_spans()[before:]
+    out["after_splice"] = {
+        "contrib_spans": len([s for s in new if s.instrumentation_scope.name != "otel_replay"]),
+        "steps": len([s for s in new if s.instrumentation_scope.name == "otel_replay"])}
     print(json.dumps(out))
 """
 

@@ -30,6 +30,7 @@ _instruments: Final = ("anthropic >= 0.40.0",)
 """The SDK versions this instrumentor supports."""
 
 PROVIDER: Final = "anthropic"
+"""``gen_ai.provider.name`` of the steps this instrumentor records."""
 MESSAGES_STEP: Final = "anthropic.messages"
 """Step name of a ``messages.create`` / ``messages.stream`` call."""
 

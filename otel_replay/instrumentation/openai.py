@@ -24,6 +24,7 @@ _instruments: Final = ("openai >= 1.66.0",)
 """The SDK versions this instrumentor supports (``responses.create`` appeared in 1.66)."""
 
 PROVIDER: Final = "openai"
+"""``gen_ai.provider.name`` of the steps this instrumentor records."""
 CHAT_STEP: Final = "openai.chat.completions"
 """Step name of a ``chat.completions.create`` call."""
 RESPONSES_STEP: Final = "openai.responses"
