@@ -214,10 +214,20 @@ class FakeLLMServer:
             frames.append(("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
                                                           "sequence_number": next(seq),
                                                           "item": {**item, "content": [], "status": "in_progress"}}))
+            empty_part = {"type": "output_text", "text": "", "annotations": []}
+            frames.append(("response.content_part.added", {
+                "type": "response.content_part.added", "item_id": "msg_fake_1", "output_index": 0,
+                "content_index": 0, "part": empty_part, "sequence_number": next(seq)}))
             for piece in _split(text or ""):
                 frames.append(("response.output_text.delta", {
                     "type": "response.output_text.delta", "item_id": "msg_fake_1", "output_index": 0,
                     "content_index": 0, "delta": piece, "sequence_number": next(seq), "logprobs": []}))
+            frames.append(("response.output_text.done", {
+                "type": "response.output_text.done", "item_id": "msg_fake_1", "output_index": 0,
+                "content_index": 0, "text": text, "sequence_number": next(seq), "logprobs": []}))
+            frames.append(("response.content_part.done", {
+                "type": "response.content_part.done", "item_id": "msg_fake_1", "output_index": 0,
+                "content_index": 0, "part": item["content"][0], "sequence_number": next(seq)}))
         frames.append(("response.output_item.done", {"type": "response.output_item.done", "output_index": 0,
                                                      "item": item, "sequence_number": next(seq)}))
         frames.append(("response.completed", {"type": "response.completed", "sequence_number": next(seq),

@@ -105,6 +105,12 @@ async def async_agent(city: str) -> dict[str, str]:
         async for event in events:
             if event.type == "response.output_text.delta":
                 text += event.delta
+    # the SDK's Responses stream helper (it calls create(stream=True))
+    async with client.responses.stream(model=MODEL, input="bye") as helper:
+        async for _ in helper:
+            pass
+        final = await helper.get_final_response()
+    assert final.output_text == "echo: bye"
     return {"chat": chat.choices[0].message.content or "", "responses": text}
 
 
@@ -151,7 +157,7 @@ def test_agents_record_show_and_replay_without_a_request(home: Path, server: Fak
     assert sync_agent("Paris") == "The weather: sunny in Paris"
     assert asyncio.run(async_agent("Paris")) == {"chat": "The weather: sunny in Paris",
                                                  "responses": "The weather: sunny in Paris"}
-    assert server.count == 7
+    assert server.count == 8
     orp.flush()
     with Store.open() as store:
         sync_tid, async_tid = _trace_id(store, "openai-sync-agent"), _trace_id(store, "openai-async-agent")
@@ -190,7 +196,8 @@ def test_agents_record_show_and_replay_without_a_request(home: Path, server: Fak
 
     assert [(s.kind, s.name) for s in arun.steps] == [
         ("model", "openai.chat.completions"), ("tool", "get_weather"), ("model", "openai.chat.completions"),
-        ("model", "openai.responses"), ("tool", "get_weather"), ("model", "openai.responses")]
+        ("model", "openai.responses"), ("tool", "get_weather"), ("model", "openai.responses"),
+        ("model", "openai.responses")]
     tool_stream = arun.steps[0].snapshots["model"]["response"]["response"]
     assert tool_stream["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] == json.dumps(TOOL_ARGS)
     assert arun.steps[3].attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == "14"
@@ -205,7 +212,7 @@ def test_agents_record_show_and_replay_without_a_request(home: Path, server: Fak
             assert result.outcome == "matched", (mode, result.divergences)
             served = [s.attributes.get(semconv.REPLAY_SERVED) for s in result.replay.steps if s.kind == "model"]
             assert served and set(served) == {"recording"}
-    assert server.count == 7
+    assert server.count == 8
 
     # a changed prompt: the first model call's request differs from the recording
     PROMPT = "How warm is it in"
@@ -214,7 +221,7 @@ def test_agents_record_show_and_replay_without_a_request(home: Path, server: Fak
     result = orp.replay(async_tid, mode="mock")  # mock answers anyway and reports every changed request
     assert [(d.kind, d.step_index) for d in result.divergences][:1] == [("request", 0)]
     assert ("request", 3) in [(d.kind, d.step_index) for d in result.divergences]
-    assert server.count == 7
+    assert server.count == 8
 
 
 def test_a_call_outside_a_run_is_a_single_call_run(home: Path, server: FakeLLMServer) -> None:
