@@ -36,6 +36,8 @@ BASE_URL = ""
 """The fake server's URL; the agents read it at call time (a replay re-imports this module's agents)."""
 PROMPT = "What is the weather in"
 """Flipped by a test between recording and replay: a changed prompt."""
+RAW_FIRST = False
+"""Set by a test between recording and replay: the agent first makes a ``with_raw_response`` call."""
 MODEL = "gpt-4o-mini"
 SYSTEM = "You are a weather assistant. Use the tools."
 CHAT_TOOLS = [{"type": "function", "function": {
@@ -56,6 +58,8 @@ def get_weather(city: str) -> str:
 def sync_agent(city: str) -> str:
     """Chat Completions, sync: a tool call round trip, then a streamed final answer."""
     client = openai.OpenAI(base_url=BASE_URL, api_key="sk-test-not-a-key", max_retries=0)
+    if RAW_FIRST:
+        client.chat.completions.with_raw_response.create(model=MODEL, messages=[{"role": "user", "content": "raw"}])
     messages: list[Any] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"{PROMPT} {city}?"}]
     first = client.chat.completions.create(model=MODEL, messages=messages, tools=CHAT_TOOLS, timeout=10)
     assert isinstance(first, openai.types.chat.ChatCompletion)
@@ -153,7 +157,7 @@ def _trace_id(store: Store, agent: str) -> str:
 
 
 def test_agents_record_show_and_replay_without_a_request(home: Path, server: FakeLLMServer, prompt: None) -> None:
-    global PROMPT
+    global PROMPT, RAW_FIRST
     assert sync_agent("Paris") == "The weather: sunny in Paris"
     assert asyncio.run(async_agent("Paris")) == {"chat": "The weather: sunny in Paris",
                                                  "responses": "The weather: sunny in Paris"}
@@ -221,6 +225,16 @@ def test_agents_record_show_and_replay_without_a_request(home: Path, server: Fak
     result = orp.replay(async_tid, mode="mock")  # mock answers anyway and reports every changed request
     assert [(d.kind, d.step_index) for d in result.divergences][:1] == [("request", 0)]
     assert ("request", 3) in [(d.kind, d.step_index) for d in result.divergences]
+    assert server.count == 8
+
+    # a raw-response call cannot be answered from a recording: it stops the replay instead of going out
+    RAW_FIRST = True
+    try:
+        result = orp.replay(sync_tid, mode="mock")
+    finally:
+        RAW_FIRST = False
+    assert result.outcome == "diverged"
+    assert any(d.kind == "unanswerable" and "with_raw_response" in d.reason for d in result.divergences)
     assert server.count == 8
 
 
@@ -384,3 +398,11 @@ _CONTRIB_SCRIPT = """
 """
 
 
+
+
+def test_raw_response_calls_go_through_unrecorded(home: Path, server: FakeLLMServer) -> None:
+    client = openai.OpenAI(base_url=BASE_URL, api_key="sk-test", max_retries=0)
+    with capture(home=home) as recorded:
+        raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=[{"role": "user", "content": "r"}])
+    assert raw.http_request.method == "POST" and raw.parse().choices[0].message.content == "echo: r"
+    assert recorded.runs() == []

@@ -137,8 +137,22 @@ def _raw_response_requested(kwargs: Mapping[str, Any]) -> bool:
     return any(str(k).lower() == _RAW_RESPONSE_HEADER for k in headers)
 
 
-def _direct(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return fn(*args, **kwargs)
+def _refuse_raw_during_replay(api: SdkApi) -> None:
+    """A raw-response call is neither recorded nor answerable; in a replay that is not live it would reach the
+    network unasked, so it stops the replay instead."""
+    from ..recording import _replay_session
+
+    session = _replay_session.get()
+    if session is None or getattr(getattr(session, "mode", None), "value", None) == "live":
+        return
+    from ..replay.session import DivergenceStop
+
+    reason = (f"a {api.step} call through with_raw_response / with_streaming_response cannot be answered from a "
+              "recording")
+    diverge = getattr(session, "_diverge", None)
+    if diverge is not None:
+        diverge(None, "unanswerable", reason)
+    raise DivergenceStop(f"replay stopped: {reason} (use the plain method, or replay in live mode)")
 
 
 # ------------------------------------------------------------------------------------------- one call
@@ -256,7 +270,10 @@ def _start(api: SdkApi, request: dict[str, Any] | None, args: tuple[Any, ...], k
            stream: bool) -> _Plan | None:
     """Begin recording one call; None when the call must simply go through (suppressed, raw, or a failure)."""
     try:
-        if not is_instrumentation_enabled() or _raw_response_requested(kwargs):
+        if not is_instrumentation_enabled():
+            return None
+        if _raw_response_requested(kwargs):
+            _refuse_raw_during_replay(api)
             return None
         if request is None:
             request = request_of(args, kwargs)
