@@ -24,6 +24,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from . import errors
+from .exporting.setup import flush
 from .records import parse_trace_id
 from .runs import Run, RunSummary, Step
 
@@ -223,12 +224,71 @@ def show_command(
 # -------------------------------------------------------------------------------------------------- demo
 
 
+class DemoSdk(str, Enum):
+    """Which demo agent."""
+
+    builtin = "builtin"
+    openai = "openai"
+    langgraph = "langgraph"
+
+
+def _sdk_demo(sdk: DemoSdk) -> None:
+    """Record an agent built on a real SDK (offline), show it, and replay it with no call leaving the process."""
+    from . import instrumentation
+    from .replay.engine import replay
+
+    console = _out()
+    needed = {"openai": "openai", "langgraph": "langchain"}[sdk.value]
+    if instrumentation.instrument(needed) != [needed]:
+        fail(f"the {sdk.value} demo needs its SDK: pip install 'otel-replay[{sdk.value}]'")
+    from .demo import sdk_agents
+
+    question = "What is the weather in Paris?"
+    if sdk is DemoSdk.openai:
+        from .demo.fake_llm import FakeLLMServer
+
+        with FakeLLMServer() as server:
+            console.print(f"Recording the OpenAI agent against a local fake OpenAI server at {server.openai_url} …")
+            answer = sdk_agents.openai_weather_agent(question, base_url=server.openai_url)
+            requests_after_recording = server.count
+            agent_name = "openai-weather-agent"
+            flush()
+            with _open_store(None) as store:
+                (summary,) = store.runs(agent=agent_name, kind="original", limit=1)
+                run = store.load_run(summary.trace_id)
+            console.print(f"answer: {answer}")
+            console.print(render_run(run))
+            for mode in ("mock", "deterministic"):
+                console.rule(f"{mode} replay: the SDK gets its recorded responses back as OpenAI objects")
+                _render_result(replay(summary.trace_id, mode=mode, reason="sdk demo"))
+            sent = server.count - requests_after_recording
+        console.print(f"HTTP requests the replays sent to the OpenAI server: {sent}")
+    else:
+        console.print("Recording the LangGraph agent (scripted chat model, real LangGraph, real ToolNode) …")
+        answer = sdk_agents.langgraph_weather_agent(question)
+        flush()
+        with _open_store(None) as store:
+            (summary,) = store.runs(agent="langgraph-weather-agent", kind="original", limit=1)
+            run = store.load_run(summary.trace_id)
+        console.print(f"answer: {answer}")
+        console.print(render_run(run))
+        for mode in ("mock", "deterministic"):
+            console.rule(f"{mode} replay: LangChain gets its recorded messages back")
+            _render_result(replay(summary.trace_id, mode=mode, reason="sdk demo"))
+
+
 @app.command("demo")
 @_handled
-def demo_command() -> None:
-    """Run the bundled support-desk agent offline, then list its runs and show one."""
+def demo_command(
+    sdk: DemoSdk = typer.Option(DemoSdk.builtin, "--sdk", help="builtin (no SDK), openai or langgraph."),
+) -> None:
+    """Run a bundled sample agent offline, record it, list and show its runs, and replay them."""
     from . import settings
     from .demo.agent import QUESTIONS, run_demo
+
+    if sdk is not DemoSdk.builtin:
+        _sdk_demo(sdk)
+        return
 
     console = _out()
     home = settings.resolve_home()

@@ -47,7 +47,16 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from . import semconv
 from .exporting.setup import Runtime, runtime
 from .semconv import SnapshotKind, StepKind
-from .snapshots import RawJSON, canonical_json, compose_json, payload_events, qualname_of, sha256_hex, to_jsonable
+from .snapshots import (
+    RawJSON,
+    canonical_json,
+    compose_json,
+    ordered_json,
+    payload_events,
+    qualname_of,
+    sha256_hex,
+    to_jsonable,
+)
 
 _log = logging.getLogger("otel_replay")
 
@@ -133,18 +142,20 @@ def _guard(what: str) -> Iterator[None]:
 _OK = Status(StatusCode.OK)
 
 
-def _encode(rt: Runtime, value: Any, scope: str) -> tuple[Any, str, int]:
+def _encode(rt: Runtime, value: Any, scope: str, *, ordered: bool = False) -> tuple[Any, str, int]:
     """Encode and redact one value: the only way a value reaches a payload or hash.
 
-    Returns the redacted tree, its canonical JSON text and the number of redactions. The tree may share
-    structure with ``value`` when it is plain JSON without secrets: use the text for anything kept.
+    Returns the redacted tree, its JSON text (canonical, or in the value's own key order with ``ordered``,
+    for values a replay hands back) and the number of redactions. The tree may share structure with
+    ``value`` when it is plain JSON without secrets: use the text for anything kept.
     """
+    dump = ordered_json if ordered else canonical_json
     tree = to_jsonable(value)
-    text = canonical_json(tree)
+    text = dump(tree)
     if not rt.redactor.suspects(text):
         return tree, text, 0
     tree, n = rt.redactor.redact(tree, scope)
-    return tree, (canonical_json(tree) if n else text), n
+    return tree, (dump(tree) if n else text), n
 
 
 def _emit_snapshot(run: _Run, span: trace.Span, kind: SnapshotKind, payload: dict[str, Any] | RawJSON,
@@ -420,13 +431,13 @@ def _input_fields(rt: Runtime, meta: _AgentMeta, args: tuple[Any, ...], kwargs: 
         tree, _, n = _encode(rt, {name: value}, "input.args")
         positional.append(tree.get(name) if isinstance(tree, dict) else tree)
         redactions += n
-    _, keyword, n = _encode(rt, kwargs, "input.kwargs")
+    _, keyword, n = _encode(rt, kwargs, "input.kwargs", ordered=True)
     redactions += n
     named, _, _ = _encode(rt, _named_arguments(meta.sig, args, kwargs), "input")
     return {
         "entrypoint": meta.entrypoint,
         "script": meta.script,
-        "args": RawJSON(canonical_json(positional)),
+        "args": RawJSON(ordered_json(positional)),
         "kwargs": RawJSON(keyword),
         "input": RawJSON(canonical_json(_pick_input(named))),
         "session": ident.get("session"),
@@ -822,8 +833,8 @@ def _tool_end(call: _Call, *, result: Any = None, exc: BaseException | None = No
         error = _record_exception(rt, step.span, exc, "tool.exception") if exc is not None else None
         result_text, n, result_hash = "null", 0, None
         if exc is None:
-            _, result_text, n = _encode(rt, result, "tool.result")
-            result_hash = sha256_hex(result_text)
+            result_tree, result_text, n = _encode(rt, result, "tool.result", ordered=True)
+            result_hash = sha256_hex(canonical_json(result_tree))
         approval = state["approval"] or _approval_of(step)
         if result_hash is not None:
             step.span.set_attribute(semconv.TOOL_RESULT_HASH, result_hash)
@@ -949,13 +960,13 @@ def _retrieval_end(call: _Call, *, result: Any = None, exc: BaseException | None
         results: list[dict[str, Any]] = []
         returned, n = "null", 0
         if exc is None:
-            _, returned, n = _encode(rt, result, "retrieval.results")
+            returned_tree, returned, n = _encode(rt, result, "retrieval.results", ordered=True)
             docs = result if isinstance(result, (list, tuple)) else []
             for i, doc in enumerate(docs):
                 results.append(_document(rt, doc, i))
             _set_attrs(step.span, {
                 semconv.RETRIEVAL_RESULT_COUNT: len(results),
-                semconv.RETRIEVAL_RESULTS_HASH: sha256_hex(returned),
+                semconv.RETRIEVAL_RESULTS_HASH: sha256_hex(canonical_json(returned_tree)),
             })
         _emit_snapshot(step.run, step.span, SnapshotKind.RETRIEVAL, {
             "retriever": retriever_name, "query": state["query"], "rewritten_query": state["rewritten_query"],
@@ -1044,8 +1055,8 @@ def _model_end(call: _Call, *, result: Any = None, exc: BaseException | None = N
         error = _record_exception(rt, step.span, exc, "model.exception") if exc is not None else None
         response, n, response_hash = "null", 0, None
         if exc is None:
-            _, response, n = _encode(rt, result, "model.response")
-            response_hash = sha256_hex(response)
+            response_tree, response, n = _encode(rt, result, "model.response", ordered=True)
+            response_hash = sha256_hex(canonical_json(response_tree))
         usage = _usage(result) if exc is None else {}
         response_model = _get(result, "model") if exc is None else None
         finish = _finish_reasons(result) if exc is None else None

@@ -277,6 +277,21 @@ def canonical_json(tree: Any) -> str:
         return _CANONICAL.encode(_encode(tree, 0, set()))
 
 
+_ORDERED = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def ordered_json(tree: Any) -> str:
+    """JSON text of a JSON-able tree keeping each object's own key order (no whitespace, UTF-8 kept).
+
+    Used for recorded values a replay hands back to the agent (results, responses, arguments of the run), so
+    a dict comes back in the order the agent saw it; hashes are always taken of :func:`canonical_json`.
+    """
+    try:
+        return _ORDERED.encode(tree)
+    except ValueError:
+        return _ORDERED.encode(_encode(tree, 0, set()))
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class RawJSON:
     """Canonical JSON text already serialised, to be spliced into a larger payload by :func:`compose_json`."""
