@@ -151,3 +151,13 @@ def test_db_init_print_needs_no_store(tmp_path: Path) -> None:
     assert "CREATE TABLE IF NOT EXISTS" in out.stdout and "otel_traces_trace_id_ts_mv" in out.stdout
     assert "toIntervalDay(7)" in out.stdout
     assert not (tmp_path / "nothing-here" / "store").exists()
+
+
+@pytest.mark.parametrize("sdk", ["openai", "langgraph"])
+def test_sdk_demos_record_and_replay_without_calling_out(tmp_path: Path, sdk: str) -> None:
+    out = cli(tmp_path, "demo", "--sdk", sdk)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count(": matched") == 2, out.stdout
+    if sdk == "openai":
+        assert "HTTP requests the replays sent to the OpenAI server: 0" in out.stdout
+    assert "sk-demo-" not in out.stdout
