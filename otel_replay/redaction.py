@@ -490,6 +490,9 @@ class Redactor:
         self._phrases = tuple(sorted(phrases))
         self._neutral = frozenset(DEFAULT_NEUTRAL_KEY_WORDS)
         self._safe = frozenset(_normal_key(k) for k in (*DEFAULT_SAFE_KEYS, *config.safe_keys))
+        # Safe keys as they stand in canonical JSON (and their ``*_details`` objects), for the pre-check.
+        self._safe_json_keys = tuple(f'"{k.lower()}{suffix}":' for k in (*DEFAULT_SAFE_KEYS, *config.safe_keys)
+                                     for suffix in ("", "_details"))
         self._key_cache: dict[str, bool] = {}
         self._key_scrub_cache: dict[str, tuple[str, int]] = {}
 
@@ -634,7 +637,9 @@ class Redactor:
         lower = text.lower()
         for hint in self._key_hints:
             if hint in lower:
-                return True
+                if self._key_hint_beyond_safe_keys(lower):
+                    return True
+                break
         for gate, hints in self._gated_shape_hints:
             if gate in text:
                 for hint in hints:
@@ -649,6 +654,14 @@ class Redactor:
             if pattern.search(text):
                 return True
         return False
+
+    def _key_hint_beyond_safe_keys(self, lower: str) -> bool:
+        """Whether a key hint still occurs once the safe keys (``"prompt_tokens":`` and the like, which every
+        model response carries) are taken out of the JSON text."""
+        for key in self._safe_json_keys:
+            if key in lower:
+                lower = lower.replace(key, "")
+        return any(hint in lower for hint in self._key_hints)
 
     def _may_match(self, rule: _Rule, text: str, lower: str | None) -> bool:
         """Whether ``rule`` can match ``text`` at all, by substring hints (``lower`` is ``text.lower()``)."""
