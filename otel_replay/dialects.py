@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from . import semconv
 from .records import EventRecord, SpanRecord
+from .records import stored_int as _int
 from .snapshots import canonical_json, sha256_hex
 
 __all__ = [
@@ -114,18 +115,6 @@ def _json_or_none(text: str | None) -> Any:
         return json.loads(text)
     except ValueError:
         return None
-
-
-def _int(text: str | None) -> int | None:
-    if text is None or text == "":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        try:
-            return int(float(text))
-        except ValueError:
-            return None
 
 
 def _first(attrs: Mapping[str, str], *keys: str) -> str | None:

@@ -665,6 +665,13 @@ def _begin_call(step: _Step, state: dict[str, Any], key: str | None) -> _Call:
     return call
 
 
+def _answer_of(served: Served) -> Any:
+    """The value a served call returns, or the exception it raises."""
+    if served.error is not None:
+        raise served.error
+    return served.value
+
+
 def _wrap(func: F, before: Callable[[tuple, dict], Any], after: Callable[..., None]) -> F:
     """Wrap sync or async ``func`` so ``before(args, kwargs)`` runs first and ``after(handle, result=, exc=)``
     runs last; the function's own result and exceptions pass through unchanged."""
@@ -695,12 +702,7 @@ def _wrap(func: F, before: Callable[[tuple, dict], Any], after: Callable[..., No
             handle = start(args, kwargs)
             served = handle.served if type(handle) is _Call else None
             try:
-                if served is None:
-                    result = await func(*args, **kwargs)
-                elif served.error is not None:
-                    raise served.error
-                else:
-                    result = served.value
+                result = await func(*args, **kwargs) if served is None else _answer_of(served)
             except BaseException as exc:
                 finish(handle, exc=exc)
                 raise
@@ -714,12 +716,7 @@ def _wrap(func: F, before: Callable[[tuple, dict], Any], after: Callable[..., No
         handle = start(args, kwargs)
         served = handle.served if type(handle) is _Call else None
         try:
-            if served is None:
-                result = func(*args, **kwargs)
-            elif served.error is not None:
-                raise served.error
-            else:
-                result = served.value
+            result = func(*args, **kwargs) if served is None else _answer_of(served)
         except BaseException as exc:
             finish(handle, exc=exc)
             raise

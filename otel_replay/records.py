@@ -74,3 +74,16 @@ def parse_trace_id(text: str) -> str:
         shown = value if len(value) <= 40 else value[:40] + "…"
         raise InvalidTraceIdError(f"{shown!r} is not a trace id: expected 32 hexadecimal characters")
     return value
+
+
+def stored_int(text: str | None, default: int | None = None) -> int | None:
+    """An int attribute as stored (a string; ``1.0`` when a pipeline wrote a double), else ``default``."""
+    if text is None or text == "":
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return int(float(text))
+        except (ValueError, OverflowError):
+            return default

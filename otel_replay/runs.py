@@ -19,23 +19,12 @@ from typing import Any
 from . import semconv
 from .errors import OtelReplayError, TraceNotFoundError
 from .records import EventRecord, SpanRecord
+from .records import stored_int as _int
 from .snapshots import TRUNCATED_TAG, sha256_hex
 
 
 def _iso(ns: int) -> str:
     return _dt.datetime.fromtimestamp(ns / 1e9, tz=_dt.timezone.utc).isoformat(timespec="microseconds")
-
-
-def _int(value: str | None, default: int | None = None) -> int | None:
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        try:
-            return int(float(value))
-        except ValueError:
-            return default
 
 
 def _status(span: SpanRecord) -> str:

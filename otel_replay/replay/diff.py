@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .. import semconv
+from ..records import stored_int as _int
 from ..runs import Run, Step
 from ..snapshots import REDACTED_TAG, TRUNCATED_TAG, canonical_json
 
@@ -164,18 +165,6 @@ def _ab(x: Any, y: Any) -> dict[str, Any]:
 def _names(items: Sequence[str]) -> str:
     shown = ", ".join(items[:_LIST_LIMIT])
     return shown + (", …" if len(items) > _LIST_LIMIT else "")
-
-
-def _int(text: str | None) -> int | None:
-    if text is None or text == "":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        try:
-            return int(float(text))
-        except ValueError:
-            return None
 
 
 def _float(text: str | None) -> float | None:
