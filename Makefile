@@ -22,6 +22,8 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/recording_overhead.py
 	$(BIN)/python benchmarks/ingest_throughput.py
+	$(BIN)/python benchmarks/replay_mock.py
+	$(BIN)/python benchmarks/sdk_overhead.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

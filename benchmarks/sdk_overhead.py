@@ -1,5 +1,5 @@
 """SDK instrumentation overhead: an instrumented OpenAI ``chat.completions.create`` call against the same call
-uninstrumented, both on the same local fake OpenAI server (``tests/fake_llm_servers.py``) in the same run.
+uninstrumented, both on the same local fake OpenAI server (``otel_replay.demo.fake_llm``) in the same run.
 
 Each round times ``--calls`` calls of each side, in alternating order, the instrumented side inside one
 ``@orp.agent`` run (each call a model step with request, response and context snapshots) and recorded to
@@ -20,16 +20,13 @@ import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import openai
 
-import openai  # noqa: E402
-from fake_llm_servers import FakeLLMServer  # noqa: E402
-
-import otel_replay as orp  # noqa: E402
-from otel_replay.exporting import setup  # noqa: E402
-from otel_replay.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
+import otel_replay as orp
+from otel_replay.demo.fake_llm import FakeLLMServer
+from otel_replay.exporting import setup
+from otel_replay.instrumentation.openai import OpenAIInstrumentor
 
 MESSAGES = [
     {"role": "system", "content": "You are a support agent. Cite the knowledge base. Never refund without approval."},
