@@ -36,7 +36,7 @@ _log = logging.getLogger("otel_replay")
 OTEL_SERVICE_NAME: Final = "OTEL_SERVICE_NAME"
 _DEFAULT_SERVICE_NAME: Final = "otel-replay-agent"
 _DEFAULT_MAX_EVENTS: Final = 100_000
-_EXPORTERS: Final = ("spool", "otlp", "none")
+_EXPORTERS: Final = ("spool", "otlp", "clickhouse", "none")
 TRACER_NAME: Final = "otel_replay"
 """Instrumentation scope name of every span otel-replay records."""
 
@@ -120,9 +120,17 @@ def _otlp_exporter() -> SpanExporter:
     return HttpExporter()
 
 
-def _make_exporter(name: str | SpanExporter, home: Path) -> SpanExporter | None:
+def _make_exporter(name: str | SpanExporter, home: Path, store: str | None = None) -> SpanExporter | None:
     if not isinstance(name, str):
         return name
+    if name == "clickhouse":
+        from .clickhouse import ClickHouseSpanExporter
+
+        url = store or os.environ.get(settings.OTEL_REPLAY_STORE)
+        if not url:
+            raise ValueError("exporter 'clickhouse' needs a ClickHouse store URL: pass configure(store="
+                             "'http://user:password@host:8123/database') or set OTEL_REPLAY_STORE")
+        return ClickHouseSpanExporter(url=url, home=home)
     if name == "spool":
         from .spool import SpoolExporter
 
@@ -195,7 +203,7 @@ def configure(
             _processor = _SwappableProcessor()
             provider.add_span_processor(_processor)
             atexit.register(_flush_at_exit)
-        span_exporter = _make_exporter(exporter_choice, resolved_home)
+        span_exporter = _make_exporter(exporter_choice, resolved_home, store)
         old = _processor.inner
         _processor.inner = _batch_processor(span_exporter) if span_exporter is not None else None
         if old is not None:

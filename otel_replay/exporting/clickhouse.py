@@ -1,0 +1,464 @@
+"""A direct ClickHouse exporter: spans go straight into the Collector exporter's tables, no Collector needed.
+
+Why it exists: a small deployment (one agent host, one ClickHouse server) should not have to run an
+OpenTelemetry Collector just to get its runs into ClickHouse. ``configure(store="http://…",
+exporter="clickhouse")`` installs :class:`ClickHouseSpanExporter` behind the SDK's ``BatchSpanProcessor``
+(which does the batching). Each batch is encoded by the SDK's own OTLP encoder, mapped to rows by the one
+mapping of the project (:func:`otel_replay.storage.mapping.rows_from_request`) and inserted with
+clickhouse-connect, so the rows are exactly the ones the Collector (or the spool ingest) would write.
+
+When the server is down each batch is retried with backoff within a time budget, then written to the spool
+(``$OTEL_REPLAY_HOME/spool``), from where the normal ingest (``Store.open(url)``, e.g. any ``otel-replay``
+command pointed at the server) brings it to the server later. A batch is either inserted or spooled, never
+both:
+
+* A batch the server certainly did not commit (no connection, or the server answered with an error) goes to
+  the spool as an ordinary sealed segment.
+* A batch whose outcome is unknown (the request was sent, then a timeout or a dropped connection) may have
+  been committed. Every insert carries ``insert_deduplication_token`` (a hash of the batch) with
+  ``insert_deduplicate=1``, so retries of it are dropped by the server where the table engine deduplicates
+  (``Replicated*MergeTree``, or ``MergeTree`` with ``non_replicated_deduplication_window`` > 0). If it still
+  ends in the spool, it is spooled as a *half-ingested* segment (``.ingesting``): the ingest's recovery step
+  inserts only the spans whose ``(TraceId, SpanId)`` is not stored yet.
+
+Memory is bounded: batches that could neither be inserted nor spooled (spool unwritable) are held for a
+later attempt up to ``max_pending_rows``; beyond that they are dropped and logged.
+
+This module must never raise into the host program from :meth:`export`, :meth:`force_flush` or
+:meth:`shutdown` (it logs and returns FAILURE / False), never format a value into SQL text (rows travel as
+insert data, settings as request parameters), and never show a password.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from .. import settings
+from ..settings import env_number
+from .spool import INGESTING_SUFFIX, SEALED_SUFFIX, SpoolExporter, _fsync_dir, adopt_orphaned_segments
+
+_log = logging.getLogger("otel_replay.clickhouse")
+
+__all__ = [
+    "OTEL_REPLAY_CLICKHOUSE_MAX_PENDING_ROWS",
+    "OTEL_REPLAY_CLICKHOUSE_RETRY_SECONDS",
+    "OTEL_REPLAY_CLICKHOUSE_TIMEOUT",
+    "ClickHouseSpanExporter",
+]
+
+OTEL_REPLAY_CLICKHOUSE_TIMEOUT: Final = "OTEL_REPLAY_CLICKHOUSE_TIMEOUT"
+"""Environment variable: seconds one insert request may take (connect and send/receive); default 10."""
+
+OTEL_REPLAY_CLICKHOUSE_RETRY_SECONDS: Final = "OTEL_REPLAY_CLICKHOUSE_RETRY_SECONDS"
+"""Environment variable: seconds a batch is retried (with backoff) before it goes to the spool; default 5."""
+
+OTEL_REPLAY_CLICKHOUSE_MAX_PENDING_ROWS: Final = "OTEL_REPLAY_CLICKHOUSE_MAX_PENDING_ROWS"
+"""Environment variable: most rows held in memory when neither the server nor the spool takes them;
+default 100000 (more are dropped and logged)."""
+
+_DEFAULT_TIMEOUT_S: Final = 10.0
+_DEFAULT_RETRY_S: Final = 5.0
+_DEFAULT_MAX_PENDING_ROWS: Final = 100_000
+_BACKOFF_FIRST_S: Final = 0.1
+_BACKOFF_MAX_S: Final = 2.0
+_COOLDOWN_MAX_S: Final = 60.0  # while the server is known down, batches go to the spool without trying
+_UNCERTAIN_DIR: Final = ".uncertain"  # staging folder (inside the spool) for batches of unknown outcome
+
+
+@dataclass(kw_only=True)
+class _Batch:
+    spans: Sequence[ReadableSpan]
+    """The spans, for the spool (which encodes them itself) if the insert fails."""
+    rows: list[tuple[Any, ...]]
+    token: str
+    """``insert_deduplication_token``: the same for every attempt of this batch."""
+    uncertain: bool = False
+    """True once an attempt may have been committed by the server."""
+
+
+class _Target:
+    """Where rows go: a clickhouse-connect client and the qualified table name, plus how to close it."""
+
+    def __init__(self, client: Any, table: str, close: Callable[[], None]) -> None:
+        self.client = client
+        self.table = table
+        self.close = close
+
+
+def _redact(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.netloc.rpartition("@")[0].split(":", 1)[0]
+    return parts._replace(netloc=f"{user}:***@{parts.netloc.rpartition('@')[2]}").geturl()
+
+
+def _resolve_seconds(value: float | None, env: str, default: float, what: str) -> float:
+    if value is None:
+        return env_number(env, default, minimum=0, unit="seconds")
+    if isinstance(value, bool) or value < 0:
+        raise ValueError(f"{what} must be a number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+def _resolve_rows(value: int | None) -> int:
+    if value is None:
+        return env_number(OTEL_REPLAY_CLICKHOUSE_MAX_PENDING_ROWS, _DEFAULT_MAX_PENDING_ROWS, minimum=0, unit="rows")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"max_pending_rows must be a whole number >= 0, got {value!r}")
+    return value
+
+
+def _never_sent(exc: BaseException) -> bool:
+    """True when ``exc`` proves the server did not commit the insert: no connection was made, or the server
+    answered with an error. False when the request may have been committed (timeout, dropped connection)."""
+    try:
+        from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
+    except ImportError:  # pragma: no cover - clickhouse-connect is a dependency
+        return False
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (ConnectionRefusedError, socket.gaierror)):
+            return True
+        if type(current).__name__ in ("NewConnectionError", "NameResolutionError", "ConnectTimeoutError"):
+            return True
+        if isinstance(current, DatabaseError) and not isinstance(current, OperationalError):
+            return True  # the server (or the embedded engine) answered with an error
+        reason = getattr(current, "reason", None)  # urllib3 MaxRetryError
+        if isinstance(reason, BaseException) and _never_sent(reason):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _short(exc: BaseException, url: str) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    password = urlsplit(url).password if url else None
+    if password:
+        text = text.replace(password, "***")
+    return text[:300]
+
+
+class ClickHouseSpanExporter(SpanExporter):
+    """Insert span batches into a ClickHouse server's ``otel_traces`` table; spool what cannot be inserted.
+
+    Thread-safe; never raises from :meth:`export`, :meth:`force_flush` or :meth:`shutdown`. The connection
+    is made lazily on the first export, so an unreachable server at start-up only means spooling.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str | None = None,
+        client_factory: Callable[[], Any] | None = None,
+        table: str | None = None,
+        home: str | os.PathLike[str] | None = None,
+        spool_directory: str | os.PathLike[str] | None = None,
+        timeout: float | None = None,
+        retry_seconds: float | None = None,
+        max_pending_rows: int | None = None,
+    ) -> None:
+        """Export to the store at ``url`` or to the client that ``client_factory()`` returns.
+
+        ``url``: ``http(s)://user:password@host:8123/database[?table=name]`` (the tables must exist: run
+        ``otel-replay db init``), or ``chdb:///abs/path`` (the embedded engine in this process: it locks the
+        path, so only for single-process use and tests). ``client_factory``: instead of ``url``, a callable
+        returning a clickhouse-connect ``Client`` (or anything with ``insert(table, rows, column_names=,
+        column_type_names=, settings=)`` and ``close()``); ``table`` is then its qualified table name
+        (default ``default.otel_traces``).
+
+        ``home``: the otel-replay home whose ``spool`` folder receives what cannot be inserted (default:
+        ``OTEL_REPLAY_HOME``, then ``~/.otel-replay``); ``spool_directory`` overrides that folder.
+        ``timeout``: seconds per insert request (argument → ``OTEL_REPLAY_CLICKHOUSE_TIMEOUT`` → 10).
+        ``retry_seconds``: retry budget of one batch (argument → ``OTEL_REPLAY_CLICKHOUSE_RETRY_SECONDS`` → 5).
+        ``max_pending_rows``: rows held in memory when the spool is unwritable (argument →
+        ``OTEL_REPLAY_CLICKHOUSE_MAX_PENDING_ROWS`` → 100000). Bad values raise :class:`ValueError` here.
+        """
+        if (url is None) == (client_factory is None):
+            raise ValueError("ClickHouseSpanExporter needs exactly one of url= or client_factory=")
+        self.url = url or ""
+        if url is not None:
+            scheme = url.split(":", 1)[0].lower()
+            if scheme not in ("http", "https", "chdb"):
+                raise ValueError(f"unsupported store URL {_redact(url)!r} for the clickhouse exporter: use "
+                                 "http(s)://user:password@host:8123/database or chdb:///abs/path")
+            if scheme == "chdb" and (urlsplit(url).netloc or not urlsplit(url).path.startswith("/")):
+                raise ValueError(f"store URL {url!r}: the clickhouse exporter needs an on-disk chdb:///abs/path")
+            if scheme != "chdb":
+                self._server_options(url)  # validate now, at setup
+        self._client_factory = client_factory
+        self._table = table or "default.otel_traces"
+        self.timeout = _resolve_seconds(timeout, OTEL_REPLAY_CLICKHOUSE_TIMEOUT, _DEFAULT_TIMEOUT_S, "timeout")
+        self.retry_seconds = _resolve_seconds(retry_seconds, OTEL_REPLAY_CLICKHOUSE_RETRY_SECONDS, _DEFAULT_RETRY_S,
+                                              "retry_seconds")
+        self.max_pending_rows = _resolve_rows(max_pending_rows)
+        self.spool_directory = Path(spool_directory) if spool_directory is not None else \
+            settings.resolve_home(home) / "spool"
+        self._spool: SpoolExporter | None = None
+        self._uncertain_spool: SpoolExporter | None = None
+        self._target: _Target | None = None
+        self._pending: deque[_Batch] = deque()
+        self._pending_rows = 0
+        self._down_until = 0.0  # monotonic time before which the server is not tried again
+        self._cooldown = 0.0
+        self._lock = threading.Lock()
+        self._shutdown = False
+        self.dropped_spans = 0
+        """Spans dropped because neither the server, the spool nor the memory cap could take them."""
+
+    # ------------------------------------------------------------------------------------------ SpanExporter
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Insert ``spans`` as one batch (retrying within the budget), else spool them; FAILURE (logged) when
+        the batch is neither inserted nor spooled."""
+        if self._shutdown:
+            _log.warning("otel-replay clickhouse exporter already shut down; dropping %d span(s)", len(spans))
+            return SpanExportResult.FAILURE
+        if not spans:
+            return SpanExportResult.SUCCESS
+        try:
+            from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+            from ..storage.mapping import rows_from_request
+
+            request = encode_spans(spans)
+            payload = request.SerializeToString()
+            batch = _Batch(spans=spans, rows=rows_from_request(request),
+                           token=hashlib.sha256(payload).hexdigest())
+        except Exception:  # the telemetry path never raises into the host program
+            _log.exception("otel-replay clickhouse exporter: could not encode %d span(s)", len(spans))
+            return SpanExportResult.FAILURE
+        try:
+            with self._lock:
+                self._drain_pending_locked(time.monotonic() + self.retry_seconds)
+                return SpanExportResult.SUCCESS if self._deliver_locked(batch, time.monotonic() + self.retry_seconds,
+                                                                        hold=True) \
+                    else SpanExportResult.FAILURE
+        except Exception:
+            _log.exception("otel-replay clickhouse exporter: unexpected failure; %d span(s) not exported", len(spans))
+            return SpanExportResult.FAILURE
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Deliver batches held in memory (insert or spool) and seal the spool segment so an ingest sees it.
+        True when nothing is left undelivered."""
+        deadline = time.monotonic() + max(timeout_millis, 0) / 1000
+        try:
+            if not self._lock.acquire(timeout=max(timeout_millis, 0) / 1000):
+                return False
+            try:
+                self._drain_pending_locked(deadline)
+                ok = not self._pending
+                for spool in (self._spool, self._uncertain_spool):
+                    if spool is not None:
+                        ok = spool.force_flush(timeout_millis) and ok
+                self._publish_uncertain_locked()
+                return ok
+            finally:
+                self._lock.release()
+        except Exception:
+            _log.exception("otel-replay clickhouse exporter: flush failed")
+            return False
+
+    def shutdown(self) -> None:
+        """Flush, seal the spool, close the connection; later exports are dropped with a warning."""
+        if self._shutdown:
+            return
+        try:
+            self.force_flush(int(max(self.retry_seconds, 1.0) * 1000))
+            with self._lock:
+                self._shutdown = True
+                if self._pending_rows:
+                    _log.warning("otel-replay clickhouse exporter: shut down with %d span(s) neither inserted nor "
+                                 "spooled; they are lost", self._pending_rows)
+                    self.dropped_spans += self._pending_rows
+                    self._pending.clear()
+                    self._pending_rows = 0
+                for spool in (self._spool, self._uncertain_spool):
+                    if spool is not None:
+                        spool.shutdown()
+                self._close_target_locked()
+        except Exception:
+            _log.exception("otel-replay clickhouse exporter: shutdown failed")
+
+    # ---------------------------------------------------------------------------------------------- delivery
+
+    def _deliver_locked(self, batch: _Batch, deadline: float, *, hold: bool) -> bool:
+        """Insert, else spool, else (``hold``) keep in memory within the cap. True when inserted or spooled."""
+        if self._insert_with_retries_locked(batch, deadline):
+            return True
+        if self._spool_locked(batch):
+            return True
+        if hold:
+            self._hold_locked(batch)
+        return False
+
+    def _drain_pending_locked(self, deadline: float) -> None:
+        while self._pending:
+            batch = self._pending[0]
+            if not (self._insert_with_retries_locked(batch, deadline) or self._spool_locked(batch)):
+                return
+            self._pending.popleft()
+            self._pending_rows -= len(batch.rows)
+
+    def _hold_locked(self, batch: _Batch) -> None:
+        if self._pending_rows + len(batch.rows) > self.max_pending_rows:
+            self.dropped_spans += len(batch.rows)
+            _log.error("otel-replay clickhouse exporter: server and spool (%s) both unavailable and %d row(s) "
+                       "already held (max_pending_rows=%d): dropped %d span(s) (%d dropped so far)",
+                       self.spool_directory, self._pending_rows, self.max_pending_rows, len(batch.rows),
+                       self.dropped_spans)
+            return
+        self._pending.append(batch)
+        self._pending_rows += len(batch.rows)
+        _log.warning("otel-replay clickhouse exporter: server and spool (%s) both unavailable; holding %d span(s) "
+                     "in memory for a later attempt (%d held)", self.spool_directory, len(batch.rows),
+                     self._pending_rows)
+
+    def _insert_with_retries_locked(self, batch: _Batch, deadline: float) -> bool:
+        if time.monotonic() < self._down_until:
+            return False  # known down: do not make the host wait again until the cooldown ends
+        delay = _BACKOFF_FIRST_S
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                self._insert_locked(batch)
+            except Exception as exc:  # noqa: BLE001 - any failure is retried, then spooled
+                if not _never_sent(exc):
+                    batch.uncertain = True
+                self._close_target_locked()  # a fresh connection for the next attempt
+                now = time.monotonic()
+                if now + delay > deadline:
+                    self._cooldown = min(max(self._cooldown * 2, 1.0), _COOLDOWN_MAX_S)
+                    self._down_until = now + self._cooldown
+                    _log.warning("otel-replay clickhouse exporter: insert into %s failed after %d attempt(s) (%s); "
+                                 "spooling to %s, next try in %.0f s", self._describe(), attempt,
+                                 _short(exc, self.url), self.spool_directory, self._cooldown)
+                    return False
+                _log.debug("otel-replay clickhouse exporter: attempt %d failed (%s); retrying in %.1f s", attempt,
+                           _short(exc, self.url), delay)
+                time.sleep(delay)
+                delay = min(delay * 2, _BACKOFF_MAX_S)
+                continue
+            if self._cooldown:
+                _log.info("otel-replay clickhouse exporter: %s reachable again", self._describe())
+            self._cooldown = 0.0
+            self._down_until = 0.0
+            return True
+
+    def _insert_locked(self, batch: _Batch) -> None:
+        from ..storage.mapping import INSERT_COLUMN_TYPES, INSERT_COLUMNS
+
+        target = self._connect_locked()
+        target.client.insert(
+            target.table, batch.rows, column_names=list(INSERT_COLUMNS), column_type_names=list(INSERT_COLUMN_TYPES),
+            settings={"insert_deduplicate": 1, "insert_deduplication_token": batch.token})
+
+    def _spool_locked(self, batch: _Batch) -> bool:
+        try:
+            if batch.uncertain:
+                return self._spool_uncertain_locked(batch)
+            if self._spool is None:
+                self._spool = SpoolExporter(self.spool_directory)
+            return self._spool.export(batch.spans) is SpanExportResult.SUCCESS
+        except Exception:
+            _log.exception("otel-replay clickhouse exporter: could not spool %d span(s)", len(batch.rows))
+            return False
+
+    def _spool_uncertain_locked(self, batch: _Batch) -> bool:
+        """Spool a batch the server may have committed as a half-ingested segment: the ingest's recovery step
+        inserts only its spans not yet stored."""
+        if self._uncertain_spool is None:
+            self._uncertain_spool = SpoolExporter(self.spool_directory / _UNCERTAIN_DIR)
+        if self._uncertain_spool.export(batch.spans) is not SpanExportResult.SUCCESS:
+            return False
+        if not self._uncertain_spool.force_flush():
+            return False
+        return self._publish_uncertain_locked()
+
+    def _publish_uncertain_locked(self) -> bool:
+        """Move sealed segments of the staging folder into the spool as ``.ingesting`` (also those a previous
+        process left behind)."""
+        staging = self.spool_directory / _UNCERTAIN_DIR
+        if not staging.is_dir():
+            return True
+        ok = True
+        adopt_orphaned_segments(staging)
+        for path in sorted(staging.glob("*" + SEALED_SUFFIX)):
+            try:
+                os.replace(path, self.spool_directory / (path.stem + INGESTING_SUFFIX))
+            except OSError:
+                _log.warning("otel-replay clickhouse exporter: could not move %s into the spool", path,
+                             exc_info=True)
+                ok = False
+        _fsync_dir(self.spool_directory)
+        return ok
+
+    # ------------------------------------------------------------------------------------------- connection
+
+    def _describe(self) -> str:
+        return _redact(self.url) if self.url else f"the injected client ({self._table})"
+
+    def _server_options(self, url: str) -> dict[str, Any]:
+        from ..storage import ddl
+
+        parts = urlsplit(url)
+        database = unquote(parts.path.strip("/")) or ddl.DEFAULT_DATABASE
+        table = parse_qs(parts.query).get("table", [ddl.DEFAULT_TABLE])[0]
+        ddl.check_identifier(database, what="database name")
+        ddl.check_identifier(table, what="table name")
+        secure = parts.scheme.lower() == "https"
+        try:
+            port = parts.port or (8443 if secure else 8123)
+        except ValueError:
+            raise ValueError(f"store URL {_redact(url)}: bad port") from None
+        return {"host": parts.hostname or "localhost", "port": port,
+                "username": unquote(parts.username or "default"),
+                "password": unquote(parts.password) if parts.password else "", "database": database,
+                "secure": secure, "table": f"{database}.{table}"}
+
+    def _connect_locked(self) -> _Target:
+        if self._target is not None:
+            return self._target
+        if self._client_factory is not None:
+            client = self._client_factory()
+            self._target = _Target(client, self._table, client.close)
+        elif self.url.lower().startswith("chdb:"):
+            from ..storage.store import Store
+
+            store = Store.open(self.url, home=self.spool_directory.parent, ingest=False)
+            self._target = _Target(store.client, store.traces_table.replace("`", ""), store.close)
+        else:
+            import clickhouse_connect
+
+            options = self._server_options(self.url)
+            table = options.pop("table")
+            seconds = max(1, round(self.timeout))
+            client = clickhouse_connect.get_client(**options, connect_timeout=seconds, send_receive_timeout=seconds,
+                                                   autogenerate_session_id=False)
+            self._target = _Target(client, table, client.close)
+        return self._target
+
+    def _close_target_locked(self) -> None:
+        target, self._target = self._target, None
+        if target is not None:
+            try:
+                target.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection may fail too
+                _log.debug("otel-replay clickhouse exporter: closing the client failed", exc_info=True)
