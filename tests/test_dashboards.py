@@ -1,0 +1,301 @@
+"""The Grafana dashboards in dashboards/: well-formed, wired to the data source variable, and every query runs.
+
+No Grafana here: each SQL target is expanded with tests/grafana_macros.py (the ClickHouse data source's
+macros and Grafana's variable interpolation, for a concrete time range and variable values) and run on a
+chDB store holding the demo's three runs, a mock replay of the failed run and a refused live replay of the
+refund run. Every panel must return rows for that data.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from grafana_macros import ALL, ExpansionError, Variable, expand
+
+import otel_replay as orp
+from otel_replay.storage.store import Store
+
+REPO = Path(__file__).resolve().parents[1]
+DASHBOARDS = REPO / "dashboards"
+PROVIDER = DASHBOARDS / "provisioning" / "dashboards" / "otel-replay.yaml"
+PLUGIN = "grafana-clickhouse-datasource"
+DATASOURCE_UID = "clickhouse"  # what dashboards/provisioning/datasources/ provisions
+JAEGER_LINK = "${jaeger_url}/trace/${__data.fields.TraceId}"
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+DASHBOARD_FILES = sorted(DASHBOARDS.glob("*.json"))
+BOARDS = {path.name: _load(path) for path in DASHBOARD_FILES}
+
+
+def _panels(board: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for panel in board.get("panels", []):
+        yield panel
+        yield from panel.get("panels", [])  # collapsed rows keep their panels inside
+
+
+def _query_panels(board: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for p in _panels(board) if p.get("type") != "row"]
+
+
+def _variables(board: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {v["name"]: v for v in board["templating"]["list"]}
+
+
+def _targets() -> list[Any]:
+    cases = []
+    for name, board in BOARDS.items():
+        for panel in _query_panels(board):
+            for target in panel.get("targets", []):
+                cases.append(pytest.param(name, panel["id"], target["refId"],
+                                          id=f"{name.removesuffix('.json')}:{panel['id']}:{panel['title']}:{target['refId']}"))
+    return cases
+
+
+# ------------------------------------------------------------------------------------------- the data
+
+
+@pytest.fixture(scope="module")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A chDB store with the demo's runs plus a mock replay and a refused live replay; closed at the end."""
+    from otel_replay.demo.agent import run_demo
+    from otel_replay.replay.engine import replay
+
+    home = tmp_path_factory.mktemp("dashboards") / "otel-replay-home"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OTEL_REPLAY_HOME", str(home))
+        for var in ("OTEL_REPLAY_STORE", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+            mp.delenv(var, raising=False)
+        orp.configure(home=home, exporter="spool")
+        outcomes = run_demo()
+        assert [error is None for _, error in outcomes] == [True, True, False]
+        orp.flush()
+        store = Store.open()
+        try:
+            originals = store.runs(kind="original")
+            assert len(originals) == 3
+            failed = next(s for s in originals if s.status == "error")
+            refund = store.client.query(
+                "SELECT any(TraceId) FROM otel_traces WHERE SpanName = 'execute_tool issue_refund'").result_rows[0][0]
+            mock = replay(failed.trace_id, mode="mock", store=store)
+            refused = replay(refund, mode="live", reason="x", store=store)
+            assert refused.outcome == "refused"
+            orp.flush()
+            store.ingest()
+            yield {"store": store, "failed": failed.trace_id, "refund": refund,
+                   "mock_replay": mock.replay_trace_id, "refused_replay": refused.replay_trace_id}
+        finally:
+            store.close()
+
+
+WINDOW_END = datetime.now(timezone.utc) + timedelta(minutes=5)
+WINDOW_START = WINDOW_END - timedelta(hours=6)
+
+
+def _scenarios(board: dict[str, Any], data: dict[str, Any]) -> dict[str, dict[str, Variable]]:
+    """Variable values to run a dashboard's queries with: All everywhere, and concrete selections."""
+    names = set(_variables(board))
+    base = {"datasource": Variable(DATASOURCE_UID), "jaeger_url": Variable("http://localhost:16686")}
+    if "trace_id" in names:
+        return {trace: {**base, "trace_id": Variable(data[trace])}
+                for trace in ("refund", "failed", "refused_replay", "mock_replay")}
+    every = {"agent": Variable([ALL], ["support-agent"]), "status": Variable([ALL], ["ok", "error"]),
+             "kind": Variable([ALL], ["original", "replay"])}
+    chosen = {"agent": Variable(["support-agent"], ["support-agent"]),
+              "status": Variable(["ok", "error"], ["ok", "error"]),
+              "kind": Variable(["original", "replay"], ["original", "replay"])}
+    return {"all": {**base, **{k: v for k, v in every.items() if k in names}},
+            "selected": {**base, **{k: v for k, v in chosen.items() if k in names}}}
+
+
+def _run(store: Store, sql: str, variables: dict[str, Variable]) -> list[tuple[Any, ...]]:
+    expanded = expand(sql, start=WINDOW_START, end=WINDOW_END, interval_s=60, variables=variables)
+    return store.client.query(expanded).result_rows
+
+
+def _target(board_name: str, panel_id: int, ref_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    panel = next(p for p in _query_panels(BOARDS[board_name]) if p["id"] == panel_id)
+    return panel, next(t for t in panel["targets"] if t["refId"] == ref_id)
+
+
+# ----------------------------------------------------------------------------------------- structure
+
+
+def test_the_dashboards_exist() -> None:
+    assert {"otel-replay-overview.json", "otel-replay-run.json"} <= set(BOARDS)
+    uids = [board["uid"] for board in BOARDS.values()]
+    assert len(uids) == len(set(uids))
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_dashboard_shape(name: str) -> None:
+    board = BOARDS[name]
+    assert board["schemaVersion"] >= 39
+    assert board["title"] and board["uid"] and len(board["uid"]) <= 40
+    variables = _variables(board)
+    ds = variables["datasource"]
+    assert ds["type"] == "datasource" and ds["query"] == PLUGIN
+    assert ds["current"]["value"] == DATASOURCE_UID
+    panels = list(_panels(board))
+    ids = [p["id"] for p in panels]
+    assert len(ids) == len(set(ids)), f"duplicate panel ids in {name}"
+    for panel in panels:
+        assert {"x", "y", "w", "h"} <= set(panel["gridPos"])
+        if panel["type"] != "row":
+            assert panel["datasource"] == {"type": PLUGIN, "uid": "${datasource}"}
+            assert panel["targets"], f"panel {panel['title']!r} has no query"
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_every_target_is_sql_on_the_datasource_variable(name: str) -> None:
+    for panel in _query_panels(BOARDS[name]):
+        for target in panel["targets"]:
+            assert target["datasource"] == {"type": PLUGIN, "uid": "${datasource}"}
+            assert target["editorType"] == "sql"
+            assert target["format"] in (0, 1, 2, 3)
+            assert "otel_traces" in target["rawSql"]
+            assert target["refId"]
+        if panel["type"] == "timeseries":
+            assert all(t["format"] == 0 for t in panel["targets"])
+        if panel["type"] == "traces":
+            assert all(t["format"] == 3 for t in panel["targets"])
+
+
+def test_overview_variables() -> None:
+    variables = _variables(BOARDS["otel-replay-overview.json"])
+    agent = variables["agent"]
+    assert agent["type"] == "query" and agent["includeAll"] and agent["datasource"]["uid"] == "${datasource}"
+    status = variables["status"]
+    assert status["includeAll"] and {o["value"] for o in status["options"]} >= {"ok", "error"}
+    assert variables["jaeger_url"]["type"] in ("textbox", "constant")
+
+
+def _links(panel: dict[str, Any], field: str) -> list[dict[str, Any]]:
+    for override in panel["fieldConfig"]["overrides"]:
+        if override["matcher"]["options"] == field:
+            return next(p["value"] for p in override["properties"] if p["id"] == "links")
+    return []
+
+
+def test_failure_list_links_to_jaeger_and_the_trace_view() -> None:
+    board = BOARDS["otel-replay-overview.json"]
+    run_board = BOARDS["otel-replay-run.json"]
+    failures = next(p for p in _query_panels(board) if p["title"] == "Failed runs")
+    urls = [link["url"] for link in _links(failures, "TraceId")]
+    assert JAEGER_LINK in urls
+    drill = next(u for u in urls if u.startswith("/d/"))
+    assert drill.startswith(f"/d/{run_board['uid']}/")
+    assert "var-trace_id=${__data.fields.TraceId}" in drill and "var-datasource=${datasource}" in drill
+    trace_panels = [p for p in _query_panels(run_board) if p["type"] == "traces"]
+    assert trace_panels and trace_panels[0]["targets"][0]["format"] == 3
+    assert _variables(run_board)["trace_id"]["type"] == "textbox"
+
+
+def test_provisioning_provider_parses() -> None:
+    provider = yaml.safe_load(PROVIDER.read_text(encoding="utf-8"))
+    assert provider["apiVersion"] == 1
+    (entry,) = provider["providers"]
+    assert entry["type"] == "file"
+    assert entry["options"]["path"] == "/var/lib/grafana/dashboards"
+
+
+# ------------------------------------------------------------------------------------------ queries
+
+
+@pytest.mark.parametrize(("board_name", "panel_id", "ref_id"), _targets())
+def test_query_returns_rows(demo_store: dict[str, Any], board_name: str, panel_id: int, ref_id: str) -> None:
+    panel, target = _target(board_name, panel_id, ref_id)
+    for scenario, variables in _scenarios(BOARDS[board_name], demo_store).items():
+        rows = _run(demo_store["store"], target["rawSql"], variables)
+        assert rows, f"{panel['title']!r} ({scenario}) returned no rows"
+
+
+def test_variable_queries_run(demo_store: dict[str, Any]) -> None:
+    for board in BOARDS.values():
+        for variable in _variables(board).values():
+            if variable["type"] == "query":
+                rows = _run(demo_store["store"], variable["query"], {})
+                assert rows, f"variable {variable['name']} has no options"
+    agent = _variables(BOARDS["otel-replay-overview.json"])["agent"]
+    assert [r[0] for r in _run(demo_store["store"], agent["query"], {})] == ["support-agent"]
+
+
+def _overview_rows(data: dict[str, Any], title: str, **selected: list[str]) -> list[tuple[Any, ...]]:
+    board = BOARDS["otel-replay-overview.json"]
+    panel = next(p for p in _query_panels(board) if p["title"] == title)
+    variables = _scenarios(board, data)["all"]
+    for name, values in selected.items():
+        variables[name] = Variable(values, variables[name].options)
+    return _run(data["store"], panel["targets"][0]["rawSql"], variables)
+
+
+def test_filters_and_values(demo_store: dict[str, Any]) -> None:
+    # 3 originals + 2 replays; errors: the failed original, its mock replay, and the refused live replay.
+    assert _overview_rows(demo_store, "Runs") == [(5,)]
+    assert _overview_rows(demo_store, "Runs", status=["error"]) == [(3,)]
+    assert _overview_rows(demo_store, "Runs", status=["error"], kind=["original"]) == [(1,)]
+    assert _overview_rows(demo_store, "Runs", kind=["replay"]) == [(2,)]
+    assert _overview_rows(demo_store, "Runs", agent=["no-such-agent"]) == [(0,)]
+    failed = {row[1] for row in _overview_rows(demo_store, "Failed runs")}
+    assert failed == {demo_store["failed"], demo_store["mock_replay"], demo_store["refused_replay"]}
+    assert {row[1] for row in _overview_rows(demo_store, "Failed runs", kind=["original"])} == {demo_store["failed"]}
+    audit = _overview_rows(demo_store, "Replay audit: who replayed what, why, how")
+    by_trace = {row[-1]: row for row in audit}
+    assert set(by_trace) == {demo_store["mock_replay"], demo_store["refused_replay"]}
+    refused = by_trace[demo_store["refused_replay"]]
+    assert refused[2] == "x" and refused[3] == "live" and refused[6] == "refused"
+    assert refused[-2] == demo_store["refund"]
+    tools = {(row[0], row[1]): row for row in _overview_rows(demo_store, "Tool calls by risk")}
+    refund = tools[("high", "issue_refund")]
+    # the original call (approved) and the replay's call, refused by the replay firewall
+    assert refund[2] == 2 and refund[4] >= 1 and refund[-1] == 1
+    decisions = {row[4] for row in _overview_rows(demo_store, "Approvals and replay refusals")}
+    assert decisions == {"approval approved", "refused by replay firewall"}
+
+
+def test_drill_down_lists_steps_and_snapshots(demo_store: dict[str, Any]) -> None:
+    board = BOARDS["otel-replay-run.json"]
+    variables = _scenarios(board, demo_store)["refund"]
+    panels = {p["title"]: p for p in _query_panels(board)}
+    steps = _run(demo_store["store"], panels["Steps"]["targets"][0]["rawSql"], variables)
+    assert [row[0] for row in steps] == [0, 1, 2, 3, 4]
+    assert steps[3][2] == "issue_refund" and steps[3][13] == "approved"
+    events = _run(demo_store["store"], panels["Snapshots and events"]["targets"][0]["rawSql"], variables)
+    names = {row[3] for row in events}
+    assert {"otel_replay.snapshot.input", "otel_replay.snapshot.tool", "otel_replay.snapshot.output",
+            "otel_replay.approval"} <= names
+    trace = _run(demo_store["store"], panels["Trace"]["targets"][0]["rawSql"], variables)
+    assert len(trace) == 6 and {row[0] for row in trace} == {demo_store["refund"]}
+
+
+# ------------------------------------------------------------------------------------------ expander
+
+
+def test_expander() -> None:
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    end = start + timedelta(hours=1)
+    variables = {"agent": Variable([ALL], ["a", "b'c"]), "status": Variable(["ok"], ["ok", "error"])}
+    sql = ("SELECT $__timeInterval(Timestamp) AS t FROM x WHERE $__timeFilter(Timestamp) "
+           "AND $__conditionalAll(agent IN (${agent:singlequote}), $agent) "
+           "AND $__conditionalAll(f(status, 1) IN (${status:singlequote}), ${status}) "
+           "AND a IN (${agent:singlequote}) AND $__fromTime < $__toTime AND $__interval_s > 0 "
+           "AND ts >= $__fromTime_ms")
+    out = expand(sql, start=start, end=end, interval_s=30, variables=variables)
+    assert "toStartOfInterval(toDateTime(Timestamp), INTERVAL 30 second)" in out
+    assert f"Timestamp >= toDateTime({int(start.timestamp())}) AND Timestamp <= toDateTime({int(end.timestamp())})" in out
+    assert "1=1" in out and "f(status, 1) IN ('ok')" in out
+    assert "a IN ('a','b\\'c')" in out
+    assert f"ts >= fromUnixTimestamp64Milli({int(start.timestamp()) * 1000})" in out
+    with pytest.raises(ExpansionError):
+        expand("SELECT $nope", start=start, end=end)
+    with pytest.raises(ExpansionError):
+        expand("SELECT 1 WHERE $__conditionalAll(a, b, $agent)", start=start, end=end, variables=variables)
