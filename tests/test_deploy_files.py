@@ -1,0 +1,376 @@
+"""The production-path files (Collector configs, docker-compose stack, Grafana data source, ClickHouse init SQL).
+
+No Docker engine runs on the test machines, so these tests check the files themselves: that they parse, that
+every Collector component a pipeline uses is defined (and every defined one used), that the ClickHouse
+exporter writes the tables otel-replay reads with a persistent queue and endless retries, that the compose
+file pins its images, publishes each port once, mounts only paths that exist and takes every credential from
+``.env``, that the committed init SQL is exactly what ``otel-replay db init --print`` generates, and that this
+SQL runs on the real ClickHouse engine (chDB) and builds the same tables the store creates itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from otel_replay.storage import ddl
+from otel_replay.storage.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+COLLECTOR_CONFIGS = [ROOT / "collector-config" / "collector.yaml", ROOT / "collector-config" / "gateway.yaml"]
+COMPOSE = ROOT / "docker-compose.yml"
+ENV_EXAMPLE = ROOT / ".env.example"
+INIT_SQL = ROOT / "clickhouse" / "init" / "01-otel-replay.sql"
+DATASOURCE = ROOT / "dashboards" / "provisioning" / "datasources" / "clickhouse.yaml"
+DASHBOARD_PROVIDER = ROOT / "dashboards" / "provisioning" / "dashboards" / "otel-replay.yaml"
+COLLECTOR_CONFIG_IN_CONTAINER = "/etc/otelcol-contrib/config.yaml"
+SECTIONS = ("receivers", "processors", "exporters", "extensions")
+
+# ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?message}, ${VAR?message} as docker compose reads them
+# ($$ is compose's escape for a literal $ and is not a variable).
+_COMPOSE_VAR = re.compile(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}")
+
+
+def _load_yaml(path: Path) -> Any:
+    """Parse one YAML file (a parse error fails the test that asked)."""
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _env_example() -> dict[str, str]:
+    """``NAME=value`` lines of .env.example (comments and blank lines skipped)."""
+    values: dict[str, str] = {}
+    for line in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, value = line.partition("=")
+        assert sep, f".env.example line is not NAME=value: {line!r}"
+        values[name.strip()] = value.strip()
+    return values
+
+
+def _compose_variables() -> list[tuple[str, str | None, str | None]]:
+    """Every ``${...}`` in the compose file as (name, operator or None, default-or-message or None)."""
+    return [(m.group(1), m.group(2), m.group(3)) for m in _COMPOSE_VAR.finditer(COMPOSE.read_text(encoding="utf-8"))]
+
+
+def _interpolate(value: str, env: dict[str, str]) -> str:
+    """Resolve compose variables in ``value`` the way ``docker compose`` does with ``env`` as the .env file."""
+
+    def repl(match: re.Match[str]) -> str:
+        name, op, arg = match.group(1), match.group(2), match.group(3)
+        if name in env and (env[name] != "" or op not in (":-", ":?")):
+            return env[name]
+        if op in (":-", "-"):
+            return arg or ""
+        raise AssertionError(f"compose variable {name} has no value and no default")
+
+    return _COMPOSE_VAR.sub(repl, value).replace("$$", "$")
+
+
+def _compose() -> dict[str, Any]:
+    """The compose file with variables resolved from .env.example, parsed."""
+    text = _interpolate(COMPOSE.read_text(encoding="utf-8"), _env_example())
+    return yaml.safe_load(text)
+
+
+def _component_type(component_id: str) -> str:
+    """``otlp/jaeger`` → ``otlp``."""
+    return component_id.split("/", 1)[0]
+
+
+def _sql_statements(script: str) -> list[str]:
+    """The statements of a ``;``-terminated script, comment lines dropped."""
+    body = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("--"))
+    return [s.strip() for s in body.split(";") if s.strip()]
+
+
+# ------------------------------------------------------------------------------------------ collector configs
+
+
+@pytest.mark.parametrize("path", COLLECTOR_CONFIGS, ids=lambda p: p.name)
+def test_collector_config_components_are_defined_and_used(path: Path) -> None:
+    """Every component a pipeline or service.extensions names is defined, and every defined one is used."""
+    config = _load_yaml(path)
+    service = config["service"]
+    used: dict[str, set[str]] = {section: set() for section in SECTIONS}
+    used["extensions"] = set(service.get("extensions") or [])
+    assert service["pipelines"], f"{path.name}: no pipelines"
+    for name, pipeline in service["pipelines"].items():
+        assert pipeline.get("receivers") and pipeline.get("exporters"), f"{path.name}: pipeline {name} is incomplete"
+        for section in ("receivers", "processors", "exporters"):
+            used[section].update(pipeline.get(section) or [])
+    for section in SECTIONS:
+        defined = set(config.get(section) or {})
+        assert used[section] <= defined, f"{path.name}: {section} used but not defined: {used[section] - defined}"
+        assert defined <= used[section], f"{path.name}: {section} defined but never used: {defined - used[section]}"
+    # memory_limiter must run first where it is used (it exists to refuse data before anything else holds it).
+    for name, pipeline in service["pipelines"].items():
+        processors = pipeline.get("processors") or []
+        assert processors and _component_type(processors[0]) == "memory_limiter", f"{path.name}: {name}"
+    assert any(_component_type(e) == "health_check" for e in used["extensions"]), path.name
+    receivers = {_component_type(r): r for r in config["receivers"]}
+    assert set(config["receivers"][receivers["otlp"]]["protocols"]) == {"grpc", "http"}, path.name
+
+
+@pytest.mark.parametrize("path", COLLECTOR_CONFIGS, ids=lambda p: p.name)
+def test_clickhouse_exporter_persists_retries_and_writes_the_project_tables(path: Path) -> None:
+    """The clickhouse exporter leaves the schema alone, queues on disk, retries forever, and writes default.otel_traces."""
+    config = _load_yaml(path)
+    exporters = {k: v for k, v in config["exporters"].items() if _component_type(k) == "clickhouse"}
+    assert len(exporters) == 1, f"{path.name}: expected one clickhouse exporter, got {sorted(exporters)}"
+    (exporter,) = exporters.values()
+    assert exporter["create_schema"] is False
+    assert exporter.get("database", "default") == ddl.DEFAULT_DATABASE
+    assert exporter.get("traces_table_name", "otel_traces") == ddl.DEFAULT_TABLE
+    queue = exporter["sending_queue"]
+    assert queue.get("enabled", True) is True
+    storage = queue["storage"]
+    assert _component_type(storage) == "file_storage"
+    assert storage in config["extensions"], f"{path.name}: queue storage {storage} is not defined"
+    assert storage in config["service"]["extensions"], f"{path.name}: queue storage {storage} is not started"
+    retry = exporter["retry_on_failure"]
+    assert retry["enabled"] is True
+    assert retry.get("max_elapsed_time") in (0, "0", "0s"), "retries must not give up while ClickHouse is down"
+    for key in ("username", "password"):
+        assert str(exporter[key]).startswith("${env:"), f"{path.name}: {key} must come from the environment"
+
+
+def test_agent_config_fans_out_to_jaeger() -> None:
+    """collector.yaml sends the same traces to Jaeger over OTLP gRPC, insecure inside the compose network."""
+    config = _load_yaml(COLLECTOR_CONFIGS[0])
+    jaeger = [k for k in config["exporters"] if _component_type(k) in ("otlp", "otlp_grpc")]
+    assert len(jaeger) == 1
+    exporter = config["exporters"][jaeger[0]]
+    assert exporter["endpoint"] == "jaeger:4317"
+    assert exporter["tls"]["insecure"] is True
+    (traces,) = [p for name, p in config["service"]["pipelines"].items() if name.split("/")[0] == "traces"]
+    assert jaeger[0] in traces["exporters"]
+    assert any(_component_type(e) == "clickhouse" for e in traces["exporters"])
+
+
+def test_gateway_config_targets_a_replicated_cluster() -> None:
+    """gateway.yaml names the cluster and a Replicated engine, matching `otel-replay db init --cluster`."""
+    config = _load_yaml(COLLECTOR_CONFIGS[1])
+    (exporter,) = [v for k, v in config["exporters"].items() if _component_type(k) == "clickhouse"]
+    cluster = exporter["cluster_name"]
+    assert ddl.check_identifier(cluster) == cluster
+    assert exporter["table_engine"]["name"].startswith("Replicated")
+    rendered = ddl.render_script(cluster=cluster)
+    assert f"ON CLUSTER `{cluster}`" in rendered and "ReplicatedMergeTree()" in rendered
+
+
+# --------------------------------------------------------------------------------------------- compose file
+
+
+def test_compose_images_are_pinned() -> None:
+    """Every service's image has an explicit version tag (not `latest`, contains a digit)."""
+    services = _compose()["services"]
+    assert {"clickhouse", "collector", "jaeger", "grafana"} <= set(services)
+    for name, service in services.items():
+        image = service["image"]
+        last = image.rsplit("/", 1)[-1]
+        assert ":" in last, f"{name}: image {image} has no tag"
+        tag = last.split(":", 1)[1].split("@", 1)[0]
+        assert tag != "latest" and re.search(r"\d", tag), f"{name}: image {image} is not pinned"
+    assert services["jaeger"]["image"].split(":")[-1].startswith("2."), "Jaeger v2"
+
+
+def test_compose_published_ports_are_unique() -> None:
+    """No two services publish the same host port."""
+    seen: dict[str, str] = {}
+    for name, service in _compose()["services"].items():
+        for port in service.get("ports") or []:
+            parts = str(port).split("/")[0].split(":")
+            assert len(parts) >= 2, f"{name}: port {port} does not name its host port"
+            host_port = parts[-2]
+            assert host_port not in seen, f"host port {host_port} published by {seen.get(host_port)} and {name}"
+            seen[host_port] = name
+    assert {"4317", "4318", "8123", "16686", "3000"} <= set(seen)
+
+
+def test_compose_bind_mounts_exist_and_named_volumes_are_declared() -> None:
+    """Bind-mounted host paths exist in the repository; every named volume is declared at the top level."""
+    compose = _compose()
+    declared = set(compose.get("volumes") or {})
+    for name, service in compose["services"].items():
+        for volume in service.get("volumes") or []:
+            source = volume.split(":", 1)[0] if isinstance(volume, str) else volume["source"]
+            if source.startswith((".", "/")):
+                assert (ROOT / source).resolve().exists(), f"{name}: bind-mounted {source} is missing"
+                assert (ROOT / source).resolve().is_relative_to(ROOT), f"{name}: {source} is outside the repo"
+            else:
+                assert source in declared, f"{name}: named volume {source} is not declared"
+    for data_dir, service in (("/var/lib/clickhouse", "clickhouse"), ("/var/lib/grafana", "grafana")):
+        mounts = {v.split(":")[1]: v.split(":")[0] for v in compose["services"][service]["volumes"]}
+        assert mounts.get(data_dir) in declared, f"{service} data must live in a named volume"
+
+
+def test_compose_collector_config_path_and_start_order() -> None:
+    """The collector reads collector.yaml at the image's config path, after ClickHouse is healthy."""
+    compose = _compose()
+    collector = compose["services"]["collector"]
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in collector["volumes"]}
+    assert Path(mounts[COLLECTOR_CONFIG_IN_CONTAINER]) == Path("./collector-config/collector.yaml")
+    command = collector.get("command")
+    if command:
+        assert any(COLLECTOR_CONFIG_IN_CONTAINER in str(arg) for arg in command)
+    assert collector["depends_on"]["clickhouse"]["condition"] == "service_healthy"
+    # The image is FROM scratch: a shell healthcheck could never pass.
+    assert "healthcheck" not in collector
+    for name in ("clickhouse", "jaeger", "grafana"):
+        test = compose["services"][name]["healthcheck"]["test"]
+        assert test[0] in ("CMD", "CMD-SHELL"), name
+    # The persistent queue directory of collector.yaml is a named volume of the collector.
+    config = _load_yaml(COLLECTOR_CONFIGS[0])
+    storage = config["exporters"]["clickhouse"]["sending_queue"]["storage"]
+    directory = config["extensions"][storage]["directory"]
+    assert mounts.get(directory) in (compose.get("volumes") or {}), "queue directory must be a named volume"
+
+
+def test_compose_creates_the_schema_and_provisions_grafana() -> None:
+    """ClickHouse runs the init SQL at first start; Grafana gets the provisioning folder and the dashboards."""
+    services = _compose()["services"]
+    ch_mounts = {v.split(":")[1]: v.split(":")[0] for v in services["clickhouse"]["volumes"]}
+    init_dir = ROOT / ch_mounts["/docker-entrypoint-initdb.d"]
+    assert INIT_SQL.resolve().parent == init_dir.resolve()
+    grafana = services["grafana"]
+    gf_mounts = {v.split(":")[1]: v.split(":")[0] for v in grafana["volumes"]}
+    assert (ROOT / gf_mounts["/etc/grafana/provisioning"]).resolve() == DATASOURCE.parent.parent
+    assert any((ROOT / src).resolve() == ROOT / "dashboards" and dst != "/etc/grafana/provisioning"
+               for dst, src in gf_mounts.items()), "dashboards/ must be mounted for the dashboard provider"
+    plugins = " ".join(str(grafana["environment"].get(k, "")) for k in
+                       ("GF_PLUGINS_PREINSTALL_SYNC", "GF_PLUGINS_PREINSTALL", "GF_INSTALL_PLUGINS"))
+    assert re.search(r"grafana-clickhouse-datasource[@ ]\d", plugins), "plugin must be installed at a pinned version"
+
+
+def test_dashboard_provider_reads_the_mounted_folder() -> None:
+    """If the dashboard provider file exists, its path is where compose mounts dashboards/."""
+    if not DASHBOARD_PROVIDER.exists():
+        pytest.skip("dashboards/provisioning/dashboards/otel-replay.yaml is not written yet")
+    grafana = _compose()["services"]["grafana"]
+    mounted = {v.split(":")[1] for v in grafana["volumes"] if (ROOT / v.split(":")[0]).resolve() == ROOT / "dashboards"}
+    provider = _load_yaml(DASHBOARD_PROVIDER)
+    paths = [p["options"]["path"] for p in provider["providers"]]
+    assert paths and all(any(path.rstrip("/").startswith(m) for m in mounted) for path in paths), (paths, mounted)
+
+
+def test_dashboards_default_to_the_provisioned_datasource() -> None:
+    """Each dashboard's data source variable defaults to the uid and plugin of the provisioned data source."""
+    dashboards = sorted((ROOT / "dashboards").glob("*.json"))
+    if not dashboards:
+        pytest.skip("no dashboards written yet")
+    (source,) = _load_yaml(DATASOURCE)["datasources"]
+    for path in dashboards:
+        variables = json.loads(path.read_text(encoding="utf-8")).get("templating", {}).get("list", [])
+        for variable in (v for v in variables if v.get("type") == "datasource"):
+            assert variable["query"] == source["type"], path.name
+            assert variable["current"]["value"] == source["uid"], f"{path.name}: default data source uid"
+
+
+def test_env_example_defines_every_variable_compose_needs() -> None:
+    """Variables without a default are in .env.example; documented defaults equal compose's own defaults."""
+    env = _env_example()
+    variables = _compose_variables()
+    assert variables, "compose takes no settings from .env"
+    for name, op, arg in variables:
+        assert name in env, f"{name} is used by docker-compose.yml but not documented in .env.example"
+        if op in (":-", "-"):
+            assert env[name] == arg, f"{name}: .env.example says {env[name]!r}, compose defaults to {arg!r}"
+        else:
+            assert env[name], f"{name} has no default in compose, so .env.example must give it a value"
+
+
+def test_compose_has_no_literal_credentials() -> None:
+    """Passwords in the compose file are variables without defaults (they come from .env only)."""
+    compose = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+    for name, service in compose["services"].items():
+        environment = service.get("environment") or {}
+        if isinstance(environment, list):
+            environment = dict(item.split("=", 1) for item in environment)
+        for key, value in environment.items():
+            if "PASSWORD" in key:
+                match = _COMPOSE_VAR.fullmatch(str(value))
+                assert match and match.group(2) in (None, ":?", "?"), f"{name}: {key} must come from .env"
+    config_vars = set(re.findall(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)", COLLECTOR_CONFIGS[0].read_text()))
+    assert config_vars <= set(compose["services"]["collector"]["environment"]), "collector.yaml needs these env vars"
+
+
+# ---------------------------------------------------------------------------------------- Grafana data source
+
+
+def test_grafana_datasource_uses_the_plugin_and_the_otel_schema() -> None:
+    """The provisioned data source is the ClickHouse plugin, reads otel_traces as OTel, and holds no password."""
+    datasources = _load_yaml(DATASOURCE)["datasources"]
+    (source,) = datasources
+    assert source["type"] == "grafana-clickhouse-datasource"
+    json_data = source["jsonData"]
+    assert json_data["host"] == "clickhouse" and json_data["protocol"] in ("native", "http")
+    traces = json_data["traces"]
+    assert traces["otelEnabled"] is True
+    assert traces["defaultDatabase"] == ddl.DEFAULT_DATABASE and traces["defaultTable"] == ddl.DEFAULT_TABLE
+    assert traces["durationUnit"] == "nanoseconds"
+    password = str(source["secureJsonData"]["password"])
+    match = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", password)
+    assert match, "the data source password must be an environment reference, not a literal"
+    assert "password" not in json_data
+    grafana_env = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))["services"]["grafana"]["environment"]
+    assert match.group(1) in grafana_env, "Grafana's container must receive the password variable"
+
+
+# -------------------------------------------------------------------------------------------- ClickHouse DDL
+
+
+def test_committed_init_sql_is_the_generator_output() -> None:
+    """clickhouse/init/01-otel-replay.sql is exactly `otel-replay db init --print` for the default settings."""
+    assert INIT_SQL.read_text(encoding="utf-8") == ddl.render_script(), (
+        "regenerate: otel-replay db init --print > clickhouse/init/01-otel-replay.sql")
+
+
+def test_committed_init_sql_runs_on_clickhouse(home: Path) -> None:
+    """The committed statements run on chDB and build the same tables Store.open() creates.
+
+    Run as committed (``IF NOT EXISTS`` over the store's own tables: they must parse and be accepted), then in
+    a fresh database where they really create the tables, whose columns and engines must equal the store's.
+    """
+    statements = _sql_statements(INIT_SQL.read_text(encoding="utf-8"))
+    assert len(statements) == 3
+    store = Store.open(home=home)
+    try:
+        client = store.client
+        for statement in statements:
+            client.command(statement)
+        client.command("CREATE DATABASE IF NOT EXISTS deploy_check")
+        for statement in statements:
+            client.command(statement.replace("`default`.", "`deploy_check`."))
+
+        def shape(database: str) -> list[tuple[Any, ...]]:
+            columns = client.query(
+                "SELECT table, name, type, compression_codec FROM system.columns WHERE database = {db:String}"
+                " ORDER BY table, position", parameters={"db": database}).result_rows
+            engines = client.query(
+                "SELECT name, engine FROM system.tables WHERE database = {db:String} ORDER BY name",
+                parameters={"db": database}).result_rows
+            return [*engines, *columns]
+
+        built = shape("deploy_check")
+        assert [row for row in built if len(row) == 2] == [
+            ("otel_traces", "MergeTree"),
+            ("otel_traces_trace_id_ts", "AggregatingMergeTree"),
+            ("otel_traces_trace_id_ts_mv", "MaterializedView"),
+        ]
+        assert built == shape(ddl.DEFAULT_DATABASE)
+        # The view feeds the lookup table: one span in, one trace id out.
+        client.command(
+            "INSERT INTO deploy_check.otel_traces (Timestamp, TraceId, SpanId, SpanName) "
+            "VALUES (now64(9), '0123456789abcdef0123456789abcdef', '0123456789abcdef', 'invoke_agent x')")
+        rows = client.query("SELECT TraceId FROM deploy_check.otel_traces_trace_id_ts").result_rows
+        assert rows == [("0123456789abcdef0123456789abcdef",)]
+        client.command("DROP DATABASE deploy_check SYNC")
+    finally:
+        store.close()
