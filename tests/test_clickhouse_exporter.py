@@ -145,6 +145,7 @@ def test_server_answering_500_behaves_like_down(home, tmp_path, failing_server):
     memory = InMemorySpanExporter()
     record_spans(exporter, memory)
     assert failing_server["requests"] >= 1, "the exporter must have tried the server"
+    assert not list((home / "spool").glob("*" + INGESTING_SUFFIX)), "the server said no: nothing was committed"
     assert list((home / "spool").glob("*" + SEALED_SUFFIX))
     with Store.open(f"chdb://{tmp_path}/later", home=home) as store:
         counts = stored_span_counts(store)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -76,6 +77,7 @@ _DEFAULT_MAX_PENDING_ROWS: Final = 100_000
 _BACKOFF_FIRST_S: Final = 0.1
 _BACKOFF_MAX_S: Final = 2.0
 _COOLDOWN_MAX_S: Final = 60.0  # while the server is known down, batches go to the spool without trying
+_PROXY_TIMEOUT: Final = re.compile(r"HTTP status (502|504)\b")
 _UNCERTAIN_DIR: Final = ".uncertain"  # staging folder (inside the spool) for batches of unknown outcome
 
 
@@ -139,7 +141,9 @@ def _never_sent(exc: BaseException) -> bool:
         if type(current).__name__ in ("NewConnectionError", "NameResolutionError", "ConnectTimeoutError"):
             return True
         if isinstance(current, DatabaseError) and not isinstance(current, OperationalError):
-            return True  # the server (or the embedded engine) answered with an error
+            # The server (or the embedded engine) answered with an error, so nothing was committed, unless a
+            # proxy in front of it answered 502/504 (the server may have committed behind it).
+            return _PROXY_TIMEOUT.search(str(current)) is None
         reason = getattr(current, "reason", None)  # urllib3 MaxRetryError
         if isinstance(reason, BaseException) and _never_sent(reason):
             return True
@@ -403,6 +407,8 @@ class ClickHouseSpanExporter(SpanExporter):
         for path in sorted(staging.glob("*" + SEALED_SUFFIX)):
             try:
                 os.replace(path, self.spool_directory / (path.stem + INGESTING_SUFFIX))
+            except FileNotFoundError:
+                continue  # another exporter of this home moved it first
             except OSError:
                 _log.warning("otel-replay clickhouse exporter: could not move %s into the spool", path,
                              exc_info=True)
