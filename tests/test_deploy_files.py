@@ -374,3 +374,14 @@ def test_committed_init_sql_runs_on_clickhouse(home: Path) -> None:
         client.command("DROP DATABASE deploy_check SYNC")
     finally:
         store.close()
+
+
+def test_operations_doc_names_the_pinned_images() -> None:
+    """docs/operations.md lists the images compose actually pins (the doc moves with the pins)."""
+    doc = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    assert "## Start the stack" in doc and "## Scale-out topology" in doc
+    for name in ("clickhouse", "collector", "jaeger", "grafana"):
+        image = _compose()["services"][name]["image"]
+        assert f"`{image}`" in doc, f"docs/operations.md does not name {image}"
+    plugin = _env_example()["GRAFANA_CLICKHOUSE_PLUGIN_VERSION"]
+    assert f"grafana-clickhouse-datasource@{plugin}" in doc
