@@ -120,7 +120,7 @@ def test_collector_config_components_are_defined_and_used(path: Path) -> None:
 
 @pytest.mark.parametrize("path", COLLECTOR_CONFIGS, ids=lambda p: p.name)
 def test_clickhouse_exporter_persists_retries_and_writes_the_project_tables(path: Path) -> None:
-    """The clickhouse exporter leaves the schema alone, queues on disk, retries forever, and writes default.otel_traces."""
+    """The clickhouse exporter leaves the schema alone, queues on disk, retries forever, writes default.otel_traces."""
     config = _load_yaml(path)
     exporters = {k: v for k, v in config["exporters"].items() if _component_type(k) == "clickhouse"}
     assert len(exporters) == 1, f"{path.name}: expected one clickhouse exporter, got {sorted(exporters)}"
