@@ -62,7 +62,8 @@ __all__ = [
 ]
 
 OTEL_REPLAY_CLICKHOUSE_TIMEOUT: Final = "OTEL_REPLAY_CLICKHOUSE_TIMEOUT"
-"""Environment variable: seconds one insert request may take (connect and send/receive); default 10."""
+"""Environment variable: seconds one insert request may take (connect and send/receive; whole seconds, at
+least 1); default 10."""
 
 OTEL_REPLAY_CLICKHOUSE_RETRY_SECONDS: Final = "OTEL_REPLAY_CLICKHOUSE_RETRY_SECONDS"
 """Environment variable: seconds a batch is retried (with backoff) before it goes to the spool; default 5."""
@@ -109,11 +110,11 @@ def _redact(url: str) -> str:
     return parts._replace(netloc=f"{user}:***@{parts.netloc.rpartition('@')[2]}").geturl()
 
 
-def _resolve_seconds(value: float | None, env: str, default: float, what: str) -> float:
+def _resolve_seconds(value: float | None, env: str, default: float, what: str, *, minimum: float) -> float:
     if value is None:
-        return env_number(env, default, minimum=0, unit="seconds")
-    if isinstance(value, bool) or value < 0:
-        raise ValueError(f"{what} must be a number of seconds >= 0, got {value!r}")
+        return env_number(env, default, minimum=minimum, unit="seconds")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
+        raise ValueError(f"{what} must be a number of seconds >= {minimum:g}, got {value!r}")
     return float(value)
 
 
@@ -208,9 +209,10 @@ class ClickHouseSpanExporter(SpanExporter):
                 self._server_options(url)  # validate now, at setup
         self._client_factory = client_factory
         self._table = table or "default.otel_traces"
-        self.timeout = _resolve_seconds(timeout, OTEL_REPLAY_CLICKHOUSE_TIMEOUT, _DEFAULT_TIMEOUT_S, "timeout")
+        self.timeout = _resolve_seconds(timeout, OTEL_REPLAY_CLICKHOUSE_TIMEOUT, _DEFAULT_TIMEOUT_S, "timeout",
+                                        minimum=1)
         self.retry_seconds = _resolve_seconds(retry_seconds, OTEL_REPLAY_CLICKHOUSE_RETRY_SECONDS, _DEFAULT_RETRY_S,
-                                              "retry_seconds")
+                                              "retry_seconds", minimum=0)
         self.max_pending_rows = _resolve_rows(max_pending_rows)
         self.spool_directory = Path(spool_directory) if spool_directory is not None else \
             settings.resolve_home(home) / "spool"
@@ -251,9 +253,8 @@ class ClickHouseSpanExporter(SpanExporter):
         try:
             with self._lock:
                 self._drain_pending_locked(time.monotonic() + self.retry_seconds)
-                return SpanExportResult.SUCCESS if self._deliver_locked(batch, time.monotonic() + self.retry_seconds,
-                                                                        hold=True) \
-                    else SpanExportResult.FAILURE
+                delivered = self._deliver_locked(batch, time.monotonic() + self.retry_seconds)
+            return SpanExportResult.SUCCESS if delivered else SpanExportResult.FAILURE
         except Exception:
             _log.exception("otel-replay clickhouse exporter: unexpected failure; %d span(s) not exported", len(spans))
             return SpanExportResult.FAILURE
@@ -302,14 +303,11 @@ class ClickHouseSpanExporter(SpanExporter):
 
     # ---------------------------------------------------------------------------------------------- delivery
 
-    def _deliver_locked(self, batch: _Batch, deadline: float, *, hold: bool) -> bool:
-        """Insert, else spool, else (``hold``) keep in memory within the cap. True when inserted or spooled."""
-        if self._insert_with_retries_locked(batch, deadline):
+    def _deliver_locked(self, batch: _Batch, deadline: float) -> bool:
+        """Insert, else spool, else keep in memory within the cap. True when inserted or spooled."""
+        if self._insert_with_retries_locked(batch, deadline) or self._spool_locked(batch):
             return True
-        if self._spool_locked(batch):
-            return True
-        if hold:
-            self._hold_locked(batch)
+        self._hold_locked(batch)
         return False
 
     def _drain_pending_locked(self, deadline: float) -> None:
@@ -455,7 +453,7 @@ class ClickHouseSpanExporter(SpanExporter):
 
             options = self._server_options(self.url)
             table = options.pop("table")
-            seconds = max(1, round(self.timeout))
+            seconds = max(1, round(self.timeout))  # clickhouse-connect takes whole seconds
             client = clickhouse_connect.get_client(**options, connect_timeout=seconds, send_receive_timeout=seconds,
                                                    autogenerate_session_id=False)
             self._target = _Target(client, table, client.close)
