@@ -24,7 +24,8 @@ from datetime import datetime
 
 ALL = "$__all"
 
-_VAR = re.compile(r"\$\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::(?P<fmt>[A-Za-z]+))?\}|\$(?P<plain>[A-Za-z_][A-Za-z0-9_]*)")
+_VAR = re.compile(r"\$\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::(?P<fmt>[A-Za-z]+))?\}"
+                  r"|\$(?P<plain>[A-Za-z_][A-Za-z0-9_]*)")
 
 
 class ExpansionError(ValueError):

@@ -9,6 +9,7 @@ refund run. Every panel must return rows for that data.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -27,6 +28,8 @@ PROVIDER = DASHBOARDS / "provisioning" / "dashboards" / "otel-replay.yaml"
 PLUGIN = "grafana-clickhouse-datasource"
 DATASOURCE_UID = "clickhouse"  # what dashboards/provisioning/datasources/ provisions
 JAEGER_LINK = "${jaeger_url}/trace/${__data.fields.TraceId}"
+TRACE_COLUMNS = {"traceID", "spanID", "parentSpanID", "serviceName", "operationName", "startTime", "duration",
+                 "tags", "serviceTags"}
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -56,8 +59,8 @@ def _targets() -> list[Any]:
     for name, board in BOARDS.items():
         for panel in _query_panels(board):
             for target in panel.get("targets", []):
-                cases.append(pytest.param(name, panel["id"], target["refId"],
-                                          id=f"{name.removesuffix('.json')}:{panel['id']}:{panel['title']}:{target['refId']}"))
+                case_id = f"{name.removesuffix('.json')}:{panel['id']}:{panel['title']}:{target['refId']}"
+                cases.append(pytest.param(name, panel["id"], target["refId"], id=case_id))
     return cases
 
 
@@ -117,9 +120,13 @@ def _scenarios(board: dict[str, Any], data: dict[str, Any]) -> dict[str, dict[st
             "selected": {**base, **{k: v for k, v in chosen.items() if k in names}}}
 
 
-def _run(store: Store, sql: str, variables: dict[str, Variable]) -> list[tuple[Any, ...]]:
+def _query(store: Store, sql: str, variables: dict[str, Variable]) -> Any:
     expanded = expand(sql, start=WINDOW_START, end=WINDOW_END, interval_s=60, variables=variables)
-    return store.client.query(expanded).result_rows
+    return store.client.query(expanded)
+
+
+def _run(store: Store, sql: str, variables: dict[str, Variable]) -> list[tuple[Any, ...]]:
+    return _query(store, sql, variables).result_rows
 
 
 def _target(board_name: str, panel_id: int, ref_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -215,8 +222,13 @@ def test_provisioning_provider_parses() -> None:
 def test_query_returns_rows(demo_store: dict[str, Any], board_name: str, panel_id: int, ref_id: str) -> None:
     panel, target = _target(board_name, panel_id, ref_id)
     for scenario, variables in _scenarios(BOARDS[board_name], demo_store).items():
-        rows = _run(demo_store["store"], target["rawSql"], variables)
-        assert rows, f"{panel['title']!r} ({scenario}) returned no rows"
+        result = _query(demo_store["store"], target["rawSql"], variables)
+        assert result.result_rows, f"{panel['title']!r} ({scenario}) returned no rows"
+        if target["format"] == 0:  # time series: a `time` column first, then (string) series, then numbers
+            assert result.column_names[0] == "time"
+            assert all(isinstance(row[0], datetime) for row in result.result_rows)
+        if target["format"] == 3:  # the columns Grafana's trace view reads
+            assert TRACE_COLUMNS <= set(result.column_names)
 
 
 def test_variable_queries_run(demo_store: dict[str, Any]) -> None:
@@ -291,7 +303,8 @@ def test_expander() -> None:
            "AND ts >= $__fromTime_ms")
     out = expand(sql, start=start, end=end, interval_s=30, variables=variables)
     assert "toStartOfInterval(toDateTime(Timestamp), INTERVAL 30 second)" in out
-    assert f"Timestamp >= toDateTime({int(start.timestamp())}) AND Timestamp <= toDateTime({int(end.timestamp())})" in out
+    from_s, to_s = int(start.timestamp()), int(end.timestamp())
+    assert f"Timestamp >= toDateTime({from_s}) AND Timestamp <= toDateTime({to_s})" in out
     assert "1=1" in out and "f(status, 1) IN ('ok')" in out
     assert "a IN ('a','b\\'c')" in out
     assert f"ts >= fromUnixTimestamp64Milli({int(start.timestamp()) * 1000})" in out
@@ -299,3 +312,25 @@ def test_expander() -> None:
         expand("SELECT $nope", start=start, end=end)
     with pytest.raises(ExpansionError):
         expand("SELECT 1 WHERE $__conditionalAll(a, b, $agent)", start=start, end=end, variables=variables)
+
+
+def _convention_names() -> set[str]:
+    from otel_replay import semconv
+
+    names = {value for value in vars(semconv).values() if isinstance(value, str)}
+    for value in vars(semconv).values():
+        if isinstance(value, type) and issubclass(value, semconv.StrEnum) and value is not semconv.StrEnum:
+            names |= {member.value for member in value}
+    return names
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_queries_use_only_convention_keys(name: str) -> None:
+    """A key renamed in otel_replay/semconv.py must not leave a dashboard silently empty."""
+    known = _convention_names()
+    used: set[str] = set()
+    for panel in _query_panels(BOARDS[name]):
+        for target in panel["targets"]:
+            used |= set(re.findall(r"'((?:otel_replay|gen_ai|exception|error)\.[a-z0-9_.]+)'", target["rawSql"]))
+    assert used
+    assert not used - known, f"keys not in otel_replay.semconv: {sorted(used - known)}"
