@@ -146,9 +146,10 @@ def test_server_down_spools_within_budget_and_ingest_stores_each_span_once(home,
     assert set(counts.values()) == {1}
 
 
-def test_host_program_sees_no_exception_when_the_server_is_down(home, tmp_path):
-    exporter = ClickHouseSpanExporter(url=f"http://127.0.0.1:{free_port()}/default", home=home, retry_seconds=0,
-                                      timeout=1)
+def test_host_program_sees_no_exception_when_the_server_is_down(home, tmp_path, caplog):
+    caplog.set_level(logging.DEBUG)
+    exporter = ClickHouseSpanExporter(url=f"http://agent:s3cret-pw@127.0.0.1:{free_port()}/default", home=home,
+                                      retry_seconds=0, timeout=1)
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     with provider.get_tracer("app").start_as_current_span("work"):
@@ -156,6 +157,8 @@ def test_host_program_sees_no_exception_when_the_server_is_down(home, tmp_path):
     provider.shutdown()
     assert result == 42
     assert list((home / "spool").glob("*" + SEALED_SUFFIX))
+    assert "connection refused" in caplog.text
+    assert "s3cret-pw" not in caplog.text
 
 
 def test_server_answering_500_behaves_like_down(home, tmp_path, failing_server):

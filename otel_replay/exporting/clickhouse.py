@@ -152,12 +152,20 @@ def _never_sent(exc: BaseException) -> bool:
     return False
 
 
+_CAUSES: Final = ("Connection refused", "timed out", "Name or service not known", "No route to host",
+                  "Temporary failure in name resolution", "Connection reset", "Authentication failed")
+
+
 def _short(exc: BaseException, url: str) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    """One short line about the failure for a log (the root cause when it is a known one), no password."""
+    text = str(exc) or type(exc).__name__
+    for cause in _CAUSES:
+        if cause.lower() in text.lower():
+            return cause.lower()
     password = urlsplit(url).password if url else None
     if password:
-        text = text.replace(password, "***")
-    return text[:300]
+        text = text.replace(unquote(password), "***").replace(password, "***")
+    return text.splitlines()[0][:200]
 
 
 class ClickHouseSpanExporter(SpanExporter):
