@@ -334,3 +334,13 @@ def test_queries_use_only_convention_keys(name: str) -> None:
             used |= set(re.findall(r"'((?:otel_replay|gen_ai|exception|error)\.[a-z0-9_.]+)'", target["rawSql"]))
     assert used
     assert not used - known, f"keys not in otel_replay.semconv: {sorted(used - known)}"
+
+
+def test_drill_down_quotes_the_trace_id(demo_store: dict[str, Any]) -> None:
+    """The textbox value is inserted as an SQL string literal: a quote in it cannot widen the query."""
+    board = BOARDS["otel-replay-run.json"]
+    variables = _scenarios(board, demo_store)["refund"]
+    variables["trace_id"] = Variable("x' OR TraceId != '")
+    for panel in _query_panels(board):
+        for target in panel["targets"]:
+            assert _run(demo_store["store"], target["rawSql"], variables) == [], panel["title"]
