@@ -223,6 +223,45 @@ def test_a_batch_committed_before_a_timeout_is_never_stored_twice(home, tmp_path
     assert not list((home / "spool").glob("*" + INGESTING_SUFFIX))
 
 
+class _TimeOutOnce:
+    """A client whose first insert commits on the real engine but loses its answer; later inserts succeed."""
+
+    calls = 0
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def insert(self, table, rows, **kwargs):
+        from clickhouse_connect.driver.exceptions import OperationalError
+
+        self.store.client.insert(table, rows, **kwargs)
+        type(self).calls += 1
+        if type(self).calls == 1:
+            raise OperationalError("Error executing HTTP request: read timed out")
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def test_a_retried_insert_is_deduplicated_where_the_table_allows_it(home, tmp_path):
+    url = f"chdb://{tmp_path}/store"
+    with Store.open(url, home=home, ingest=False) as store:
+        store.client.command(f"ALTER TABLE {store.traces_table} MODIFY SETTING non_replicated_deduplication_window = 100")
+    _TimeOutOnce.calls = 0
+    exporter = ClickHouseSpanExporter(client_factory=lambda: _TimeOutOnce(Store.open(url, home=home, ingest=False)),
+                                      home=home, retry_seconds=2)
+    memory = InMemorySpanExporter()
+    record_spans(memory)
+    assert exporter.export(memory.get_finished_spans()) is SpanExportResult.SUCCESS
+    assert _TimeOutOnce.calls == 2, "the batch was sent twice (the first answer was lost)"
+    exporter.shutdown()
+    with Store.open(url, home=home) as store:
+        counts = stored_span_counts(store)
+    assert set(counts) == expected_ids(memory)
+    assert set(counts.values()) == {1}, "the same insert_deduplication_token made the server drop the retry"
+    assert not list((home / "spool").glob("*.*"))
+
+
 def test_memory_is_bounded_when_server_and_spool_are_both_unavailable(home, tmp_path, caplog):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
