@@ -52,22 +52,15 @@ class Variable:
 
 
 def macro_args(sql: str, open_paren: int) -> tuple[list[str], int]:
-    """Top-level comma-separated arguments of the call whose ``(`` is at ``open_paren``, and the index
-    just after its ``)``; quotes and nested parentheses are respected."""
+    """Top-level comma-separated arguments of the call whose ``(`` is at ``open_paren``, and the index just
+    after its ``)``. Like the plugin, only parentheses are counted (quotes are not special), so a condition that
+    would split wrongly in Grafana splits wrongly here too."""
     if sql[open_paren] != "(":
         raise ExpansionError(f"expected '(' at {open_paren}")
-    depth, quote, args, start = 0, None, [], open_paren + 1
-    i = open_paren
-    while i < len(sql):
+    depth, args, start = 0, [], open_paren + 1
+    for i in range(open_paren, len(sql)):
         ch = sql[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = None
-        elif ch in "'\"`":
-            quote = ch
-        elif ch == "(":
+        if ch == "(":
             depth += 1
         elif ch == ")":
             depth -= 1
@@ -77,7 +70,6 @@ def macro_args(sql: str, open_paren: int) -> tuple[list[str], int]:
         elif ch == "," and depth == 1:
             args.append(sql[start:i])
             start = i + 1
-        i += 1
     raise ExpansionError("unbalanced parentheses in macro call")
 
 
@@ -89,8 +81,8 @@ def _conditional_all(sql: str, variables: Mapping[str, Variable]) -> str:
             raise ExpansionError(f"$__conditionalAll takes 2 arguments, got {len(args)}: {sql[at:end]!r}")
         condition, var_ref = args[0], args[1].strip()
         match = _VAR.fullmatch(var_ref)
-        if match is None:
-            raise ExpansionError(f"$__conditionalAll's second argument must be a variable, got {var_ref!r}")
+        if match is None or match.group("fmt"):  # the plugin only recognises $var and ${var} here
+            raise ExpansionError(f"$__conditionalAll's second argument must be $var or ${{var}}, got {var_ref!r}")
         name = match.group("braced") or match.group("plain")
         if name not in variables:
             raise ExpansionError(f"unknown variable {name!r} in $__conditionalAll")

@@ -312,6 +312,8 @@ def test_expander() -> None:
         expand("SELECT $nope", start=start, end=end)
     with pytest.raises(ExpansionError):
         expand("SELECT 1 WHERE $__conditionalAll(a, b, $agent)", start=start, end=end, variables=variables)
+    with pytest.raises(ExpansionError):  # the plugin does not recognise a formatted variable there
+        expand("SELECT 1 WHERE $__conditionalAll(a IN (1), ${agent:csv})", start=start, end=end, variables=variables)
 
 
 def _convention_names() -> set[str]:
