@@ -282,6 +282,32 @@ def test_memory_is_bounded_when_server_and_spool_are_both_unavailable(home, tmp_
     assert exporter.export(spans) is SpanExportResult.FAILURE
 
 
+def test_configure_with_the_clickhouse_exporter_records_runs_into_the_store(home, tmp_path):
+    import otel_replay as orp
+
+    url = f"chdb://{tmp_path}/store"
+
+    @orp.tool(risk="read")
+    def lookup(key: str) -> str:
+        return key.upper()
+
+    @orp.agent("direct-insert")
+    def agent(question: str) -> str:
+        return lookup(question)
+
+    orp.configure(home=home, store=url, exporter="clickhouse")
+    try:
+        assert agent("hi") == "HI"
+        assert orp.flush()
+    finally:
+        orp.configure(home=home, exporter="spool")  # shuts the exporter down, which closes the engine
+    assert not list((home / "spool").glob("*.seg")), "everything went straight into the store"
+    with Store.open(url, home=home) as store:
+        (summary,) = store.runs(agent="direct-insert")
+        run = store.load_run(summary.trace_id)
+    assert [step.name for step in run.steps] == ["lookup"]
+
+
 def test_configure_without_store_url_raises_at_setup(home, monkeypatch):
     with pytest.raises(ValueError, match="store URL"):
         configure(home=home, exporter="clickhouse")
