@@ -398,9 +398,11 @@ class ClickHouseSpanExporter(SpanExporter):
             self._uncertain_spool = SpoolExporter(self.spool_directory / _UNCERTAIN_DIR)
         if self._uncertain_spool.export(batch.spans) is not SpanExportResult.SUCCESS:
             return False
-        if not self._uncertain_spool.force_flush():
-            return False
-        return self._publish_uncertain_locked()
+        # On disk from here on: if sealing or moving fails now, a later flush (or the next exporter of this
+        # home) publishes it, so the batch must not be spooled a second time.
+        if self._uncertain_spool.force_flush():
+            self._publish_uncertain_locked()
+        return True
 
     def _publish_uncertain_locked(self) -> bool:
         """Move sealed segments of the staging folder into the spool as ``.ingesting`` (also those a previous
