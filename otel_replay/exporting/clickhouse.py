@@ -172,7 +172,8 @@ class ClickHouseSpanExporter(SpanExporter):
     """Insert span batches into a ClickHouse server's ``otel_traces`` table; spool what cannot be inserted.
 
     Thread-safe; never raises from :meth:`export`, :meth:`force_flush` or :meth:`shutdown`. The connection
-    is made lazily on the first export, so an unreachable server at start-up only means spooling.
+    is made lazily on the first export, so an unreachable server at start-up only means spooling. After a
+    ``fork`` the child makes its own connection (the parent's and the batches it holds stay the parent's).
     """
 
     def __init__(
@@ -235,6 +236,15 @@ class ClickHouseSpanExporter(SpanExporter):
         self._shutdown = False
         self.dropped_spans = 0
         """Spans dropped because neither the server, the spool nor the memory cap could take them."""
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._after_fork_in_child)
+
+    def _after_fork_in_child(self) -> None:
+        # The parent owns its connection and the batches it holds: the child starts with neither.
+        self._lock = threading.Lock()
+        self._target = None
+        self._pending = deque()
+        self._pending_rows = 0
 
     # ------------------------------------------------------------------------------------------ SpanExporter
 
