@@ -62,7 +62,8 @@ def stored_span_counts(store: Store) -> dict[tuple[str, str], int]:
 
 
 def expected_ids(memory: InMemorySpanExporter) -> set[tuple[str, str]]:
-    return {(format(s.context.trace_id, "032x"), format(s.context.span_id, "016x")) for s in memory.get_finished_spans()}
+    return {(format(s.context.trace_id, "032x"), format(s.context.span_id, "016x"))
+            for s in memory.get_finished_spans()}
 
 
 @pytest.fixture
@@ -245,7 +246,8 @@ class _TimeOutOnce:
 def test_a_retried_insert_is_deduplicated_where_the_table_allows_it(home, tmp_path):
     url = f"chdb://{tmp_path}/store"
     with Store.open(url, home=home, ingest=False) as store:
-        store.client.command(f"ALTER TABLE {store.traces_table} MODIFY SETTING non_replicated_deduplication_window = 100")
+        store.client.command(f"ALTER TABLE {store.traces_table} "
+                             "MODIFY SETTING non_replicated_deduplication_window = 100")
     _TimeOutOnce.calls = 0
     exporter = ClickHouseSpanExporter(client_factory=lambda: _TimeOutOnce(Store.open(url, home=home, ingest=False)),
                                       home=home, retry_seconds=2)
