@@ -263,6 +263,21 @@ def test_a_retried_insert_is_deduplicated_where_the_table_allows_it(home, tmp_pa
     assert not list((home / "spool").glob("*.*"))
 
 
+def test_half_ingested_batches_left_by_a_previous_process_are_published_at_flush(home):
+    from otel_replay.exporting.spool import SpoolExporter
+
+    memory = InMemorySpanExporter()
+    record_spans(memory)
+    left_behind = SpoolExporter(home / "spool" / ".uncertain")  # sealed, but its process died before moving it
+    left_behind.export(memory.get_finished_spans())
+    left_behind.shutdown()
+    exporter = ClickHouseSpanExporter(url=f"http://127.0.0.1:{free_port()}/default", home=home)
+    assert exporter.force_flush(1000)
+    assert len(list((home / "spool").glob("*" + INGESTING_SUFFIX))) == 1
+    assert not list((home / "spool" / ".uncertain").iterdir())
+    exporter.shutdown()
+
+
 def test_memory_is_bounded_when_server_and_spool_are_both_unavailable(home, tmp_path, caplog):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
