@@ -1184,10 +1184,6 @@ def record_approval(approval_id: str, *, status: str, approver: str | None = Non
                  semconv.APPROVAL_APPROVER: _scrub(run.rt, str(approver), "approval.approver") if approver else None,
                  semconv.GEN_AI_TOOL_NAME: tool or (step.name if step is not None and step.kind is StepKind.TOOL else None)}
         span.add_event(semconv.EVENT_APPROVAL, {k: v for k, v in attrs.items() if v is not None})
-        if _replay_session.get() is not None:
-            # A replayed agent re-records the decision it was given originally; it never authorises a call of
-            # the replay (only approvals given for the replay do), so it is not put on the tool steps either.
-            return
         if step is not None and step.kind is StepKind.TOOL and (tool is None or tool == step.name):
             _set_attrs(step.span, {semconv.APPROVAL_ID: approval_id, semconv.APPROVAL_STATUS: status_value})
         elif tool:
