@@ -15,11 +15,9 @@ both:
 * A batch the server certainly did not commit (no connection, or the server answered with an error) goes to
   the spool as an ordinary sealed segment.
 * A batch whose outcome is unknown (the request was sent, then a timeout or a dropped connection) may have
-  been committed. Every insert carries ``insert_deduplication_token`` (a hash of the batch) with
-  ``insert_deduplicate=1``, so retries of it are dropped by the server where the table engine deduplicates
-  (``Replicated*MergeTree``, or ``MergeTree`` with ``non_replicated_deduplication_window`` > 0). If it still
-  ends in the spool, it is spooled as a *half-ingested* segment (``.ingesting``): the ingest's recovery step
-  inserts only the spans whose ``(TraceId, SpanId)`` is not stored yet.
+  been committed, so it is never sent again: it is spooled as a *half-ingested* segment (``.ingesting``), and
+  the ingest's recovery step inserts only the spans whose ``(TraceId, SpanId)`` is not stored yet. Every
+  insert also carries ``insert_deduplication_token`` (a hash of the batch) with ``insert_deduplicate=1``.
 
 Memory is bounded: batches that could neither be inserted nor spooled (spool unwritable) are held for a
 later attempt up to ``max_pending_rows``; beyond that they are dropped and logged.
@@ -364,7 +362,9 @@ class ClickHouseSpanExporter(SpanExporter):
                     batch.uncertain = True
                 self._close_target_locked()  # a fresh connection for the next attempt
                 now = time.monotonic()
-                if now + delay > deadline:
+                # A batch the server may have committed is never sent again: it goes to the spool's recovery
+                # path, whose ingest stores only the spans not already there (exactly once on any table).
+                if batch.uncertain or now + delay > deadline:
                     self._cooldown = min(max(self._cooldown * 2, 1.0), _COOLDOWN_MAX_S)
                     self._down_until = now + self._cooldown
                     _log.warning("otel-replay clickhouse exporter: insert into %s failed after %d attempt(s) (%s); "
