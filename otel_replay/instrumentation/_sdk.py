@@ -415,8 +415,8 @@ class _ClosingResponse(wrapt.ObjectProxy):  # type: ignore[misc]
             self._self_on_close()
 
 
-class RecordingStream(wrapt.ObjectProxy):  # type: ignore[misc]
-    """The SDK's own stream, passed through unchanged, noting each chunk; the step ends with the stream."""
+class _RecordingStreamBase(wrapt.ObjectProxy):  # type: ignore[misc]
+    """What the sync and async recording streams share: the chunks seen so far and the HTTP response."""
 
     def __init__(self, wrapped: Any, plan: _Plan) -> None:
         super().__init__(wrapped)
@@ -428,6 +428,10 @@ class RecordingStream(wrapt.ObjectProxy):  # type: ignore[misc]
         """The SDK stream's HTTP response."""
         return _ClosingResponse(self.__wrapped__.response,
                                 lambda: self._self_plan.finish_chunks(self._self_chunks, complete=False))
+
+
+class RecordingStream(_RecordingStreamBase):
+    """The SDK's own stream, passed through unchanged, noting each chunk; the step ends with the stream."""
 
     def __iter__(self) -> Any:
         return self
@@ -462,19 +466,8 @@ class RecordingStream(wrapt.ObjectProxy):  # type: ignore[misc]
             self._self_plan.finish_chunks(self._self_chunks, complete=False)
 
 
-class AsyncRecordingStream(wrapt.ObjectProxy):  # type: ignore[misc]
+class AsyncRecordingStream(_RecordingStreamBase):
     """The SDK's own async stream, passed through unchanged, noting each chunk; the step ends with it."""
-
-    def __init__(self, wrapped: Any, plan: _Plan) -> None:
-        super().__init__(wrapped)
-        self._self_plan = plan
-        self._self_chunks: list[Any] = []
-
-    @property
-    def response(self) -> Any:
-        """The SDK stream's HTTP response."""
-        return _ClosingResponse(self.__wrapped__.response,
-                                lambda: self._self_plan.finish_chunks(self._self_chunks, complete=False))
 
     def __aiter__(self) -> Any:
         return self

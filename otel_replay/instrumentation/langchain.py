@@ -701,6 +701,27 @@ class _ToolParts:
         return call
 
 
+def _record_tool_output(call: Any, output: Any) -> None:
+    """Finish a tool step that really ran, recording its output as plain data."""
+    if call is not None:
+        end_call(call, result=_safely("encode the tool output", _tool_output_plain, output, default=output))
+
+
+def _served_tool_output(call: Any, parts: Any, served: Any) -> Any:
+    """The output LangChain expects for a tool call answered from the recording (or its recorded error)."""
+    if served.error is not None:
+        end_call(call, exc=served.error)
+        raise served.error
+    try:
+        output = _tool_output_from(served.value, parts.tool_call_id)
+    except Exception as exc:  # noqa: BLE001
+        stop = _unbuildable("tool", parts.name, exc)
+        end_call(call, exc=stop)
+        raise stop from exc
+    end_call(call, result=served.value)
+    return output
+
+
 def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """Wrappers of ``BaseTool.run`` and ``BaseTool.arun``."""
 
@@ -718,21 +739,9 @@ def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., A
                 except BaseException as exc:
                     end_call(call, exc=exc)
                     raise
-                if call is not None:
-                    end_call(call, result=_safely("encode the tool output", _tool_output_plain, output,
-                                                  default=output))
+                _record_tool_output(call, output)
                 return output
-            if served.error is not None:
-                end_call(call, exc=served.error)
-                raise served.error
-            try:
-                output = _tool_output_from(served.value, parts.tool_call_id)
-            except Exception as exc:  # noqa: BLE001
-                stop = _unbuildable("tool", parts.name, exc)
-                end_call(call, exc=stop)
-                raise stop from exc
-            end_call(call, result=served.value)
-            return output
+            return _served_tool_output(call, parts, served)
 
         return _sync_in_run(_name_of(instance, "tool"), lambda: {"input": _arg(args, kwargs, 0, "tool_input")},
                             kwargs.get("config"), body)
@@ -751,21 +760,9 @@ def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., A
                 except BaseException as exc:
                     end_call(call, exc=exc)
                     raise
-                if call is not None:
-                    end_call(call, result=_safely("encode the tool output", _tool_output_plain, output,
-                                                  default=output))
+                _record_tool_output(call, output)
                 return output
-            if served.error is not None:
-                end_call(call, exc=served.error)
-                raise served.error
-            try:
-                output = _tool_output_from(served.value, parts.tool_call_id)
-            except Exception as exc:  # noqa: BLE001
-                stop = _unbuildable("tool", parts.name, exc)
-                end_call(call, exc=stop)
-                raise stop from exc
-            end_call(call, result=served.value)
-            return output
+            return _served_tool_output(call, parts, served)
 
         return _async_in_run(_name_of(instance, "tool"), lambda: {"input": _arg(args, kwargs, 0, "tool_input")},
                              kwargs.get("config"), body)
