@@ -47,7 +47,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .. import settings
-from ..settings import env_number
+from ..settings import OTEL_REPLAY_STORE, env_number
 from .spool import INGESTING_SUFFIX, SEALED_SUFFIX, SpoolExporter, _fsync_dir, adopt_orphaned_segments
 
 _log = logging.getLogger("otel_replay.clickhouse")
@@ -202,7 +202,12 @@ class ClickHouseSpanExporter(SpanExporter):
         ``max_pending_rows``: rows held in memory when the spool is unwritable (argument →
         ``OTEL_REPLAY_CLICKHOUSE_MAX_PENDING_ROWS`` → 100000). Bad values raise :class:`ValueError` here.
         """
-        if (url is None) == (client_factory is None):
+        if url is None and client_factory is None:
+            url = os.environ.get(OTEL_REPLAY_STORE) or None  # built with no arguments by the SDK's configuration
+            if url is None:
+                raise ValueError(f"the clickhouse exporter needs a store URL: set {OTEL_REPLAY_STORE} "
+                                 "(http(s)://user:password@host:8123/database)")
+        if url is not None and client_factory is not None:
             raise ValueError("ClickHouseSpanExporter needs exactly one of url= or client_factory=")
         self.url = url or ""
         if url is not None:

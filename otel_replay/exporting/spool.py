@@ -51,7 +51,7 @@ from typing import Final
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from ..settings import env_number
+from ..settings import env_number, resolve_home
 
 _log = logging.getLogger("otel_replay.spool")
 
@@ -151,15 +151,16 @@ class SpoolExporter(SpanExporter):
     False. After a ``fork`` the child starts its own segment; the parent's stays the parent's.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], *, segment_max_bytes: int | None = None,
+    def __init__(self, directory: str | os.PathLike[str] | None = None, *, segment_max_bytes: int | None = None,
                  fsync: str | None = None) -> None:
-        """Spool into ``directory`` (created on first export).
+        """Spool into ``directory`` (created on first export; default ``$OTEL_REPLAY_HOME/spool``, which is what
+        ``OTEL_TRACES_EXPORTER=otel_replay_spool`` gives an application configured by the OTel SDK itself).
 
         ``segment_max_bytes``: argument, then ``OTEL_REPLAY_SPOOL_SEGMENT_BYTES``, then 32 MiB.
         ``fsync``: ``seal`` | ``always`` | ``never``; argument, then ``OTEL_REPLAY_SPOOL_FSYNC``, then ``seal``.
         Bad values raise :class:`ValueError` here, never later.
         """
-        self.directory = Path(directory)
+        self.directory = Path(directory) if directory is not None else resolve_home() / "spool"
         self.segment_max_bytes = _resolve_segment_bytes(segment_max_bytes)
         self.fsync = _resolve_fsync(fsync)
         self._lock = threading.Lock()
