@@ -1134,20 +1134,25 @@ def _target_span() -> tuple[_Run, trace.Span] | None:
     return run, (step.span if step is not None else run.span)
 
 
+def _snapshot_here(kind: SnapshotKind, fields: dict[str, Any]) -> None:
+    """A snapshot of ``fields`` on the current step, or on the run outside steps; nothing outside a run."""
+    with _guard(f"{kind.value} snapshot"):
+        target = _target_span()
+        if target is None:
+            return
+        run, span = target
+        _, text, n = _encode(run.rt, fields, kind.value)
+        _emit_snapshot(run, span, kind, RawJSON(text), n)
+
+
 def record_state(task_state: Any, *, step_state: Any = None, transition: Any = None, retry_count: int | None = None,
                  **extra: Any) -> None:
     """Record the agent's state (a state snapshot on the current step, or on the run outside steps).
 
     Outside a run this does nothing. Never raises.
     """
-    with _guard("state snapshot"):
-        target = _target_span()
-        if target is None:
-            return
-        run, span = target
-        _, text, n = _encode(run.rt, {"task_state": task_state, "step_state": step_state, "transition": transition,
-                                      "retry_count": retry_count, "extra": extra}, "state")
-        _emit_snapshot(run, span, SnapshotKind.STATE, RawJSON(text), n)
+    _snapshot_here(SnapshotKind.STATE, {"task_state": task_state, "step_state": step_state, "transition": transition,
+                                        "retry_count": retry_count, "extra": extra})
 
 
 def record_context(*, system_rules: Any = None, rag_context: Any = None, memory: Any = None, history: Any = None,
@@ -1156,14 +1161,8 @@ def record_context(*, system_rules: Any = None, rag_context: Any = None, memory:
 
     Outside a run this does nothing. Never raises.
     """
-    with _guard("context snapshot"):
-        target = _target_span()
-        if target is None:
-            return
-        run, span = target
-        _, text, n = _encode(run.rt, {"system_rules": system_rules, "rag_context": rag_context, "memory": memory,
-                                      "history": history, "tool_results": tool_results}, "context")
-        _emit_snapshot(run, span, SnapshotKind.CONTEXT, RawJSON(text), n)
+    _snapshot_here(SnapshotKind.CONTEXT, {"system_rules": system_rules, "rag_context": rag_context, "memory": memory,
+                                          "history": history, "tool_results": tool_results})
 
 
 def record_approval(approval_id: str, *, status: str, approver: str | None = None, tool: str | None = None) -> None:

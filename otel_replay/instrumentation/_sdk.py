@@ -524,12 +524,8 @@ class ReplayedResponse:
         self.close()
 
 
-class ReplayStreamMixin:
-    """A stream that yields recorded chunk objects in order, like the SDK's ``Stream`` (no HTTP behind it).
-
-    Mixed into a subclass of the SDK's own ``Stream`` class (see :func:`replay_stream_class`) so that
-    ``isinstance`` checks hold; ``response`` is a :class:`ReplayedResponse`, as no HTTP response exists.
-    """
+class _ReplayedItems:
+    """What the sync and async replayed streams share: the recorded items and ending the step once."""
 
     def __init__(self, items: Iterable[Any], on_done: Callable[[], None]) -> None:  # noqa: D107
         self._otel_replay_items = iter(list(items))
@@ -541,6 +537,14 @@ class ReplayStreamMixin:
         if not self._otel_replay_done:
             self._otel_replay_done = True
             self._otel_replay_on_done()
+
+
+class ReplayStreamMixin(_ReplayedItems):
+    """A stream that yields recorded chunk objects in order, like the SDK's ``Stream`` (no HTTP behind it).
+
+    Mixed into a subclass of the SDK's own ``Stream`` class (see :func:`replay_stream_class`) so that
+    ``isinstance`` checks hold; ``response`` is a :class:`ReplayedResponse`, as no HTTP response exists.
+    """
 
     def __iter__(self) -> Any:
         return self
@@ -563,19 +567,8 @@ class ReplayStreamMixin:
         self._otel_replay_finish()
 
 
-class AsyncReplayStreamMixin:
+class AsyncReplayStreamMixin(_ReplayedItems):
     """The async counterpart of :class:`ReplayStreamMixin`."""
-
-    def __init__(self, items: Iterable[Any], on_done: Callable[[], None]) -> None:  # noqa: D107
-        self._otel_replay_items = iter(list(items))
-        self._otel_replay_on_done = on_done
-        self._otel_replay_done = False
-        self.response = ReplayedResponse(self._otel_replay_finish)
-
-    def _otel_replay_finish(self) -> None:
-        if not self._otel_replay_done:
-            self._otel_replay_done = True
-            self._otel_replay_on_done()
 
     def __aiter__(self) -> Any:
         return self

@@ -560,27 +560,38 @@ def _stream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
                     chunks.append(chunk)
                     yield chunk
             except GeneratorExit:
-                ctx.run(end_call, call, result=_safely("encode the model response", _chunks_plain, chunks))
+                _end_stream(ctx, call, chunks)
                 raise
             except BaseException as exc:
                 ctx.run(end_call, call, exc=exc)
                 raise
-            ctx.run(end_call, call, result=_safely("encode the model response", _chunks_plain, chunks))
+            _end_stream(ctx, call, chunks)
             return
-        if served.error is not None:
-            ctx.run(end_call, call, exc=served.error)
-            raise served.error
-        try:
-            replayed = _chunks_from(served.value)
-        except Exception as exc:  # noqa: BLE001
-            stop = _unbuildable("model", parts.name, exc)
-            ctx.run(end_call, call, exc=stop)
-            raise stop from exc
-        ctx.run(end_call, call, result=served.value)
+        replayed = _served_chunks(ctx, call, parts, served)
         yield from replayed
 
     return _iter_in_run(_name_of(instance, "chat_model"), lambda: {"input": _arg(args, kwargs, 0, "input")},
                         _arg(args, kwargs, 1, "config"), body)
+
+
+def _end_stream(ctx: contextvars.Context, call: Any, chunks: list[Any]) -> None:
+    """End a streamed model step with the chunks received so far, in the step's own context."""
+    ctx.run(end_call, call, result=_safely("encode the model response", _chunks_plain, chunks))
+
+
+def _served_chunks(ctx: contextvars.Context, call: Any, parts: Any, served: Any) -> list[Any]:
+    """The chunks of a streamed model call answered from the recording (or its recorded error, raised)."""
+    if served.error is not None:
+        ctx.run(end_call, call, exc=served.error)
+        raise served.error
+    try:
+        replayed = _chunks_from(served.value)
+    except Exception as exc:  # noqa: BLE001
+        stop = _unbuildable("model", parts.name, exc)
+        ctx.run(end_call, call, exc=stop)
+        raise stop from exc
+    ctx.run(end_call, call, result=served.value)
+    return replayed
 
 
 def _astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -603,23 +614,14 @@ def _astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
                     chunks.append(chunk)
                     yield chunk
             except GeneratorExit:
-                ctx.run(end_call, call, result=_safely("encode the model response", _chunks_plain, chunks))
+                _end_stream(ctx, call, chunks)
                 raise
             except BaseException as exc:
                 ctx.run(end_call, call, exc=exc)
                 raise
-            ctx.run(end_call, call, result=_safely("encode the model response", _chunks_plain, chunks))
+            _end_stream(ctx, call, chunks)
             return
-        if served.error is not None:
-            ctx.run(end_call, call, exc=served.error)
-            raise served.error
-        try:
-            replayed = _chunks_from(served.value)
-        except Exception as exc:  # noqa: BLE001
-            stop = _unbuildable("model", parts.name, exc)
-            ctx.run(end_call, call, exc=stop)
-            raise stop from exc
-        ctx.run(end_call, call, result=served.value)
+        replayed = _served_chunks(ctx, call, parts, served)
         for chunk in replayed:
             yield chunk
 
