@@ -793,7 +793,7 @@ class _ToolMeta:
     function: str | None
 
 
-def _tool_begin(meta: _ToolMeta, named: dict[str, Any]) -> _Call | None:
+def _tool_begin(meta: _ToolMeta, named: dict[str, Any], instrumentation: str | None = None) -> _Call | None:
     run = _current_run.get()
     if run is None:
         if _ACTIVE_REPLAYS and meta.risk in ("write", "high"):
@@ -814,6 +814,7 @@ def _tool_begin(meta: _ToolMeta, named: dict[str, Any]) -> _Call | None:
         semconv.TOOL_ARGS_HASH: args_hash,
         semconv.APPROVAL_ID: approval[0] if approval else None,
         semconv.APPROVAL_STATUS: approval[1] if approval else None,
+        semconv.STEP_INSTRUMENTATION: instrumentation,
     })
     if step is None:
         return None
@@ -859,15 +860,17 @@ def end_call(call: _Call | None, *, result: Any = None, exc: BaseException | Non
 
 
 def begin_tool_call(name: str, arguments: Mapping[str, Any], *, risk: str | None = None,
-                    schema_version: str | None = None, function: str | None = None) -> _Call | None:
+                    schema_version: str | None = None, function: str | None = None,
+                    instrumentation: str | None = None) -> _Call | None:
     """Begin a tool step for code that wraps a tool it does not own (instrumentors of agent frameworks).
 
     Returns None outside a run. During a replay, ``call.served`` holds the answer to use instead of calling
     the tool (raise ``served.error`` or return ``served.value``); raises :class:`ReplayInterrupt` when the
-    replay forbids the call. Always finish with :func:`end_call`.
+    replay forbids the call. Always finish with :func:`end_call`. ``instrumentation`` names the instrumentor
+    (``otel_replay.step.instrumentation``), so a replay instruments that SDK again.
     """
     meta = _ToolMeta(name=name, risk=effective_risk(name, risk), schema_version=schema_version, function=function)
-    return _tool_begin(meta, dict(arguments))
+    return _tool_begin(meta, dict(arguments), instrumentation)
 
 
 def tool(name: str | Callable[..., Any] | None = None, *, risk: str = _DEFAULT_RISK,
@@ -923,13 +926,14 @@ def retriever(name: str | Callable[..., Any] | None = None) -> Any:
     return _decorator(name, build)
 
 
-def _retrieval_begin(retriever_name: str, named: dict[str, Any]) -> _Call | None:
+def _retrieval_begin(retriever_name: str, named: dict[str, Any], instrumentation: str | None = None) -> _Call | None:
     top_k = _as_int(_get(named, "top_k", "k", "limit"))
     step = _start_step(StepKind.RETRIEVAL, retriever_name, f"{semconv.SPAN_RETRIEVAL} {retriever_name}",
                        SpanKind.CLIENT, {
                            semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_RETRIEVAL,
                            semconv.GEN_AI_DATA_SOURCE_ID: retriever_name,
                            semconv.GEN_AI_REQUEST_TOP_K: top_k,
+                           semconv.STEP_INSTRUMENTATION: instrumentation,
                        })
     if step is None:
         return None
@@ -973,9 +977,10 @@ def _retrieval_end(call: _Call, *, result: Any = None, exc: BaseException | None
     _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
 
 
-def begin_retrieval_call(name: str, arguments: Mapping[str, Any]) -> _Call | None:
+def begin_retrieval_call(name: str, arguments: Mapping[str, Any], *,
+                         instrumentation: str | None = None) -> _Call | None:
     """Begin a retrieval step for instrumentors (see :func:`begin_tool_call`); finish with :func:`end_call`."""
-    return _retrieval_begin(name, dict(arguments))
+    return _retrieval_begin(name, dict(arguments), instrumentation)
 
 
 def _document(rt: Runtime, doc: Any, position: int) -> dict[str, Any]:
@@ -1016,7 +1021,7 @@ def model(name: str | Callable[..., Any] | None = None, *, provider: str | None 
 
 
 def _model_begin(step_name: str, provider: str | None, model_name: str | None,
-                 named: dict[str, Any]) -> _Call | None:
+                 named: dict[str, Any], instrumentation: str | None = None) -> _Call | None:
     requested = model_name or _get(named, "model")
     if requested is None:
         run = _current_run.get()
@@ -1027,6 +1032,7 @@ def _model_begin(step_name: str, provider: str | None, model_name: str | None,
                            semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_MODEL,
                            semconv.GEN_AI_PROVIDER_NAME: provider,
                            semconv.GEN_AI_REQUEST_MODEL: requested,
+                           semconv.STEP_INSTRUMENTATION: instrumentation,
                        })
     if step is None:
         return None
@@ -1081,7 +1087,7 @@ def _model_end(call: _Call, *, result: Any = None, exc: BaseException | None = N
 
 
 def begin_model_call(name: str, request: Mapping[str, Any], *, provider: str | None = None,
-                     model: str | None = None) -> _Call | None:
+                     model: str | None = None, instrumentation: str | None = None) -> _Call | None:
     """Begin a model step for instrumentors of model SDKs (see :func:`begin_tool_call`); ``request`` is
     what the SDK was asked (its hash is what deterministic replay matches on). Finish with :func:`end_call`,
     passing the response as plain data (e.g. the SDK object's ``model_dump()``).
@@ -1091,7 +1097,7 @@ def begin_model_call(name: str, request: Mapping[str, Any], *, provider: str | N
     current = _current_step.get()
     if current is not None and current.kind is StepKind.MODEL:
         return None
-    return _model_begin(name, provider, model, dict(request))
+    return _model_begin(name, provider, model, dict(request), instrumentation)
 
 
 def _usage(response: Any) -> dict[str, Any]:

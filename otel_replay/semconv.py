@@ -15,7 +15,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Final
 
-SCHEMA_VERSION: Final = "1.0"
+SCHEMA_VERSION: Final = "1.1"
 """Version of this convention written on every run root span and snapshot event (``major.minor``)."""
 
 SCHEMA_MAJOR: Final = 1
@@ -189,6 +189,10 @@ STEP_NAME: Final = "otel_replay.step.name"
 
 STEP_ATTEMPT: Final = "otel_replay.step.attempt"
 """int. 1 for a first call; n when the same step (kind and name) directly follows n-1 failed attempts."""
+
+STEP_INSTRUMENTATION: Final = "otel_replay.step.instrumentation"
+"""string. The otel-replay instrumentor that recorded the step (``openai``, ``anthropic``, ``langchain``);
+absent on steps of decorated functions. A replay instruments these SDKs before it runs the agent. Since 1.1."""
 
 TOOL_RISK: Final = "otel_replay.tool.risk"
 """string, :class:`Risk`. Declared risk of the tool."""

@@ -53,6 +53,16 @@ def instrument(*sdks: str, **options: Any) -> list[str]:
     return done
 
 
+def instrumented() -> list[str]:
+    """Names of the SDKs whose otel-replay instrumentor is active in this process."""
+    out: list[str] = []
+    for name in INSTRUMENTORS:
+        instrumentor = _load(name)
+        if instrumentor is not None and instrumentor.is_instrumented_by_opentelemetry:
+            out.append(name)
+    return out
+
+
 def uninstrument(*sdks: str) -> list[str]:
     """Undo :func:`instrument` for the named SDKs (default: all); returns the names uninstrumented."""
     done: list[str] = []

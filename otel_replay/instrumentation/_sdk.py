@@ -190,7 +190,8 @@ class _Plan:
             self.run = begin_run(self.api.step, arguments=request)
         try:
             self.call = begin_model_call(self.api.step, request, provider=self.api.provider,
-                                         model=model if isinstance(model, str) else None)
+                                         model=model if isinstance(model, str) else None,
+                                         instrumentation=self.api.provider)
         except ReplayInterrupt as stop:
             end_run(self.run, exc=stop)
             self.run = None

@@ -60,6 +60,8 @@ _instruments: Final = ("langchain-core >= 0.3",)
 RISK_METADATA_KEY: Final = "otel_replay_risk"
 """Key in a tool's ``metadata`` (or prefix ``otel_replay_risk:`` of one of its ``tags``) that marks its risk."""
 
+_NAME: Final = "langchain"  # otel_replay.step.instrumentation of the steps recorded here
+
 _RISKS: Final = frozenset(r.value for r in semconv.Risk)
 _SCORE_KEYS: Final = ("score", "relevance_score", "similarity_score", "_score")
 _STRUCTURED_OUTPUT_KWARGS: Final = ("ls_structured_output_format", "structured_output_format")
@@ -439,7 +441,7 @@ class _ModelCall:
 
     def begin(self) -> Any:
         return _begin("model", begin_model_call, self.name, self.request, provider=self.provider,
-                      model=self.model)
+                      model=self.model, instrumentation=_NAME)
 
 
 def _generate_parts(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _ModelCall:
@@ -697,7 +699,8 @@ class _ToolParts:
         self.tool_call_id = kwargs.get("tool_call_id")
 
     def begin(self) -> Any:
-        call = _begin("tool", begin_tool_call, self.name, self.arguments, risk=self.risk, function=self.function)
+        call = _begin("tool", begin_tool_call, self.name, self.arguments, risk=self.risk, function=self.function,
+                      instrumentation=_NAME)
         if call is not None and _TOOL_CALL_ID_ATTR and isinstance(self.tool_call_id, str):
             _safely("record the tool call id", call.step.span.set_attribute, _TOOL_CALL_ID_ATTR, self.tool_call_id)
         return call
@@ -820,7 +823,7 @@ def _retriever_wrappers() -> tuple[Callable[..., Any], Callable[..., Any]]:
 
         def body() -> Any:
             named = _safely("read the retrieval", _retrieval_arguments, args, kwargs)
-            call = _begin("retrieval", begin_retrieval_call, name, named) if named is not None else None
+            call = _begin("retrieval", begin_retrieval_call, name, named, instrumentation=_NAME) if named is not None else None
             served = call.served if call is not None else None
             if served is None:
                 try:
@@ -853,7 +856,7 @@ def _retriever_wrappers() -> tuple[Callable[..., Any], Callable[..., Any]]:
 
         async def body() -> Any:
             named = _safely("read the retrieval", _retrieval_arguments, args, kwargs)
-            call = _begin("retrieval", begin_retrieval_call, name, named) if named is not None else None
+            call = _begin("retrieval", begin_retrieval_call, name, named, instrumentation=_NAME) if named is not None else None
             served = call.served if call is not None else None
             if served is None:
                 try:

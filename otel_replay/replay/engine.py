@@ -12,6 +12,7 @@ touched.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import getpass
 import importlib
@@ -21,7 +22,7 @@ import os
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -269,6 +270,20 @@ def _record_dry(session: ReplaySession, original: Run, report: dict[str, Any]) -
 # -------------------------------------------------------------------------------------------- replay
 
 
+def _checked(mode: str | ReplayMode, from_step: int | None, reason: str | None) -> ReplayMode:
+    try:
+        mode = ReplayMode(mode)
+    except ValueError:
+        raise ReplayRefused(f"unknown mode {mode!r}: use dry, mock, deterministic or live") from None
+    if from_step is not None and (isinstance(from_step, bool) or not isinstance(from_step, int) or from_step < 0):
+        raise ReplayRefused(f"from_step must be a step index >= 0, got {from_step!r}")
+    if from_step is not None and mode is ReplayMode.DRY:
+        raise ReplayRefused("--from-step needs a mode that runs code (mock, deterministic or live)")
+    if mode is ReplayMode.LIVE and not (reason and reason.strip()):
+        raise ReplayRefused("a live replay calls real models and tools: give a reason (--reason TEXT)")
+    return mode
+
+
 def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = None, approvals: Sequence[str] = (),
            actor: str | None = None, reason: str | None = None, store: Any = None, entrypoint: str | None = None,
            mocks: Mapping[str, Any] | None = None) -> ReplayResult:
@@ -285,52 +300,102 @@ def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = Non
     """
     from ..records import parse_trace_id
 
-    try:
-        mode = ReplayMode(mode)
-    except ValueError:
-        raise ReplayRefused(f"unknown mode {mode!r}: use dry, mock, deterministic or live") from None
-    if from_step is not None and (isinstance(from_step, bool) or not isinstance(from_step, int) or from_step < 0):
-        raise ReplayRefused(f"from_step must be a step index >= 0, got {from_step!r}")
-    if from_step is not None and mode is ReplayMode.DRY:
-        raise ReplayRefused("--from-step needs a mode that runs code (mock, deterministic or live)")
-    if mode is ReplayMode.LIVE and not (reason and reason.strip()):
-        raise ReplayRefused("a live replay calls real models and tools: give a reason (--reason TEXT)")
+    checked = _checked(mode, from_step, reason)
     tid = parse_trace_id(trace_id)
-    mocks = callable_mocks(mocks)
-    actor, reason = _scrubbed(actor or _os_user()), _scrubbed(reason)
     opened, close_store = _open_store(store)
     try:
-        original = opened.load_run(tid)
-        major = semconv.schema_major(original.schema_version or "")
-        if major != semconv.SCHEMA_MAJOR:
-            raise ReplayRefused(
-                f"run {tid} was recorded with convention {original.schema_version!r}; this otel-replay replays "
-                f"{semconv.SCHEMA_MAJOR}.x: upgrade otel-replay or export the run with the version that wrote it")
-        if from_step is not None and original.steps and from_step > max(s.index for s in original.steps) + 1:
-            raise ReplayRefused(f"run {tid} has steps 0..{max(s.index for s in original.steps)}; "
-                                f"--from-step {from_step} is past its end")
-        session = ReplaySession(original=original, mode=mode, from_step=from_step, approvals=approvals,
-                                mocks=mocks, actor=actor, reason=reason)
-        if mode is ReplayMode.DRY:
-            report = readiness(original)
-            _record_dry(session, original, report)
-            setup.flush()
-            _ingest(opened)
-            from .diff import diff_runs
-
-            return ReplayResult(
-                replay_trace_id=session.trace_id, replay_run_id=session.run_id, original_trace_id=tid,
-                mode=mode.value, from_step=None, outcome="matched" if report["integrity"]["ok"] else "diverged",
-                divergences=tuple(Divergence(step_index=None, kind="integrity", reason=p)
-                                  for p in report["integrity"]["problems"]),
-                approvals=session.approvals, actor=actor, reason=reason, diff=diff_runs(original, original),
-                readiness=report)
-        func = load_entrypoint(entrypoint or original.entrypoint or "",
-                               script=(original.snapshots.get("input") or {}).get("script"))
-        return _run_replay(session, original, func, opened)
+        return _replay(opened.load_run(tid), checked, from_step=from_step, approvals=approvals, actor=actor,
+                       reason=reason, store=opened, entrypoint=entrypoint, mocks=mocks)
     finally:
         if close_store:
             opened.close()
+
+
+def replay_run(original: Run, *, mode: str | ReplayMode, from_step: int | None = None,
+               approvals: Sequence[str] = (), actor: str | None = None, reason: str | None = None,
+               entrypoint: str | None = None, mocks: Mapping[str, Any] | None = None) -> ReplayResult:
+    """Replay a run held in memory (a case file's trace) as :func:`replay` does, without any store: the replay
+    is recorded through the configured exporter as usual and read back from the spans this process saw."""
+    checked = _checked(mode, from_step, reason)
+    return _replay(original, checked, from_step=from_step, approvals=approvals, actor=actor, reason=reason,
+                   store=None, entrypoint=entrypoint, mocks=mocks)
+
+
+def _replay(original: Run, mode: ReplayMode, *, from_step: int | None, approvals: Sequence[str],
+            actor: str | None, reason: str | None, store: Any, entrypoint: str | None,
+            mocks: Mapping[str, Any] | None) -> ReplayResult:
+    tid = original.trace_id
+    mocks = callable_mocks(mocks)
+    actor, reason = _scrubbed(actor or _os_user()), _scrubbed(reason)
+    major = semconv.schema_major(original.schema_version or "")
+    if major != semconv.SCHEMA_MAJOR:
+        raise ReplayRefused(
+            f"run {tid} was recorded with convention {original.schema_version!r}; this otel-replay replays "
+            f"{semconv.SCHEMA_MAJOR}.x: upgrade otel-replay or export the run with the version that wrote it")
+    if from_step is not None and original.steps and from_step > max(s.index for s in original.steps) + 1:
+        raise ReplayRefused(f"run {tid} has steps 0..{max(s.index for s in original.steps)}; "
+                            f"--from-step {from_step} is past its end")
+    session = ReplaySession(original=original, mode=mode, from_step=from_step, approvals=approvals,
+                            mocks=mocks, actor=actor, reason=reason)
+    if mode is ReplayMode.DRY:
+        report = readiness(original)
+        _record_dry(session, original, report)
+        setup.flush()
+        _ingest(store)
+        from .diff import diff_runs
+
+        return ReplayResult(
+            replay_trace_id=session.trace_id, replay_run_id=session.run_id, original_trace_id=tid,
+            mode=mode.value, from_step=None, outcome="matched" if report["integrity"]["ok"] else "diverged",
+            divergences=tuple(Divergence(step_index=None, kind="integrity", reason=p)
+                              for p in report["integrity"]["problems"]),
+            approvals=session.approvals, actor=actor, reason=reason, diff=diff_runs(original, original),
+            readiness=report)
+    with _instrumented(original):
+        func = load_entrypoint(entrypoint or original.entrypoint or "",
+                               script=(original.snapshots.get("input") or {}).get("script"))
+        return _run_replay(session, original, func, store)
+
+
+def recorded_sdks(run: Run) -> list[str]:
+    """SDKs whose otel-replay instrumentor recorded steps of ``run`` (``otel_replay.step.instrumentation``;
+    for 1.0 recordings, OpenAI and Anthropic model steps by their step names)."""
+    from ..instrumentation import INSTRUMENTORS
+
+    found: list[str] = []
+    for step in run.steps:
+        name = step.attributes.get(semconv.STEP_INSTRUMENTATION)
+        if not name and step.kind == "model":
+            prefix = step.name.partition(".")[0]
+            if prefix in ("openai", "anthropic") and step.attributes.get(semconv.GEN_AI_PROVIDER_NAME) == prefix:
+                name = prefix
+        if name in INSTRUMENTORS and name not in found:
+            found.append(name)
+    return found
+
+
+@contextlib.contextmanager
+def _instrumented(original: Run) -> Iterator[None]:
+    """Instrument the SDKs the original's steps were recorded through, so their calls are answered from the
+    recording and never reach the network; undo what was not instrumented before."""
+    needed = recorded_sdks(original)
+    if not needed:
+        yield
+        return
+    from .. import instrumentation
+
+    already = set(instrumentation.instrumented())
+    done = instrumentation.instrument(*needed)
+    missing = [name for name in needed if name not in done]
+    try:
+        if missing:
+            raise ReplayRefused(f"run {original.trace_id} was recorded through the {', '.join(missing)} SDK, which "
+                                f"is not installed here: pip install 'otel-replay[{missing[0]}]'")
+        yield
+    finally:
+        added = [name for name in done if name not in already]
+        if added:
+            instrumentation.uninstrument(*added)
 
 
 def _scrubbed(text: str | None) -> str | None:
@@ -348,6 +413,8 @@ def _os_user() -> str:
 
 
 def _ingest(store: Any) -> None:
+    if store is None:
+        return
     try:
         store.ingest()
     except Exception:  # noqa: BLE001 - the replay already happened; the store picks it up on next open
@@ -431,6 +498,8 @@ def _load_replay(store: Any, trace_id: str | None, spans: list[ReadableSpan]) ->
     Collector) and the store does not have it yet, rebuilt from the spans this process saw."""
     if trace_id is None:
         return None
+    if store is None:
+        return _build(spans)
     try:
         return store.load_run(trace_id)
     except OtelReplayError:
