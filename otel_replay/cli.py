@@ -37,6 +37,9 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Manage the ClickHouse schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+case_app = typer.Typer(help="Regression cases: export a recorded run to a file, replay case files in CI.",
+                       no_args_is_help=True)
+app.add_typer(case_app, name="case")
 
 EXIT_ERROR = 2
 F = TypeVar("F", bound=Callable[..., Any])
@@ -532,6 +535,112 @@ def audit_command(
 
 
 # ---------------------------------------------------------------------------------------------------- db
+
+
+# ------------------------------------------------------------------------------------------------- cases
+
+
+class CaseModeChoice(str, Enum):
+    """Replay mode of a case."""
+
+    mock = "mock"
+    deterministic = "deterministic"
+
+
+class ExpectChoice(str, Enum):
+    """What a case requires of its replay."""
+
+    output = "output"
+    tools = "tools"
+    no_divergence = "no-divergence"
+
+
+@case_app.command("export")
+@_handled
+def case_export_command(
+    trace_id: str = typer.Argument(..., help="Trace id of the run to freeze into a case."),
+    output: str | None = typer.Option(None, "-o", "--output",
+                                      help="Case file to write ('-' for stdout; default: ./<agent>-<trace>.case.json)."),
+    expect: list[ExpectChoice] = typer.Option([], "--expect",
+                                              help="What must hold: output, tools, no-divergence (repeatable; default no-divergence)."),
+    mode: CaseModeChoice = typer.Option(CaseModeChoice.mock, "--mode", help="Replay mode the case runs in."),
+    name: str | None = typer.Option(None, "--name", help="Case name (default: <agent>-<trace id prefix>)."),
+    app_spec: str | None = typer.Option(None, "--app", help="Entrypoint module:function instead of the recorded one."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing case file."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+) -> None:
+    """Write one self-contained, redacted case file for a recorded run."""
+    from .cases import CASE_SUFFIX, case_document, dumps_case, write_case
+    from .exporting.setup import runtime
+
+    tid = parse_trace_id(trace_id)
+    with _open_store(store_url) as store:
+        run = store.load_run(tid)
+    document = case_document(run, expect=[e.value for e in expect], mode=mode.value, name=name,
+                             entrypoint=app_spec, redactor=runtime().redactor)
+    if output == "-":
+        sys.stdout.write(dumps_case(document))
+        return
+    path = write_case(document, output or f"{document['name']}{CASE_SUFFIX}", force=force)
+    summary = {"path": str(path), "name": document["name"], "trace_id": tid, "entrypoint": document["entrypoint"],
+               "mode": document["mode"], "expect": document["expect"], "convention": document["convention"],
+               "spans": sum(len(ss["spans"]) for rs in document["trace"]["resourceSpans"] for ss in rs["scopeSpans"])}
+    if as_json:
+        _print_json(summary)
+    else:
+        _out().print(f"wrote case {summary['name']} ({summary['spans']} spans, {summary['mode']}, expect "
+                     f"{', '.join(summary['expect'])}) to {path}")
+
+
+@case_app.command("run")
+@_handled
+def case_run_command(
+    paths: list[str] = typer.Argument(..., help="Case files, or folders searched for *.case.json."),
+    mode: CaseModeChoice | None = typer.Option(None, "--mode", help="Replay every case in this mode instead of its own."),
+    app_spec: str | None = typer.Option(None, "--app", help="Entrypoint module:function for every case instead of its own."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+) -> None:
+    """Replay case files against the current code, no store needed. Exit 0: all hold; 1: a case failed;
+    2: a case could not run."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from .cases import CaseError, CaseResult, describe_failure, find_cases, load_case, run_case
+
+    files = find_cases(paths)
+    if not files:
+        fail(f"no case files (*.case.json) in {', '.join(paths)}")
+    results: list[CaseResult] = []
+    progress = Progress(TextColumn("cases"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                        console=Console(stderr=True), transient=True, disable=len(files) < 2)
+    with progress:
+        task = progress.add_task("", total=len(files))
+        for file in files:
+            progress.update(task, description=file.name)
+            try:
+                case = load_case(file)
+            except CaseError as exc:
+                results.append(CaseResult(name=file.name.removesuffix(".case.json"), path=file, status="error",
+                                          error=str(exc)))
+            else:
+                results.append(run_case(case, mode=mode.value if mode else None, entrypoint=app_spec))
+            progress.advance(task)
+    counts = {status: sum(r.status == status for r in results) for status in ("passed", "failed", "error")}
+    if as_json:
+        _print_json({"cases": [r.to_dict() for r in results], **counts})
+    else:
+        console = _out()
+        for result in results:
+            if result.passed:
+                console.print(Text.assemble(("PASS ", "green"), f"{result.name}  ", (str(result.path), "dim")))
+            else:
+                label = ("FAIL ", "bold red") if result.status == "failed" else ("ERROR ", "bold red")
+                console.print(Text.assemble(label, describe_failure(result).removeprefix("case ")))
+        console.print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} could not run")
+    if counts["error"]:
+        raise typer.Exit(EXIT_ERROR)
+    if counts["failed"]:
+        raise typer.Exit(1)
 
 
 @db_app.command("init")

@@ -53,15 +53,6 @@ class Recorded:
 @contextmanager
 def capture(*, home: str | os.PathLike[str]) -> Iterator[Recorded]:
     """Record into memory inside the block; the previous exporter is restored afterwards."""
-    previous = setup.current_runtime()
     exporter = InMemorySpanExporter()
-    setup.configure(exporter=exporter, home=home)
-    try:
+    with setup.exporting_to(exporter, home=home):
         yield Recorded(exporter)
-    finally:
-        setup.flush()
-        if previous is not None:
-            named = previous.exporter_name in ("spool", "otlp", "none")
-            setup.configure(exporter=previous.exporter_name if named else previous.exporter,
-                            home=previous.home if previous.home_given else None, store=previous.store_url,
-                            redaction=previous.redactor)

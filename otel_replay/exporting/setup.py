@@ -276,5 +276,25 @@ def tap(callback: Callable[[ReadableSpan], None]) -> Iterator[None]:
             processor.taps = tuple(t for t in processor.taps if t is not callback)
 
 
+@contextmanager
+def exporting_to(exporter: str | SpanExporter, *, home: str | os.PathLike[str] | None = None) -> Iterator[None]:
+    """Send spans to ``exporter`` inside the block (``"none"``: nowhere but the taps), then flush and restore
+    the configuration in place before it. Used by :func:`otel_replay.testing.capture` and the case runner."""
+    previous = current_runtime()
+    if home is None and previous is not None:
+        configure(exporter=exporter, home=previous.home, redaction=previous.redactor)
+    else:
+        configure(exporter=exporter, home=home)
+    try:
+        yield
+    finally:
+        flush()
+        if previous is not None:
+            named = previous.exporter_name in _EXPORTERS
+            configure(exporter=previous.exporter_name if named else previous.exporter,
+                      home=previous.home if previous.home_given else None, store=previous.store_url,
+                      redaction=previous.redactor)
+
+
 def _flush_at_exit() -> None:
     flush(5000)
