@@ -155,7 +155,7 @@ def _encode(rt: Runtime, value: Any, scope: str, *, ordered: bool = False) -> tu
     if not rt.redactor.suspects(text):
         return tree, text, 0
     tree, n = rt.redactor.redact(tree, scope)
-    return tree, (dump(tree) if n else text), n
+    return tree, dump(tree), n  # dumped again even with n == 0: a passed-on marker may have a new scope
 
 
 def _emit_snapshot(run: _Run, span: trace.Span, kind: SnapshotKind, payload: dict[str, Any] | RawJSON,

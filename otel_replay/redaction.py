@@ -840,6 +840,8 @@ class Redactor:
         """
         kind = type(value)
         if kind is dict:
+            if REDACTED_KEY in value:  # a marker passed on takes the scope of where it is now
+                raise _Suspicious
             out = {}
             cache = self._key_cache
             for k, v in value.items():
@@ -896,7 +898,7 @@ class Redactor:
         if value is None or isinstance(value, bool) or value == "" or value == {} or value == []:
             return _copy(value)
         if isinstance(value, dict) and _is_marker(value):
-            return dict(value)
+            return {REDACTED_KEY: value[REDACTED_KEY], "scope": scope}
         if isinstance(value, str):
             stripped = value.strip()
             if stripped in self._allowed or self._is_allowed(stripped):
@@ -929,8 +931,8 @@ class Redactor:
         if kind is str:
             return self._string(value, scope, counter)
         if kind is dict:
-            if _is_marker(value):
-                return {REDACTED_KEY: value[REDACTED_KEY], "scope": self.scrub_text(value["scope"], scope)[0]}
+            if _is_marker(value):  # a redacted value passed on (a replay's input): same fingerprint, new place
+                return {REDACTED_KEY: value[REDACTED_KEY], "scope": scope}
             if value.get("$type") == "dict" and type(value.get("items")) is list:
                 return {"$type": "dict", "items": [self._pair(p, scope, counter, depth) for p in value["items"]]}
             out: dict[Any, Any] = {}

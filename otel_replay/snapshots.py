@@ -63,6 +63,25 @@ TRUNCATED_TAG: Final = "$truncated"
 REDACTED_TAG: Final = "$redacted"
 """Key of the marker object that replaces a secret (see :mod:`otel_replay.redaction`)."""
 
+
+class RedactedValue(str):
+    """A value that was redacted in a recording, as a replay hands it back to the agent.
+
+    It reads as the text ``[REDACTED:<fingerprint>]`` (so string code keeps working) and is recorded again as
+    the same marker, with the same fingerprint, wherever the agent passes it on. The secret itself is never
+    restored: a replay that needs it must read it from its own environment."""
+
+    fingerprint: str
+    scope: str
+
+    def __new__(cls, fingerprint: str, scope: str) -> RedactedValue:
+        value = super().__new__(cls, f"[REDACTED:{fingerprint}]")
+        value.fingerprint, value.scope = fingerprint, scope
+        return value
+
+    def __reduce__(self) -> Any:
+        return (RedactedValue, (self.fingerprint, self.scope))
+
 # A user dict holding one of these keys is encoded in the ``dict`` pair form, so it can never pose as a marker.
 _RESERVED_KEYS: Final = (TYPE_TAG, TRUNCATED_TAG, REDACTED_TAG)
 
@@ -193,6 +212,8 @@ def _encode(value: Any, depth: int, active: set[int]) -> Any:  # noqa: C901 - on
             return _encode_container(value, depth, active)
         finally:
             active.discard(ident)
+    if kind is RedactedValue:
+        return {REDACTED_TAG: value.fingerprint, "scope": value.scope}
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, enum.Enum):

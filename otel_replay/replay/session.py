@@ -28,7 +28,7 @@ from .. import semconv
 from ..recording import ReplayInterrupt, Served
 from ..runs import Run, Step
 from ..semconv import ReplayMode
-from ..snapshots import TYPE_TAG, canonical_json, from_jsonable, module_for
+from ..snapshots import REDACTED_TAG, TYPE_TAG, RedactedValue, canonical_json, from_jsonable, module_for
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,6 +73,8 @@ def revive(tree: Any) -> Any:
         return [revive(v) for v in tree]
     if not isinstance(tree, dict):
         return tree
+    if len(tree) == 2 and isinstance(tree.get(REDACTED_TAG), str) and isinstance(tree.get("scope"), str):
+        return RedactedValue(tree[REDACTED_TAG], tree["scope"])
     tag = tree.get(TYPE_TAG)
     if tag in ("dataclass", "pydantic"):
         cls = _imported_class(str(tree.get("class", "")))
