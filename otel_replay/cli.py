@@ -326,9 +326,33 @@ def demo_command(
                        reason="verify the fix for unknown order ids",
                        entrypoint="otel_replay.demo.agent:support_agent_fixed")
         _render_result(fixed)
+        if fixed.replay is not None:
+            _demo_case(fixed.replay, home)
     console.print()
     console.print("Next: [bold]otel-replay runs[/bold], [bold]otel-replay show TRACE_ID --json[/bold], "
-                  "[bold]otel-replay replay TRACE_ID --mode mock[/bold], [bold]otel-replay audit[/bold]")
+                  "[bold]otel-replay replay TRACE_ID --mode mock[/bold], [bold]otel-replay audit[/bold], "
+                  f"[bold]otel-replay case run {home / 'cases'}[/bold]")
+
+
+def _demo_case(fixed: Run, home: Any) -> None:
+    """Freeze the fixed run into a regression case and run it, as CI would."""
+    from .cases import CASE_SUFFIX, case_document, describe_failure, load_case, run_case, write_case
+    from .exporting.setup import runtime
+
+    console = _out()
+    console.print()
+    console.rule("The fix, frozen: a regression case that CI replays without a store")
+    folder = home / "cases"
+    folder.mkdir(parents=True, exist_ok=True)
+    name = "support-unknown-order"
+    document = case_document(fixed, name=name, expect=["output", "tools"], redactor=runtime().redactor)
+    path = write_case(document, folder / f"{name}{CASE_SUFFIX}", force=True)
+    console.print(f"otel-replay case export {fixed.trace_id} -o {path} --expect output --expect tools")
+    result = run_case(load_case(path))
+    if result.passed:
+        console.print(Text.assemble(("PASS ", "green"), f"{name}: the fixed agent still answers as recorded"))
+    else:
+        console.print(Text(describe_failure(result), style="red"))
 
 
 # ------------------------------------------------------------------------------------------------ replay
@@ -611,8 +635,9 @@ def case_run_command(
     if not files:
         fail(f"no case files (*.case.json) in {', '.join(paths)}")
     results: list[CaseResult] = []
+    err = Console(stderr=True)
     progress = Progress(TextColumn("cases"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                        console=Console(stderr=True), transient=True, disable=len(files) < 2)
+                        console=err, transient=True, disable=len(files) < 2 or not err.is_terminal)
     with progress:
         task = progress.add_task("", total=len(files))
         for file in files:
