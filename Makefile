@@ -17,6 +17,7 @@ demo: $(STAMP)
 	$(BIN)/otel-replay demo
 
 test: $(STAMP)
+	@sh scripts/ensure-chromium
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -81,6 +81,16 @@ def _handled(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+_HTML_HELP = "Write a self-contained HTML report to FILE (links to Jaeger / Grafana from $OTEL_REPLAY_JAEGER_URL / $OTEL_REPLAY_GRAFANA_URL)."
+
+
+def _write_html(path: str, page: str, *, quiet: bool = False) -> None:
+    from .report import write_report
+
+    written = write_report(path, page)
+    Console(stderr=quiet, soft_wrap=True, highlight=False).print(f"wrote HTML report {written}")
+
+
 def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
 
@@ -212,16 +222,21 @@ def render_run(run: Run) -> Tree:
 def show_command(
     trace_id: str = typer.Argument(..., help="Trace id of the run (32 hex characters)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run as a JSON object."),
+    html: str | None = typer.Option(None, "--html", metavar="FILE", help=_HTML_HELP),
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
     """Show one run as a tree of steps and snapshots."""
     tid = parse_trace_id(trace_id)
     with _open_store(store_url) as store:
         run = store.load_run(tid)
+    if html:
+        from .report import Links, run_report
+
+        _write_html(html, run_report(run, links=Links.from_env()), quiet=as_json)
     if as_json:
         _print_json(run.to_dict())
-        return
-    _out().print(render_run(run))
+    elif not html:
+        _out().print(render_run(run))
 
 
 # -------------------------------------------------------------------------------------------------- demo
@@ -418,6 +433,7 @@ def replay_command(
     reason: str | None = typer.Option(None, "--reason", help="Why (required for live)."),
     app_spec: str | None = typer.Option(None, "--app", help="Entrypoint module:function to run instead of the recorded one."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    html: str | None = typer.Option(None, "--html", metavar="FILE", help=_HTML_HELP),
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
     """Replay a run. Exit 0: matched; 1: diverged; 2: refused or impossible."""
@@ -429,6 +445,12 @@ def replay_command(
         _print_json(result.to_dict())
     else:
         _render_result(result)
+    if html:
+        from .report import Links, replay_report
+
+        with _open_store(store_url) as store:
+            original = store.load_run(result.original_trace_id)
+        _write_html(html, replay_report(result, original, links=Links.from_env()), quiet=as_json)
     _exit_for(result)
 
 
@@ -518,17 +540,24 @@ def diff_command(
     trace_a: str = typer.Argument(..., help="Trace id of the first run (e.g. the original)."),
     trace_b: str = typer.Argument(..., help="Trace id of the second run (e.g. the replay)."),
     as_json: bool = typer.Option(False, "--json", help="Print the diff as JSON."),
+    html: str | None = typer.Option(None, "--html", metavar="FILE", help=_HTML_HELP),
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
     """Diff two runs: output, state, tools, citations, cost, latency, safety. Exit 1 when they differ."""
-    from .replay.diff import render_diff
-    from .replay.engine import diff
+    from .replay.diff import diff_runs, render_diff
 
-    result = diff(trace_a, trace_b, store=store_url)
+    a, b = parse_trace_id(trace_a), parse_trace_id(trace_b)
+    with _open_store(store_url) as store:
+        run_a, run_b = store.load_run(a), store.load_run(b)
+    result = diff_runs(run_a, run_b)
     if as_json:
         _print_json(result.to_dict())
     else:
         _out().print(render_diff(result))
+    if html:
+        from .report import Links, diff_report
+
+        _write_html(html, diff_report(run_a, run_b, result, links=Links.from_env()), quiet=as_json)
     if result.changed:
         raise typer.Exit(1)
 
