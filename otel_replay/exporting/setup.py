@@ -294,6 +294,19 @@ def exporting_to(exporter: str | SpanExporter, *, home: str | os.PathLike[str] |
             configure(exporter=previous.exporter_name if named else previous.exporter,
                       home=previous.home if previous.home_given else None, store=previous.store_url,
                       redaction=previous.redactor)
+        else:
+            _unconfigure()
+
+
+def _unconfigure() -> None:
+    """Back to "never configured": the next recording configures from the environment again."""
+    global _runtime, _key
+    with _lock:
+        if _processor is not None:
+            inner, _processor.inner = _processor.inner, None
+            if inner is not None:
+                inner.shutdown()
+        _runtime, _key = None, None
 
 
 def _flush_at_exit() -> None:
