@@ -344,3 +344,23 @@ def test_case_run_takes_folders_and_reports_every_case(world: dict[str, Any], tm
     assert out.returncode == 0, out.stdout
     report = json.loads(out.stdout)
     assert [Path(c["path"]).name for c in report["cases"]] == ["a.case.json", "b.case.json"]
+
+
+def test_running_a_case_leaves_later_recordings_alone(world: dict[str, Any], tmp_path: Path) -> None:
+    """A case run inside a process that never configured recording (a user's pytest session) does not leave
+    spans going nowhere: the next run is recorded to the spool as usual."""
+    path = export(world, "desk-agent", "desk-after")
+    home = tmp_path / "after-home"
+    script = ("import sys, otel_replay as orp, case_agents as ca\n"
+              "from otel_replay.cases import load_case, run_case\n"
+              "assert run_case(load_case(sys.argv[1])).passed\n"
+              "ca.desk_agent('refund order B1', api_key='sk-live-' + 'Ab12' * 8)\n"
+              "orp.flush()\n")
+    env = {**os.environ, "OTEL_REPLAY_HOME": str(home),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p)}
+    env.pop("OTEL_REPLAY_STORE", None)
+    out = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    listed = cli(world, "runs", "--json", env={"OTEL_REPLAY_HOME": str(home)})
+    assert [r["agent"] for r in json.loads(listed.stdout)] == ["desk-agent"]  # the later run, not the case's
