@@ -138,6 +138,30 @@ def test_run_rows_filters_and_orders_newest_first(home):
             store.run_rows(status="maybe")
 
 
+def test_run_rows_newest_first_across_time_windows(home):
+    # Roots spread from minutes to years before the newest span: the listing reads widening time windows,
+    # and its answer must be the same as one query over the whole table, whatever the limit and filter.
+    newest = 1_800_000_000_000_000_000
+    ages_s = [0, 1800, 3600, 2 * 3600, 3 * 86400, 40 * 86400, 100 * 86400, 4 * 365 * 86400]
+    spans = []
+    for i, age in enumerate(ages_s):
+        tid = f"{i + 1:02x}" * 16
+        spans.append(make_span(tid, "01" * 8, start=newest - age * 10**9 - 5 * 10**9,
+                               name=f"invoke_agent {'alpha' if i % 2 else 'beta'}", status="Error" if i in (1, 7) else "Ok",
+                               attributes={"gen_ai.agent.name": "alpha" if i % 2 else "beta"}))
+        spans.append(make_span(tid, "02" * 8, start=newest - age * 10**9, parent="01" * 8))
+    expected = [f"{i + 1:02x}" * 16 for i in range(len(ages_s))]
+    with Store.open() as store:
+        store.insert_spans(spans)
+        assert [r.trace_id for r in store.run_rows()] == expected
+        for limit in range(1, len(expected) + 2):
+            assert [r.trace_id for r in store.run_rows(limit=limit)] == expected[:limit]
+        assert [r.trace_id for r in store.run_rows(agent="alpha", limit=3)] == expected[1::2][:3]
+        assert [r.trace_id for r in store.run_rows(status="error")] == [expected[1], expected[7]]
+        assert [r.trace_id for r in store.run_rows(status="error", limit=1)] == [expected[1]]
+        assert store.run_rows(agent="nobody") == []
+
+
 def test_runs_and_load_run_from_real_recordings(home):
     ok_trace = record_run(home, "alpha")
     error_trace = record_run(home, "beta", error=True)

@@ -48,6 +48,10 @@ _log = logging.getLogger("otel_replay.store")
 _INSERT_CHUNK_ROWS: Final = 50_000
 _ROOT_PREFIX: Final = semconv.SPAN_AGENT + " "
 _ERROR_CODES: Final = ("Error", "STATUS_CODE_ERROR")
+# Run listing reads the newest roots first through widening time windows (see Store.run_rows).
+_LIST_FIRST_WINDOW_NS: Final = 3600 * 10**9  # the newest hour of the store
+_LIST_WINDOW_GROWTH: Final = 8  # each next window is 8 times wider: 1 h, 8 h, 2.7 days, 21 days, 171 days
+_LIST_MAX_WINDOWS: Final = 5  # then the rest of the store in one last query
 _LIST_COLUMNS: Final = SELECT_COLUMNS.replace(
     "arrayMap(t -> toUnixTimestamp64Nano(t), Events.Timestamp), Events.Name, Events.Attributes",
     "CAST([] AS Array(Int64)), CAST([] AS Array(String)), CAST([] AS Array(Map(String, String)))",
@@ -415,9 +419,47 @@ class Store:
             where.append("if(SpanAttributes[{kind_key:String}] = '', 'original', SpanAttributes[{kind_key:String}])"
                          " = {kind:String}")
             params.update(kind_key=semconv.RUN_KIND, kind=kind)
-        sql = (f"SELECT {_LIST_COLUMNS} FROM {self.traces_table} WHERE {' AND '.join(where)} "
-               "ORDER BY Timestamp DESC, TraceId LIMIT {limit:UInt32}")
-        return [record_from_query_row(row) for row in self._run("query", sql, params).result_rows]
+        return [record_from_query_row(row) for row in self._newest_first(where, params, limit)]
+
+    def _newest_first(self, where: list[str], params: dict[str, Any], limit: int) -> list[Sequence[Any]]:
+        """The newest ``limit`` rows of the traces table matching ``where``, read through widening time windows.
+
+        The table is sorted by ``(ServiceName, SpanName, time)`` and partitioned by day, so ``ORDER BY Timestamp
+        DESC LIMIT n`` alone reads the filter columns of every span in the store. Reading the newest hour first,
+        then each next older window 8 times wider (the last one unbounded), lets partition pruning skip
+        everything older as soon as ``limit`` rows are found. Every row of a window is newer than every row of
+        the windows after it, so the concatenation is exactly the single query's answer. The store's newest and
+        oldest span times come from the parts' min/max index (ClickHouse answers them without reading rows).
+        """
+        count, newest, oldest = self._run(
+            "query", f"SELECT count(), toUnixTimestamp64Nano(max(Timestamp)), toUnixTimestamp64Nano(min(Timestamp)) "
+                     f"FROM {self.traces_table}").result_rows[0]
+        if not count:
+            return []
+        newest, oldest = int(newest), int(oldest)
+        rows: list[Sequence[Any]] = []
+        upper: int | None = None  # exclusive upper bound of the next window (None: no bound)
+        width = _LIST_FIRST_WINDOW_NS
+        for window in range(_LIST_MAX_WINDOWS + 1):
+            lower: int | None = newest - width
+            if window == _LIST_MAX_WINDOWS or lower <= oldest:
+                lower = None  # this window reaches the oldest span: the last query
+            bounds, window_params = [], {**params, "limit": limit - len(rows)}
+            if lower is not None:
+                bounds.append("Timestamp >= fromUnixTimestamp64Nano({lower:Int64})")
+                window_params["lower"] = lower
+            if upper is not None:
+                bounds.append("Timestamp < fromUnixTimestamp64Nano({upper:Int64})")
+                window_params["upper"] = upper
+            sql = (f"SELECT {_LIST_COLUMNS} FROM {self.traces_table} WHERE {' AND '.join(where + bounds)} "
+                   "ORDER BY Timestamp DESC, TraceId LIMIT {limit:UInt32}")
+            found = self._run("query", sql, window_params).result_rows
+            rows.extend(found)
+            if len(rows) >= limit or lower is None:
+                break
+            upper = lower
+            width *= _LIST_WINDOW_GROWTH
+        return rows
 
     def runs(self, *, agent: str | None = None, status: str | None = None, kind: str | None = None,
              limit: int = 50) -> list[RunSummary]:
