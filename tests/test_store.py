@@ -146,9 +146,9 @@ def test_run_rows_newest_first_across_time_windows(home):
     spans = []
     for i, age in enumerate(ages_s):
         tid = f"{i + 1:02x}" * 16
-        spans.append(make_span(tid, "01" * 8, start=newest - age * 10**9 - 5 * 10**9,
-                               name=f"invoke_agent {'alpha' if i % 2 else 'beta'}", status="Error" if i in (1, 7) else "Ok",
-                               attributes={"gen_ai.agent.name": "alpha" if i % 2 else "beta"}))
+        agent = "alpha" if i % 2 else "beta"
+        spans.append(make_span(tid, "01" * 8, start=newest - age * 10**9 - 5 * 10**9, name=f"invoke_agent {agent}",
+                               status="Error" if i in (1, 7) else "Ok", attributes={"gen_ai.agent.name": agent}))
         spans.append(make_span(tid, "02" * 8, start=newest - age * 10**9, parent="01" * 8))
     expected = [f"{i + 1:02x}" * 16 for i in range(len(ages_s))]
     with Store.open() as store:
