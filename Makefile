@@ -25,6 +25,9 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/ingest_throughput.py
 	$(BIN)/python benchmarks/replay_mock.py
 	$(BIN)/python benchmarks/sdk_overhead.py
+	$(BIN)/python benchmarks/scale_load.py
+	$(BIN)/python benchmarks/runs_listing.py
+	$(BIN)/python benchmarks/concurrency_recording.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
