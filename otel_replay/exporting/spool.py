@@ -19,7 +19,12 @@ Sealing: ``force_flush()`` and ``shutdown()`` seal the open segment (fsync, then
 ``.open`` to ``.seg``, then an fsync of the folder); a segment reaching ``segment_max_bytes`` is sealed
 right after the write that crossed it. Durability (``fsync``): ``"seal"`` (default) syncs at every seal, so a
 process crash loses nothing already exported and a power loss loses at most the unsealed tail;
-``"always"`` also syncs after every record; ``"never"`` leaves it to the OS.
+``"always"`` also syncs after every record; ``"never"`` leaves it to the OS. A seal that fails (disk full)
+leaves the segment open and locked by this process, and the next seal tries again.
+
+When the spool cannot be written (disk full, folder unwritable) the batch is dropped (``dropped_spans``),
+export returns FAILURE and one warning is logged for the outage (and one when writing works again); a record cut
+short by the failure is truncated away, so the segment stays intact.
 
 The writer holds an exclusive ``flock`` on its open segment for as long as it writes it. A reader adopts an
 ``.open`` segment (renames it to ``.seg``) only when that lock is free and the writer's pid is no longer
@@ -171,6 +176,9 @@ class SpoolExporter(SpanExporter):
         self._owner_pid = os.getpid()
         self._shutdown = False
         self._host = _host_tag()
+        self._failing_spans = 0  # spans dropped since writes started failing (0: writes work)
+        self.dropped_spans = 0
+        """Spans dropped because the spool could not be written (disk full, folder unwritable)."""
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._after_fork_in_child)
 
@@ -190,25 +198,25 @@ class SpoolExporter(SpanExporter):
         except Exception:  # the telemetry path never raises into the host program
             _log.exception("otel-replay spool: could not encode %d span(s)", len(spans))
             return SpanExportResult.FAILURE
-        try:
-            with self._lock:
+        with self._lock:
+            try:
                 self._append(record)
-                if self._size >= self.segment_max_bytes:
-                    self._seal_locked()
-        except Exception:
-            _log.exception("otel-replay spool: could not write %d span(s) to %s", len(spans), self.directory)
-            return SpanExportResult.FAILURE
+            except Exception as exc:
+                self._write_failed(len(spans), exc)
+                return SpanExportResult.FAILURE
+            if self._failing_spans:
+                _log.warning("otel-replay spool: writing to %s again; %d span(s) were dropped while it could not be "
+                             "written", self.directory, self._failing_spans)
+                self._failing_spans = 0
+            if self._size >= self.segment_max_bytes:
+                self._seal_or_warn_locked()  # the record is written either way: never report it as failed
         return SpanExportResult.SUCCESS
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Seal the open segment so the store can ingest everything exported so far."""
-        try:
-            with self._lock:
-                self._seal_locked()
-            return True
-        except Exception:
-            _log.exception("otel-replay spool: could not seal the segment in %s", self.directory)
-            return False
+        """Seal the open segment so the store can ingest everything exported so far. False when sealing failed
+        (the segment then stays open and the next flush seals it)."""
+        with self._lock:
+            return self._seal_or_warn_locked()
 
     def shutdown(self) -> None:
         """Seal the open segment; later exports are dropped with a warning."""
@@ -236,6 +244,29 @@ class SpoolExporter(SpanExporter):
             except OSError:
                 pass
 
+    def _write_failed(self, count: int, exc: Exception) -> None:
+        self.dropped_spans += count
+        first = not self._failing_spans
+        self._failing_spans += count
+        if not isinstance(exc, OSError):
+            _log.error("otel-replay spool: could not write %d span(s) to %s", count, self.directory, exc_info=exc)
+        elif first:  # one warning per outage, not one per batch
+            _log.warning("otel-replay spool: could not write %d span(s) to %s (%s); they are dropped, the agent goes "
+                         "on, and recording resumes as soon as the spool can be written again", count,
+                         self.directory, exc.strerror or exc)
+        else:
+            _log.debug("otel-replay spool: still cannot write to %s; dropped %d more span(s)", self.directory, count)
+
+    def _seal_or_warn_locked(self) -> bool:
+        try:
+            self._seal_locked()
+            return True
+        except Exception as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            _log.warning("otel-replay spool: could not seal the segment in %s (%s); it stays open and the next "
+                         "flush seals it", self.directory, reason, exc_info=not isinstance(exc, OSError))
+            return False
+
     def _open_locked(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         stem = f"{time.time_ns():020d}-{self._host}-{os.getpid()}-{secrets.token_hex(4)}"
@@ -247,6 +278,7 @@ class SpoolExporter(SpanExporter):
             _write_all(fd, SEGMENT_MAGIC)
         except BaseException:
             os.close(fd)
+            path.unlink(missing_ok=True)
             raise
         self._fd, self._path, self._size, self._records = fd, path, len(SEGMENT_MAGIC), 0
 
@@ -256,24 +288,41 @@ class SpoolExporter(SpanExporter):
         if self._fd is None:
             self._open_locked()
         assert self._fd is not None
-        _write_all(self._fd, record)
+        try:
+            _write_all(self._fd, record)
+        except BaseException:
+            try:  # a short write (disk full) leaves part of a record: cut it off so the segment stays clean
+                os.ftruncate(self._fd, self._size)
+            except OSError:
+                pass  # the reader skips and reports a torn record
+            raise
         self._size += len(record)
         self._records += 1
         if self.fsync == "always":
-            os.fsync(self._fd)
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:  # written all the same: reporting it as failed would have it written twice
+                _log.warning("otel-replay spool: fsync of %s failed (%s); the record is written but may not survive "
+                             "a power loss", self._path, exc.strerror or exc)
 
     def _seal_locked(self) -> None:
+        """Seal the open segment. If the fsync or the rename fails (disk full), it stays this process's open
+        segment, still locked, and a later seal tries again: never left ``.open`` for a live process."""
         fd, path = self._fd, self._path
         if fd is None or path is None:
             return
+        if self._records == 0:
+            self._fd, self._path = None, None
+            try:
+                path.unlink(missing_ok=True)
+            finally:
+                os.close(fd)
+            return
+        if self.fsync != "never":
+            os.fsync(fd)
+        os.replace(path, path.with_suffix(SEALED_SUFFIX))
         self._fd, self._path = None, None
         try:
-            if self._records == 0:
-                path.unlink(missing_ok=True)
-                return
-            if self.fsync != "never":
-                os.fsync(fd)
-            os.replace(path, path.with_suffix(SEALED_SUFFIX))
             if self.fsync != "never":
                 _fsync_dir(self.directory)
         finally:
