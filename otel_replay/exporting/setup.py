@@ -15,7 +15,7 @@ import atexit
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +25,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from .. import settings
 from ..redaction import RedactionConfig, Redactor
@@ -89,9 +89,63 @@ class _SwappableProcessor(SpanProcessor):
         return True if inner is None else inner.force_flush(timeout_millis)
 
 
+class _DeliveryWatch(SpanExporter):
+    """Forwards to the chosen exporter and remembers what it failed to deliver.
+
+    :func:`flush` reports False when any batch failed since the previous flush (the SDK's ``BatchSpanProcessor``
+    itself only says whether its queue was drained). For exporters that are not otel-replay's own (OTLP, an
+    exporter passed to :func:`configure`), whose failures are otherwise logged only by the exporter itself, it
+    tells the user on the ``otel_replay`` logger: one warning when exports start failing, one when they work
+    again. Never raises.
+    """
+
+    def __init__(self, inner: SpanExporter, name: str, *, warn: bool) -> None:
+        self.inner = inner
+        self.name = name
+        self.warn = warn
+        self._mutex = threading.Lock()
+        self._failed_since_flush = False
+        self._failing_spans = 0  # spans not delivered in the current streak of failures
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            result = self.inner.export(spans)
+        except Exception:  # the telemetry path never raises into the host program
+            _log.exception("otel-replay: the %s exporter raised; %d span(s) not exported", self.name, len(spans))
+            result = SpanExportResult.FAILURE
+        with self._mutex:
+            failing_before = self._failing_spans
+            if result is SpanExportResult.SUCCESS:
+                self._failing_spans = 0
+            else:
+                self._failed_since_flush = True
+                self._failing_spans += len(spans)
+        if self.warn and result is not SpanExportResult.SUCCESS and not failing_before:
+            _log.warning("otel-replay: the %s exporter could not export %d span(s); the agent goes on, and spans "
+                         "are dropped until the exporter works again (see the exporter's own messages)",
+                         self.name, len(spans))
+        elif self.warn and result is SpanExportResult.SUCCESS and failing_before:
+            _log.warning("otel-replay: the %s exporter works again; %d span(s) were not exported", self.name,
+                         failing_before)
+        return result
+
+    def take_failed(self) -> bool:
+        """True when an export failed since the last call (and resets that)."""
+        with self._mutex:
+            failed, self._failed_since_flush = self._failed_since_flush, False
+        return failed
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+
 _lock = threading.RLock()
 _runtime: Runtime | None = None
 _processor: _SwappableProcessor | None = None
+_watch: _DeliveryWatch | None = None
 _key: tuple[Any, ...] | None = None
 
 
@@ -184,7 +238,7 @@ def configure(
     If the application already set a global SDK TracerProvider, otel-replay attaches to it.
     Bad arguments raise :class:`ValueError` here, at setup.
     """
-    global _runtime, _processor, _key
+    global _runtime, _processor, _watch, _key
     with _lock:
         resolved_home = settings.resolve_home(home)
         exporter_choice = _resolve_exporter_name(exporter)
@@ -205,7 +259,11 @@ def configure(
             atexit.register(_flush_at_exit)
         span_exporter = _make_exporter(exporter_choice, resolved_home, store)
         old = _processor.inner
-        _processor.inner = _batch_processor(span_exporter) if span_exporter is not None else None
+        _watch = None
+        if span_exporter is not None:  # the spool and clickhouse exporters log their failures themselves
+            _watch = _DeliveryWatch(span_exporter, exporter_choice if isinstance(exporter_choice, str) else
+                                    type(span_exporter).__name__, warn=exporter_choice not in ("spool", "clickhouse"))
+        _processor.inner = _batch_processor(_watch) if _watch is not None else None
         if old is not None:
             old.shutdown()
         _runtime = Runtime(
@@ -245,8 +303,15 @@ def current_runtime() -> Runtime | None:
 
 
 def flush(timeout_millis: int = 30000) -> bool:
-    """Export everything recorded so far and make it visible to the store (seals the spool segment)."""
+    """Export everything recorded so far and make it visible to the store (seals the spool segment).
+
+    False when an export failed since the previous flush (a full disk, an unreachable Collector: those spans
+    were dropped, or held in memory by the ClickHouse exporter for a later attempt) or sealing the spool
+    failed; the failure itself is logged on the ``otel_replay`` logger. Spans the SDK's queue dropped because
+    it was full (``OTEL_BSP_MAX_QUEUE_SIZE``) are logged by the SDK, not seen here. Never raises.
+    """
     current = _runtime
+    watch = _watch
     if current is None or _processor is None:
         return True
     ok = True
@@ -254,6 +319,8 @@ def flush(timeout_millis: int = 30000) -> bool:
         ok = _processor.force_flush(timeout_millis)
         if current.exporter is not None:
             ok = current.exporter.force_flush(timeout_millis) and ok
+        if watch is not None:
+            ok = not watch.take_failed() and ok
     except Exception:  # the telemetry path never raises into the host program
         _log.exception("otel-replay: flush failed")
         return False
@@ -300,8 +367,9 @@ def exporting_to(exporter: str | SpanExporter, *, home: str | os.PathLike[str] |
 
 def _unconfigure() -> None:
     """Back to "never configured": the next recording configures from the environment again."""
-    global _runtime, _key
+    global _runtime, _watch, _key
     with _lock:
+        _watch = None
         if _processor is not None:
             inner, _processor.inner = _processor.inner, None
             if inner is not None:
