@@ -13,8 +13,13 @@ Value rules (the Collector's ``pcommon.Value.AsString``; see ``docs/storage.md``
   arrays and kvlists as compact JSON with sorted keys and Go ``encoding/json`` escaping without HTML escaping
   (an array or kvlist holding NaN or ±Inf cannot be JSON and stores ``''``, as Go's marshaller fails); an
   empty value is ``''``.
-* ids are lowercase hex; an all-zero (or absent) id is ``''``. Span kinds are ``Unspecified``, ``Internal``,
-  ``Server``, ``Client``, ``Producer``, ``Consumer``; status codes ``Unset``, ``Ok``, ``Error``.
+* ids are lowercase hex; an all-zero (or absent) id is ``''``. An id of another length than OTLP's (16 bytes
+  for a trace, 8 for a span) makes the whole request a ``ValueError``, as the Collector refuses it. Span kinds
+  are ``Unspecified``, ``Internal``, ``Server``, ``Client``, ``Producer``, ``Consumer``; status codes
+  ``Unset``, ``Ok``, ``Error``.
+* times are nanoseconds as Go's ``int64(ts)`` reads them: an unsigned time of 2^63 or more (after the year
+  2262) wraps to a negative number, as the Collector stores it (``DateTime64(9)`` holds an Int64).
+* array and kvlist values of any depth are written out (no recursion limit).
 * ``ServiceName`` is the resource's ``service.name`` (``''`` if absent); maps are stored with sorted keys;
   events and links keep their order; ``Duration`` is end − start as an unsigned 64-bit number.
 
@@ -91,6 +96,8 @@ _OLD_SPELLINGS: Final[dict[str, str]] = {
 _ZERO_TRACE: Final = "0" * 32
 _ZERO_SPAN: Final = "0" * 16
 _U64: Final = (1 << 64) - 1
+_I64_MAX: Final = (1 << 63) - 1
+_WRAP: Final = 1 << 64
 _SERVICE_NAME: Final = "service.name"
 _by_key = itemgetter(0)
 _encode_basestring = json.encoder.encode_basestring  # escapes like Go (", \\, control chars), leaves UTF-8
@@ -148,44 +155,51 @@ class _NotJson(Exception):
 
 
 def _json_of(value: AnyValue, out: list[str]) -> None:
-    kind = value.WhichOneof("value")
-    if kind == "string_value":
-        out.append(_encode_basestring(value.string_value))
-    elif kind == "int_value":
-        out.append(str(value.int_value))
-    elif kind == "bool_value":
-        out.append("true" if value.bool_value else "false")
-    elif kind == "double_value":
-        number = value.double_value
-        if number != number or number in (math.inf, -math.inf):
-            raise _NotJson
-        out.append(format_double(number))
-    elif kind == "bytes_value":
-        out.append('"' + base64.b64encode(value.bytes_value).decode("ascii") + '"')
-    elif kind == "array_value":
-        out.append("[")
-        first = True
-        for item in value.array_value.values:
-            if not first:
-                out.append(",")
-            first = False
-            _json_of(item, out)
-        out.append("]")
-    elif kind == "kvlist_value":
-        # Go builds a map (last duplicate wins), then encoding/json sorts keys (UTF-8 byte order == code point order).
-        entries = {kv.key: kv.value for kv in value.kvlist_value.values}
-        out.append("{")
-        first = True
-        for key in sorted(entries):
-            if not first:
-                out.append(",")
-            first = False
-            out.append(_encode_basestring(key))
-            out.append(":")
-            _json_of(entries[key], out)
-        out.append("}")
-    else:
-        out.append("null")
+    """Append the JSON of ``value`` to ``out``. Iterative (an explicit stack of values and literal text), so a
+    value nested deeper than Python's recursion limit is written out like any other."""
+    stack: list[Any] = [value]
+    pop, push, append = stack.pop, stack.append, out.append
+    while stack:
+        item = pop()
+        if type(item) is str:  # literal JSON text pushed by an array or kvlist
+            append(item)
+            continue
+        kind = _which(item, "value")
+        if kind == "string_value":
+            append(_encode_basestring(item.string_value))
+        elif kind == "int_value":
+            append(str(item.int_value))
+        elif kind == "bool_value":
+            append("true" if item.bool_value else "false")
+        elif kind == "double_value":
+            number = item.double_value
+            if number != number or number in (math.inf, -math.inf):
+                raise _NotJson
+            append(format_double(number))
+        elif kind == "bytes_value":
+            append('"' + base64.b64encode(item.bytes_value).decode("ascii") + '"')
+        elif kind == "array_value":
+            values = item.array_value.values
+            append("[")
+            push("]")
+            for i in range(len(values) - 1, -1, -1):
+                push(values[i])
+                if i:
+                    push(",")
+        elif kind == "kvlist_value":
+            # Go builds a map (last duplicate wins), then encoding/json sorts keys (UTF-8 byte order == code
+            # point order).
+            entries = {kv.key: kv.value for kv in item.kvlist_value.values}
+            keys = sorted(entries)
+            append("{")
+            push("}")
+            for i in range(len(keys) - 1, -1, -1):
+                push(entries[keys[i]])
+                push(_encode_basestring(keys[i]) + ":")
+                if i:
+                    push(",")
+        else:
+            append("null")
 
 
 def _json_text(value: AnyValue) -> str:
@@ -250,6 +264,11 @@ def _hex_id(raw: bytes, zero: str) -> str:
     return "" if text == zero or not text else text
 
 
+def _bad_id(span: Any, what: str, raw: bytes, size: int) -> ValueError:
+    return ValueError(f"span {span.name[:80]!r} has a {what} of {len(raw)} bytes: OTLP ids are {size} bytes "
+                      "(or empty), so the request is refused, as the Collector refuses it")
+
+
 # ------------------------------------------------------------------------------------------ OTLP → rows
 
 
@@ -270,14 +289,21 @@ def rows_from_resource_spans(resource_spans: ResourceSpans) -> list[tuple[Any, .
             status = span.status
             code = status.code
             trace_id = span.trace_id
-            if trace_id != last_trace:  # spans of one trace arrive together: hex it once
+            if trace_id != last_trace:  # spans of one trace arrive together: check and hex it once
+                if len(trace_id) not in (0, 16):
+                    raise _bad_id(span, "trace id", trace_id, 16)
                 last_trace, last_trace_hex = trace_id, _hex_id(trace_id, _ZERO_TRACE)
             parent = span.parent_span_id
+            raw_span_id = span.span_id
+            if len(raw_span_id) not in (0, 8) or len(parent) not in (0, 8):
+                bad = raw_span_id if len(raw_span_id) not in (0, 8) else parent
+                raise _bad_id(span, "span id" if bad is raw_span_id else "parent span id", bad, 8)
             events = span.events
             if events:
                 event_times, event_names, event_attrs = [], [], []
                 for event in events:
-                    event_times.append(event.time_unix_nano)
+                    at = event.time_unix_nano
+                    event_times.append(at if at <= _I64_MAX else at - _WRAP)
                     event_names.append(event.name)
                     event_attrs.append(_attributes(event.attributes))
             else:
@@ -286,16 +312,20 @@ def rows_from_resource_spans(resource_spans: ResourceSpans) -> list[tuple[Any, .
             if links:
                 link_traces, link_spans, link_states, link_attrs = [], [], [], []
                 for link in links:
+                    if len(link.trace_id) not in (0, 16) or len(link.span_id) not in (0, 8):
+                        bad_trace = len(link.trace_id) not in (0, 16)
+                        raise _bad_id(span, "link's trace id" if bad_trace else "link's span id",
+                                      link.trace_id if bad_trace else link.span_id, 16 if bad_trace else 8)
                     link_traces.append(_hex_id(link.trace_id, _ZERO_TRACE))
                     link_spans.append(_hex_id(link.span_id, _ZERO_SPAN))
                     link_states.append(link.trace_state)
                     link_attrs.append(_attributes(link.attributes))
             else:
                 link_traces = link_spans = link_states = link_attrs = []  # type: ignore[assignment]
-            span_id = span.span_id.hex()
+            span_id = raw_span_id.hex()
             parent_hex = parent.hex() if parent else ""
             append((
-                start,
+                start if start <= _I64_MAX else start - _WRAP,  # Go's int64(ts): DateTime64 holds an Int64
                 last_trace_hex,
                 "" if span_id == _ZERO_SPAN else span_id,
                 "" if parent_hex == _ZERO_SPAN else parent_hex,
