@@ -15,6 +15,7 @@ import json
 import os
 import re
 import tempfile
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,6 +49,10 @@ EXPECTATIONS: Final = ("no-divergence", "output", "tools")
 DEFAULT_EXPECTATIONS: Final = ("no-divergence",)
 
 _NAME_CHARS: Final = re.compile(r"[^A-Za-z0-9_.-]+")
+_NAME_MAX_BYTES: Final = 200
+_NAME_BAD_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+_SHOWN_PATH_CHARS: Final = 160
+_ENTRYPOINT: Final = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*:[^\W\d]\w*(?:\.[^\W\d]\w*)*")
 
 
 class CaseError(OtelReplayError):
@@ -137,8 +142,39 @@ def _checked_mode(mode: str) -> str:
 
 def default_case_name(run: Run) -> str:
     """``<agent>-<first 12 hex digits of the trace id>``, safe as a file name."""
-    agent = _NAME_CHARS.sub("-", run.agent).strip("-.") or "run"
+    agent = _NAME_CHARS.sub("-", run.agent).strip("-.")[:64].strip("-.") or "run"
     return f"{agent}-{run.trace_id[:12]}"
+
+
+def _name_problem(name: Any) -> str | None:
+    """Why ``name`` cannot name a case, or None. A name is one line of visible text without a path separator,
+    at most 200 UTF-8 bytes, so that ``<name>.case.json`` is always a file name in one folder and a name
+    printed in a report is what it seems."""
+    if not isinstance(name, str) or not name.strip():
+        return "must be a non-empty string"
+    if "/" in name or "\\" in name:
+        return "must not hold a path separator ('/' or '\\'): it names the case, not where its file goes"
+    bad = next((c for c in name if unicodedata.category(c) in _NAME_BAD_CATEGORIES), None)
+    if bad is not None:
+        return f"must not hold control or invisible characters (found {ascii(bad)})"
+    if len(name.encode("utf-8")) > _NAME_MAX_BYTES:
+        return f"is longer than {_NAME_MAX_BYTES} bytes"
+    return None
+
+
+def _shown(path: str | os.PathLike[str] | None) -> str:
+    """A path as messages show it: whole up to a length, else its start and end."""
+    text = str(path) if path is not None else "case"
+    if len(text) <= _SHOWN_PATH_CHARS:
+        return text
+    return text[:_SHOWN_PATH_CHARS // 2] + "…" + text[-_SHOWN_PATH_CHARS // 4:]
+
+
+def _schema_major(version: str) -> int | None:
+    try:
+        return semconv.schema_major(version)
+    except ValueError:  # digits int() does not read (such as '²'), or more of them than it reads
+        return None
 
 
 def _scrub_spans(spans: Sequence[SpanRecord], redactor: Any) -> tuple[list[SpanRecord], int]:
@@ -205,12 +241,20 @@ def case_document(run: Run, *, expect: Iterable[str] = (), mode: str = "mock", n
 
     mode = _checked_mode(mode)
     expectations = _checked_expectations(expect)
+    case_name = name or default_case_name(run)
+    problem = _name_problem(case_name)
+    if problem:
+        raise CaseError(f"case name {case_name[:80]!r} {problem}: pass --name with letters, digits, '-', '_' "
+                        "or '.'")
     entry = entrypoint or run.entrypoint or ""
     if not entry or ":" not in entry:
         raise CaseError(f"run {run.trace_id} records no entrypoint: pass --app module:function")
     if entry.startswith("__main__:"):
         raise CaseError(f"run {run.trace_id} was started as a script ({entry}); a case must name an importable "
                         "function: pass --app module:function")
+    if not _ENTRYPOINT.fullmatch(entry):
+        raise CaseError(f"entrypoint {entry[:120]!r} is not module:function (dotted Python names): pass --app "
+                        "module:function")
     missing = [m for m in readiness(run)["modes"][mode]["missing"] if not m.startswith("no entrypoint")]
     if missing:
         raise CaseError(f"run {run.trace_id} cannot be replayed in {mode} mode: {'; '.join(missing)}")
@@ -220,7 +264,7 @@ def case_document(run: Run, *, expect: Iterable[str] = (), mode: str = "mock", n
         spans, redactions = _scrub_spans(spans, redactor)
     return {
         "otel_replay_case": CASE_FORMAT,
-        "name": name or default_case_name(run),
+        "name": case_name,
         "agent": run.agent,
         "entrypoint": entry,
         "mode": mode,
@@ -261,7 +305,10 @@ def write_case(document: dict[str, Any], path: str | os.PathLike[str], *, force:
 def _version_problem(what: str, version: Any, current: str) -> str | None:
     if version is None:
         return f"{what} names no convention version; export the case again with `otel-replay case export`"
-    major = semconv.schema_major(str(version)) if isinstance(version, str) else None
+    if not isinstance(version, str):
+        return (f"{what} names its convention version as a {type(version).__name__} ({str(version)[:40]}), not a "
+                f"string such as {current!r}; export the case again with `otel-replay case export`")
+    major = _schema_major(version)
     if major == semconv.SCHEMA_MAJOR:
         return None
     if major is not None and major > semconv.SCHEMA_MAJOR:
@@ -274,22 +321,26 @@ def _version_problem(what: str, version: Any, current: str) -> str | None:
 def load_case(path: str | os.PathLike[str]) -> Case:
     """Read and check a case file (:class:`CaseError` with the file's name and what is wrong)."""
     file = Path(path)
-    if not file.is_file():
-        raise CaseError(f"{file}: no such case file")
     try:
+        if not file.is_file():
+            raise CaseError(f"{_shown(file)}: no such case file")
         document = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise CaseError(f"{file}: not a readable JSON case file ({type(exc).__name__}: {exc})") from None
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise CaseError(f"{_shown(file)}: not a readable JSON case file ({type(exc).__name__}: "
+                        f"{_shown(reason)})") from None
+    except RecursionError:
+        raise CaseError(f"{_shown(file)}: not a readable JSON case file (nested too deeply)") from None
     return parse_case(document, path=file)
 
 
 def parse_case(document: Any, *, path: Path | None = None) -> Case:
     """A :class:`Case` from a decoded case file."""
-    where = str(path) if path is not None else "case"
+    where = _shown(path)
     if not isinstance(document, dict) or "otel_replay_case" not in document:
         raise CaseError(f"{where}: not an otel-replay case file (no otel_replay_case key)")
     version = document["otel_replay_case"]
-    if version != CASE_FORMAT:
+    if type(version) is not int or version != CASE_FORMAT:
         newer = isinstance(version, int) and not isinstance(version, bool) and version > CASE_FORMAT
         raise CaseError(f"{where}: case format {version!r} " + (
             f"is newer than this otel-replay reads ({CASE_FORMAT}): upgrade otel-replay" if newer
@@ -301,6 +352,13 @@ def parse_case(document: Any, *, path: Path | None = None) -> Case:
     for key, value in fields.items():
         if not isinstance(value, str) or not value:
             raise CaseError(f"{where}: {key} must be a non-empty string")
+    problem = _name_problem(fields["name"])
+    if problem:
+        raise CaseError(f"{where}: name {fields['name'][:80]!r} {problem}")
+    entry = fields["entrypoint"]
+    if not _ENTRYPOINT.fullmatch(entry) or entry.startswith("__main__:"):
+        raise CaseError(f"{where}: entrypoint {entry[:120]!r} is not module:function naming an importable "
+                        "function (dotted Python names, not a script or a path)")
     expect = document.get("expect", list(DEFAULT_EXPECTATIONS))
     if not isinstance(expect, list) or not all(isinstance(e, str) for e in expect):
         raise CaseError(f"{where}: expect must be a list of {', '.join(EXPECTATIONS)}")
@@ -315,7 +373,8 @@ def parse_case(document: Any, *, path: Path | None = None) -> Case:
         raise CaseError(f"{where}: trace: {exc}") from None
     trace_ids = {s.trace_id for s in spans}
     source = document.get("source") if isinstance(document.get("source"), dict) else {}
-    trace_id = source.get("trace_id") if source.get("trace_id") in trace_ids else None
+    named = source.get("trace_id")
+    trace_id = named if isinstance(named, str) and named in trace_ids else None
     if trace_id is None:
         if len(trace_ids) != 1:
             raise CaseError(f"{where}: trace must hold exactly one trace, found {len(trace_ids)}")
@@ -334,12 +393,15 @@ def find_cases(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     found: list[Path] = []
     for item in paths:
         path = Path(item)
-        if path.is_dir():
-            found.extend(sorted(p for p in path.rglob(f"*{CASE_SUFFIX}") if p.is_file()))
-        elif path.exists():
-            found.append(path)
-        else:
-            raise CaseError(f"{path}: no such file or folder")
+        try:
+            if path.is_dir():
+                found.extend(sorted(p for p in path.rglob(f"*{CASE_SUFFIX}") if p.is_file()))
+            elif path.exists():
+                found.append(path)
+            else:
+                raise CaseError(f"{_shown(path)}: no such file or folder")
+        except OSError as exc:
+            raise CaseError(f"{_shown(path)}: cannot be read ({exc.strerror or type(exc).__name__})") from None
     unique: dict[Path, None] = {}
     for path in found:
         unique.setdefault(path, None)
@@ -373,7 +435,7 @@ def run_case(case: Case, *, mode: str | None = None, entrypoint: str | None = No
     for a case that cannot run; that is a result with status ``error``.
     """
     from .exporting import setup
-    from .replay.engine import ReplayRefused, replay_run
+    from .replay.engine import replay_run
 
     use_mode = mode or case.mode
     base = {"name": case.name, "path": case.path, "mode": use_mode, "expect": case.expect}
@@ -382,8 +444,10 @@ def run_case(case: Case, *, mode: str | None = None, entrypoint: str | None = No
         with setup.exporting_to("none"):
             result = replay_run(case.run(), mode=use_mode, entrypoint=entrypoint or case.entrypoint,
                                 reason=f"regression case {case.name}")
-    except (ReplayRefused, CaseError) as exc:
+    except OtelReplayError as exc:  # ReplayRefused, CaseError, a trace that holds no run …
         return CaseResult(status="error", error=str(exc), **base)
+    except Exception as exc:  # noqa: BLE001 - one case that cannot run must not stop the others
+        return CaseResult(status="error", error=f"unexpected {type(exc).__name__}: {exc}", **base)
     failures = _failures(case.expect, result)
     return CaseResult(status="failed" if failures else "passed", failures=tuple(failures), replay=result, **base)
 

@@ -100,8 +100,8 @@ def _ids_to_base64(doc: Any) -> Any:
     out = dict(doc)
     out["resourceSpans"] = []
     for rs in doc.get("resourceSpans") or []:
-        if not isinstance(rs, dict):
-            raise OtlpJsonError("not OTLP JSON: a resourceSpans item is not an object")
+        if not isinstance(rs, dict) or not isinstance(rs.get("scopeSpans", []), (list, type(None))):
+            raise OtlpJsonError("not OTLP JSON: a resourceSpans item is not an object with a scopeSpans list")
         rs = dict(rs)
         scope_spans = []
         for ss in rs.get("scopeSpans") or []:
@@ -110,8 +110,8 @@ def _ids_to_base64(doc: Any) -> Any:
             ss = dict(ss)
             spans = []
             for span in ss.get("spans") or []:
-                if not isinstance(span, dict):
-                    raise OtlpJsonError("not OTLP JSON: a span is not an object")
+                if not isinstance(span, dict) or not isinstance(span.get("links", []), (list, type(None))):
+                    raise OtlpJsonError("not OTLP JSON: a span is not an object with a links list")
                 span = dict(span)
                 for key, size in (("traceId", 16), ("spanId", 8), ("parentSpanId", 8)):
                     if key in span:
