@@ -49,9 +49,9 @@ _INSERT_CHUNK_ROWS: Final = 50_000
 _ROOT_PREFIX: Final = semconv.SPAN_AGENT + " "
 _ERROR_CODES: Final = ("Error", "STATUS_CODE_ERROR")
 # Run listing reads the newest roots first through widening time windows (see Store.run_rows).
-_LIST_FIRST_WINDOW_NS: Final = 3600 * 10**9  # the newest hour of the store
-_LIST_WINDOW_GROWTH: Final = 8  # each next window is 8 times wider: 1 h, 8 h, 2.7 days, 21 days, 171 days
-_LIST_MAX_WINDOWS: Final = 5  # then the rest of the store in one last query
+_LIST_FIRST_WINDOW_NS: Final = 86_400 * 10**9  # the newest day of the store (the table has one partition a day)
+_LIST_WINDOW_GROWTH: Final = 8  # each next window is 8 times wider: 1, 8, 64 and 512 days
+_LIST_MAX_WINDOWS: Final = 4  # then the rest of the store in one last query
 _LIST_COLUMNS: Final = SELECT_COLUMNS.replace(
     "arrayMap(t -> toUnixTimestamp64Nano(t), Events.Timestamp), Events.Name, Events.Attributes",
     "CAST([] AS Array(Int64)), CAST([] AS Array(String)), CAST([] AS Array(Map(String, String)))",
@@ -425,7 +425,7 @@ class Store:
         """The newest ``limit`` rows of the traces table matching ``where``, read through widening time windows.
 
         The table is sorted by ``(ServiceName, SpanName, time)`` and partitioned by day, so ``ORDER BY Timestamp
-        DESC LIMIT n`` alone reads the filter columns of every span in the store. Reading the newest hour first,
+        DESC LIMIT n`` alone reads the filter columns of every span in the store. Reading the newest day first,
         then each next older window 8 times wider (the last one unbounded), lets partition pruning skip
         everything older as soon as ``limit`` rows are found. Every row of a window is newer than every row of
         the windows after it, so the concatenation is exactly the single query's answer. The store's newest and
