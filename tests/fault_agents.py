@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import re
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,11 +56,14 @@ def sub_agent(task: str) -> str:
 
 
 @orp.agent("fault-agent")
-def fault_agent(marker: str, tools: int = 2, pad: str = "") -> dict[str, str]:
-    """One run: retrieve, ask the model, call ``tools`` tools, call a nested agent. Returns its trace id."""
+def fault_agent(marker: str, tools: int = 2, pad: str = "", pause: float = 0.0) -> dict[str, str]:
+    """One run: retrieve, ask the model, call ``tools`` tools, call a nested agent (sleeping ``pause`` seconds
+    between steps, so that concurrent runs interleave). Returns its trace id."""
     docs = kb_search(marker)
+    time.sleep(pause)
     reply = chat([{"role": "user", "content": f"{marker} {docs[0]['content']} {pad}"}])
     for i in range(tools):
+        time.sleep(pause)
         lookup(f"{marker}/{i}")
     sub_agent(marker)
     return {"marker": marker, "trace_id": _trace_id(), "reply": reply["text"][:80]}
@@ -90,11 +94,13 @@ async def sub_agent_async(task: str) -> str:
 
 
 @orp.agent("fault-agent")
-async def fault_agent_async(marker: str, tools: int = 2, pad: str = "") -> dict[str, str]:
+async def fault_agent_async(marker: str, tools: int = 2, pad: str = "", pause: float = 0.0) -> dict[str, str]:
     """:func:`fault_agent` with every step awaited (so concurrent tasks interleave inside a run)."""
     docs = await kb_search_async(marker)
+    await asyncio.sleep(pause)
     reply = await chat_async([{"role": "user", "content": f"{marker} {docs[0]['content']} {pad}"}])
     for i in range(tools):
+        await asyncio.sleep(pause)
         await lookup_async(f"{marker}/{i}")
     await sub_agent_async(marker)
     return {"marker": marker, "trace_id": _trace_id(), "reply": reply["text"][:80]}

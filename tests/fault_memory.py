@@ -71,7 +71,10 @@ def main(mode: str, home: str, rounds: int, per_round: int, url: str = "") -> di
     else:
         if mode == "otlp-hang":
             url, state = _hanging_collector()
-        os.environ.update(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=url, OTEL_EXPORTER_OTLP_TRACES_TIMEOUT="1",
+        # Refused: a short timeout, so the exporter gives up on a batch at once instead of backing off.
+        # Hanging: a long one, so the exporter thread stays stuck in its request while the queue fills.
+        os.environ.update(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=url,
+                          OTEL_EXPORTER_OTLP_TRACES_TIMEOUT="10" if state else "0.5",
                           OTEL_BSP_MAX_QUEUE_SIZE="512", OTEL_BSP_MAX_EXPORT_BATCH_SIZE="128")
         orp.configure(home=home, exporter="otlp")
 
