@@ -1004,7 +1004,9 @@ class Redactor:
         words = "|".join(alternatives)
         return re.compile(
             r"(?i)(?<![A-Za-z0-9])(?P<q>[\"']?)(?P<key>[A-Za-z0-9_.\-]*?(?:" + words + r")[A-Za-z0-9_.\-]*?)(?P=q)"
-            r"\s*(?:=|:)\s*(?:(?P<vq>[\"'])(?P<qsecret>[^\"'\r\n]{1,512})(?P=vq)|(?P<secret>[^\s\"'&,;}\]\)]{1,512}))"
+            # no length cap: a cap would leave the tail of a long secret, or all of a long quoted one, in clear;
+            # an opening quote without its closing one still has its first word replaced
+            r"\s*(?:=|:)\s*(?:(?P<vq>[\"'])(?P<qsecret>[^\"'\r\n]+)(?P=vq)|[\"']?(?P<secret>[^\s\"'&,;}\]\)]+))"
         )
 
     def _valid_assignment(self, m: re.Match[str], text: str) -> bool:
