@@ -96,9 +96,14 @@ def main(mode: str, home: str, rounds: int, per_round: int, url: str = "") -> di
         sizes.append(tracemalloc.get_traced_memory()[0])
     tracemalloc.stop()
     result: dict = {"sizes": sizes, "flushed": flushed, "recorded_per_round": per_round * 3 * len(PAD)}
-    if state:
+    if state:  # flush() during the outage gives up after its timeout (the SDK's own force_flush would not)
+        flushing = threading.Thread(target=lambda: result.update(flush_during_outage=orp.flush(300)))
+        flushing.start()
+        flushing.join(30)
+        result["flush_returned_during_outage"] = not flushing.is_alive()
         state["mode"] = "fail"
         state["release"].set()
+        flushing.join(60)
         result["flush_after_outage"] = orp.flush()
         state["mode"] = "ok"
         fault_agent("<back>", tools=0)

@@ -144,13 +144,15 @@ def test_collector_refusing_connections_agent_runs_memory_flat_user_told_and_flu
     assert len(told) == 1, report["warnings"]  # one warning per outage, not one per batch
 
 
-def test_collector_hanging_memory_bounded_by_the_queue_then_recovery_is_told(home):
+def test_collector_hanging_memory_bounded_by_the_queue_flush_bounded_then_recovery_is_told(home):
     # ~160 spans a round while the exporter thread waits on the Collector: the queue (OTEL_BSP_MAX_QUEUE_SIZE=512)
     # is full after the fourth round, and from then on memory stays where it is.
     report = memory_child("otlp-hang", home, 8, 25)
     sizes = report["sizes"]
     assert sizes[2] - sizes[0] > report["recorded_per_round"], "while the queue fills, memory grows"
     assert_bounded(report, warmup=4)
+    assert report["flush_returned_during_outage"], "flush(300) must not wait for a Collector that never answers"
+    assert report["flush_during_outage"] is False
     assert report["flush_after_outage"] is False
     assert report["flush_after_recovery"] is True
     assert any("otlp exporter could not export" in m for m in report["warnings"]), report["warnings"]

@@ -15,6 +15,7 @@ import atexit
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -147,6 +148,8 @@ _runtime: Runtime | None = None
 _processor: _SwappableProcessor | None = None
 _watch: _DeliveryWatch | None = None
 _key: tuple[Any, ...] | None = None
+_flush_lock = threading.Lock()
+_flushing: threading.Thread | None = None  # the helper thread of the latest flush (see _drain)
 
 
 def _resolve_exporter_name(exporter: str | SpanExporter | None) -> str | SpanExporter:
@@ -305,6 +308,7 @@ def current_runtime() -> Runtime | None:
 def flush(timeout_millis: int = 30000) -> bool:
     """Export everything recorded so far and make it visible to the store (seals the spool segment).
 
+    Waits at most ``timeout_millis`` for the exporter (then returns False; the spans stay queued for it).
     False when an export failed since the previous flush (a full disk, an unreachable Collector: those spans
     were dropped, or held in memory by the ClickHouse exporter for a later attempt) or sealing the spool
     failed; the failure itself is logged on the ``otel_replay`` logger. Spans the SDK's queue dropped because
@@ -312,11 +316,15 @@ def flush(timeout_millis: int = 30000) -> bool:
     """
     current = _runtime
     watch = _watch
-    if current is None or _processor is None:
+    processor = _processor
+    if current is None or processor is None:
         return True
     ok = True
     try:
-        ok = _processor.force_flush(timeout_millis)
+        if current.exporter_name == "spool":  # appends to a local file: never waits on anybody
+            ok = processor.force_flush(timeout_millis)
+        else:
+            ok = _drain(processor, timeout_millis)
         if current.exporter is not None:
             ok = current.exporter.force_flush(timeout_millis) and ok
         if watch is not None:
@@ -325,6 +333,45 @@ def flush(timeout_millis: int = 30000) -> bool:
         _log.exception("otel-replay: flush failed")
         return False
     return ok
+
+
+def _drain(processor: SpanProcessor, timeout_millis: int) -> bool:
+    """``processor.force_flush()``, waiting at most ``timeout_millis``.
+
+    The SDK's ``BatchSpanProcessor.force_flush`` ignores its timeout and exports the whole queue in the calling
+    thread, for as long as the exporter takes (minutes with a Collector that accepts connections and never
+    answers). So for exporters that talk to a server it runs in a helper thread, and while one is still stuck,
+    later flushes wait for that one instead of starting more (the number of helper threads stays bounded).
+    """
+    global _flushing
+    deadline = time.monotonic() + max(timeout_millis, 0) / 1000
+    with _flush_lock:
+        previous = _flushing
+    if previous is not None and previous.is_alive():
+        previous.join(max(deadline - time.monotonic(), 0))
+        if previous.is_alive():
+            _log.warning("otel-replay: flush did not finish within %d ms: the exporter is still busy with earlier "
+                         "spans (slow or unreachable); the agent goes on", timeout_millis)
+            return False
+    outcome: list[bool] = []
+
+    def run() -> None:
+        try:
+            outcome.append(bool(processor.force_flush(timeout_millis)))
+        except Exception:  # the telemetry path never raises into the host program
+            _log.exception("otel-replay: flush failed")
+            outcome.append(False)
+
+    helper = threading.Thread(target=run, name="otel-replay-flush", daemon=True)
+    with _flush_lock:
+        _flushing = helper
+    helper.start()
+    helper.join(max(deadline - time.monotonic(), 0))
+    if helper.is_alive():
+        _log.warning("otel-replay: flush did not finish within %d ms: the exporter is slow or unreachable; the "
+                     "agent goes on and the spans stay queued", timeout_millis)
+        return False
+    return outcome[0]
 
 
 @contextmanager
