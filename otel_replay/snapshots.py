@@ -24,6 +24,7 @@ import datetime as _dt
 import decimal
 import enum
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -267,10 +268,19 @@ def _encode(value: Any, depth: int, active: set[int]) -> Any:  # noqa: C901 - on
         active.discard(ident)
 
 
+def _held(value: Any, iterable: Any) -> Any:
+    """``iterable`` cut at the number of items ``value`` holds: a subclass of a built-in container whose
+    iterator never ends (or yields more than it holds) cannot make encoding run forever."""
+    for base in (dict, list, tuple, set, frozenset):
+        if isinstance(value, base):
+            return itertools.islice(iterable, base.__len__(value))
+    return itertools.islice(iterable, len(value))
+
+
 def _encode_container(value: Any, depth: int, active: set[int]) -> Any:
     if isinstance(value, Mapping):
-        items = list(value.items())
-        if all(type(k) is str for k, _ in items) and not any(tag in value for tag in _RESERVED_KEYS):
+        items = list(value.items() if type(value) is dict else _held(value, value.items()))
+        if all(type(k) is str for k, _ in items) and not any(k in _RESERVED_KEYS for k, _ in items):
             return {k: _encode(v, depth + 1, active) for k, v in items}
         pairs = [[_encode(k, depth + 1, active), _encode(v, depth + 1, active)] for k, v in items]
         pairs.sort(key=lambda pair: canonical_json(pair[0]))
@@ -278,12 +288,12 @@ def _encode_container(value: Any, depth: int, active: set[int]) -> Any:
     if type(value) is list:
         return [_encode(v, depth + 1, active) for v in value]
     if isinstance(value, tuple):
-        return {TYPE_TAG: "tuple", "items": [_encode(v, depth + 1, active) for v in value]}
+        return {TYPE_TAG: "tuple", "items": [_encode(v, depth + 1, active) for v in _held(value, value)]}
     if isinstance(value, (set, frozenset)):
-        items = [_encode(v, depth + 1, active) for v in value]
+        items = [_encode(v, depth + 1, active) for v in _held(value, value)]
         items.sort(key=canonical_json)
         return {TYPE_TAG: "frozenset" if isinstance(value, frozenset) else "set", "items": items}
-    return [_encode(v, depth + 1, active) for v in value]
+    return [_encode(v, depth + 1, active) for v in _held(value, value)]
 
 
 _encode_str = json.encoder.encode_basestring  # C implementation of the string escaping json.dumps uses
