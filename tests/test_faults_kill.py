@@ -8,6 +8,7 @@ whatever the kill left half-written is skipped and reported by the ingest, never
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -165,6 +166,26 @@ def test_sigkill_inside_a_flush_keeps_every_earlier_flush_and_reports_the_torn_r
         assert report.adopted_segments == len(open_segments)
         assert_stored_exactly_once(store, flushed)
     assert not list((home / "spool").glob("*.open"))
+
+
+def test_after_a_kill_mid_write_the_cli_lists_every_flushed_run_and_reports_the_torn_record(home, tmp_path):
+    side = tmp_path / "flushed.jsonl"
+    child = start_agent(tmp_path, home, side, seed=300, kill_at="mid-write")
+    child.wait(timeout=START_TIMEOUT_S)
+    assert child.returncode == -signal.SIGKILL, child.stderr.read() if child.stderr else ""
+    child.stdout.close()
+    child.stderr.close()
+    listed = subprocess.run([sys.executable, "-m", "otel_replay.cli", "runs", "--json", "--limit", "1000"],
+                            capture_output=True, text=True, timeout=START_TIMEOUT_S)
+    assert listed.returncode == 0, listed.stderr
+    assert "Traceback" not in listed.stderr
+    (problem,) = listed.stderr.strip().splitlines()  # the user is told, in one line
+    assert "torn record" in problem, problem
+    flushed = read_side_file(side)
+    assert {run.trace_id for run in flushed} <= {run["trace_id"] for run in json.loads(listed.stdout)}
+    with Store.open(home=home) as store:
+        assert store.last_ingest is not None and store.last_ingest.spans == 0
+        assert_stored_exactly_once(store, flushed)
 
 
 INGESTER = textwrap.dedent("""
