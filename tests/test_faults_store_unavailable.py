@@ -10,7 +10,6 @@ in the spool), so the test needs no root-only mount.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import socket
 import subprocess
@@ -64,10 +63,6 @@ def assert_bounded(report: dict, *, warmup: int = 2) -> None:
     recorded = report["recorded_per_round"] * (len(sizes) - warmup)
     assert growth < min(1_000_000, recorded // 4), f"memory grew {growth} bytes while {recorded} were recorded: " \
                                                    f"{sizes}"
-
-
-def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name.startswith("otel_replay") and r.levelno >= logging.WARNING]
 
 
 # ---------------------------------------------------------------------------------------------- busy lock
