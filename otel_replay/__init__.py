@@ -7,6 +7,10 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     InvalidTraceIdError,
     OtelReplayError,
@@ -15,31 +19,84 @@ from .errors import (
     StoreUnavailableError,
     TraceNotFoundError,
 )
-from .exporting.setup import configure, flush
-from .instrumentation import instrument, uninstrument
-from .recording import (
-    agent,
-    attach_file,
-    identity,
-    model,
-    new_uuid,
-    now,
-    random,
-    record_approval,
-    record_context,
-    record_safety,
-    record_state,
-    retriever,
-    tool,
-)
-from .redaction import RedactionConfig, Redactor
-from .replay.diff import RunDiff
-from .replay.engine import ReplayRefused, ReplayResult, diff, replay
-from .replay.scopes import SessionReplayResult, ToolReplayResult, replay_session, replay_tool
-from .replay.session import Divergence
-from .runs import Run, RunSummary, Snapshot, Step
-from .semconv import ApprovalStatus, ReplayMode, Risk, RunKind, SnapshotKind, StepKind
-from .storage.store import Store
+
+if TYPE_CHECKING:
+    from .exporting.setup import configure, flush
+    from .instrumentation import instrument, uninstrument
+    from .recording import (
+        agent,
+        attach_file,
+        identity,
+        model,
+        new_uuid,
+        now,
+        random,
+        record_approval,
+        record_context,
+        record_safety,
+        record_state,
+        retriever,
+        tool,
+    )
+    from .redaction import RedactionConfig, Redactor
+    from .replay.diff import RunDiff
+    from .replay.engine import ReplayRefused, ReplayResult, diff, replay
+    from .replay.scopes import SessionReplayResult, ToolReplayResult, replay_session, replay_tool
+    from .replay.session import Divergence
+    from .runs import Run, RunSummary, Snapshot, Step
+    from .semconv import ApprovalStatus, ReplayMode, Risk, RunKind, SnapshotKind, StepKind
+    from .storage.store import Store
+
+# Names are imported on first use, so a command that only lists runs does not load the recorder, the OTel
+# SDK or the replay engine (``import otel_replay`` stays cheap; ``from otel_replay import agent`` works as usual).
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("configure", "flush"), ".exporting.setup"),
+    **dict.fromkeys(("instrument", "uninstrument"), ".instrumentation"),
+    **dict.fromkeys(("agent", "attach_file", "identity", "model", "new_uuid", "now", "random", "record_approval",
+                     "record_context", "record_safety", "record_state", "retriever", "tool"), ".recording"),
+    **dict.fromkeys(("RedactionConfig", "Redactor"), ".redaction"),
+    "RunDiff": ".replay.diff",
+    **dict.fromkeys(("ReplayRefused", "ReplayResult", "diff", "replay"), ".replay.engine"),
+    **dict.fromkeys(("SessionReplayResult", "ToolReplayResult", "replay_session", "replay_tool"), ".replay.scopes"),
+    "Divergence": ".replay.session",
+    **dict.fromkeys(("Run", "RunSummary", "Snapshot", "Step"), ".runs"),
+    **dict.fromkeys(("ApprovalStatus", "ReplayMode", "Risk", "RunKind", "SnapshotKind", "StepKind"), ".semconv"),
+    "Store": ".storage.store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'otel_replay' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+class _Package(types.ModuleType):
+    """``otel_replay.replay`` is the replay function. Importing the ``otel_replay.replay`` package (which the
+    import system records as an attribute of its parent) must not replace it."""
+
+    @property
+    def replay(self) -> Any:
+        value = self.__dict__.get("replay")
+        return value if callable(value) and not isinstance(value, types.ModuleType) else __getattr__("replay")
+
+    @replay.setter
+    def replay(self, value: Any) -> None:
+        if not isinstance(value, types.ModuleType):
+            self.__dict__["replay"] = value
+
+
+sys.modules[__name__].__class__ = _Package
+
 
 __all__ = [
     "ApprovalStatus",

@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Callable
 from enum import Enum
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -24,9 +24,10 @@ from rich.text import Text
 from rich.tree import Tree
 
 from . import errors
-from .exporting.setup import flush
 from .records import parse_trace_id
-from .runs import Run, RunSummary, Step
+
+if TYPE_CHECKING:
+    from .runs import Run, RunSummary, Step
 
 app = typer.Typer(
     name="otel-replay",
@@ -253,6 +254,7 @@ class DemoSdk(str, Enum):
 def _sdk_demo(sdk: DemoSdk) -> None:
     """Record an agent built on a real SDK (offline), show it, and replay it with no call leaving the process."""
     from . import instrumentation
+    from .exporting.setup import flush
     from .replay.engine import replay
 
     console = _out()
