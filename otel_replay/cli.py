@@ -567,7 +567,7 @@ def diff_command(
 @app.command("audit")
 @_handled
 def audit_command(
-    limit: int = typer.Option(1000, "--limit", min=1, help="At most this many replays."),
+    limit: int = typer.Option(1000, "--limit", min=1, max=100000, help="At most this many replays."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
@@ -718,10 +718,26 @@ def db_init_command(
         _out().print(f"schema ready in {store.describe()}")
 
 
+class _WarningLines(logging.Handler):
+    """otel-replay's own warnings (an ingest that skipped a torn record, say) as ``warning:`` lines on stderr:
+    one line each, no traceback, apart from the one ``error:`` line a failing command prints."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = " ".join(record.getMessage().split()).removeprefix("otel-replay ingest: ")
+            Console(stderr=True, soft_wrap=True, highlight=False).print(Text(f"warning: {text}", style="yellow"))
+        except Exception:  # noqa: BLE001 - a warning never breaks a command
+            pass
+
+
 def main() -> None:
     """Console-script entry point: usage errors too are one ``error:`` line and exit code 2."""
     # Driver libraries log their own copy of errors the CLI already reports in one line.
     logging.getLogger("clickhouse_connect").setLevel(logging.CRITICAL)
+    ours = logging.getLogger("otel_replay")
+    if not ours.handlers:
+        ours.addHandler(_WarningLines(logging.WARNING))
+        ours.propagate = False
     try:
         code = app(standalone_mode=False)
     except (typer.Exit, SystemExit):

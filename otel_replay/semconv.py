@@ -377,4 +377,4 @@ def snapshot_event_name(kind: SnapshotKind | str) -> str:
 def schema_major(version: str) -> int | None:
     """Major part of a ``major.minor`` convention version, or None when it cannot be read."""
     head = str(version).split(".", 1)[0]
-    return int(head) if head.isdigit() else None
+    return int(head) if head.isascii() and head.isdigit() and len(head) <= 9 else None

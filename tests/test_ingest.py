@@ -143,3 +143,34 @@ def test_sigkill_at_any_point_of_ingest_leaves_every_span_exactly_once(home, kil
         assert stored_counts(store) == (expected, expected)
         assert store.ingest().spans == 0
     assert not list((home / "spool").glob("*.ingesting")) and not sealed_segments(home / "spool")
+
+
+def test_a_segment_the_store_rejects_twice_is_set_aside_and_the_rest_stored(home, monkeypatch):
+    """A segment whose rows the store refuses (while it otherwise answers) fails the first ingest, which keeps
+    it; the next ingest recovers the batch one segment at a time and sets the poisoned one aside as ``.bad``,
+    so the store opens again and every other span is stored."""
+    from otel_replay.errors import StoreError
+
+    expected = fill_spool(home / "spool")
+    segment = read_segment(sealed_segments(home / "spool")[1]).payloads
+    poisoned = {row[2] for row in rows_from_request(segment[0])}  # one span the store refuses …
+    kept_aside = sum(len(rows_from_request(payload)) for payload in segment)  # … sets its whole segment aside
+    with Store.open(ingest=False) as store:
+        real_insert = store.insert_rows
+
+        def refusing(rows):  # the store's answer to data it cannot take: a failing writer for those rows
+            if any(row[2] in poisoned for row in rows):
+                raise StoreError("Code: 27. DB::Exception: Cannot parse input (simulated)")
+            return real_insert(rows)
+
+        monkeypatch.setattr(store, "insert_rows", refusing)
+        with pytest.raises(StoreError):
+            store.ingest()
+        report = store.ingest()
+        assert any("rejects its spans a second time" in p for p in report.problems), report.problems
+        total, distinct = stored_counts(store)
+        assert total == distinct == expected - kept_aside
+    bad = list((home / "spool").glob("*.bad"))
+    assert len(bad) == 1 and not list((home / "spool").glob("*.ingesting"))
+    with Store.open() as store:  # opens (and ingests) normally again
+        assert stored_counts(store)[0] == expected - kept_aside

@@ -15,7 +15,9 @@ process at any instant, then ingesting again, leaves every span stored exactly o
 Torn or corrupt records are skipped and reported, never fatal. A segment that cannot be read at all (or a
 record that is not a valid OTLP request) is reported and renamed ``X.bad`` so it is kept for inspection and
 never blocks the spool. Insert failures raise :class:`~otel_replay.errors.StoreError` and leave the claimed
-segments as ``.ingesting`` for the next attempt.
+segments as ``.ingesting`` for the next attempt. When that next attempt (recovery, one segment at a time)
+fails again while the store otherwise answers, the store rejects that segment's data itself: it is renamed
+``X.bad`` and reported, so one poisoned segment never keeps the store from opening.
 
 It must never delete a segment before its spans are in the store, and never insert a recovered span twice.
 """
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from ..errors import StoreError
 from ..exporting.spool import (
     INGESTING_SUFFIX,
     _fsync_dir,
@@ -149,12 +152,28 @@ def _recover(store: Store, directory: Path, totals: _Totals) -> None:
             fresh = [row for row in rows if (row[1], row[2]) not in present]
             totals.duplicates += len(rows) - len(fresh)
             if fresh:
-                _insert(store, fresh)
+                try:
+                    _insert(store, fresh)
+                except StoreError as exc:
+                    if not _store_answers(store):
+                        raise  # the store is down: keep the segment for the next attempt
+                    totals.problems.append(f"{path.name}: the store rejects its spans a second time "
+                                           f"({' '.join(str(exc).split())[:200]}); kept as {BAD_SUFFIX}")
+                    _quarantine(path)
+                    continue
             totals.spans += len(fresh)
         if path.exists():
             _delete([path], directory)
             totals.segments += 1
             totals.recovered += 1
+
+
+def _store_answers(store: Store) -> bool:
+    try:
+        store.server_version()
+    except Exception:  # noqa: BLE001 - any failure means "not answering"
+        return False
+    return True
 
 
 def _claim_batches(directory: Path) -> list[list[Path]]:

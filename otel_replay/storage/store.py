@@ -48,6 +48,7 @@ _log = logging.getLogger("otel_replay.store")
 _INSERT_CHUNK_ROWS: Final = 50_000
 _ROOT_PREFIX: Final = semconv.SPAN_AGENT + " "
 _ERROR_CODES: Final = ("Error", "STATUS_CODE_ERROR")
+_MAX_LIMIT: Final = 2**32 - 1  # bound as UInt32
 # Run listing reads the newest roots first through widening time windows (see Store.run_rows).
 _LIST_FIRST_WINDOW_NS: Final = 86_400 * 10**9  # the newest day of the store (the table has one partition a day)
 _LIST_WINDOW_GROWTH: Final = 8  # each next window is 8 times wider: 1, 8, 64 and 512 days
@@ -395,8 +396,8 @@ class Store:
         """
         from ..dialects import FOREIGN_ROOT_KEYS
 
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be a positive whole number, got {limit!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MAX_LIMIT:
+            raise ValueError(f"limit must be a whole number from 1 to {_MAX_LIMIT}, got {limit!r}")
         where = ["ParentSpanId = ''", "(startsWith(SpanName, {prefix:String}) OR "
                                       "hasAny(mapKeys(SpanAttributes), {foreign_keys:Array(String)}))"]
         params: dict[str, Any] = {"prefix": _ROOT_PREFIX, "limit": limit, "foreign_keys": list(FOREIGN_ROOT_KEYS)}
