@@ -1,0 +1,217 @@
+"""The replay's quicker paths give exactly what the slower ones gave.
+
+The engine builds the replay's ``Run`` from the spans it saw instead of reading the trace back from the store,
+once the store confirms it holds exactly those spans: that run must equal the one the store returns, and
+its rows must equal the store mapping's rows of the encoded spans, for every kind of attribute value.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode, TraceState
+
+import otel_replay as orp
+from otel_replay.replay import engine
+from otel_replay.storage.mapping import record_from_query_row, record_from_row, rows_from_request
+from otel_replay.storage.store import Store
+
+SCALARS: dict[str, Any] = {
+    "text": "plain",
+    "accents": "café ☕ \u2028 line",
+    "html_json": '{"a":"\\u003cb\\u003e \\u0026"}',
+    "html_json_escaped_backslash": '["\\\\u003c"]',
+    "empty": "",
+    "yes": True,
+    "no": False,
+    "int": 42,
+    "negative": -(1 << 63),
+    "float": 0.1,
+    "whole_float": 3.0,
+    "tiny": 1e-7,
+    "huge": 1e21,
+    "minus_zero": -0.0,
+    "nan": math.nan,
+    "inf": -math.inf,
+}
+"""Values mapped by the engine itself."""
+
+UNUSUAL: dict[str, Any] = {
+    "surrogate": "bad \ud800 text",
+    "strings": ("a", "é", "<b>"),
+    "numbers": (1.5, 2.0),
+    "not_json": (1.0, math.nan),
+    "bools": (True, False),
+    "no_items": (),
+    "too_big": 1 << 70,
+}
+"""Values left to the OTLP encoder and the store mapping: their spans take the slower path."""
+
+
+def odd_spans() -> list[ReadableSpan]:
+    """Spans of two resources and two scopes holding every kind of value, events, links, statuses, kinds; in
+    each scope, one span holds unusual span attributes and one an unusual event attribute."""
+    spans: list[ReadableSpan] = []
+    for service in ("svc-a", "svc-b"):
+        memory = InMemorySpanExporter()
+        provider = TracerProvider(resource=Resource.create({"service.name": service, "deploy": 3}))
+        provider.add_span_processor(SimpleSpanProcessor(memory))
+        for scope, version in (("otel_replay", "0.1.0"), ("other", None)):
+            tracer = provider.get_tracer(scope, version)
+            with tracer.start_as_current_span("root", attributes={"otel_replay.run.id": "r1"}) as root:
+                root.add_event("otel_replay.snapshot.input", {"otel_replay.snapshot.payload": '{"q":"hi"}',
+                                                              "otel_replay.snapshot.seq": 1})
+                for i, kind in enumerate(SpanKind):
+                    link = Link(root.get_span_context(), {"why": "because", "n": i})
+                    attributes = {**SCALARS, "i": i, **(UNUSUAL if i == 1 else {})}
+                    with tracer.start_as_current_span(f"step {i}", kind=kind, links=[link],
+                                                      attributes=attributes) as span:
+                        span.add_event("odd", {**SCALARS, **(UNUSUAL if i == 2 else {})})
+                        span.add_event("plain")
+                        if i % 2:
+                            span.set_status(Status(StatusCode.ERROR, "it failed"))
+                        elif i:
+                            span.set_status(Status(StatusCode.OK))
+            ctx = root.get_span_context()
+            state = TraceState([("vendor", "v1"), ("other", "x")])
+            traced = tracer.start_span("with state", context=None)
+            traced._context = type(ctx)(ctx.trace_id, 0x1234, ctx.is_remote, ctx.trace_flags, state)  # noqa: SLF001
+            traced.end()
+        spans.extend(memory.get_finished_spans())
+        provider.shutdown()
+    return spans
+
+
+def slow_path_spans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of the spans the engine hands to the OTLP encoder (its slower path)."""
+    from opentelemetry.exporter.otlp.proto.common import trace_encoder
+
+    names: list[str] = []
+
+    def counted(spans: Any) -> Any:
+        names.extend(span.name for span in spans)
+        return encode_spans(spans)
+
+    monkeypatch.setattr(trace_encoder, "encode_spans", counted)
+    return names
+
+
+def test_rows_equal_the_store_mapping_of_the_encoded_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    spans = odd_spans()
+    expected = rows_from_request(encode_spans(spans))
+    assert len(expected) == len(spans) == 28
+    slow = slow_path_spans(monkeypatch)
+    rows = engine._rows_of(spans)  # noqa: SLF001
+    assert sorted(slow) == ["step 1"] * 4 + ["step 2"] * 4  # every other span was mapped by the engine
+    assert rows == expected
+    # float text and key order are part of the equality, not only the values
+    assert [list(r[11]) for r in rows] == [list(r[11]) for r in expected]
+    assert [r[11].get("float") for r in rows] == [r[11].get("float") for r in expected]
+
+
+def test_stored_records_equal_what_the_store_reads_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    spans = odd_spans()
+    expected = sorted((record_from_query_row(row) for row in rows_from_request(encode_spans(spans))),
+                      key=lambda r: (r.timestamp_ns, r.span_id))
+    slow = slow_path_spans(monkeypatch)
+    records = engine._stored_records(spans)  # noqa: SLF001
+    assert sorted(slow) == ["step 1"] * 4 + ["step 2"] * 4
+    assert records == expected
+    html = [r.span_attributes["html_json"] for r in records if "html_json" in r.span_attributes]
+    assert html and all(value == '{"a":"<b> &"}' for value in html)  # read back as the store reads it
+
+
+def test_build_without_a_store_is_unchanged() -> None:
+    spans = odd_spans()
+    rows = rows_from_request(encode_spans(spans))
+    assert [record_from_row(row) for row in engine._rows_of(spans)] == [record_from_row(r) for r in rows]  # noqa: SLF001
+
+
+# ------------------------------------------------------------------------------ a replay against a store
+
+
+@orp.tool("perf_lookup", risk="read")
+def perf_lookup(key: str) -> dict[str, Any]:
+    return {"key": key, "text": "café <b> & \u2028", "html": '{"a":"\\u003cb\\u003e"}', "ratio": 0.1}
+
+
+@orp.model("perf_plan", provider="scripted", model="scripted-1")
+def perf_plan(prompt: str) -> dict[str, Any]:
+    return {"text": f"plan {prompt}", "usage": {"input_tokens": 3, "output_tokens": 2}}
+
+
+@orp.tool("perf_fail", risk="read")
+def perf_fail(key: str) -> str:
+    raise KeyError(key)
+
+
+@orp.agent("perf-paths-agent")
+def perf_agent(question: str) -> dict[str, Any]:
+    at, ident = orp.now(), orp.new_uuid()
+    plan = perf_plan(question)
+    found = [perf_lookup(f"k{i}") for i in range(3)]
+    try:
+        perf_fail("missing")
+    except KeyError:
+        pass
+    return {"answer": plan["text"], "found": found, "at": at.isoformat(), "id": str(ident)}
+
+
+@pytest.fixture
+def recorded(home: Path) -> str:
+    perf_agent("why")
+    orp.flush()
+    with Store.open() as store:
+        (summary,) = store.runs()
+    return summary.trace_id
+
+
+def counting_loads(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    loads: list[str] = []
+    load_run = store.load_run
+
+    def counted(trace_id: str) -> Any:
+        loads.append(trace_id)
+        return load_run(trace_id)
+
+    monkeypatch.setattr(store, "load_run", counted)
+    return loads
+
+
+def test_the_replay_built_from_its_spans_equals_the_stored_replay(recorded: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    with Store.open() as store:
+        loads = counting_loads(store, monkeypatch)
+        result = orp.replay(recorded, mode="mock", store=store)
+        assert loads == [recorded]  # the replay was not read back from the store
+        monkeypatch.undo()
+        stored = store.load_run(result.replay_trace_id)
+        assert result.outcome == "matched", result.to_dict()["divergences"]
+        assert result.replay == stored
+        assert result.replay.spans == stored.spans and result.replay.steps == stored.steps
+        assert result.diff == orp.diff(recorded, result.replay_trace_id, store=store)
+
+
+def test_the_store_is_read_when_it_does_not_hold_exactly_the_spans_seen(recorded: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    with Store.open() as store:
+        loads = counting_loads(store, monkeypatch)
+        holds = store.existing_span_ids
+
+        def one_missing(trace_ids: Any) -> set[tuple[str, str]]:
+            found = holds(trace_ids)
+            return set(sorted(found)[1:])
+
+        monkeypatch.setattr(store, "existing_span_ids", one_missing)
+        result = orp.replay(recorded, mode="mock", store=store)
+        assert loads == [recorded, result.replay_trace_id]
+        monkeypatch.undo()
+        assert result.replay == store.load_run(result.replay_trace_id)
