@@ -215,3 +215,23 @@ def test_the_store_is_read_when_it_does_not_hold_exactly_the_spans_seen(recorded
         assert loads == [recorded, result.replay_trace_id]
         monkeypatch.undo()
         assert result.replay == store.load_run(result.replay_trace_id)
+
+
+def test_the_garbage_collector_is_left_as_it_was(recorded: str) -> None:
+    import gc
+
+    with Store.open() as store:
+        assert gc.isenabled()
+        orp.replay(recorded, mode="mock", store=store)
+        assert gc.isenabled()
+        gc.disable()
+        try:
+            orp.replay(recorded, mode="mock", store=store)
+            assert not gc.isenabled()  # not switched on by a replay when the caller had it off
+        finally:
+            gc.enable()
+        with engine._collector_paused():  # noqa: SLF001 - nested pauses share one
+            with engine._collector_paused():  # noqa: SLF001
+                assert not gc.isenabled()
+            assert not gc.isenabled()
+        assert gc.isenabled()
