@@ -201,6 +201,22 @@ def _reduce_hints(words: Iterable[str]) -> tuple[str, ...]:
                 changed = True
                 break
     return tuple(sorted(h for h in hints if not any(o != h and o in h for o in hints)))
+
+
+# Characters from most to least frequent in typical payload JSON (English text, snake_case keys, ids).
+_COMMON_FIRST: Final = ' "e:t,aoinsrhl_dcu{}m.fp-gwyb0123456789vkTSACIPMEBRDNLFHOGWUxjqzKVYJXQZ/'
+
+
+def _gated(hints: Iterable[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Hints grouped under their least frequent character: a text without that character (a memchr-fast
+    test) cannot contain any hint of the group, so most hints of most texts are never searched for."""
+    groups: dict[str, list[str]] = {}
+    for hint in hints:
+        gate = max(hint, key=lambda c: (_COMMON_FIRST.find(c) % (len(_COMMON_FIRST) + 1), c))
+        groups.setdefault(gate, []).append(hint)
+    return tuple((gate, tuple(group)) for gate, group in sorted(groups.items()))
+
+
 _REDACTED_TOKEN: Final = re.compile(r"\[REDACTED:[A-Za-z0-9_.\-]+:(?:hmac-sha256:[0-9a-f]+|error)\]")
 _NOT_A_VALUE: Final = frozenset({"none", "null", "true", "false", "nil", "undefined", "***", "<redacted>"})
 _AUTH_SCHEMES: Final = frozenset({"bearer", "basic", "token", "digest", "negotiate", "apikey", "ntlm"})
@@ -507,6 +523,7 @@ class Redactor:
             usable = [c for c in candidates if any(c in w for w in phrase)]
             key_hints.add(max(usable, key=lambda c: (coverage[c], len(c), c)))
         self._key_hints = _reduce_hints(key_hints)
+        self._gated_key_hints = _gated(self._key_hints)
 
         self._allowed = frozenset(v.strip() for v in config.allowed_values)
         self._allowed_res = tuple(re.compile(p) for p in config.allowed_value_patterns)
@@ -533,14 +550,10 @@ class Redactor:
             rules.append(_Rule(name, pattern, None, False, group, None))
         self._rules = tuple(rules)
         self._shape_hints = _reduce_hints(h for r in rules if r.hints and not r.lower for h in r.hints)
-        gated: dict[str, list[str]] = {}
-        for hint in self._shape_hints:  # one memchr-fast single-character test guards several hints
-            gate = next((c for c in "-_:J" if c in hint), None) or max(hint, key=lambda c: (c.isupper(), c))
-            gated.setdefault(gate, []).append(hint)
-        self._gated_shape_hints = tuple((gate, tuple(hints)) for gate, hints in sorted(gated.items()))
-        self._lower_shape_hints = tuple(h for h in _reduce_hints(h for r in rules if r.hints and r.lower
-                                                                 for h in r.hints)
-                                        if not any(k in h for k in self._key_hints))
+        self._gated_shape_hints = _gated(self._shape_hints)
+        self._gated_lower_shape_hints = _gated(h for h in _reduce_hints(h for r in rules if r.hints and r.lower
+                                                                        for h in r.hints)
+                                               if not any(k in h for k in self._key_hints))
         self._cards = "card_number" not in config.disabled_patterns
         self._assign = "secret_assignment" not in config.disabled_patterns
         self._min_len = 0 if self._custom else min((_MIN_LENGTH.get(r.name, 0) for r in rules), default=1 << 30)
@@ -635,19 +648,27 @@ class Redactor:
 
     def _suspect_text(self, text: str) -> bool:
         lower = text.lower()
-        for hint in self._key_hints:
-            if hint in lower:
-                if self._key_hint_beyond_safe_keys(lower):
-                    return True
-                break
+        key_hint = False
+        for gate, hints in self._gated_key_hints:
+            if gate in lower:
+                for hint in hints:
+                    if hint in lower:
+                        key_hint = True
+                        break
+                if key_hint:
+                    break
+        if key_hint and self._key_hint_beyond_safe_keys(lower):
+            return True
         for gate, hints in self._gated_shape_hints:
             if gate in text:
                 for hint in hints:
                     if hint in text:
                         return True
-        for hint in self._lower_shape_hints:
-            if hint in lower:
-                return True
+        for gate, hints in self._gated_lower_shape_hints:
+            if gate in lower:
+                for hint in hints:
+                    if hint in lower:
+                        return True
         if self._cards and len(text) >= 13 and _card_hint(text):
             return True
         for pattern in self._custom:
