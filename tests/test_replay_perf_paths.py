@@ -235,3 +235,27 @@ def test_the_garbage_collector_is_left_as_it_was(recorded: str) -> None:
                 assert not gc.isenabled()
             assert not gc.isenabled()
         assert gc.isenabled()
+
+
+@orp.tool("perf_stamp", risk="read")
+def perf_stamp(i: int) -> str:
+    return f"{i}:{orp.new_uuid()}"  # drawn inside the step: a mock replay answers the step and skips it
+
+
+@orp.agent("perf-values-agent")
+def values_agent(count: int) -> dict[str, Any]:
+    drawn = [[str(orp.new_uuid()), perf_stamp(i), orp.random(), orp.now().isoformat()] for i in range(count)]
+    return {"answer": "done", "drawn": drawn}
+
+
+def test_values_drawn_inside_answered_steps_are_skipped_in_order(home: Path) -> None:
+    values_agent(60)
+    orp.flush()
+    with Store.open() as store:
+        (summary,) = store.runs()
+        original = store.load_run(summary.trace_id)
+        result = orp.replay(summary.trace_id, mode="mock", store=store)
+    assert result.outcome == "matched", result.to_dict()["divergences"]
+    drawn = result.replay.snapshots["output"]["structured"]["drawn"]
+    assert drawn == original.snapshots["output"]["structured"]["drawn"]
+    assert len({d[0] for d in drawn}) == 60

@@ -169,7 +169,12 @@ class ReplaySession:
                     seq = int(a.get(semconv.SNAPSHOT_SEQ) or 0)
                     drawn.append((seq, a.get(semconv.VALUE_KIND, ""), a.get(semconv.VALUE_PAYLOAD),
                                   step_of_span.get(span.span_id)))
-        self._values: deque[tuple[int, str, str | None, int | None]] = deque(sorted(drawn, key=lambda v: v[0]))
+        # One queue per kind, in seq order; values of steps answered from the recording are skipped lazily.
+        self._values: dict[str, deque[tuple[int, str, str | None, int | None]]] = {}
+        for value in sorted(drawn, key=lambda v: v[0]):
+            self._values.setdefault(value[1], deque()).append(value)
+        self._valued_steps = {v[3] for v in drawn if v[3] is not None}
+        self._answered_steps: set[int] = set()
 
     # -------------------------------------------------------------------------------- hooks of the recorder
 
@@ -209,11 +214,12 @@ class ReplaySession:
         if self.mode is ReplayMode.LIVE and self.from_step is None:
             return None
         with self._lock:
-            found = next((v for v in self._values if v[1] == kind), None)
-            if found is None:
+            queue = self._values.get(kind)
+            while queue and queue[0][3] in self._answered_steps:
+                queue.popleft()
+            if not queue:
                 return None
-            self._values.remove(found)
-            raw = found[2]
+            raw = queue.popleft()[2]
         try:
             import json
 
@@ -297,8 +303,9 @@ class ReplaySession:
                                            actual=actual))
 
     def _answer(self, recorded: Step) -> Served:
-        with self._lock:  # the step's own code will not run: the values it drew will not be asked for
-            self._values = deque(v for v in self._values if v[3] != recorded.index)
+        if recorded.index in self._valued_steps:
+            with self._lock:  # the step's own code will not run: the values it drew will not be asked for
+                self._answered_steps.add(recorded.index)
         snapshot_kind, field = _ANSWER_KEY[recorded.kind]
         payload = recorded.snapshots.get(snapshot_kind)
         damaged = [s for s in recorded.snapshot_list if s.kind == snapshot_kind and (s.truncated or not s.intact)]
