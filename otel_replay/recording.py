@@ -140,6 +140,7 @@ def _guard(what: str) -> Iterator[None]:
 
 
 _OK = Status(StatusCode.OK)
+_EVENT_NAMES: Final = {kind: semconv.snapshot_event_name(kind) for kind in SnapshotKind}
 
 
 def _encode(rt: Runtime, value: Any, scope: str, *, ordered: bool = False) -> tuple[Any, str, int]:
@@ -167,7 +168,7 @@ def _emit_snapshot(run: _Run, span: trace.Span, kind: SnapshotKind, payload: dic
     text = payload.text if isinstance(payload, RawJSON) else compose_json(payload)
     if seq is None:
         seq = next(run.snapshot_seq)
-    name = semconv.snapshot_event_name(kind)
+    name = _EVENT_NAMES[kind]
     events = payload_events(text, limits=run.rt.limits, redactions=redactions)
     for attrs in events:
         attrs[semconv.SNAPSHOT_SEQ] = seq
@@ -802,8 +803,10 @@ def _tool_begin(meta: _ToolMeta, named: dict[str, Any], instrumentation: str | N
         return None
     _, arguments, n = _encode(run.rt, named, "tool.args")
     args_hash = sha256_hex(arguments)
-    with run.lock:
-        approval = run.pending_approvals.pop(meta.name, None)
+    approval = None
+    if run.pending_approvals:  # read without the lock first: most runs record no approvals
+        with run.lock:
+            approval = run.pending_approvals.pop(meta.name, None)
     step = _start_step(StepKind.TOOL, meta.name, f"{semconv.SPAN_TOOL} {meta.name}", SpanKind.INTERNAL, {
         semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_TOOL,
         semconv.GEN_AI_TOOL_NAME: meta.name,

@@ -330,13 +330,25 @@ class RawJSON:
     text: str
 
 
+_LAYOUTS: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = {}
+"""Field names of a composed payload -> its names in canonical order, each with its ``"name":`` text (a
+payload kind always has the same names, so this stays a handful of entries)."""
+_LAYOUTS_MAX: Final = 256
+
+
 def compose_json(fields: Mapping[str, Any]) -> str:
     """Canonical JSON of an object whose values are plain JSON values or :class:`RawJSON` texts.
 
     Equal to ``canonical_json`` of the decoded object, without serialising the spliced parts again.
     """
+    names = tuple(fields)
+    layout = _LAYOUTS.get(names)
+    if layout is None:
+        layout = tuple((key, _encode_str(key) + ":") for key in sorted(fields))
+        if len(_LAYOUTS) < _LAYOUTS_MAX:
+            _LAYOUTS[names] = layout
     parts = []
-    for key in sorted(fields):
+    for key, prefix in layout:
         value = fields[key]
         kind = type(value)
         if kind is RawJSON:
@@ -347,7 +359,7 @@ def compose_json(fields: Mapping[str, Any]) -> str:
             text = _encode_str(value)
         else:
             text = _CANONICAL.encode(value)
-        parts.append(_encode_str(key) + ":" + text)
+        parts.append(prefix + text)
     return "{" + ",".join(parts) + "}"
 
 
@@ -405,19 +417,21 @@ def from_jsonable(tree: Any) -> Any:
 def payload_events(payload: str, *, limits: SnapshotLimits, redactions: int = 0) -> list[dict[str, Any]]:
     """Event attribute sets carrying one canonical payload: one set, or one per chunk, or a truncation marker."""
     try:
-        size = len(payload.encode("utf-8"))
+        data = payload.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates (undecodable file names): keep them as JSON escapes
         payload = payload.encode("utf-8", "backslashreplace").decode("utf-8")
-        size = len(payload.encode("utf-8"))
+        data = payload.encode("utf-8")
+    size = len(data)
     common: dict[str, Any] = {semconv.SNAPSHOT_SCHEMA_VERSION: semconv.SCHEMA_VERSION, semconv.SNAPSHOT_SIZE: size}
     if redactions:
         common[semconv.SNAPSHOT_REDACTIONS] = redactions
     if size > limits.max_bytes:
-        marker = {TRUNCATED_TAG: True, "original_size": size, "original_sha256": sha256_hex(payload),
+        marker = {TRUNCATED_TAG: True, "original_size": size, "original_sha256": hashlib.sha256(data).hexdigest(),
                   "preview": payload[:min(_PREVIEW_CHARS, limits.chunk_chars // 2)]}
         payload = canonical_json(marker)
+        data = payload.encode("utf-8")
         common[semconv.SNAPSHOT_TRUNCATED] = True
-    common[semconv.SNAPSHOT_SHA256] = sha256_hex(payload)
+    common[semconv.SNAPSHOT_SHA256] = hashlib.sha256(data).hexdigest()
     step = limits.chunk_chars
     if len(payload) <= step:
         return [{**common, semconv.SNAPSHOT_PAYLOAD: payload}]
