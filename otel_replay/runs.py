@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -218,24 +217,32 @@ class Run:
 
 def _snapshots(span: SpanRecord, step_index: int | None, problems: list[str]) -> tuple[Snapshot, ...]:
     """Join chunks and decode the snapshot events of one span."""
-    groups: dict[tuple[str, str], list[EventRecord]] = defaultdict(list)
-    order: list[tuple[str, str]] = []
+    prefix = semconv.SNAPSHOT_EVENT_PREFIX
+    groups: dict[tuple[str, str], list[EventRecord]] = {}  # in first-seen order
     for event in span.events:
-        if not event.name.startswith(semconv.SNAPSHOT_EVENT_PREFIX):
+        name = event.name
+        if not name.startswith(prefix):
             continue
-        key = (event.name, event.attributes.get(semconv.SNAPSHOT_SEQ) or f"t{event.timestamp_ns}")
-        if key not in groups:
-            order.append(key)
-        groups[key].append(event)
+        key = (name, event.attributes.get(semconv.SNAPSHOT_SEQ) or f"t{event.timestamp_ns}")
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [event]
+        else:
+            group.append(event)
+    if not groups:
+        return ()
     out: list[Snapshot] = []
     where = f"step {step_index}" if step_index is not None else "run"
-    for key in order:
-        events = groups[key]
-        kind = key[0][len(semconv.SNAPSHOT_EVENT_PREFIX):]
+    for key, events in groups.items():
+        kind = key[0][len(prefix):]
         first = events[0].attributes
         count = _int(first.get(semconv.SNAPSHOT_CHUNK_COUNT), 1) or 1
-        chunks = sorted(events, key=lambda e: _int(e.attributes.get(semconv.SNAPSHOT_CHUNK_INDEX), 0) or 0)
-        text = "".join(e.attributes.get(semconv.SNAPSHOT_PAYLOAD, "") for e in chunks)
+        if len(events) == 1:  # the usual case: one chunk
+            chunks = events
+            text = first.get(semconv.SNAPSHOT_PAYLOAD, "")
+        else:
+            chunks = sorted(events, key=lambda e: _int(e.attributes.get(semconv.SNAPSHOT_CHUNK_INDEX), 0) or 0)
+            text = "".join([e.attributes.get(semconv.SNAPSHOT_PAYLOAD, "") for e in chunks])
         digest = first.get(semconv.SNAPSHOT_SHA256, "")
         intact = len(chunks) == count and (not digest or sha256_hex(text) == digest)
         if len(chunks) != count:
@@ -311,7 +318,7 @@ def build_run(spans: Iterable[SpanRecord], *, trace_id: str | None = None) -> Ru
             status=_status(span), span_id=span.span_id, parent_span_id=span.parent_span_id,
             attempt=_int(attrs.get(semconv.STEP_ATTEMPT), 1) or 1, start_ns=span.timestamp_ns,
             duration_ns=span.duration_ns, attributes=dict(attrs), snapshot_list=_snapshots(span, index, problems),
-            events=tuple(e for e in span.events if not e.name.startswith(semconv.SNAPSHOT_EVENT_PREFIX)),
+            events=tuple([e for e in span.events if not e.name.startswith(semconv.SNAPSHOT_EVENT_PREFIX)]),
             error=_error(span),
         ))
     steps.sort(key=lambda s: (s.index, s.start_ns))
