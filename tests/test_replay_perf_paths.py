@@ -259,3 +259,41 @@ def test_values_drawn_inside_answered_steps_are_skipped_in_order(home: Path) -> 
     drawn = result.replay.snapshots["output"]["structured"]["drawn"]
     assert drawn == original.snapshots["output"]["structured"]["drawn"]
     assert len({d[0] for d in drawn}) == 60
+
+
+def test_snapshots_are_joined_from_their_chunks_and_missing_chunks_reported() -> None:
+    from otel_replay import semconv
+    from otel_replay.records import EventRecord, SpanRecord
+    from otel_replay.runs import build_run
+    from otel_replay.snapshots import sha256_hex
+
+    def span(span_id: str, parent: str, attributes: dict[str, str], events: list[EventRecord]) -> SpanRecord:
+        return SpanRecord(timestamp_ns=1_000 + len(span_id), trace_id="a" * 32, span_id=span_id,
+                          parent_span_id=parent, trace_state="", span_name="s", span_kind="Internal",
+                          service_name="svc", resource_attributes={}, scope_name="", scope_version="",
+                          span_attributes=attributes, duration_ns=5, status_code="Ok", status_message="",
+                          events=tuple(events))
+
+    def chunk(kind: str, seq: str, index: int, count: int, text: str, digest: str) -> EventRecord:
+        return EventRecord(timestamp_ns=2_000 + index, name=semconv.SNAPSHOT_EVENT_PREFIX + kind, attributes={
+            semconv.SNAPSHOT_SEQ: seq, semconv.SNAPSHOT_CHUNK_INDEX: str(index),
+            semconv.SNAPSHOT_CHUNK_COUNT: str(count), semconv.SNAPSHOT_PAYLOAD: text,
+            semconv.SNAPSHOT_SHA256: digest})
+
+    whole = '{"result":"' + "x" * 30 + '"}'
+    parts = [whole[:10], whole[10:25], whole[25:]]
+    digest = sha256_hex(whole)
+    tool_events = [chunk("tool", "2", 2, 3, parts[2], digest), chunk("tool", "2", 0, 3, parts[0], digest),
+                   EventRecord(timestamp_ns=2_500, name="other"), chunk("tool", "2", 1, 3, parts[1], digest),
+                   chunk("state", "3", 1, 2, '"b"}', "")]
+    run = build_run([
+        span("1" * 16, "", {semconv.RUN_ID: "r"}, [chunk("input", "1", 0, 1, '{"args":[]}', sha256_hex('{"args":[]}'))]),
+        span("2" * 16, "1" * 16, {semconv.STEP_INDEX: "0", "otel_replay.step.kind": "tool"}, tool_events),
+    ])
+    (step,) = run.steps
+    assert run.snapshots == {"input": {"args": []}}
+    assert step.snapshots["tool"] == {"result": "x" * 30}
+    assert [s.kind for s in step.snapshot_list] == ["tool", "state"]
+    assert [s.intact for s in step.snapshot_list] == [True, False]
+    assert [e.name for e in step.events] == ["other"]
+    assert run.problems == ("step 0: state snapshot has 1 of 2 chunks", "step 0: state snapshot is not valid JSON")
