@@ -242,13 +242,17 @@ def _attributes(tag: bytes, attributes: object) -> bytes:
                     if len(pairs) >= _CACHE_MAX:
                         pairs.clear()
                     pairs[(key, value)] = pair
-            else:
+            else:  # a long string (a hash, a payload): written in pieces, never copied into a pair first
                 data = value.encode("utf-8")  # lone surrogates raise: the SDK's encoder drops such a value
+                key_field = keys.get(key) or _key_field(key)
                 n = len(data)
                 size = lengths[n] if n < end else _varint(n)
                 n += 1 + len(size)
-                pair = (keys.get(key) or _key_field(key)) + b"\x12" + (lengths[n] if n < end else _varint(n)) + \
-                    b"\x0a" + size + data
+                any_size = lengths[n] if n < end else _varint(n)
+                n += len(key_field) + 1 + len(any_size)
+                parts.extend((tag, lengths[n] if n < end else _varint(n), key_field, b"\x12", any_size, b"\x0a", size,
+                              data))
+                continue
         elif kind is int and 0 <= value < end:
             size = lengths[value]
             pair = (keys.get(key) or _key_field(key)) + b"\x12" + _VARINT_SMALL[1 + len(size)] + b"\x18" + size
@@ -269,7 +273,7 @@ def _span(span: ReadableSpan) -> bytes:
     assert context is not None
     parts = [b"\x0a\x10", context.trace_id.to_bytes(16, "big"), b"\x12\x08", context.span_id.to_bytes(8, "big")]
     trace_state = context.trace_state
-    if trace_state is not None:
+    if trace_state:  # most spans have none: skip building an empty text
         state = ",".join([f"{key}={value}" for key, value in trace_state.items()])
         if state:
             parts.append(_field(b"\x1a", state.encode("utf-8")))
