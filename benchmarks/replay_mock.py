@@ -5,7 +5,11 @@ operations: ``Store.load_run`` of that trace (the load), and ``replay(mode="mock
 run, re-runs the agent with every call answered from the recording, records the replay as a new trace,
 rebuilds it and diffs it. It prints what the replay adds on top of its own load, as a multiple of the load.
 
-    python benchmarks/replay_mock.py [--steps 1000] [--rounds 5]
+    python benchmarks/replay_mock.py [--steps 1000] [--rounds 5] [--phases]
+
+``--phases`` also prints where a replay's time goes (median per phase over the rounds, and the time full
+garbage collections took per replay and per load): it wraps the engine's internal steps with timers, so the
+totals it prints carry a little overhead of their own; the figures above it are measured without it.
 
 Target (docs/performance.md): replay adds <= 1x the load time.
 """
@@ -13,10 +17,14 @@ Target (docs/performance.md): replay adds <= 1x the load time.
 from __future__ import annotations
 
 import argparse
+import collections
+import gc
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
 import otel_replay as orp
 from otel_replay.storage.store import Store
@@ -41,11 +49,59 @@ def long_agent(steps: int) -> int:
     return total
 
 
+class Phases:
+    """Wall time of the replay engine's internal steps, and of full garbage collections, per replay."""
+
+    STEPS = (("engine", "_call", "run the agent"), ("setup", "flush", "flush the replay trace"),
+             ("engine", "_ingest", "ingest the spool"), ("engine", "_load_replay", "read the replay back"),
+             ("diff", "diff_runs", "diff"))
+
+    def __init__(self) -> None:
+        from otel_replay.exporting import setup
+        from otel_replay.replay import diff, engine
+
+        self.modules = {"engine": engine, "setup": setup, "diff": diff}
+        self.times: dict[str, list[float]] = collections.defaultdict(list)
+        self.current = "load"
+        self._gc_start = 0.0
+        for module, name, label in self.STEPS:
+            setattr(self.modules[module], name, self._timed(getattr(self.modules[module], name), label))
+        gc.callbacks.append(self._collection)
+
+    def _timed(self, func: Callable[..., Any], label: str) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self.times[label].append(time.perf_counter() - start)
+        return timed
+
+    def _collection(self, phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        else:
+            self.times[f"full collections during a {self.current}"].append(time.perf_counter() - self._gc_start)
+
+    def report(self, rounds: int) -> None:
+        print("phases of one replay (medians):")
+        for _, _, label in self.STEPS:
+            print(f"  {label:26s}: {statistics.median(self.times[label]) * 1000:8.1f} ms")
+        for what in ("replay", "load"):
+            spent = self.times[f"full collections during a {what}"]
+            print(f"  full collections per {what:6s}: {sum(spent) / rounds * 1000:8.1f} ms "
+                  f"({len(spent)} in {rounds} rounds)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--phases", action="store_true", help="also time the replay's phases (adds overhead)")
     args = parser.parse_args()
+    phases = Phases() if args.phases else None
     with tempfile.TemporaryDirectory() as home:
         orp.configure(home=home, exporter="spool")
         long_agent(args.steps)
@@ -55,10 +111,16 @@ def main() -> int:
             trace_id = summary.trace_id
             store.load_run(trace_id)  # warm up
             loads, replays = [], []
+            if phases is not None:
+                phases.times.clear()
             for _ in range(args.rounds):
+                if phases is not None:
+                    phases.current = "load"
                 start = time.perf_counter()
                 run = store.load_run(trace_id)
                 loads.append(time.perf_counter() - start)
+                if phases is not None:
+                    phases.current = "replay"
                 start = time.perf_counter()
                 result = orp.replay(trace_id, mode="mock", store=store)
                 replays.append(time.perf_counter() - start)
@@ -70,6 +132,8 @@ def main() -> int:
     print(f"load_run                  : {load * 1000:8.1f} ms")
     print(f"mock replay (incl. load)  : {total * 1000:8.1f} ms")
     print(f"replay adds               : {added:.2f}x the load time  (target <= 1x)")
+    if phases is not None:
+        phases.report(args.rounds)
     return 0
 
 
