@@ -691,20 +691,20 @@ def _mapper(*, read_back: bool) -> Callable[[Any], dict[str, str]]:
             return format_double(value)
         raise _Unusual
 
+    # Keys are sorted first and each value read by key: SDK attributes are a Python-level mapping, whose item
+    # iteration costs more than a lookup, and a dict built in key order needs no second, sorted copy.
     if read_back:
         def mapped(attributes: Any) -> dict[str, str]:
             if not attributes:
                 return {}
-            out = {key: value if type(value) is str and value.isascii() and _ESCAPED not in value else text(value)
-                   for key, value in attributes.items()}
-            return dict(sorted(out.items())) if len(out) > 1 else out
+            return {key: value if type(value := attributes[key]) is str and value.isascii()
+                    and _ESCAPED not in value else text(value) for key in sorted(attributes)}
     else:
         def mapped(attributes: Any) -> dict[str, str]:
             if not attributes:
                 return {}
-            out = {key: value if type(value) is str and value.isascii() else text(value)
-                   for key, value in attributes.items()}
-            return dict(sorted(out.items())) if len(out) > 1 else out
+            return {key: value if type(value := attributes[key]) is str and value.isascii() else text(value)
+                    for key in sorted(attributes)}
     return mapped
 
 
