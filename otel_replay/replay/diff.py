@@ -46,6 +46,14 @@ LATENCY_THRESHOLD_RATIO: Final = 0.5
 
 _LIST_LIMIT: Final = 3  # items named in a one-line summary before "…"
 
+# Enum values read once: the diff compares them for every step and snapshot of both runs.
+_TOOL: Final = semconv.StepKind.TOOL.value
+_MODEL: Final = semconv.StepKind.MODEL.value
+_RETRIEVAL: Final = semconv.StepKind.RETRIEVAL.value
+_TOOL_SNAPSHOT: Final = semconv.SnapshotKind.TOOL.value
+_RETRIEVAL_SNAPSHOT: Final = semconv.SnapshotKind.RETRIEVAL.value
+_STATE_SNAPSHOT: Final = semconv.SnapshotKind.STATE.value
+
 
 # ------------------------------------------------------------------------------------------ results
 
@@ -218,7 +226,7 @@ def _output(a: Run, b: Run) -> SectionDiff:
 def _states(run: Run) -> list[dict[str, Any]]:
     out = []
     for snap in run.timeline:
-        if snap.kind != semconv.SnapshotKind.STATE.value:
+        if snap.kind != _STATE_SNAPSHOT:
             continue
         payload = snap.payload if isinstance(snap.payload, dict) else {"task_state": snap.payload}
         out.append({"step_index": snap.step_index, "task_state": payload.get("task_state"),
@@ -276,7 +284,7 @@ class _Call:
     @classmethod
     def of(cls, step: Step) -> _Call:
         attrs = step.attributes
-        snap = step.snapshots.get(semconv.SnapshotKind.TOOL.value)
+        snap = step.snapshots.get(_TOOL_SNAPSHOT)
         snap = snap if isinstance(snap, dict) else {}
         return cls(step=step, args_hash=attrs.get(semconv.TOOL_ARGS_HASH) or snap.get("args_hash"),
                    result_hash=attrs.get(semconv.TOOL_RESULT_HASH) or snap.get("result_hash"),
@@ -331,8 +339,8 @@ def _label(entry: dict[str, Any], side: str) -> str:
 
 
 def _tools(a: Run, b: Run) -> SectionDiff:
-    ca = [_Call.of(s) for s in a.steps if s.kind == semconv.StepKind.TOOL.value]
-    cb = [_Call.of(s) for s in b.steps if s.kind == semconv.StepKind.TOOL.value]
+    ca = [_Call.of(s) for s in a.steps if s.kind == _TOOL]
+    cb = [_Call.of(s) for s in b.steps if s.kind == _TOOL]
     names_a, names_b = [c.step.name for c in ca], [c.step.name for c in cb]
     if names_a == names_b:  # the common case (a faithful replay): no alignment needed, and difflib is O(n^2) here
         opcodes: list[tuple[str, int, int, int, int]] = [("equal", 0, len(ca), 0, len(cb))] if ca else []
@@ -394,9 +402,9 @@ def _documents(run: Run) -> dict[str, str | None]:
     """Identity → content hash of every document the run's retrievals returned, in order."""
     docs: dict[str, str | None] = {}
     for step in run.steps:
-        if step.kind != semconv.StepKind.RETRIEVAL.value:
+        if step.kind != _RETRIEVAL:
             continue
-        snap = step.snapshots.get(semconv.SnapshotKind.RETRIEVAL.value)
+        snap = step.snapshots.get(_RETRIEVAL_SNAPSHOT)
         results = snap.get("results") if isinstance(snap, dict) else None
         for doc in results if isinstance(results, list) else []:
             if not isinstance(doc, dict):
@@ -442,7 +450,7 @@ def _citations(a: Run, b: Run) -> SectionDiff:
 
 def _usage(run: Run) -> dict[str, int | float | None]:
     attrs = run.attributes
-    models = [s for s in run.steps if s.kind == semconv.StepKind.MODEL.value]
+    models = [s for s in run.steps if s.kind == _MODEL]
 
     def summed(key: str, parse: Any) -> Any:
         values = [parse(s.attributes.get(key)) for s in models]
