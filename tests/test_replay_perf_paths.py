@@ -132,7 +132,8 @@ def test_stored_records_equal_what_the_store_reads_back(monkeypatch: pytest.Monk
 def test_build_without_a_store_is_unchanged() -> None:
     spans = odd_spans()
     rows = rows_from_request(encode_spans(spans))
-    assert [record_from_row(row) for row in engine._rows_of(spans)] == [record_from_row(r) for r in rows]  # noqa: SLF001
+    built = engine._rows_of(spans)  # noqa: SLF001
+    assert [record_from_row(row) for row in built] == [record_from_row(row) for row in rows]
 
 
 # ------------------------------------------------------------------------------ a replay against a store
@@ -287,7 +288,8 @@ def test_snapshots_are_joined_from_their_chunks_and_missing_chunks_reported() ->
                    EventRecord(timestamp_ns=2_500, name="other"), chunk("tool", "2", 1, 3, parts[1], digest),
                    chunk("state", "3", 1, 2, '"b"}', "")]
     run = build_run([
-        span("1" * 16, "", {semconv.RUN_ID: "r"}, [chunk("input", "1", 0, 1, '{"args":[]}', sha256_hex('{"args":[]}'))]),
+        span("1" * 16, "", {semconv.RUN_ID: "r"},
+             [chunk("input", "1", 0, 1, '{"args":[]}', sha256_hex('{"args":[]}'))]),
         span("2" * 16, "1" * 16, {semconv.STEP_INDEX: "0", "otel_replay.step.kind": "tool"}, tool_events),
     ])
     (step,) = run.steps
