@@ -15,9 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from otel_replay.snapshots import canonical_json
 from otel_replay.redaction import (
     DEFAULT_PATTERNS,
     DEFAULT_SAFE_KEYS,
+    DEFAULT_SECRET_KEY_WORDS,
     KEY_FILE_NAME,
     RedactionConfig,
     Redactor,
@@ -523,3 +525,54 @@ def test_no_secret_path_is_fast(redactor: Redactor, capsys: pytest.CaptureFixtur
     with capsys.disabled():
         print(f"\nredact() of a {size}-byte dict without secrets: {per_call:.1f} µs/call; "
               f"suspects() on its JSON: {per_check:.1f} µs/call")
+
+
+# --------------------------------------------------------------------------------- the pre-check is sound
+
+_KEY_WORDS = st.sampled_from(DEFAULT_SECRET_KEY_WORDS)
+_FRAGMENT = st.one_of(
+    st.sampled_from([s for s, _ in PLANTED]),
+    _KEY_WORDS, _KEY_WORDS.map(str.upper), _KEY_WORDS.map(lambda w: w.replace("_", "-").title()),
+    st.sampled_from(["=", ": ", "\":\"", "://", "@", "Bearer ", "Basic ", "-----BEGIN ", "eyJ", "sk-", "AKIA",
+                     "ghp_", "xoxb-", "4111 1111 1111 1111", "prompt_tokens", "max_tokens", "token_count"]),
+    st.text(max_size=16),
+)
+_TEXT = st.lists(_FRAGMENT, max_size=6).map("".join)
+_LONG_TEXT = st.tuples(_TEXT, st.text(min_size=260, max_size=400), _TEXT).map("".join)
+_KEY = st.one_of(_KEY_WORDS, st.text(max_size=10), st.sampled_from(["prompt_tokens", "apiKey", "X-Api-Key"]))
+_TREE = st.recursive(st.one_of(_TEXT, _LONG_TEXT, st.integers(), st.none()),
+                     lambda kids: st.lists(kids, max_size=3) | st.dictionaries(_KEY, kids, max_size=3),
+                     max_leaves=8)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(tree=_TREE)
+def test_the_pre_check_never_passes_a_payload_a_rule_would_match(
+        tmp_path_factory: pytest.TempPathFactory, tree: Any) -> None:
+    """Recording skips redaction when ``suspects()`` says the payload's JSON cannot hold a secret, so a False
+    there must be right: wherever a rule's own pattern matches a string, or a secret key holds a value,
+    ``suspects`` flags the payload (checked with the key words on, and with only the value shapes)."""
+    for r in (_shared_redactor(tmp_path_factory), _shapes_only_redactor(tmp_path_factory)):
+        if _a_rule_matches(r, tree):
+            assert r.suspects(canonical_json(tree)), tree
+
+
+def _a_rule_matches(r: Redactor, tree: Any) -> bool:
+    """The oracle: the rules' regular expressions and the key-name rule, without any pre-check."""
+    if isinstance(tree, str):  # (``secret_assignment`` is ``<secret key word>=…``: none without key words)
+        return any(rule.pattern.search(tree) for rule in r._rules
+                   if rule.name != "secret_assignment" or r._key_hints)
+    if isinstance(tree, list):
+        return any(_a_rule_matches(r, v) for v in tree)
+    if isinstance(tree, dict):
+        return any((r.is_secret_key(k) and v not in (None, "", [], {})) or _a_rule_matches(r, k)
+                   or _a_rule_matches(r, v) for k, v in tree.items())
+    return False
+
+
+def _shapes_only_redactor(factory: pytest.TempPathFactory) -> Redactor:
+    """No secret key words at all: the value-shape hints alone decide the pre-check."""
+    if "shapes" not in _REDACTORS:
+        config = RedactionConfig(disabled_key_words=DEFAULT_SECRET_KEY_WORDS)
+        _REDACTORS["shapes"] = Redactor.for_home(factory.mktemp("shapes"), config)
+    return _REDACTORS["shapes"]
