@@ -78,7 +78,7 @@ def plain(obj: Any) -> Any:
 
 def field(obj: Any, name: str, default: Any = None) -> Any:
     """``obj[name]`` for a dict, ``obj.name`` otherwise (request messages may be dicts or SDK objects)."""
-    if isinstance(obj, Mapping):
+    if type(obj) is dict or isinstance(obj, Mapping):  # plain dicts first: the ABC check costs more than the get
         return obj.get(name, default)
     return getattr(obj, name, default)
 

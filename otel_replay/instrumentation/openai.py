@@ -185,9 +185,14 @@ def _text(content: Any) -> Any:
 def chat_context(request: Mapping[str, Any]) -> dict[str, Any]:
     """``record_context`` arguments of a chat request: system/developer messages, the messages, tool results."""
     messages = as_list(request.get("messages"))
-    system = [_text(field(m, "content")) for m in messages if field(m, "role") in ("system", "developer")]
-    results = [{"tool_call_id": field(m, "tool_call_id"), "content": field(m, "content")}
-               for m in messages if field(m, "role") == "tool"]
+    system: list[Any] = []
+    results: list[dict[str, Any]] = []
+    for m in messages:  # one pass, each message's role read once
+        role = field(m, "role")
+        if role in ("system", "developer"):
+            system.append(_text(field(m, "content")))
+        elif role == "tool":
+            results.append({"tool_call_id": field(m, "tool_call_id"), "content": field(m, "content")})
     return {"system_rules": system[0] if len(system) == 1 else (system or None), "history": messages,
             "tool_results": results or None}
 
