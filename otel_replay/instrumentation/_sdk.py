@@ -119,6 +119,11 @@ class SdkApi:
     replay_async_stream: Callable[[list[Any], Callable[[], None]], Any]
     """The same, as an async stream."""
     capture_context: bool = True
+    recorder_reads_finish_reasons: bool = False
+    """True when the recorder takes ``gen_ai.response.finish_reasons`` from the plain response itself (Chat
+    Completions' ``choices[].finish_reason``, Messages' ``stop_reason``) and sets it over ours: then
+    :attr:`finish_reasons` is applied only to a streamed call, whose recorded envelope the recorder does not
+    read that way."""
 
 
 def is_stream_envelope(value: Any) -> bool:
@@ -219,10 +224,11 @@ class _Plan:
         self.done = True
         try:
             if exc is None and self.call is not None:
-                response = result.get("response") if is_stream_envelope(result) else result
-                reasons = self.api.finish_reasons(response)
-                if reasons:
-                    self.call.step.span.set_attribute(semconv.GEN_AI_RESPONSE_FINISH_REASONS, reasons)
+                streamed = is_stream_envelope(result)
+                if streamed or not self.api.recorder_reads_finish_reasons:
+                    reasons = self.api.finish_reasons(result.get("response") if streamed else result)
+                    if reasons:
+                        self.call.step.span.set_attribute(semconv.GEN_AI_RESPONSE_FINISH_REASONS, reasons)
             self.enter(self._end, result, exc)
         except Exception:  # noqa: BLE001
             _log.warning("otel-replay: could not finish recording %s", self.api.step, exc_info=True)

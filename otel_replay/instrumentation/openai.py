@@ -211,7 +211,7 @@ def _api(kind: str, capture_context: bool) -> SdkApi:
         return SdkApi(provider=PROVIDER, step=CHAT_STEP, build_response=_chat_response, build_chunk=_chat_chunk,
                       assemble=assemble_chat, finish_reasons=chat_finish_reasons, context=chat_context,
                       replay_stream=_replay_stream, replay_async_stream=_replay_async_stream,
-                      capture_context=capture_context)
+                      capture_context=capture_context, recorder_reads_finish_reasons=True)
     return SdkApi(provider=PROVIDER, step=RESPONSES_STEP, build_response=_responses_response,
                   build_chunk=_responses_event, assemble=assemble_responses, finish_reasons=responses_finish_reasons,
                   context=responses_context, replay_stream=_replay_stream, replay_async_stream=_replay_async_stream,
