@@ -5,7 +5,8 @@ Each round times ``--calls`` calls of each side, in alternating order, the instr
 ``@orp.agent`` run (each call a model step with request, response and context snapshots) and recorded to
 the spool (otel-replay's default exporter, flushed inside the timed region). The uninstrumented side is
 the same client with the instrumentor removed. The ratio reported is the median of the per-round ratios;
-the time includes the fake server's HTTP round trip, as a real call would.
+the time includes the fake server's HTTP round trip, as a real call would. ``added_us_per_call`` is the
+difference of the two medians per call.
 
     python benchmarks/sdk_overhead.py [--calls 200] [--rounds 7] [--no-context]
 
@@ -95,6 +96,7 @@ def main() -> None:
         "rounds": args.rounds,
         "uninstrumented_us_per_call": round(per_call(plain_s), 1),
         "instrumented_us_per_call": round(per_call(instrumented_s), 1),
+        "added_us_per_call": round(per_call(instrumented_s) - per_call(plain_s), 1),
         "ratio_median": round(statistics.median(ratios), 3),
         "ratio_rounds": [round(r, 3) for r in ratios],
         "requests_served": server.count,
