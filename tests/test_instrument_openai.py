@@ -291,6 +291,28 @@ def test_a_bookkeeping_failure_never_reaches_the_agent(home: Path, server: FakeL
     assert answer.choices[0].message.content == "echo: still works"
 
 
+def test_a_failure_reading_finish_reasons_still_ends_the_step(home: Path, server: FakeLLMServer,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from otel_replay.instrumentation import _sdk
+
+    def broken(value: Any) -> bool:
+        raise RuntimeError("odd response")
+
+    monkeypatch.setattr(_sdk, "is_stream_envelope", broken)  # the first thing finishing a step looks at
+    client = openai.OpenAI(base_url=BASE_URL, api_key="sk-test", max_retries=0)
+
+    @orp.agent("finish-agent")
+    def finish_agent() -> str:
+        answer = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}])
+        return answer.choices[0].message.content or ""
+
+    with capture(home=home) as recorded:
+        assert finish_agent() == "echo: hi"
+    (run,) = recorded.runs()
+    (step,) = run.steps
+    assert step.kind == "model" and step.status == "ok" and step.snapshots.get("model")
+
+
 def test_contrib_openai_v2_and_otel_replay_on_the_same_sdk(tmp_path: Path) -> None:
     """A trace from opentelemetry-instrumentation-openai-v2 running for real next to ours, in its own process."""
     pytest.importorskip("opentelemetry.instrumentation.openai_v2")

@@ -229,6 +229,9 @@ class _Plan:
                     reasons = self.api.finish_reasons(result.get("response") if streamed else result)
                     if reasons:
                         self.call.step.span.set_attribute(semconv.GEN_AI_RESPONSE_FINISH_REASONS, reasons)
+        except Exception:  # noqa: BLE001 - an odd response loses its finish reasons, never its step's end
+            _log.warning("otel-replay: could not read the finish reasons of %s", self.api.step, exc_info=True)
+        try:
             self.enter(self._end, result, exc)
         except Exception:  # noqa: BLE001
             _log.warning("otel-replay: could not finish recording %s", self.api.step, exc_info=True)
