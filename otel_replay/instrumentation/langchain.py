@@ -118,6 +118,30 @@ def _unbuildable(kind: str, name: str, exc: BaseException) -> ReplayInterrupt:
                           f"LangChain objects ({type(exc).__name__}: {exc}); pass a mock for it")
 
 
+def _ran(call: Any, output: Any, what: str, plain: Callable[[Any], Any]) -> Any:
+    """Finish a step whose call really ran, recording ``plain(output)``; returns the output."""
+    if call is not None:
+        end_call(call, result=_safely(f"encode the {what}", plain, output, default=output))
+    return output
+
+
+def _served_answer(call: Any, kind: str, name: str, served: Any, build: Callable[[Any], Any],
+                   end: Callable[..., Any] = end_call) -> Any:
+    """What LangChain expects for a call answered from the recording: ``build(recorded value)``, or the
+    recorded error raised. A recording that cannot be rebuilt stops the replay. ``end`` ends the step."""
+    if served.error is not None:
+        end(call, exc=served.error)
+        raise served.error
+    try:
+        value = build(served.value)
+    except Exception as exc:  # noqa: BLE001 - a recording that cannot answer stops the replay
+        stop = _unbuildable(kind, name, exc)
+        end(call, exc=stop)
+        raise stop from exc
+    end(call, result=served.value)
+    return value
+
+
 def _name_of(instance: Any, default: str) -> str:
     try:
         name = instance.get_name()
@@ -481,20 +505,8 @@ def _generate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs
             except BaseException as exc:
                 end_call(call, exc=exc)
                 raise
-            if call is not None:
-                end_call(call, result=_safely("encode the model response", _chat_result_plain, result,
-                                              default=result))
-            return result
-        if served.error is not None:
-            end_call(call, exc=served.error)
-            raise served.error
-        try:
-            result = _chat_result_from(served.value)
-        except Exception as exc:  # noqa: BLE001 - a recording that cannot answer stops the replay
-            stop = _unbuildable("model", parts.name, exc)
-            end_call(call, exc=stop)
-            raise stop from exc
-        end_call(call, result=served.value)
+            return _ran(call, result, "model response", _chat_result_plain)
+        result = _served_answer(call, "model", parts.name, served, _chat_result_from)
         for manager, text, chunk in _safely("replay the token callbacks", _token_events, instance, args, kwargs,
                                             result, async_api=False, default=[]):
             manager.on_llm_new_token(text, chunk=chunk)
@@ -519,20 +531,8 @@ def _agenerate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwarg
             except BaseException as exc:
                 end_call(call, exc=exc)
                 raise
-            if call is not None:
-                end_call(call, result=_safely("encode the model response", _chat_result_plain, result,
-                                              default=result))
-            return result
-        if served.error is not None:
-            end_call(call, exc=served.error)
-            raise served.error
-        try:
-            result = _chat_result_from(served.value)
-        except Exception as exc:  # noqa: BLE001
-            stop = _unbuildable("model", parts.name, exc)
-            end_call(call, exc=stop)
-            raise stop from exc
-        end_call(call, result=served.value)
+            return _ran(call, result, "model response", _chat_result_plain)
+        result = _served_answer(call, "model", parts.name, served, _chat_result_from)
         for manager, text, chunk in _safely("replay the token callbacks", _token_events, instance, args, kwargs,
                                             result, async_api=True, default=[]):
             await manager.on_llm_new_token(text, chunk=chunk)
@@ -583,17 +583,7 @@ def _end_stream(ctx: contextvars.Context, call: Any, chunks: list[Any]) -> None:
 
 def _served_chunks(ctx: contextvars.Context, call: Any, parts: Any, served: Any) -> list[Any]:
     """The chunks of a streamed model call answered from the recording (or its recorded error, raised)."""
-    if served.error is not None:
-        ctx.run(end_call, call, exc=served.error)
-        raise served.error
-    try:
-        replayed = _chunks_from(served.value)
-    except Exception as exc:  # noqa: BLE001
-        stop = _unbuildable("model", parts.name, exc)
-        ctx.run(end_call, call, exc=stop)
-        raise stop from exc
-    ctx.run(end_call, call, result=served.value)
-    return replayed
+    return _served_answer(call, "model", parts.name, served, _chunks_from, end=functools.partial(ctx.run, end_call))
 
 
 def _astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -706,25 +696,9 @@ class _ToolParts:
         return call
 
 
-def _record_tool_output(call: Any, output: Any) -> None:
-    """Finish a tool step that really ran, recording its output as plain data."""
-    if call is not None:
-        end_call(call, result=_safely("encode the tool output", _tool_output_plain, output, default=output))
-
-
 def _served_tool_output(call: Any, parts: Any, served: Any) -> Any:
     """The output LangChain expects for a tool call answered from the recording (or its recorded error)."""
-    if served.error is not None:
-        end_call(call, exc=served.error)
-        raise served.error
-    try:
-        output = _tool_output_from(served.value, parts.tool_call_id)
-    except Exception as exc:  # noqa: BLE001
-        stop = _unbuildable("tool", parts.name, exc)
-        end_call(call, exc=stop)
-        raise stop from exc
-    end_call(call, result=served.value)
-    return output
+    return _served_answer(call, "tool", parts.name, served, lambda v: _tool_output_from(v, parts.tool_call_id))
 
 
 def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., Any], Callable[..., Any]]:
@@ -744,8 +718,7 @@ def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., A
                 except BaseException as exc:
                     end_call(call, exc=exc)
                     raise
-                _record_tool_output(call, output)
-                return output
+                return _ran(call, output, "tool output", _tool_output_plain)
             return _served_tool_output(call, parts, served)
 
         return _sync_in_run(_name_of(instance, "tool"), lambda: {"input": _arg(args, kwargs, 0, "tool_input")},
@@ -765,8 +738,7 @@ def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., A
                 except BaseException as exc:
                     end_call(call, exc=exc)
                     raise
-                _record_tool_output(call, output)
-                return output
+                return _ran(call, output, "tool output", _tool_output_plain)
             return _served_tool_output(call, parts, served)
 
         return _async_in_run(_name_of(instance, "tool"), lambda: {"input": _arg(args, kwargs, 0, "tool_input")},
@@ -813,6 +785,11 @@ def _documents_from(value: Any) -> list[Any]:
             if isinstance(d, dict) and "page_content" in d else d for d in value]
 
 
+def _begin_retrieval(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    named = _safely("read the retrieval", _retrieval_arguments, args, kwargs)
+    return _begin("retrieval", begin_retrieval_call, name, named, instrumentation=_NAME) if named is not None else None
+
+
 def _retriever_wrappers() -> tuple[Callable[..., Any], Callable[..., Any]]:
     """Wrappers of ``BaseRetriever.invoke`` and ``BaseRetriever.ainvoke``."""
 
@@ -822,8 +799,7 @@ def _retriever_wrappers() -> tuple[Callable[..., Any], Callable[..., Any]]:
         name = _name_of(instance, "retriever")
 
         def body() -> Any:
-            named = _safely("read the retrieval", _retrieval_arguments, args, kwargs)
-            call = _begin("retrieval", begin_retrieval_call, name, named, instrumentation=_NAME) if named is not None else None
+            call = _begin_retrieval(name, args, kwargs)
             served = call.served if call is not None else None
             if served is None:
                 try:
@@ -831,20 +807,8 @@ def _retriever_wrappers() -> tuple[Callable[..., Any], Callable[..., Any]]:
                 except BaseException as exc:
                     end_call(call, exc=exc)
                     raise
-                if call is not None:
-                    end_call(call, result=_safely("encode the documents", _documents_plain, docs, default=docs))
-                return docs
-            if served.error is not None:
-                end_call(call, exc=served.error)
-                raise served.error
-            try:
-                docs = _documents_from(served.value)
-            except Exception as exc:  # noqa: BLE001
-                stop = _unbuildable("retrieval", name, exc)
-                end_call(call, exc=stop)
-                raise stop from exc
-            end_call(call, result=served.value)
-            return docs
+                return _ran(call, docs, "documents", _documents_plain)
+            return _served_answer(call, "retrieval", name, served, _documents_from)
 
         return _sync_in_run(name, lambda: {"input": _arg(args, kwargs, 0, "input")},
                             _arg(args, kwargs, 1, "config"), body)
@@ -855,8 +819,7 @@ def _retriever_wrappers() -> tuple[Callable[..., Any], Callable[..., Any]]:
         name = _name_of(instance, "retriever")
 
         async def body() -> Any:
-            named = _safely("read the retrieval", _retrieval_arguments, args, kwargs)
-            call = _begin("retrieval", begin_retrieval_call, name, named, instrumentation=_NAME) if named is not None else None
+            call = _begin_retrieval(name, args, kwargs)
             served = call.served if call is not None else None
             if served is None:
                 try:
@@ -864,20 +827,8 @@ def _retriever_wrappers() -> tuple[Callable[..., Any], Callable[..., Any]]:
                 except BaseException as exc:
                     end_call(call, exc=exc)
                     raise
-                if call is not None:
-                    end_call(call, result=_safely("encode the documents", _documents_plain, docs, default=docs))
-                return docs
-            if served.error is not None:
-                end_call(call, exc=served.error)
-                raise served.error
-            try:
-                docs = _documents_from(served.value)
-            except Exception as exc:  # noqa: BLE001
-                stop = _unbuildable("retrieval", name, exc)
-                end_call(call, exc=stop)
-                raise stop from exc
-            end_call(call, result=served.value)
-            return docs
+                return _ran(call, docs, "documents", _documents_plain)
+            return _served_answer(call, "retrieval", name, served, _documents_from)
 
         return _async_in_run(name, lambda: {"input": _arg(args, kwargs, 0, "input")},
                              _arg(args, kwargs, 1, "config"), body)
