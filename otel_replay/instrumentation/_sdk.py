@@ -304,44 +304,42 @@ def _start(api: SdkApi, request: dict[str, Any] | None, args: tuple[Any, ...], k
 
 def run_sync(api: SdkApi, plan: _Plan, call: Callable[[], Any]) -> Any:
     """Answer or perform a sync call under ``plan``."""
-    served = plan.served
-    if served is not None:
-        if served.error is not None:
-            plan.finish(exc=served.error)
-            raise served.error
-        return plan.answer(served.value, async_=False)
+    if plan.served is not None:
+        return _served(plan, async_=False)
     try:
         result = call() if plan.stream and plan.run is None else plan.enter(call)
     except BaseException as exc:
         plan.finish(exc=exc)
         raise
-    if plan.stream:
-        try:
-            return RecordingStream(result, plan)
-        except Exception:  # noqa: BLE001
-            _log.warning("otel-replay: could not record the %s stream", api.step, exc_info=True)
-            plan.finish(result=None)
-            return result
-    plan.finish(result=_plain_guarded(api, result))
-    return result
+    return _performed(api, plan, result, RecordingStream)
 
 
 async def run_async(api: SdkApi, plan: _Plan, call: Callable[[], Any]) -> Any:
     """Answer or perform an async call under ``plan`` (``call()`` returns an awaitable)."""
-    served = plan.served
-    if served is not None:
-        if served.error is not None:
-            plan.finish(exc=served.error)
-            raise served.error
-        return plan.answer(served.value, async_=True)
+    if plan.served is not None:
+        return _served(plan, async_=True)
     try:
         result = await call()
     except BaseException as exc:
         plan.finish(exc=exc)
         raise
+    return _performed(api, plan, result, AsyncRecordingStream)
+
+
+def _served(plan: _Plan, *, async_: bool) -> Any:
+    """The recorded answer of a call (its recorded error raised)."""
+    served = plan.served
+    if served.error is not None:
+        plan.finish(exc=served.error)
+        raise served.error
+    return plan.answer(served.value, async_=async_)
+
+
+def _performed(api: SdkApi, plan: _Plan, result: Any, stream_type: Callable[[Any, _Plan], Any]) -> Any:
+    """A call that really ran: its stream, wrapped to record the chunks, or its response, recorded now."""
     if plan.stream:
         try:
-            return AsyncRecordingStream(result, plan)
+            return stream_type(result, plan)
         except Exception:  # noqa: BLE001
             _log.warning("otel-replay: could not record the %s stream", api.step, exc_info=True)
             plan.finish(result=None)
