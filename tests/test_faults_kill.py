@@ -186,28 +186,12 @@ def test_after_a_kill_mid_write_the_cli_lists_every_flushed_run_and_reports_the_
         assert_stored_exactly_once(store, flushed)
 
 
-INGESTER = textwrap.dedent("""
-    import os, signal, sys
-    from otel_replay.storage import ingest
-    from otel_replay.storage.store import Store
-    home, point, nth = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    seen = {}
-    def checkpoint(name):
-        seen[name] = seen.get(name, 0) + 1
-        if name == point and seen[name] == nth:
-            os.kill(os.getpid(), signal.SIGKILL)
-    ingest._checkpoint = checkpoint
-    ingest._INSERT_CHUNK_ROWS = 50
-    Store.open(home=home, lock_timeout=60).close()
-    print("ingested without being killed", flush=True)
-""")
+INGESTER = Path(__file__).resolve().parent / "ingest_killer.py"
 
 
 def test_sigkill_of_ingests_while_an_agent_keeps_recording_stores_each_flushed_span_once(home, tmp_path):
     rng = random.Random(7)
     side = tmp_path / "flushed.jsonl"
-    ingester = tmp_path / "ingester.py"
-    ingester.write_text(INGESTER)
     agent = start_agent(tmp_path, home, side, seed=200, pace=0.1)
     interrupted = 0
     try:
@@ -215,7 +199,7 @@ def test_sigkill_of_ingests_while_an_agent_keeps_recording_stores_each_flushed_s
         for point, nth in [("claimed", 1), ("inserted_chunk", rng.randint(1, 3)), ("inserted", 1),
                            ("deleted_one", rng.randint(1, 3)), ("inserted_chunk", rng.randint(1, 3))]:
             wait_for_flushes(side, len(read_side_file(side)) + 1, agent)
-            result = subprocess.run([sys.executable, str(ingester), str(home), point, str(nth)],
+            result = subprocess.run([sys.executable, str(INGESTER), str(home), point, str(nth), "50"],
                                     capture_output=True, text=True, timeout=START_TIMEOUT_S)
             assert result.returncode in (0, -signal.SIGKILL), result.stderr
             if result.returncode:

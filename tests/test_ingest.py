@@ -6,7 +6,6 @@ import fcntl
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -103,26 +102,11 @@ def test_busy_spool_is_left_to_the_other_ingester(home):
     assert sealed_segments(spool)
 
 
-KILLER = textwrap.dedent("""
-    import os, signal, sys
-    from otel_replay.storage import ingest
-    from otel_replay.storage.store import Store
-    home, point, nth = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    seen = {}
-    def checkpoint(name):
-        seen[name] = seen.get(name, 0) + 1
-        if name == point and seen[name] == nth:
-            os.kill(os.getpid(), signal.SIGKILL)
-    ingest._checkpoint = checkpoint
-    ingest._INSERT_CHUNK_ROWS = 25
-    store = Store.open(home=home, ingest=False)
-    store.ingest()
-    print("finished without being killed", flush=True)
-""")
+KILLER = Path(__file__).resolve().parent / "ingest_killer.py"
 
 
 def ingest_and_die(home: Path, point: str, nth: int) -> None:
-    result = subprocess.run([sys.executable, "-c", KILLER, str(home), point, str(nth)], capture_output=True,
+    result = subprocess.run([sys.executable, str(KILLER), str(home), point, str(nth), "25"], capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == -9, (result.returncode, result.stdout, result.stderr)
 
