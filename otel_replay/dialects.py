@@ -26,6 +26,7 @@ from typing import Any, Final
 from . import semconv
 from .records import EventRecord, SpanRecord
 from .records import stored_int as _int
+from .runs import span_error
 from .snapshots import canonical_json, sha256_hex
 
 __all__ = [
@@ -525,16 +526,6 @@ class _Pending:
     payload: dict[str, Any]
 
 
-def _error(span: SpanRecord) -> dict[str, str] | None:
-    for event in span.events:
-        if event.name == semconv.EXCEPTION_EVENT:
-            return {"type": event.attributes.get(semconv.EXCEPTION_TYPE, ""),
-                    "message": event.attributes.get(semconv.EXCEPTION_MESSAGE, "")}
-    if span.is_error:
-        return {"type": span.span_attributes.get(semconv.ERROR_TYPE, ""), "message": span.status_message}
-    return None
-
-
 def _model_step(span: SpanRecord, dialect: str, name: str, derived: dict[str, str]) -> dict[str, Any]:
     call = _model_call(span, dialect)
     request, exact_request = _request(call)
@@ -542,7 +533,7 @@ def _model_step(span: SpanRecord, dialect: str, name: str, derived: dict[str, st
     captured = request is not None and not _has_redacted(request)
     request_hash = sha256_hex(canonical_json(request)) if captured else ""
     response_hash = sha256_hex(canonical_json(response)) if response is not None else None
-    error = _error(span)
+    error = span_error(span)
     if captured:
         derived[semconv.MODEL_REQUEST_HASH] = request_hash
     if response_hash is not None and error is None:
@@ -599,7 +590,7 @@ def _tool_step(span: SpanRecord, dialect: str, name: str, derived: dict[str, str
     args, result, call_id = _tool_io(span, dialect)
     if args is not None and not isinstance(args, dict):
         args = {"input": args}
-    error = _error(span)
+    error = span_error(span)
     captured = args is not None and not _has_redacted(args)
     result_captured = error is not None or (result is not None and not _has_redacted(result))
     args_hash = sha256_hex(canonical_json(args)) if captured else ""
@@ -657,7 +648,7 @@ def _retrieval_step(span: SpanRecord, dialect: str, name: str, derived: dict[str
             if content is not None else None,
             "citation": doc.get("source") or doc.get("url") or metadata.get("source") or metadata.get("url"),
         })
-    error = _error(span)
+    error = span_error(span)
     captured = query is not None and not _has_redacted(query)
     derived[semconv.GEN_AI_DATA_SOURCE_ID] = name
     if captured:
@@ -847,7 +838,7 @@ def build_foreign_run(spans: Iterable[SpanRecord], *, trace_id: str | None = Non
         if has_in:
             pending.append(_Pending(kind="input", span_id=root.span_id, step_index=None,
                                     timestamp_ns=root.timestamp_ns, payload=_input_payload(inp, dialect)))
-        error = _error(root)
+        error = span_error(root)
         if has_out or error is not None:
             pending.append(_Pending(kind="output", span_id=root.span_id, step_index=None,
                                     timestamp_ns=root.end_ns, payload=_output_payload(out, dialect, error)))
@@ -870,7 +861,7 @@ def build_foreign_run(spans: Iterable[SpanRecord], *, trace_id: str | None = Non
             parent_span_id=span.parent_span_id, attempt=1, start_ns=span.timestamp_ns,
             duration_ns=span.duration_ns, attributes=attrs,
             snapshot_list=tuple(snapshots.get((span.span_id, index), ())),
-            events=tuple(e for e in span.events if not _is_content_event(e)), error=_error(span),
+            events=tuple(e for e in span.events if not _is_content_event(e)), error=span_error(span),
         ))
     _attempts(steps)
     root_attrs = dict(root.span_attributes)

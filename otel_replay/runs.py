@@ -268,13 +268,15 @@ def _snapshots(span: SpanRecord, step_index: int | None, problems: list[str]) ->
     return tuple(out)
 
 
-def _error(span: SpanRecord) -> dict[str, str] | None:
+def span_error(span: SpanRecord) -> dict[str, str] | None:
+    """``{type, message}`` of a failed span: its exception event, else its ``error.type`` and status message;
+    None when it did not fail."""
     for event in span.events:
         if event.name == semconv.EXCEPTION_EVENT:
             return {"type": event.attributes.get(semconv.EXCEPTION_TYPE, ""),
                     "message": event.attributes.get(semconv.EXCEPTION_MESSAGE, "")}
     if span.is_error:
-        return {"type": "", "message": span.status_message}
+        return {"type": span.span_attributes.get(semconv.ERROR_TYPE, ""), "message": span.status_message}
     return None
 
 
@@ -319,7 +321,7 @@ def build_run(spans: Iterable[SpanRecord], *, trace_id: str | None = None) -> Ru
             attempt=_int(attrs.get(semconv.STEP_ATTEMPT), 1) or 1, start_ns=span.timestamp_ns,
             duration_ns=span.duration_ns, attributes=dict(attrs), snapshot_list=_snapshots(span, index, problems),
             events=tuple([e for e in span.events if not e.name.startswith(semconv.SNAPSHOT_EVENT_PREFIX)]),
-            error=_error(span),
+            error=span_error(span),
         ))
     steps.sort(key=lambda s: (s.index, s.start_ns))
     seen: set[int] = set()
