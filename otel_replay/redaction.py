@@ -415,6 +415,13 @@ def _check_mode(path: Path) -> None:
         _log.warning("redaction key %s had mode %o; tightened it to 600", path, mode)
 
 
+def _write_key(fd: int, key: bytes) -> None:
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(key.hex().encode("ascii") + b"\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 def _load_or_create_key(home: Path) -> bytes:
     """Read ``<home>/redaction.key``, creating it (0600, atomically) on first use."""
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -424,10 +431,7 @@ def _load_or_create_key(home: Path) -> bytes:
         tmp = home / f".{KEY_FILE_NAME}.{os.getpid()}.{secrets.token_hex(6)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(key.hex().encode("ascii") + b"\n")
-                fh.flush()
-                os.fsync(fh.fileno())
+            _write_key(fd, key)
             try:
                 os.link(tmp, path)  # atomic and never partial: fails if another process got there first
             except FileExistsError:
@@ -438,10 +442,7 @@ def _load_or_create_key(home: Path) -> bytes:
                 except FileExistsError:
                     pass
                 else:
-                    with os.fdopen(fd, "wb") as fh:
-                        fh.write(key.hex().encode("ascii") + b"\n")
-                        fh.flush()
-                        os.fsync(fh.fileno())
+                    _write_key(fd, key)
         finally:
             try:
                 os.unlink(tmp)
