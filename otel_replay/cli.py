@@ -450,9 +450,7 @@ def replay_command(
     if html:
         from .report import Links, replay_report
 
-        with _open_store(store_url) as store:
-            original = store.load_run(result.original_trace_id)
-        _write_html(html, replay_report(result, original, links=Links.from_env()), quiet=as_json)
+        _write_html(html, replay_report(result, result.original, links=Links.from_env()), quiet=as_json)
     _exit_for(result)
 
 

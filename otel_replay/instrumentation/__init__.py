@@ -53,10 +53,10 @@ def instrument(*sdks: str, **options: Any) -> list[str]:
     return done
 
 
-def instrumented() -> list[str]:
-    """Names of the SDKs whose otel-replay instrumentor is active in this process."""
+def instrumented(*sdks: str) -> list[str]:
+    """Names of the SDKs (of ``sdks``, default all) whose otel-replay instrumentor is active in this process."""
     out: list[str] = []
-    for name in INSTRUMENTORS:
+    for name in sdks or tuple(INSTRUMENTORS):
         instrumentor = _load(name)
         if instrumentor is not None and instrumentor.is_instrumented_by_opentelemetry:
             out.append(name)

@@ -70,6 +70,8 @@ class ReplayResult:
     schema_changes: tuple[dict[str, Any], ...] = ()
     """Tools whose recorded ``schema_version`` differs from the current code's."""
     replay: Run | None = field(default=None, repr=False)
+    original: Run | None = field(default=None, repr=False)
+    """The run that was replayed, as loaded for the replay."""
 
     @property
     def diverged(self) -> bool:
@@ -354,7 +356,7 @@ def _replay(original: Run, mode: ReplayMode, *, from_step: int | None, approvals
             divergences=tuple(Divergence(step_index=None, kind="integrity", reason=p)
                               for p in report["integrity"]["problems"]),
             approvals=session.approvals, actor=actor, reason=reason, diff=diff_runs(original, original),
-            readiness=report)
+            readiness=report, original=original)
     with _instrumented(original):
         func = load_entrypoint(entrypoint or original.entrypoint or "",
                                script=(original.snapshots.get("input") or {}).get("script"))
@@ -388,7 +390,7 @@ def _instrumented(original: Run) -> Iterator[None]:
         return
     from .. import instrumentation
 
-    already = set(instrumentation.instrumented())
+    already = set(instrumentation.instrumented(*needed))
     done = instrumentation.instrument(*needed)
     missing = [name for name in needed if name not in done]
     try:
@@ -469,7 +471,7 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         mode=session.mode.value, from_step=session.from_step, outcome=session.outcome,
         divergences=tuple(session.divergences), approvals=session.approvals, actor=session.actor,
         reason=session.reason, refusal=refusal, diff=diff, schema_changes=tuple(session.schema_changes),
-        replay=replayed)
+        replay=replayed, original=original)
 
 
 _collector_lock = threading.Lock()
