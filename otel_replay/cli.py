@@ -18,12 +18,12 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
 from . import errors
+from .terminal import SafeConsole, escape_json_text
 from .records import parse_trace_id
 
 if TYPE_CHECKING:
@@ -48,16 +48,16 @@ F = TypeVar("F", bound=Callable[..., Any])
 _STORE_HELP = "Store URL (chdb:///path or http(s)://user:pass@host:8123/db); default: $OTEL_REPLAY_STORE or the embedded store."
 
 
-def _out() -> Console:
+def _out() -> SafeConsole:
     # Piped output (files, CI logs) gets a wide console instead of Rich's 80-column default.
     wide = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
-    return Console(soft_wrap=True, width=200 if wide else None)
+    return SafeConsole(soft_wrap=True, width=200 if wide else None)
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print one error line on stderr and exit."""
     line = " ".join(str(message).split())
-    Console(stderr=True, soft_wrap=True, highlight=False).print(Text(f"error: {line}", style="bold red"))
+    SafeConsole(stderr=True, soft_wrap=True).print(Text(f"error: {line}", style="bold red"))
     raise typer.Exit(code)
 
 
@@ -89,11 +89,11 @@ def _write_html(path: str, page: str, *, quiet: bool = False) -> None:
     from .report import write_report
 
     written = write_report(path, page)
-    Console(stderr=quiet, soft_wrap=True, highlight=False).print(f"wrote HTML report {written}")
+    SafeConsole(stderr=quiet, soft_wrap=True).print(f"wrote HTML report {written}")
 
 
 def _print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.write(escape_json_text(json.dumps(value, indent=2, ensure_ascii=False, default=str)) + "\n")
 
 
 def _open_store(url: str | None) -> Any:
@@ -346,9 +346,10 @@ def demo_command(
         if fixed.replay is not None:
             _demo_case(fixed.replay, home)
     console.print()
-    console.print("Next: [bold]otel-replay runs[/bold], [bold]otel-replay show TRACE_ID --json[/bold], "
-                  "[bold]otel-replay replay TRACE_ID --mode mock[/bold], [bold]otel-replay audit[/bold], "
-                  f"[bold]otel-replay case run {home / 'cases'}[/bold]")
+    commands = ["otel-replay runs", "otel-replay show TRACE_ID --json", "otel-replay replay TRACE_ID --mode mock",
+                "otel-replay audit", f"otel-replay case run {home / 'cases'}"]
+    console.print(Text.assemble("Next: ", *[part for i, command in enumerate(commands)
+                                            for part in ((", " if i else ""), (command, "bold"))]))
 
 
 def _demo_case(fixed: Run, home: Any) -> None:
@@ -630,7 +631,7 @@ def case_export_command(
     document = case_document(run, expect=[e.value for e in expect], mode=mode.value, name=name,
                              entrypoint=app_spec, redactor=runtime().redactor)
     if output == "-":
-        sys.stdout.write(dumps_case(document))
+        sys.stdout.write(escape_json_text(dumps_case(document)))
         return
     path = write_case(document, output or f"{document['name']}{CASE_SUFFIX}", force=force)
     summary = {"path": str(path), "name": document["name"], "trace_id": tid, "entrypoint": document["entrypoint"],
@@ -661,7 +662,7 @@ def case_run_command(
     if not files:
         fail(f"no case files (*.case.json) in {', '.join(paths)}")
     results: list[CaseResult] = []
-    err = Console(stderr=True)
+    err = SafeConsole(stderr=True)
     progress = Progress(TextColumn("cases"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                         console=err, transient=True, disable=len(files) < 2 or not err.is_terminal)
     with progress:
@@ -723,7 +724,7 @@ class _WarningLines(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             text = " ".join(record.getMessage().split()).removeprefix("otel-replay ingest: ")
-            Console(stderr=True, soft_wrap=True, highlight=False).print(Text(f"warning: {text}", style="yellow"))
+            SafeConsole(stderr=True, soft_wrap=True).print(Text(f"warning: {text}", style="yellow"))
         except Exception:  # noqa: BLE001 - a warning never breaks a command
             pass
 
@@ -751,7 +752,7 @@ def main() -> None:
         if "UsageError" not in kinds and "ClickException" not in kinds:
             raise
         hint = f" (see `{context.command_path} --help`)" if context is not None else ""
-        Console(stderr=True, soft_wrap=True, highlight=False).print(
+        SafeConsole(stderr=True, soft_wrap=True).print(
             Text(f"error: {' '.join(exc.format_message().split())}{hint}", style="bold red"))
         sys.exit(EXIT_ERROR if "UsageError" in kinds else getattr(exc, "exit_code", EXIT_ERROR) or EXIT_ERROR)
     sys.exit(code if isinstance(code, int) else 0)

@@ -45,6 +45,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
+from . import settings
+
 __all__ = [
     "DEFAULT_NEUTRAL_KEY_WORDS",
     "DEFAULT_PATTERNS",
@@ -424,7 +426,7 @@ def _write_key(fd: int, key: bytes) -> None:
 
 def _load_or_create_key(home: Path) -> bytes:
     """Read ``<home>/redaction.key``, creating it (0600, atomically) on first use."""
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    settings.private_dir(home)
     path = home / KEY_FILE_NAME
     if not path.exists():
         key = secrets.token_bytes(_KEY_BYTES)

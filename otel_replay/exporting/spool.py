@@ -56,7 +56,7 @@ from typing import Final
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from ..settings import env_number, resolve_home
+from ..settings import env_number, private_dir, resolve_home
 
 _log = logging.getLogger("otel_replay.spool")
 
@@ -534,7 +534,7 @@ class SpoolExporter(SpanExporter):
             return False
 
     def _open_locked(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_dir(self.directory)
         stem = f"{time.time_ns():020d}-{self._host}-{os.getpid()}-{secrets.token_hex(4)}"
         path = self.directory / (stem + OPEN_SUFFIX)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0),

@@ -161,7 +161,7 @@ class Store:
             path = Path(unquote(parts.path)).expanduser()
             if not path.is_absolute():
                 raise StoreError(f"store URL {url!r}: the chDB path must be absolute (chdb:///abs/path)")
-            path.parent.mkdir(parents=True, exist_ok=True)
+            settings.private_dir(path)
             lock = StoreLock(path.parent / (path.name + ".lock"), timeout=lock_timeout, what="embedded store")
             lock.acquire()
         try:
