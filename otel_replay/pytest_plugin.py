@@ -96,7 +96,9 @@ class CaseItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, CaseFailed):
-            return str(excinfo.value)
+            from .terminal import clean
+
+            return clean(str(excinfo.value))  # pytest prints it as it is: nothing from the case drives the terminal
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
