@@ -920,8 +920,8 @@ def tool(name: str | Callable[..., Any] | None = None, *, risk: str = _DEFAULT_R
     """Mark a function (sync or async) as a tool: each call inside a run records an ``execute_tool`` step.
 
     ``risk`` is ``read``, ``write`` or ``high``; replay never executes a write or high tool without a fresh
-    approval. A tool declared without a risk whose name says it sends messages, deletes, pays or transfers,
-    or runs commands is treated (and recorded) as ``high``. The tool snapshot holds the arguments, the
+    approval. A tool declared without a risk whose name says it sends messages, deletes, writes, pays or
+    transfers, or runs commands is treated (and recorded) as ``high``. The tool snapshot holds the arguments, the
     result, their hashes and the approval in force.
     """
     if risk not in _RISKS:
