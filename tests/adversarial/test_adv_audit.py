@@ -170,6 +170,21 @@ def test_replay_tool_approve_is_one_execution(ledger: Path, home: Path) -> None:
     assert (row["approvals"], row["executions"], row["mac_valid"]) == (["credit_account"], {"credit_account": 1}, True)
 
 
+def test_a_conversation_replay_shares_one_approval_budget_across_its_turns(ledger: Path, home: Path) -> None:
+    with orp.identity(session="conv-1"):
+        agents.batch_agent("acc-s")
+        agents.batch_agent("acc-s")
+    orp.flush()
+    assert len(agents.executions()) == 6
+    out = cli(home, "replay-session", "conv-1", "--mode", "live", "--reason", "two turns", "--json",
+              "--approve", "credit_account:4", "--app", "adv_audit_agents:batch_agent")
+    assert out.returncode == 2, out.stderr
+    turns = json.loads(out.stdout)["turns"]
+    assert [(t["outcome"], t["executions"]) for t in turns] == [
+        ("matched", {"credit_account": 3}), ("refused", {"credit_account": 1})]
+    assert len(agents.executions()) == 6 + 4
+
+
 @pytest.mark.parametrize("spec", ["credit_account:0", "credit_account:", ":2", "credit_account:two",
                                   "credit_account:-1", ""])
 def test_a_bad_approval_is_one_error_line_and_nothing_runs(ledger: Path, home: Path, spec: str) -> None:
