@@ -6,8 +6,9 @@ call by kind, name and order, checks it by its hash, decides whether it is answe
 given mock, or executed, and keeps every divergence as data.
 
 Rules it enforces in every mode: a ``write`` or ``high`` tool never executes without an approval given for
-this replay (approvals recorded in the original never count); nothing is restored from a redacted value; a
-call the recording cannot answer is a divergence, never a silent guess.
+this replay, one approval per execution (approvals recorded in the original never count), and a tool's risk
+is the higher of its recorded and its current one; nothing is restored from a redacted value; a call the
+recording cannot answer is a divergence, never a silent guess.
 """
 
 from __future__ import annotations
