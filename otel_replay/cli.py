@@ -431,7 +431,7 @@ def replay_command(
     trace_id: str = typer.Argument(..., help="Trace id of the run to replay."),
     mode: ModeChoice = typer.Option(..., "--mode", help="dry, mock, deterministic or live."),
     from_step: int | None = typer.Option(None, "--from-step", min=0, help="Answer steps before N from the recording."),
-    approve: list[str] = typer.Option([], "--approve", help="A write/high tool this replay may execute (repeatable)."),
+    approve: list[str] = typer.Option([], "--approve", help="A write/high tool this replay may execute: NAME (one call), NAME:N or NAME:* (repeatable)."),
     actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
     reason: str | None = typer.Option(None, "--reason", help="Why (required for live)."),
     app_spec: str | None = typer.Option(None, "--app", help="Entrypoint module:function to run instead of the recorded one."),
@@ -511,7 +511,7 @@ def replay_tool_command(
 def replay_session_command(
     session_id: str = typer.Argument(..., help="Session (conversation) id shared by the runs."),
     mode: ModeChoice = typer.Option(..., "--mode", help="dry, mock, deterministic or live."),
-    approve: list[str] = typer.Option([], "--approve", help="A write/high tool the replay may execute (repeatable)."),
+    approve: list[str] = typer.Option([], "--approve", help="A write/high tool the replay may execute: NAME (one call in all turns), NAME:N or NAME:* (repeatable)."),
     actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
     reason: str | None = typer.Option(None, "--reason", help="Why (required for live)."),
     app_spec: str | None = typer.Option(None, "--app", help="Entrypoint module:function to run instead."),
@@ -568,24 +568,37 @@ def diff_command(
 def audit_command(
     limit: int = typer.Option(1000, "--limit", min=1, max=100000, help="At most this many replays."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
+    verify: bool = typer.Option(False, "--verify", help="Exit 1 if any row's MAC does not verify (forged or edited)."),
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
-    """Every replay: when, who, why, mode, from step, approvals, original and replay trace, outcome."""
+    """Every replay: when, who (actor and OS user), why, mode, from step, approvals and executions, original and
+    replay trace, outcome, status, and whether its MAC verifies. Exit 1 with --verify when one does not."""
     from .replay.audit import audit
 
     entries = audit(store=store_url, limit=limit)
     if as_json:
         _print_json([e.to_dict() for e in entries])
-        return
-    table = Table(title=f"{len(entries)} replay(s), newest first", title_justify="left")
-    for column in ("when (UTC)", "actor", "mode", "from", "approvals", "outcome", "original", "replay", "reason"):
-        table.add_column(column, no_wrap=column in ("original", "replay"))
-    for e in entries:
-        style = {"matched": "green", "diverged": "yellow", "refused": "bold red"}.get(e.outcome, "")
-        table.add_row(e.at.strftime("%Y-%m-%d %H:%M:%S"), e.actor, e.mode, "" if e.from_step is None else str(e.from_step),
-                      ",".join(e.approvals), Text(e.outcome, style=style), e.original_trace_id, e.replay_trace_id,
-                      e.reason or "")
-    _out().print(table)
+    else:
+        table = Table(title=f"{len(entries)} replay(s), newest first", title_justify="left")
+        for column in ("when (UTC)", "actor", "os user", "mode", "from", "approvals", "ran", "outcome", "status",
+                       "mac", "original", "replay", "reason"):
+            table.add_column(column, no_wrap=column in ("original", "replay"))
+        for e in entries:
+            style = {"matched": "green", "diverged": "yellow", "refused": "bold red"}.get(e.outcome, "")
+            table.add_row(e.at.strftime("%Y-%m-%d %H:%M:%S"), Text(e.actor), Text(e.os_user), Text(e.mode),
+                          "" if e.from_step is None else str(e.from_step), Text(",".join(e.approvals)),
+                          Text(",".join(f"{k}={v}" for k, v in e.executions.items())),
+                          Text(e.outcome, style=style),
+                          Text(e.status, style="" if e.status == "recorded" else "bold yellow"),
+                          Text("ok", style="green") if e.mac_valid else Text("INVALID", style="bold red"),
+                          Text(e.original_trace_id), Text(e.replay_trace_id), Text(e.reason or ""))
+        _out().print(table)
+    if verify and not all(e.mac_valid for e in entries):
+        bad = sum(not e.mac_valid for e in entries)
+        Console(stderr=True, soft_wrap=True, highlight=False).print(Text(
+            f"audit: {bad} row(s) whose MAC does not verify (written outside otel-replay, edited, or made with "
+            "another installation's key)", style="bold red"))
+        raise typer.Exit(1)
 
 
 # ------------------------------------------------------------------------------------------------- cases

@@ -360,7 +360,8 @@ def _start_run(meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     if session is not None:
         links.extend(session.root_links())
     start_ns = time.time_ns()
-    run_id = str(uuid.uuid4())
+    # A replay draws its root's run id before it starts, so its audit journal record names this run.
+    run_id = (session.take_run_id() if session is not None else None) or str(uuid.uuid4())
     # A run is one trace: start from an empty context so an ambient span (a web request, say) does not
     # swallow it; the ambient span is linked instead.
     span = rt.tracer.start_span(f"{semconv.SPAN_AGENT} {meta.name}", context=otel_context.Context(),
@@ -774,16 +775,54 @@ _HIGH_RISK_WORDS: Final = frozenset({
     "delete", "remove", "drop", "destroy", "purge", "erase", "wipe", "truncate",
     "pay", "payment", "charge", "refund", "transfer", "wire", "withdraw", "payout",
     "exec", "execute", "shell", "command", "cmd", "subprocess", "bash", "sudo", "eval",
+    "write", "overwrite", "rm", "rmdir", "unlink", "kill",
 })
+"""Words of a tool name that make an undeclared tool ``high``."""
+
+_HIGH_RISK_VERBS: Final = frozenset({
+    "send", "mail", "email", "post", "publish", "notify", "tweet",
+    "delete", "remove", "drop", "destroy", "purge", "erase", "wipe", "truncate",
+    "pay", "charge", "refund", "transfer", "wire", "withdraw",
+    "exec", "execute", "write", "overwrite", "rm", "kill",
+})
+"""Actions that also count written together with their object, in one word (``sendemail``, ``dropdb``)."""
+
+_JOINED_OBJECTS: Final = frozenset({
+    "email", "mail", "sms", "message", "msg", "text", "notification", "tweet", "post",
+    "file", "dir", "folder", "path", "table", "db", "database", "row", "record", "rf", "all", "everything",
+    "user", "account", "customer", "invoice", "payment", "card", "money", "funds", "order", "cmd", "command",
+    "shell", "script", "process", "key", "bucket", "repo", "branch",
+})
+"""Objects a high-risk action may be joined with (each also with a plural ``s``)."""
+
+
+def _high_risk_word(word: str) -> bool:
+    """True for a high-risk word (``send``), that word after ``re`` (``resend``), or a high-risk action joined
+    with an object (``sendemail``, ``rmrf``, ``writefile``, ``resendinvoice``)."""
+    if word in _HIGH_RISK_WORDS:
+        return True
+    for verb in _HIGH_RISK_VERBS:
+        if word.startswith(verb):
+            rest = word[len(verb):]
+            if rest in _JOINED_OBJECTS or rest in _HIGH_RISK_WORDS or (
+                    rest.endswith("s") and rest[:-1] in _JOINED_OBJECTS):
+                return True
+    return len(word) > 3 and word.startswith("re") and word[2:] != word and _high_risk_word(word[2:])
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_risk(name: str) -> str:
+    words = {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)}
+    return "high" if any(_high_risk_word(w) for w in words) else "read"
 
 
 def effective_risk(name: str, declared: str | None) -> str:
     """The risk a tool is treated with: as declared, or ``high`` when undeclared and its name says it sends
-    messages, deletes, pays or transfers, or runs commands; else ``read``."""
+    messages, deletes, writes, pays or transfers, or runs commands (also joined, ``sendemail``, or after
+    ``re``, ``resend_invoice``; see docs/replay.md); else ``read``."""
     if declared is not None and not isinstance(declared, _UndeclaredRisk):
         return str(declared)
-    words = {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)}
-    return "high" if words & _HIGH_RISK_WORDS else "read"
+    return _name_risk(str(name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -881,8 +920,8 @@ def tool(name: str | Callable[..., Any] | None = None, *, risk: str = _DEFAULT_R
     """Mark a function (sync or async) as a tool: each call inside a run records an ``execute_tool`` step.
 
     ``risk`` is ``read``, ``write`` or ``high``; replay never executes a write or high tool without a fresh
-    approval. A tool declared without a risk whose name says it sends messages, deletes, pays or transfers,
-    or runs commands is treated (and recorded) as ``high``. The tool snapshot holds the arguments, the
+    approval. A tool declared without a risk whose name says it sends messages, deletes, writes, pays or
+    transfers, or runs commands is treated (and recorded) as ``high``. The tool snapshot holds the arguments, the
     result, their hashes and the approval in force.
     """
     if risk not in _RISKS:

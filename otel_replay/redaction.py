@@ -660,6 +660,11 @@ class Redactor:
         data = secret if isinstance(secret, bytes) else str(secret).encode("utf-8", "surrogatepass")
         return FINGERPRINT_PREFIX + hmac.new(self._key, data, hashlib.sha256).hexdigest()[:_FINGERPRINT_HEX]
 
+    def derive_key(self, label: str) -> bytes:
+        """A key for another purpose (the audit MAC, say) derived from the installation key:
+        HMAC-SHA256(key, ``label``). Distinct labels give independent keys; the installation key never leaves."""
+        return hmac.new(self._key, label.encode("utf-8"), hashlib.sha256).digest()
+
     def marker(self, secret: Any, scope: str) -> dict[str, str]:
         """The object that replaces a secret: ``{"$redacted": <fingerprint>, "scope": <scope>}``.
 

@@ -160,8 +160,20 @@ REPLAY_REASON: Final = "otel_replay.replay.reason"
 """string. Why the replay was started."""
 
 REPLAY_APPROVALS: Final = "otel_replay.replay.approvals"
-"""string[]. Tools the replay was approved to execute for real (given for this replay, never taken from the
-recording)."""
+"""string[]. Approvals given for this replay, as given: ``NAME`` (one execution of tool NAME), ``NAME:N`` (N
+executions) or ``NAME:*`` (every call); never taken from the recording."""
+
+REPLAY_OS_USER: Final = "otel_replay.replay.os_user"
+"""string. The operating-system user that ran the replay (never taken from ``--actor``)."""
+
+REPLAY_EXECUTIONS: Final = "otel_replay.replay.executions"
+"""string. JSON object: how many times each approved ``write``/``high`` tool ran for real in this replay, set
+when the replay ends."""
+
+REPLAY_AUDIT_MAC: Final = "otel_replay.replay.audit_mac"
+"""string. ``hmac-sha256:`` + HMAC-SHA256 (key derived from the installation's redaction key) of the canonical
+JSON of the replay's actor, OS user, reason, mode, from step, approvals, original trace id, run id and trace
+id; ``otel-replay audit`` marks a replay whose MAC does not verify."""
 
 REPLAY_DIVERGED: Final = "otel_replay.replay.diverged"
 """boolean. Whether the replay diverged from the original, set when the replay ends."""

@@ -40,6 +40,8 @@ from ..records import SpanRecord
 from ..runs import Run, build_run
 from ..snapshots import register_module_alias
 from ..semconv import ReplayMode
+from . import journal as audit_journal
+from .approvals import Approvals
 from .session import ApprovalRequired, Divergence, ReplaySession, _captured, callable_mocks, revive
 
 
@@ -60,9 +62,12 @@ class ReplayResult:
     """``matched``, ``diverged`` or ``refused``."""
     divergences: tuple[Divergence, ...]
     approvals: tuple[str, ...]
+    """The approval specs as given (``NAME``, ``NAME:N``, ``NAME:*``)."""
     actor: str
     reason: str | None
     refusal: str | None = None
+    executions: dict[str, int] = field(default_factory=dict)
+    """Real executions per approved tool in this replay (0 for an approved tool that never ran)."""
     diff: Any = None
     """A :class:`~otel_replay.replay.diff.RunDiff` of the original against the replay."""
     readiness: dict[str, Any] | None = None
@@ -100,6 +105,7 @@ class ReplayResult:
             "first_divergence": first.to_dict() if first is not None else None,
             "divergences": [d.to_dict() for d in self.divergences],
             "approvals": list(self.approvals),
+            "executions": dict(self.executions),
             "actor": self.actor,
             "reason": self.reason,
             "refusal": self.refusal,
@@ -305,6 +311,7 @@ def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = Non
     from ..records import parse_trace_id
 
     checked = _checked(mode, from_step, reason)
+    approvals = Approvals.of(approvals)  # a bad spec is refused before anything is opened
     tid = parse_trace_id(trace_id)
     opened, close_store = _open_store(store)
     try:
@@ -444,6 +451,7 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         if session.trace_id is not None and f"{span.context.trace_id:032x}" == session.trace_id:
             spans.append(span)
 
+    journal = audit_journal.started(session) if audit_journal.needs_record(session) else None
     stopped: ReplayInterrupt | None = None
     with replaying(session), setup.tap(keep), \
             identity(tenant=inp.get("tenant"), role=inp.get("role"), session=inp.get("session")):
@@ -454,6 +462,7 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         except Exception:  # noqa: BLE001 - the agent raising is a result, compared with the original
             pass
         setup.flush()
+    audit_journal.finished(journal, session, outcome=None if session.run_id is not None else "refused")
     if session.run_id is None:
         raise ReplayRefused(f"the entrypoint {original.entrypoint!r} did not start a run: it must be (or call) the "
                             "@otel_replay.agent function the run was recorded with; pass --app module:function")
@@ -470,7 +479,8 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         replay_trace_id=session.trace_id, replay_run_id=session.run_id, original_trace_id=original.trace_id,
         mode=session.mode.value, from_step=session.from_step, outcome=session.outcome,
         divergences=tuple(session.divergences), approvals=session.approvals, actor=session.actor,
-        reason=session.reason, refusal=refusal, diff=diff, schema_changes=tuple(session.schema_changes),
+        reason=session.reason, refusal=refusal, executions=session.executions(), diff=diff,
+        schema_changes=tuple(session.schema_changes),
         replay=replayed, original=original)
 
 

@@ -34,6 +34,8 @@ from .engine import (
     load_entrypoint,
     replay,
 )
+from . import journal as audit_journal
+from .approvals import Approvals
 from .session import ReplaySession, revive
 
 
@@ -138,6 +140,7 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
 
         outcome_error: dict[str, str] | None = None
         result: Any = None
+        journal = audit_journal.started(session) if audit_journal.needs_record(session) else None
         with replaying(session), setup.tap(keep):
             try:
                 result = _call(tool_replay, (), {})
@@ -146,6 +149,7 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
             except Exception as exc:  # noqa: BLE001 - the tool's failure is the result
                 outcome_error = {"type": type(exc).__name__, "message": str(exc)}
             setup.flush()
+        audit_journal.finished(journal, session)
         _ingest(opened)
         replayed = _load_replay(opened, session.trace_id, spans)
         tool_steps = [s for s in replayed.steps if s.kind == "tool"] if replayed is not None else []
@@ -204,6 +208,7 @@ def replay_session(session_id: str, *, mode: str | ReplayMode, approvals: Sequen
     the conversation replay."""
     if not session_id or not str(session_id).strip():
         raise ReplayRefused("a session id is required")
+    approvals = Approvals.of(approvals)  # one budget for the whole conversation: NAME is one call in all turns
     opened, close_store = _open_store(store)
     try:
         roots = opened.run_rows(session=str(session_id), kind=semconv.RunKind.ORIGINAL.value, limit=10_000)

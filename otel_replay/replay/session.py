@@ -6,20 +6,23 @@ call by kind, name and order, checks it by its hash, decides whether it is answe
 given mock, or executed, and keeps every divergence as data.
 
 Rules it enforces in every mode: a ``write`` or ``high`` tool never executes without an approval given for
-this replay (approvals recorded in the original never count); nothing is restored from a redacted value; a
-call the recording cannot answer is a divergence, never a silent guess.
+this replay, one approval per execution (approvals recorded in the original never count), and a tool's risk
+is the higher of its recorded and its current one; nothing is restored from a redacted value; a call the
+recording cannot answer is a divergence, never a silent guess.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import json
 import sys
 import threading
+import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, TraceFlags
@@ -29,6 +32,7 @@ from ..recording import ReplayInterrupt, Served
 from ..runs import Run, Step
 from ..semconv import ReplayMode
 from ..snapshots import REDACTED_TAG, TYPE_TAG, RedactedValue, canonical_json, from_jsonable, module_for
+from .approvals import Approvals, executions_of
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,7 +148,14 @@ class ReplaySession:
         self.original = original
         self.mode = mode
         self.from_step = from_step
-        self.approvals = tuple(dict.fromkeys(approvals))
+        self.approval_budget = Approvals.of(approvals)
+        self.approvals = self.approval_budget.specs
+        """The approval specs as given (``NAME``, ``NAME:N``, ``NAME:*``)."""
+        self.approved_runs: dict[str, int] = {}
+        """Real executions of write/high tools in this replay, per tool name (each took one approval)."""
+        self.planned_run_id = str(uuid.uuid4())
+        """Run id of the replay's root, drawn before the run starts so the audit journal can name it."""
+        self.os_user = os_user()
         self.mocks = dict(mocks or {})
         self.actor = actor
         self.reason = reason
@@ -189,7 +200,18 @@ class ReplaySession:
             semconv.REPLAY_ACTOR: self.actor,
             semconv.REPLAY_REASON: self.reason,
             semconv.REPLAY_APPROVALS: list(self.approvals),
+            semconv.REPLAY_OS_USER: self.os_user,
         }
+
+    def take_run_id(self) -> str | None:
+        """The planned run id for the replay's root run (the first run started under the session), else None."""
+        return self.planned_run_id if self.run_id is None else None
+
+    def executions(self) -> dict[str, int]:
+        """Real executions per approved tool in this replay (0 for an approved tool that never ran)."""
+        with self._lock:
+            counted = dict(self.approved_runs)
+        return executions_of(self.approval_budget, counted)
 
     def root_links(self) -> list[Link]:
         """A link from the replay's root to the original's root span."""
@@ -208,6 +230,12 @@ class ReplaySession:
             self.run_id = run_id
             self.trace_id = f"{ctx.trace_id:032x}"
             self.root_span_id = f"{ctx.span_id:016x}"
+            from .journal import root_mac
+
+            try:  # never into the agent: a row without a MAC is marked by the audit
+                span.set_attribute(semconv.REPLAY_AUDIT_MAC, root_mac(self))
+            except Exception:  # noqa: BLE001
+                pass
 
     def next_value(self, kind: str) -> tuple[Any] | None:
         """The next recorded non-deterministic value of ``kind``, unless this replay draws fresh ones."""
@@ -345,15 +373,33 @@ class ReplaySession:
         if kind != "tool":
             return None
         # From the step itself, not its span: a sampled-out span has no attributes; unknown means high.
-        risk = step.attrs.get(semconv.TOOL_RISK) or "high"
-        if risk in ("write", "high") and name not in self.approvals:
-            index = recorded.index if recorded is not None else self._closest(kind, name)
-            self.refusal = (f"tool {name!r} has risk {risk} and no approval was given for this replay: "
-                            f"add --approve {name} to let the live replay execute it")
-            self._diverge(index, "approval", self.refusal)
-            raise ApprovalRequired(self.refusal)
+        # The recording's risk counts too: current code (or --app) can never lower a recorded high to read.
+        risk = higher_risk(step.attrs.get(semconv.TOOL_RISK), *self._recorded_risks(name, recorded))
+        if risk in ("write", "high"):
+            denied = self.approval_budget.take(name)
+            if denied is not None:
+                index = recorded.index if recorded is not None else self._closest(kind, name)
+                if denied == "used up":
+                    limit = self.approval_budget.limit(name)
+                    self.refusal = (f"tool {name!r} has risk {risk} and its approval for this replay is used up "
+                                    f"({limit} execution{'s' if limit != 1 else ''} approved): pass --approve "
+                                    f"{name}:{(limit or 0) + 1} (or {name}:*) to let the live replay execute it "
+                                    "again")
+                else:
+                    self.refusal = (f"tool {name!r} has risk {risk} and no approval was given for this replay: "
+                                    f"add --approve {name} to let the live replay execute it")
+                self._diverge(index, "approval", self.refusal)
+                raise ApprovalRequired(self.refusal)
+            with self._lock:
+                self.approved_runs[name] = self.approved_runs.get(name, 0) + 1
         self.executed.append((name, risk))
         return None
+
+    def _recorded_risks(self, name: str, recorded: Step | None) -> list[str | None]:
+        """The risk the recording gives tool ``name``: its matched step's, else every same-named tool step's."""
+        if recorded is not None:
+            return [recorded.attributes.get(semconv.TOOL_RISK)]
+        return [s.attributes.get(semconv.TOOL_RISK) for s in self.recorded if s.kind == "tool" and s.name == name]
 
     def finish(self, *, completed: bool) -> None:
         """The agent returned (or stopped): recorded calls never made are missing calls."""
@@ -384,6 +430,7 @@ class ReplaySession:
             span.add_event(semconv.EVENT_DIVERGENCE, attrs)
         first = self.first_divergence
         span.set_attributes({
+            semconv.REPLAY_EXECUTIONS: json.dumps(self.executions(), sort_keys=True),
             semconv.REPLAY_OUTCOME: self.outcome,
             semconv.REPLAY_DIVERGED: self.outcome == "diverged",
             **({semconv.REPLAY_FIRST_DIVERGENCE: first.step_index}
@@ -415,6 +462,33 @@ class ReplaySession:
         if error_a != error_b:
             self._diverge(None, "output", f"the run ended with {error_b or 'no error'} instead of "
                                           f"{error_a or 'no error'}")
+
+
+_RISK_ORDER: Final = {"read": 0, "write": 1, "high": 2}
+
+
+def higher_risk(*risks: str | None) -> str:
+    """The highest of ``risks`` (read < write < high); an unknown or missing risk counts as ``high``."""
+    return max(((r if r in _RISK_ORDER else "high") for r in risks), key=_RISK_ORDER.__getitem__, default="high")
+
+
+def os_user() -> str:
+    """The operating-system user running this process, by its user id (never from ``--actor`` or ``$USER``)."""
+    import getpass
+    import os
+
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except Exception:  # noqa: BLE001 - no user database (containers), or not POSIX
+        pass
+    if hasattr(os, "getuid"):
+        return f"uid-{os.getuid()}"
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001
+        return "unknown"
 
 
 def callable_mocks(mocks: Mapping[str, Callable[..., Any] | Any] | None) -> dict[str, Any]:
