@@ -70,8 +70,9 @@ BLOCKED_MESSAGE: Final = "otel-replay blocked an unrecorded side effect during r
 DIVERGENCE_KIND: Final = "side_effect"
 """``Divergence.kind`` of a blocked side effect."""
 
-_VALUE_MAX: Final = 160
-"""Longest value (path, command, address) quoted in a divergence; longer ones are shortened."""
+_TEXT_MAX: Final = 300
+"""Longest description of an effect in a divergence (after redaction, so no secret is cut in half and missed);
+longer ones are shortened."""
 
 
 class SideEffectBlocked(PermissionError):
@@ -135,6 +136,8 @@ class _Guard:
     def block(self, what: str) -> None:
         """Record ``what`` on the replay (once) and raise :class:`SideEffectBlocked`."""
         text = _scrub(what)
+        if len(text) > _TEXT_MAX:
+            text = text[:_TEXT_MAX - 1] + "…"
         with self._lock:
             new = text not in self._seen
             self._seen.add(text)
@@ -400,8 +403,8 @@ def _resolved(endpoints: tuple[tuple[str, int], ...]) -> set[tuple[str, int]]:
 
 
 def _short(value: str) -> str:
-    value = " ".join(str(value).split())
-    return value if len(value) <= _VALUE_MAX else value[:_VALUE_MAX - 1] + "…"
+    """A value on one line (shortened only after redaction, in :meth:`_Guard.block`)."""
+    return " ".join(str(value).split())
 
 
 def _command(argv: Any) -> str:

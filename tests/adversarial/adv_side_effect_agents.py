@@ -125,3 +125,16 @@ def note_down(text: str, path: str) -> str:
 def pool_tool(text: str, path: str) -> str:
     """A decorated tool run in the pool: recording sees no run in the worker, a replay carries its own."""
     return POOL.submit(note_down, text, path).result()
+
+
+@orp.agent("token-caller")
+def token_caller(marker: str) -> str:
+    """Runs a command whose arguments hold a credential from the current environment (never recorded)."""
+    answer = lookup("call")
+    token = os.environ.get("ADV_SIDE_EFFECT_TOKEN", "")
+    script = "import sys; open(sys.argv[2], 'w').write('ran')"
+    try:
+        subprocess.run([sys.executable, "-c", script, f"--api-key={token}", marker], check=False, timeout=60)
+    except OSError:
+        pass
+    return answer

@@ -357,3 +357,22 @@ def test_a_link_in_the_temp_folder_does_not_lead_out(home: Path, outside: Path, 
     result = orp.replay(trace_id, mode="mock")
     assert not target.exists()
     assert result.outcome == "diverged" and len(side_effects(result)) == 1, result.divergences
+
+
+def test_a_blocked_command_never_shows_the_secret_it_carried(
+        home: Path, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-proj-" + "Q7v2Lx9Rk4Tz8Wm3Np6Hs1Jd5Fc0Gb"
+    monkeypatch.setenv("ADV_SIDE_EFFECT_TOKEN", secret)
+    marker = outside / "token-call.txt"
+    trace_id = record(agents.token_caller, str(marker))
+    assert marker.exists()
+    marker.unlink()
+    out = cli(home, "replay", trace_id, "--mode", "mock", "--json")
+    assert out.returncode == 1, out.stderr
+    assert not marker.exists()
+    (reason,) = [d["reason"] for d in json.loads(out.stdout)["divergences"] if d["kind"] == "side_effect"]
+    assert reason.startswith(BLOCKED + "process spawn (subprocess.Popen): ") and "--api-key=" in reason
+    assert secret not in out.stdout + out.stderr
+    for path in home.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
