@@ -376,3 +376,26 @@ def test_a_blocked_command_never_shows_the_secret_it_carried(
     for path in home.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+def test_only_otel_replays_own_export_endpoint_is_exempt(
+        home: Path, outside: Path, listener: Listener, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection to the OTLP endpoint otel-replay exports to is allowed; the same code connecting to any
+    other loopback port is blocked."""
+    other = Listener()
+    try:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"http://{listener.address}/v1/traces")
+        exempt = Effect("connect", outside, listener)
+        blocked = Effect("connect", outside, other)
+        to_collector = record(agents.direct_effect, "connect", exempt.target)
+        elsewhere = record(agents.direct_effect, "connect", blocked.target)
+        assert exempt.happened() and blocked.happened()
+        exempt.undo()
+        blocked.undo()
+        allowed = orp.replay(to_collector, mode="mock")
+        assert exempt.happened() and allowed.outcome == "matched", allowed.divergences
+        refused = orp.replay(elsewhere, mode="mock")
+        assert not blocked.happened() and side_effects(refused) == [
+            f"{BLOCKED}network connection (socket.connect): {other.address}"]
+    finally:
+        other.sock.close()
