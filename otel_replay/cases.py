@@ -428,11 +428,14 @@ def _failures(expect: Sequence[str], result: Any) -> list[str]:
     return failures
 
 
-def run_case(case: Case, *, mode: str | None = None, entrypoint: str | None = None) -> CaseResult:
+def run_case(case: Case, *, mode: str | None = None, entrypoint: str | None = None,
+             allow_side_effects: bool = False) -> CaseResult:
     """Replay one case against the code importable now and check its expectations.
 
-    Nothing is read from or written to a store: the replay's spans go nowhere but this process. Never raises
-    for a case that cannot run; that is a result with status ``error``.
+    Nothing is read from or written to a store: the replay's spans go nowhere but this process. The case's
+    code runs under the side-effect guard; a side effect it blocked fails the case whatever it expects, unless
+    ``allow_side_effects`` turned the guard off. Never raises for a case that cannot run; that is a result
+    with status ``error``.
     """
     from .exporting import setup
     from .replay.engine import replay_run
@@ -443,12 +446,13 @@ def run_case(case: Case, *, mode: str | None = None, entrypoint: str | None = No
         use_mode = _checked_mode(use_mode)
         with setup.exporting_to("none"):
             result = replay_run(case.run(), mode=use_mode, entrypoint=entrypoint or case.entrypoint,
-                                reason=f"regression case {case.name}")
+                                reason=f"regression case {case.name}", allow_side_effects=allow_side_effects)
     except OtelReplayError as exc:  # ReplayRefused, CaseError, a trace that holds no run …
         return CaseResult(status="error", error=str(exc), **base)
     except Exception as exc:  # noqa: BLE001 - one case that cannot run must not stop the others
         return CaseResult(status="error", error=f"unexpected {type(exc).__name__}: {exc}", **base)
     failures = _failures(case.expect, result)
+    failures += [f"no side effects: {d.reason}" for d in result.divergences if d.kind == "side_effect"]
     return CaseResult(status="failed" if failures else "passed", failures=tuple(failures), replay=result, **base)
 
 

@@ -418,6 +418,17 @@ def _render_result(result: Any) -> None:
         console.print(render_diff(result.diff))
 
 
+_ALLOW_SIDE_EFFECTS_HELP = ("Turn the side-effect guard off: the replayed code may spawn processes, change files "
+                             "and open connections for real.")
+
+
+def _warn_side_effects_allowed() -> None:
+    """The loud line every run with --allow-side-effects prints on stderr before any code runs."""
+    Console(stderr=True, soft_wrap=True, highlight=False).print(Text(
+        "warning: --allow-side-effects: the side-effect guard is off; the replayed code may spawn processes, "
+        "change files and open connections for real", style="bold yellow"))
+
+
 def _exit_for(result: Any) -> None:
     if result.outcome == "refused":
         raise typer.Exit(EXIT_ERROR)
@@ -438,12 +449,15 @@ def replay_command(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     html: str | None = typer.Option(None, "--html", metavar="FILE", help=_HTML_HELP),
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+    allow_side_effects: bool = typer.Option(False, "--allow-side-effects", help=_ALLOW_SIDE_EFFECTS_HELP),
 ) -> None:
     """Replay a run. Exit 0: matched; 1: diverged; 2: refused or impossible."""
     from .replay.engine import replay
 
+    if allow_side_effects:
+        _warn_side_effects_allowed()
     result = replay(trace_id, mode=mode.value, from_step=from_step, approvals=approve, actor=actor, reason=reason,
-                    store=store_url, entrypoint=app_spec)
+                    store=store_url, entrypoint=app_spec, allow_side_effects=allow_side_effects)
     if as_json:
         _print_json(result.to_dict())
     else:
@@ -664,6 +678,7 @@ def case_run_command(
     mode: CaseModeChoice | None = typer.Option(None, "--mode", help="Replay every case in this mode instead of its own."),
     app_spec: str | None = typer.Option(None, "--app", help="Entrypoint module:function for every case instead of its own."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    allow_side_effects: bool = typer.Option(False, "--allow-side-effects", help=_ALLOW_SIDE_EFFECTS_HELP),
 ) -> None:
     """Replay case files against the current code, no store needed. Exit 0: all hold; 1: a case failed;
     2: a case could not run."""
@@ -674,6 +689,8 @@ def case_run_command(
     files = find_cases(paths)
     if not files:
         fail(f"no case files (*.case.json) in {', '.join(paths)}")
+    if allow_side_effects:
+        _warn_side_effects_allowed()
     results: list[CaseResult] = []
     err = SafeConsole(stderr=True)
     progress = Progress(TextColumn("cases"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
@@ -688,7 +705,8 @@ def case_run_command(
                 results.append(CaseResult(name=file.name.removesuffix(".case.json"), path=file, status="error",
                                           error=str(exc)))
             else:
-                results.append(run_case(case, mode=mode.value if mode else None, entrypoint=app_spec))
+                results.append(run_case(case, mode=mode.value if mode else None, entrypoint=app_spec,
+                                        allow_side_effects=allow_side_effects))
             progress.advance(task)
     counts = {status: sum(r.status == status for r in results) for status in ("passed", "failed", "error")}
     if as_json:

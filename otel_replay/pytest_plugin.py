@@ -7,6 +7,10 @@ Configure the folders that hold ``*.case.json`` files in the ini file or on the 
 
     pytest --otel-replay-cases tests/cases --otel-replay-mode deterministic
 
+Cases run under the side-effect guard (:mod:`otel_replay.replay.guard`): a process spawn, a file change
+outside the temp folder or a network connection made by the case's code is blocked and fails the case.
+``--otel-replay-allow-side-effects`` turns the guard off, and says so in the session header.
+
 Each case is an item named after the case (so ``-k`` selects by name), failing with what did not hold, the
 first divergence and the changed diff sections. Items are plain files to pytest, so ``-x``, ``--lf`` and
 pytest-xdist work as for any test. Without a configured folder the plugin does nothing.
@@ -28,6 +32,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Folder of *.case.json files to run as tests (repeatable; adds to the ini setting).")
     group.addoption("--otel-replay-mode", choices=("mock", "deterministic"), default=None,
                     help="Replay every case in this mode instead of the one it names.")
+    group.addoption("--otel-replay-allow-side-effects", action="store_true", default=False,
+                    help="Turn the side-effect guard off: case code may spawn processes, change files and open "
+                         "connections for real.")
     parser.addini("otel_replay_cases", type="paths", default=[],
                   help="Folders of otel-replay *.case.json files to run as tests.")
     parser.addini("otel_replay_mode", default="", help="Replay every case in this mode (mock or deterministic).")
@@ -48,6 +55,13 @@ def pytest_configure(config: pytest.Config) -> None:
         for folder in folders:
             if folder.is_dir() and not any(folder == c or c in folder.parents for c in collected):
                 config.args.append(str(folder))
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if config.getoption("otel_replay_allow_side_effects", False):
+        return ("otel-replay: WARNING --otel-replay-allow-side-effects: the side-effect guard is off; case code "
+                "may spawn processes, change files and open connections for real")
+    return None
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -90,7 +104,8 @@ class CaseItem(pytest.Item):
     def runtest(self) -> None:
         from .cases import describe_failure, run_case
 
-        result = run_case(self.case, mode=self.config.option.otel_replay_mode)
+        result = run_case(self.case, mode=self.config.option.otel_replay_mode,
+                          allow_side_effects=bool(self.config.getoption("otel_replay_allow_side_effects", False)))
         if not result.passed:
             raise CaseFailed(describe_failure(result))
 

@@ -175,6 +175,10 @@ REPLAY_AUDIT_MAC: Final = "otel_replay.replay.audit_mac"
 JSON of the replay's actor, OS user, reason, mode, from step, approvals, original trace id, run id and trace
 id; ``otel-replay audit`` marks a replay whose MAC does not verify."""
 
+REPLAY_ALLOW_SIDE_EFFECTS: Final = "otel_replay.replay.allow_side_effects"
+"""boolean. ``true`` when the person replaying turned the side-effect guard off (``--allow-side-effects``): the
+replayed code could spawn processes, change files and open connections. Absent otherwise."""
+
 REPLAY_DIVERGED: Final = "otel_replay.replay.diverged"
 """boolean. Whether the replay diverged from the original, set when the replay ends."""
 
@@ -301,8 +305,8 @@ DIVERGENCE_REASON: Final = "otel_replay.divergence.reason"
 """string. What differed, in one sentence."""
 
 DIVERGENCE_KIND: Final = "otel_replay.divergence.kind"
-"""string. ``arguments``, ``request``, ``extra_call``, ``missing_call``, ``unanswerable``, ``output`` or
-``approval``."""
+"""string. ``arguments``, ``request``, ``extra_call``, ``missing_call``, ``unanswerable``, ``output``,
+``approval``, ``side_effect`` or ``integrity``."""
 
 EVENT_VALUE: Final = "otel_replay.value"
 """Event name of a non-deterministic value the agent drew through :func:`otel_replay.now`,

@@ -39,7 +39,7 @@ def test_contract_signatures() -> None:
     assert params(orp.attach_file) == ["path_or_bytes", "name", "media_type"]
     assert params(orp.Store.open)[:1] == ["url"]
     assert params(orp.replay) == ["trace_id", "mode", "from_step", "approvals", "actor", "reason", "store",
-                                  "entrypoint", "mocks"]
+                                  "entrypoint", "mocks", "allow_side_effects"]
     assert params(orp.diff) == ["trace_id_a", "trace_id_b", "store"]
     for name in ("runs", "load_run", "close"):
         assert callable(getattr(orp.Store, name)), name

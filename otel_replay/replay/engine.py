@@ -40,6 +40,7 @@ from ..records import SpanRecord
 from ..runs import Run, build_run
 from ..snapshots import register_module_alias
 from ..semconv import ReplayMode
+from . import guard
 from . import journal as audit_journal
 from .approvals import Approvals
 from .session import ApprovalRequired, Divergence, ReplaySession, _captured, callable_mocks, revive
@@ -77,6 +78,8 @@ class ReplayResult:
     replay: Run | None = field(default=None, repr=False)
     original: Run | None = field(default=None, repr=False)
     """The run that was replayed, as loaded for the replay."""
+    allow_side_effects: bool = False
+    """True when the side-effect guard was turned off for this replay (``--allow-side-effects``)."""
 
     @property
     def diverged(self) -> bool:
@@ -112,6 +115,7 @@ class ReplayResult:
             "diff": sections,
             "readiness": self.readiness,
             "schema_changes": list(self.schema_changes),
+            "allow_side_effects": self.allow_side_effects,
         }
 
 
@@ -296,7 +300,7 @@ def _checked(mode: str | ReplayMode, from_step: int | None, reason: str | None) 
 
 def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = None, approvals: Sequence[str] = (),
            actor: str | None = None, reason: str | None = None, store: Any = None, entrypoint: str | None = None,
-           mocks: Mapping[str, Any] | None = None) -> ReplayResult:
+           mocks: Mapping[str, Any] | None = None, allow_side_effects: bool = False) -> ReplayResult:
     """Replay the run recorded as ``trace_id`` and compare it with the original.
 
     ``mode``: ``dry`` (no code runs: integrity, readiness, state walk), ``mock`` (the entrypoint runs again;
@@ -304,6 +308,11 @@ def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = Non
     mock, but a changed model request or tool arguments stop the replay as a divergence), ``live`` (real
     calls; ``write``/``high`` tools only when named in ``approvals``; needs a ``reason``). ``from_step=N``
     answers steps before N from the recording and runs the rest per ``mode``.
+
+    In every mode but ``live``, the agent's code runs under the side-effect guard
+    (:mod:`otel_replay.replay.guard`): process spawns, file changes outside the temp folder and network
+    connections it makes are blocked and reported as ``side_effect`` divergences. ``allow_side_effects=True``
+    turns the guard off (recorded on the replay's root span as ``otel_replay.replay.allow_side_effects``).
 
     Raises :class:`ReplayRefused` when the replay cannot start; returns a :class:`ReplayResult` otherwise
     (``outcome`` ``refused`` when a live replay stopped before an unapproved call).
@@ -318,7 +327,8 @@ def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = Non
         with _collector_paused():
             original = opened.load_run(tid)
         return _replay(original, checked, from_step=from_step, approvals=approvals, actor=actor,
-                       reason=reason, store=opened, entrypoint=entrypoint, mocks=mocks)
+                       reason=reason, store=opened, entrypoint=entrypoint, mocks=mocks,
+                       allow_side_effects=allow_side_effects)
     finally:
         if close_store:
             opened.close()
@@ -326,17 +336,18 @@ def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = Non
 
 def replay_run(original: Run, *, mode: str | ReplayMode, from_step: int | None = None,
                approvals: Sequence[str] = (), actor: str | None = None, reason: str | None = None,
-               entrypoint: str | None = None, mocks: Mapping[str, Any] | None = None) -> ReplayResult:
+               entrypoint: str | None = None, mocks: Mapping[str, Any] | None = None,
+               allow_side_effects: bool = False) -> ReplayResult:
     """Replay a run held in memory (a case file's trace) as :func:`replay` does, without any store: the replay
     is recorded through the configured exporter as usual and read back from the spans this process saw."""
     checked = _checked(mode, from_step, reason)
     return _replay(original, checked, from_step=from_step, approvals=approvals, actor=actor, reason=reason,
-                   store=None, entrypoint=entrypoint, mocks=mocks)
+                   store=None, entrypoint=entrypoint, mocks=mocks, allow_side_effects=allow_side_effects)
 
 
 def _replay(original: Run, mode: ReplayMode, *, from_step: int | None, approvals: Sequence[str],
             actor: str | None, reason: str | None, store: Any, entrypoint: str | None,
-            mocks: Mapping[str, Any] | None) -> ReplayResult:
+            mocks: Mapping[str, Any] | None, allow_side_effects: bool = False) -> ReplayResult:
     tid = original.trace_id
     mocks = callable_mocks(mocks)
     actor, reason = _scrubbed(actor or _os_user()), _scrubbed(reason)
@@ -348,8 +359,9 @@ def _replay(original: Run, mode: ReplayMode, *, from_step: int | None, approvals
     if from_step is not None and original.steps and from_step > max(s.index for s in original.steps) + 1:
         raise ReplayRefused(f"run {tid} has steps 0..{max(s.index for s in original.steps)}; "
                             f"--from-step {from_step} is past its end")
+    # The side-effect guard covers every mode but live (see guard.guards), unless the person replaying allowed them.
     session = ReplaySession(original=original, mode=mode, from_step=from_step, approvals=approvals,
-                            mocks=mocks, actor=actor, reason=reason)
+                            mocks=mocks, actor=actor, reason=reason, allow_side_effects=allow_side_effects)
     if mode is ReplayMode.DRY:
         report = readiness(original)
         _record_dry(session, original, report)
@@ -363,7 +375,7 @@ def _replay(original: Run, mode: ReplayMode, *, from_step: int | None, approvals
             divergences=tuple(Divergence(step_index=None, kind="integrity", reason=p)
                               for p in report["integrity"]["problems"]),
             approvals=session.approvals, actor=actor, reason=reason, diff=diff_runs(original, original),
-            readiness=report, original=original)
+            readiness=report, original=original, allow_side_effects=session.allow_side_effects)
     with _instrumented(original):
         func = load_entrypoint(entrypoint or original.entrypoint or "",
                                script=(original.snapshots.get("input") or {}).get("script"))
@@ -456,7 +468,8 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
     with replaying(session), setup.tap(keep), \
             identity(tenant=inp.get("tenant"), role=inp.get("role"), session=inp.get("session")):
         try:
-            _call(func, args, kwargs)
+            with guard.agent_call(session):  # the agent's code only: never the engine's own work
+                _call(func, args, kwargs)
         except ReplayInterrupt as stop:
             stopped = stop
         except Exception:  # noqa: BLE001 - the agent raising is a result, compared with the original
@@ -481,7 +494,7 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         divergences=tuple(session.divergences), approvals=session.approvals, actor=session.actor,
         reason=session.reason, refusal=refusal, executions=session.executions(), diff=diff,
         schema_changes=tuple(session.schema_changes),
-        replay=replayed, original=original)
+        replay=replayed, original=original, allow_side_effects=session.allow_side_effects)
 
 
 _collector_lock = threading.Lock()

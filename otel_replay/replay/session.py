@@ -42,7 +42,8 @@ class Divergence:
     step_index: int | None
     """Index of the original step it is reported at (the closest recorded step), or None."""
     kind: str
-    """``arguments``, ``request``, ``extra_call``, ``missing_call``, ``unanswerable``, ``output``, ``approval``."""
+    """``arguments``, ``request``, ``extra_call``, ``missing_call``, ``unanswerable``, ``output``, ``approval``,
+    ``side_effect`` (an operation the side-effect guard blocked, see :mod:`otel_replay.replay.guard`)."""
     reason: str
     expected: str | None = None
     actual: str | None = None
@@ -144,7 +145,8 @@ class ReplaySession:
     """Matches and answers the calls of one replay; collects divergences and what was executed."""
 
     def __init__(self, *, original: Run, mode: ReplayMode, from_step: int | None, approvals: Sequence[str],
-                 mocks: Mapping[str, Any] | None, actor: str, reason: str | None) -> None:
+                 mocks: Mapping[str, Any] | None, actor: str, reason: str | None,
+                 allow_side_effects: bool = False) -> None:
         self.original = original
         self.mode = mode
         self.from_step = from_step
@@ -159,6 +161,8 @@ class ReplaySession:
         self.mocks = dict(mocks or {})
         self.actor = actor
         self.reason = reason
+        self.allow_side_effects = bool(allow_side_effects)
+        """True when the person replaying turned the side-effect guard off (``--allow-side-effects``)."""
         self.recorded: list[Step] = [s for s in original.steps if s.kind != semconv.StepKind.AGENT.value]
         self.cursor = 0
         self.divergences: list[Divergence] = []
@@ -201,6 +205,7 @@ class ReplaySession:
             semconv.REPLAY_REASON: self.reason,
             semconv.REPLAY_APPROVALS: list(self.approvals),
             semconv.REPLAY_OS_USER: self.os_user,
+            semconv.REPLAY_ALLOW_SIDE_EFFECTS: True if self.allow_side_effects else None,
         }
 
     def take_run_id(self) -> str | None:
