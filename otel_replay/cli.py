@@ -424,7 +424,7 @@ _ALLOW_SIDE_EFFECTS_HELP = ("Turn the side-effect guard off: the replayed code m
 
 def _warn_side_effects_allowed() -> None:
     """The loud line every run with --allow-side-effects prints on stderr before any code runs."""
-    Console(stderr=True, soft_wrap=True, highlight=False).print(Text(
+    SafeConsole(stderr=True, soft_wrap=True).print(Text(
         "warning: --allow-side-effects: the side-effect guard is off; the replayed code may spawn processes, "
         "change files and open connections for real", style="bold yellow"))
 
@@ -609,7 +609,7 @@ def audit_command(
         _out().print(table)
     if verify and not all(e.mac_valid for e in entries):
         bad = sum(not e.mac_valid for e in entries)
-        Console(stderr=True, soft_wrap=True, highlight=False).print(Text(
+        SafeConsole(stderr=True, soft_wrap=True).print(Text(
             f"audit: {bad} row(s) whose MAC does not verify (written outside otel-replay, edited, or made with "
             "another installation's key)", style="bold red"))
         raise typer.Exit(1)

@@ -54,7 +54,7 @@ def record(func: Any, *args: Any) -> str:
 
 
 def cli(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "OTEL_REPLAY_HOME": str(home),
+    full = {**os.environ, "OTEL_REPLAY_HOME": str(home), "COLUMNS": "200",
             "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]), **(env or {})}
     return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
                           env=full, cwd=ROOT, timeout=300)
