@@ -428,20 +428,30 @@ def _failures(expect: Sequence[str], result: Any) -> list[str]:
     return failures
 
 
-def run_case(case: Case, *, mode: str | None = None, entrypoint: str | None = None) -> CaseResult:
+def run_case(case: Case, *, mode: str | None = None, entrypoint: str | None = None,
+             root: str | os.PathLike[str] | None = None) -> CaseResult:
     """Replay one case against the code importable now and check its expectations.
+
+    The case's own entrypoint is data from the file: it runs only when it is the project's code (under
+    ``root``, default the working directory, or listed in ``OTEL_REPLAY_TRUSTED_MODULES``; see
+    :mod:`otel_replay.replay.trust`). ``entrypoint`` (``--app``) is the user's choice instead.
 
     Nothing is read from or written to a store: the replay's spans go nowhere but this process. Never raises
     for a case that cannot run; that is a result with status ``error``.
     """
     from .exporting import setup
     from .replay.engine import replay_run
+    from .replay.trust import entrypoint_refusal, project_root
 
     use_mode = mode or case.mode
     base = {"name": case.name, "path": case.path, "mode": use_mode, "expect": case.expect}
     try:
         use_mode = _checked_mode(use_mode)
-        with setup.exporting_to("none"):
+        with project_root(root):
+            refusal = None if entrypoint else entrypoint_refusal(case.entrypoint, given=False)
+        if refusal is not None:
+            return CaseResult(status="error", error=refusal, **base)
+        with project_root(root), setup.exporting_to("none"):
             result = replay_run(case.run(), mode=use_mode, entrypoint=entrypoint or case.entrypoint,
                                 reason=f"regression case {case.name}")
     except OtelReplayError as exc:  # ReplayRefused, CaseError, a trace that holds no run …

@@ -9,7 +9,9 @@ Configure the folders that hold ``*.case.json`` files in the ini file or on the 
 
 Each case is an item named after the case (so ``-k`` selects by name), failing with what did not hold, the
 first divergence and the changed diff sections. Items are plain files to pytest, so ``-x``, ``--lf`` and
-pytest-xdist work as for any test. Without a configured folder the plugin does nothing.
+pytest-xdist work as for any test. Without a configured folder the plugin does nothing. A case's entrypoint
+runs only when it is code of the project under test (a module under pytest's rootdir, or listed in
+``OTEL_REPLAY_TRUSTED_MODULES``); any other case fails with the reason.
 """
 
 from __future__ import annotations
@@ -90,7 +92,8 @@ class CaseItem(pytest.Item):
     def runtest(self) -> None:
         from .cases import describe_failure, run_case
 
-        result = run_case(self.case, mode=self.config.option.otel_replay_mode)
+        # The case's entrypoint is data: it runs only when it is code of the project under test (the rootdir).
+        result = run_case(self.case, mode=self.config.option.otel_replay_mode, root=self.config.rootpath)
         if not result.passed:
             raise CaseFailed(describe_failure(result))
 

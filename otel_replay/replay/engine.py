@@ -120,15 +120,24 @@ def _open_store(store: Any) -> tuple[Any, bool]:
     return store, False
 
 
-def load_entrypoint(spec: str, *, script: str | None = None) -> Callable[..., Any]:
+def load_entrypoint(spec: str, *, script: str | None = None, given: bool = False) -> Callable[..., Any]:
     """Import ``module:qualname``. A ``__main__`` entrypoint is loaded from its script under another module
-    name, so the script's ``if __name__ == "__main__":`` block does not run."""
+    name, so the script's ``if __name__ == "__main__":`` block does not run.
+
+    ``given``: the person replaying named ``spec`` (``--app``); otherwise it was read from recorded data. Either
+    way :func:`~otel_replay.replay.trust.entrypoint_refusal` decides, before anything is imported, whether it
+    may run (:class:`ReplayRefused` when not)."""
+    from .trust import entrypoint_refusal
+
     module_name, _, qualname = spec.partition(":")
     if not module_name or not qualname:
         raise ReplayRefused(f"entrypoint {spec!r} is not module:function; pass --app module:function")
     if "<locals>" in qualname:
         raise ReplayRefused(f"entrypoint {spec!r} is defined inside a function and cannot be imported; "
                             "pass --app module:function")
+    refusal = entrypoint_refusal(spec, given=given, script=script)
+    if refusal is not None:
+        raise ReplayRefused(refusal)
     if module_name == "__main__":
         if not script or not Path(script).is_file():
             raise ReplayRefused(f"entrypoint {spec!r} was started as a script that is not at {script!r}; "
@@ -359,7 +368,7 @@ def _replay(original: Run, mode: ReplayMode, *, from_step: int | None, approvals
             readiness=report, original=original)
     with _instrumented(original):
         func = load_entrypoint(entrypoint or original.entrypoint or "",
-                               script=(original.snapshots.get("input") or {}).get("script"))
+                               script=(original.snapshots.get("input") or {}).get("script"), given=bool(entrypoint))
         return _run_replay(session, original, func, store)
 
 
