@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import gc
 import getpass
 import importlib
@@ -32,7 +33,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from .. import semconv
+from .. import revival, semconv
 from ..errors import OtelReplayError
 from ..exporting import setup
 from ..recording import ReplayInterrupt, agent, identity, replaying
@@ -72,6 +73,9 @@ class ReplayResult:
     replay: Run | None = field(default=None, repr=False)
     original: Run | None = field(default=None, repr=False)
     """The run that was replayed, as loaded for the replay."""
+    notes: tuple[str, ...] = ()
+    """Things the user should know that are not divergences, each said once (recorded values of types no one
+    registered with :func:`otel_replay.register_type`, replayed as plain dicts)."""
 
     @property
     def diverged(self) -> bool:
@@ -106,6 +110,7 @@ class ReplayResult:
             "diff": sections,
             "readiness": self.readiness,
             "schema_changes": list(self.schema_changes),
+            "notes": list(self.notes),
         }
 
 
@@ -319,8 +324,10 @@ def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = Non
     try:
         with _collector_paused():
             original = opened.load_run(tid)
-        return _replay(original, checked, from_step=from_step, approvals=approvals, actor=actor,
-                       reason=reason, store=opened, entrypoint=entrypoint, mocks=mocks)
+        with revival.noting() as unregistered:
+            result = _replay(original, checked, from_step=from_step, approvals=approvals, actor=actor,
+                             reason=reason, store=opened, entrypoint=entrypoint, mocks=mocks)
+        return _with_notes(result, unregistered)
     finally:
         if close_store:
             opened.close()
@@ -332,8 +339,16 @@ def replay_run(original: Run, *, mode: str | ReplayMode, from_step: int | None =
     """Replay a run held in memory (a case file's trace) as :func:`replay` does, without any store: the replay
     is recorded through the configured exporter as usual and read back from the spans this process saw."""
     checked = _checked(mode, from_step, reason)
-    return _replay(original, checked, from_step=from_step, approvals=approvals, actor=actor, reason=reason,
-                   store=None, entrypoint=entrypoint, mocks=mocks)
+    with revival.noting() as unregistered:
+        result = _replay(original, checked, from_step=from_step, approvals=approvals, actor=actor, reason=reason,
+                         store=None, entrypoint=entrypoint, mocks=mocks)
+    return _with_notes(result, unregistered)
+
+
+def _with_notes(result: ReplayResult, unregistered: list[str]) -> ReplayResult:
+    """``result`` with the note about the unregistered recorded types the replay met (once, naming them)."""
+    note = revival.unregistered_note(unregistered)
+    return dataclasses.replace(result, notes=(*result.notes, note)) if note else result
 
 
 def _replay(original: Run, mode: ReplayMode, *, from_step: int | None, approvals: Sequence[str],
