@@ -124,10 +124,19 @@ def _installed_dirs() -> list[Path]:
     return [p for p in (_resolved(f) for f in found) if p is not None]
 
 
-def _installed(path: Path) -> bool:
-    """True when ``path`` is inside an installed-packages folder (site-packages), wherever that lives (a
-    virtual environment inside the project folder is not the project)."""
-    return bool(_INSTALLED_PARTS.intersection(path.parts)) or any(_under(path, d) for d in _installed_dirs())
+def _environments(root: Path) -> list[Path]:
+    """The interpreter's environment folders (``sys.prefix``: a virtual environment) that do not hold the
+    project folder: what is inside them was installed, even when they sit inside the project."""
+    found = {p for p in (_resolved(sys.prefix), _resolved(sys.exec_prefix)) if p is not None}
+    return [p for p in found if not _under(root, p)]
+
+
+def _installed(path: Path, root: Path | None = None) -> bool:
+    """True when ``path`` is inside an installed-packages folder (site-packages) or the interpreter's
+    environment, wherever that lives (a virtual environment inside the project folder is not the project)."""
+    if _INSTALLED_PARTS.intersection(path.parts) or any(_under(path, d) for d in _installed_dirs()):
+        return True
+    return root is not None and any(_under(path, e) for e in _environments(root))
 
 
 def _in_stdlib(path: Path) -> bool:
@@ -184,7 +193,7 @@ def _outside_project(top: str, locations: list[Path] | None, root: Path) -> str 
             return f"module {top!r} has a location that cannot be resolved"
         if _in_stdlib(path):
             return f"module {top!r} is part of the Python standard library"
-        if _installed(path):
+        if _installed(path, root):
             return f"module {top!r} is an installed package ({path}), not code of the project in {root}"
         if not _under(path, root):
             return f"module {top!r} is at {path}, outside the project folder {root}"

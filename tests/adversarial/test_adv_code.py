@@ -236,6 +236,22 @@ def test_recorded_entrypoints_outside_the_project_are_refused_before_anything_ru
     assert agents.created() == ["imported-adv_outside_agent", "ran-adv_outside_agent"]
 
 
+def test_a_package_in_a_virtual_environment_inside_the_project_is_not_the_project(
+        home: Path, marks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace_id = _planted_entrypoint(home, "adv_venv_pkg:run", [])
+    project = tmp_path / "project"
+    site = project / ".venv" / "lib" / "python3" / "site-packages"
+    (site / "adv_venv_pkg").mkdir(parents=True)
+    (site / "adv_venv_pkg" / "__init__.py").write_text(
+        f"from pathlib import Path\n(Path({str(marks)!r}) / 'venv-imported').write_text('x')\n"
+        "def run(*args):\n    pass\n", encoding="utf-8")
+    monkeypatch.chdir(project)
+    monkeypatch.syspath_prepend(str(site))
+    with pytest.raises(orp.ReplayRefused, match="'adv_venv_pkg' is an installed package"):
+        orp.replay(trace_id, mode="mock")
+    assert agents.created() == [] and "adv_venv_pkg" not in sys.modules
+
+
 def test_case_files_naming_code_outside_the_project_do_not_run_it(home: Path, marks: Path, outside: Path,
                                                                    tmp_path: Path) -> None:
     trace_id = record(agents.echo, "hi")
