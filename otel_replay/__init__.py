@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     )
     from .redaction import RedactionConfig, Redactor
     from .replay.diff import RunDiff
+    from .revival import register_type
     from .replay.engine import ReplayRefused, ReplayResult, diff, replay
     from .replay.scopes import SessionReplayResult, ToolReplayResult, replay_session, replay_tool
     from .replay.session import Divergence
@@ -56,6 +57,7 @@ _LAZY: dict[str, str] = {
                      "record_context", "record_safety", "record_state", "retriever", "tool"), ".recording"),
     **dict.fromkeys(("RedactionConfig", "Redactor"), ".redaction"),
     "RunDiff": ".replay.diff",
+    "register_type": ".revival",
     **dict.fromkeys(("ReplayRefused", "ReplayResult", "diff", "replay"), ".replay.engine"),
     **dict.fromkeys(("SessionReplayResult", "ToolReplayResult", "replay_session", "replay_tool"), ".replay.scopes"),
     "Divergence": ".replay.session",
@@ -140,6 +142,7 @@ __all__ = [
     "record_context",
     "record_safety",
     "record_state",
+    "register_type",
     "replay",
     "replay_session",
     "replay_tool",

@@ -117,6 +117,7 @@ class CaseResult:
             "divergences": [d.to_dict() for d in replayed.divergences] if replayed is not None else [],
             "diff": replayed.diff.to_dict()["sections"] if replayed is not None and replayed.diff else {},
             "replay_trace_id": replayed.replay_trace_id if replayed is not None else None,
+            "notes": list(replayed.notes) if replayed is not None else [],
         }
 
 
@@ -429,8 +430,12 @@ def _failures(expect: Sequence[str], result: Any) -> list[str]:
 
 
 def run_case(case: Case, *, mode: str | None = None, entrypoint: str | None = None,
-             allow_side_effects: bool = False) -> CaseResult:
+             allow_side_effects: bool = False, root: str | os.PathLike[str] | None = None) -> CaseResult:
     """Replay one case against the code importable now and check its expectations.
+
+    The case's own entrypoint is data from the file: it runs only when it is the project's code (under
+    ``root``, default the working directory, or listed in ``OTEL_REPLAY_TRUSTED_MODULES``; see
+    :mod:`otel_replay.replay.trust`). ``entrypoint`` (``--app``) is the user's choice instead.
 
     Nothing is read from or written to a store: the replay's spans go nowhere but this process. The case's
     code runs under the side-effect guard; a side effect it blocked fails the case whatever it expects, unless
@@ -439,12 +444,17 @@ def run_case(case: Case, *, mode: str | None = None, entrypoint: str | None = No
     """
     from .exporting import setup
     from .replay.engine import replay_run
+    from .replay.trust import entrypoint_refusal, project_root
 
     use_mode = mode or case.mode
     base = {"name": case.name, "path": case.path, "mode": use_mode, "expect": case.expect}
     try:
         use_mode = _checked_mode(use_mode)
-        with setup.exporting_to("none"):
+        with project_root(root):
+            refusal = None if entrypoint else entrypoint_refusal(case.entrypoint, given=False)
+        if refusal is not None:
+            return CaseResult(status="error", error=refusal, **base)
+        with project_root(root), setup.exporting_to("none"):
             result = replay_run(case.run(), mode=use_mode, entrypoint=entrypoint or case.entrypoint,
                                 reason=f"regression case {case.name}", allow_side_effects=allow_side_effects)
     except OtelReplayError as exc:  # ReplayRefused, CaseError, a trace that holds no run …

@@ -406,6 +406,8 @@ def _render_result(result: Any) -> None:
     for change in getattr(result, "schema_changes", ()):
         console.print(Text(f"tool {change['tool']!r} (step {change['step_index']}) schema version changed: "
                            f"{change['recorded']} → {change['current']}", style="yellow"))
+    for note in getattr(result, "notes", ()):
+        console.print(Text(f"note: {note}", style="yellow"))
     if result.readiness is not None:
         for mode, info in result.readiness["modes"].items():
             mark = Text("ready", style="green") if info["ready"] else Text("not ready", style="yellow")

@@ -13,7 +13,9 @@ outside the temp folder or a network connection made by the case's code is block
 
 Each case is an item named after the case (so ``-k`` selects by name), failing with what did not hold, the
 first divergence and the changed diff sections. Items are plain files to pytest, so ``-x``, ``--lf`` and
-pytest-xdist work as for any test. Without a configured folder the plugin does nothing.
+pytest-xdist work as for any test. Without a configured folder the plugin does nothing. A case's entrypoint
+runs only when it is code of the project under test (a module under pytest's rootdir, or listed in
+``OTEL_REPLAY_TRUSTED_MODULES``); any other case fails with the reason.
 """
 
 from __future__ import annotations
@@ -104,7 +106,8 @@ class CaseItem(pytest.Item):
     def runtest(self) -> None:
         from .cases import describe_failure, run_case
 
-        result = run_case(self.case, mode=self.config.option.otel_replay_mode,
+        # The case's entrypoint is data: it runs only when it is code of the project under test (the rootdir).
+        result = run_case(self.case, mode=self.config.option.otel_replay_mode, root=self.config.rootpath,
                           allow_side_effects=bool(self.config.getoption("otel_replay_allow_side_effects", False)))
         if not result.passed:
             raise CaseFailed(describe_failure(result))

@@ -24,6 +24,12 @@ OTEL_REPLAY_EXPORTER: Final = "OTEL_REPLAY_EXPORTER"
 OTEL_REPLAY_LOCK_TIMEOUT: Final = "OTEL_REPLAY_LOCK_TIMEOUT"
 """Environment variable: seconds a process waits for a busy embedded store before giving up."""
 
+OTEL_REPLAY_TRUSTED_MODULES: Final = "OTEL_REPLAY_TRUSTED_MODULES"
+"""Environment variable: comma-separated module name prefixes (``myco.agents,billing``) whose recorded
+entrypoints and tool functions a replay may import and run although they are not under the working directory
+(an installed package, a folder elsewhere on ``PYTHONPATH``). A prefix matches the module itself and its
+submodules; the standard library is never trusted. Unset: only modules under the working directory."""
+
 _DEFAULT_HOME: Final = "~/.otel-replay"
 _DEFAULT_LOCK_TIMEOUT_S: Final = 10.0
 

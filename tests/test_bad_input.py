@@ -491,6 +491,7 @@ def at_world(world: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPa
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
+    monkeypatch.setenv("OTEL_REPLAY_TRUSTED_MODULES", "case_agents")  # the cases' agent is not under work/
     orp.configure(home=world["home"], exporter="spool")
     ca.DESK.update(ca.DESK_DEFAULTS)
     return {**world, "work": work}

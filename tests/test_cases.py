@@ -35,7 +35,9 @@ def cli(world: dict[str, Any], *args: str, cwd: Path | None = None,
         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "OTEL_REPLAY_HOME": str(world["home"]), "COLUMNS": "200",
             ra.SIDE_DIR_ENV: str(world["side"]), ra.PORT_ENV: "9",
-            "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p)}
+            "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p),
+            # the commands run from a folder outside the project: trust the test agents by name
+            "OTEL_REPLAY_TRUSTED_MODULES": "replay_agents,case_agents"}
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_EXPORTER_OTLP_ENDPOINT"):
         full.pop(name, None)
     full.update(env or {})

@@ -13,6 +13,7 @@ EXPECTED = {
     "flush", "identity", "model", "record_approval", "record_context", "record_safety", "record_state", "retriever",
     "tool", "Divergence", "ReplayRefused", "ReplayResult", "RunDiff", "diff", "new_uuid", "now", "random", "replay",
     "replay_session", "replay_tool", "SessionReplayResult", "ToolReplayResult", "instrument", "uninstrument",
+    "register_type",
 }
 
 
@@ -41,6 +42,7 @@ def test_contract_signatures() -> None:
     assert params(orp.replay) == ["trace_id", "mode", "from_step", "approvals", "actor", "reason", "store",
                                   "entrypoint", "mocks", "allow_side_effects"]
     assert params(orp.diff) == ["trace_id_a", "trace_id_b", "store"]
+    assert params(orp.register_type) == ["cls"]
     for name in ("runs", "load_run", "close"):
         assert callable(getattr(orp.Store, name)), name
 

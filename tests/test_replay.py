@@ -531,7 +531,9 @@ if __name__ == "__main__":
 '''
 
 
-def test_an_entrypoint_of_a_script_resolves_without_running_its_main_block(home: Path, tmp_path: Path) -> None:
+def test_an_entrypoint_of_a_script_resolves_without_running_its_main_block(home: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # a recorded script runs only from its project folder
     script = tmp_path / "scripted" / "my_agent_script.py"
     script.parent.mkdir()
     script.write_text(SCRIPT, encoding="utf-8")
@@ -589,7 +591,9 @@ if __name__ == "__main__":
 '''
 
 
-def test_a_script_whose_tool_raised_its_own_exception_class_replays(home: Path, tmp_path: Path) -> None:
+def test_a_script_whose_tool_raised_its_own_exception_class_replays(home: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # a recorded script runs only from its project folder
     script = tmp_path / "flaky_script.py"
     script.write_text(FLAKY_SCRIPT, encoding="utf-8")
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,

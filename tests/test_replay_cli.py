@@ -61,7 +61,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 def cli(world: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **world["env"], "COLUMNS": "200",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p)}
+           "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p),
+           # the commands run from a folder outside the project: trust the test agents by name
+           "OTEL_REPLAY_TRUSTED_MODULES": "replay_agents"}
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_EXPORTER_OTLP_ENDPOINT"):
         env.pop(name, None)
     return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,

@@ -609,6 +609,18 @@ def replay_stream_class(sdk_stream: type, *, is_async: bool) -> type:
 # ----------------------------------------------------------------------------------------- wrap/unwrap
 
 
+def register_models(load: Callable[[], Iterable[type]], sdk: str) -> None:
+    """Register the SDK's response models that ``load`` imports (the instrumentor calls this when it
+    instruments, the SDK being imported then anyway), so a recorded value holding one is rebuilt in a replay
+    with ``model_validate``; never raises."""
+    from ..revival import register_types
+
+    try:
+        register_types(load())
+    except Exception:  # noqa: BLE001 - an SDK version without one of the models: replays get plain dicts
+        _log.warning("otel-replay: could not register the %s response models", sdk, exc_info=True)
+
+
 def wrap(owner: type, name: str, wrapper: Callable[..., Any]) -> None:
     """Wrap ``owner.name`` with ``wrapper`` (a ``wrapt`` wrapper marked as ours)."""
     setattr(wrapper, _MARK, True)

@@ -55,6 +55,13 @@ def _message(value: Any) -> Any:
     return _construct(Message, value)
 
 
+def _response_models() -> tuple[type, ...]:
+    """The response models a replay may rebuild from a recorded value (see :mod:`otel_replay.revival`)."""
+    from anthropic.types import Message, TextBlock, ToolUseBlock, Usage
+
+    return (Message, TextBlock, ToolUseBlock, Usage)
+
+
 def _event(value: Any) -> Any:
     from anthropic.types import RawMessageStreamEvent
 
@@ -197,6 +204,7 @@ class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         _sdk.wrap(module.AsyncMessages, "create", _sdk.create_wrapper(api, is_async=True))
         _sdk.wrap(module.Messages, "stream", _stream_wrapper(api, is_async=False))
         _sdk.wrap(module.AsyncMessages, "stream", _stream_wrapper(api, is_async=True))
+        _sdk.register_models(_response_models, PROVIDER)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         import importlib

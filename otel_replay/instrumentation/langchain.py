@@ -839,6 +839,29 @@ def _retriever_wrappers() -> tuple[Callable[..., Any], Callable[..., Any]]:
 # -------------------------------------------------------------------------------------- instrumentor
 
 
+def _register_models() -> None:
+    """Register LangChain's messages and Document, so a recorded value holding one (a tool result, a graph's
+    input) is rebuilt in a replay with ``model_validate`` (see :mod:`otel_replay.revival`); never raises."""
+    from ..revival import register_types
+
+    try:
+        from langchain_core.documents import Document
+        from langchain_core.messages import (
+            AIMessage,
+            AIMessageChunk,
+            ChatMessage,
+            FunctionMessage,
+            HumanMessage,
+            SystemMessage,
+            ToolMessage,
+        )
+
+        register_types((AIMessage, AIMessageChunk, ChatMessage, FunctionMessage, HumanMessage, SystemMessage,
+                        ToolMessage, Document))
+    except Exception:  # noqa: BLE001 - a LangChain version without one of them: replays get plain dicts
+        _log.warning("otel-replay: could not register the LangChain message models", exc_info=True)
+
+
 def _check_risks(tool_risks: Mapping[str, str] | None) -> dict[str, str]:
     if tool_risks is None:
         return {}
@@ -939,6 +962,7 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 _log.warning("otel-replay: cannot instrument %s.%s.%s", module, cls, method, exc_info=True)
                 continue
             self._patched.append((module, cls, method))
+        _register_models()
 
     def _uninstrument(self, **kwargs: Any) -> None:
         for module, cls, method in reversed(getattr(self, "_patched", [])):

@@ -82,6 +82,14 @@ def _responses_response(value: Any) -> Any:
     return _construct(Response, value)
 
 
+def _response_models() -> tuple[type, ...]:
+    """The response models a replay may rebuild from a recorded value (see :mod:`otel_replay.revival`)."""
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessage
+    from openai.types.responses import Response
+
+    return (ChatCompletion, ChatCompletionChunk, ChatCompletionMessage, Response)
+
+
 def _responses_event(value: Any) -> Any:
     from openai.types.responses import ResponseStreamEvent
 
@@ -239,6 +247,7 @@ class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         for module_name, cls_name, method, kind, is_async in _TARGETS:
             owner = getattr(importlib.import_module(module_name), cls_name)
             _sdk.wrap(owner, method, _sdk.create_wrapper(_api(kind, capture_context), is_async=is_async))
+        _sdk.register_models(_response_models, PROVIDER)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         import importlib

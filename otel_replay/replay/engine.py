@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import gc
 import getpass
 import importlib
@@ -32,7 +33,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from .. import semconv
+from .. import revival, semconv
 from ..errors import OtelReplayError
 from ..exporting import setup
 from ..recording import ReplayInterrupt, agent, identity, replaying
@@ -80,6 +81,9 @@ class ReplayResult:
     """The run that was replayed, as loaded for the replay."""
     allow_side_effects: bool = False
     """True when the side-effect guard was turned off for this replay (``--allow-side-effects``)."""
+    notes: tuple[str, ...] = ()
+    """Things the user should know that are not divergences, each said once (recorded values of types no one
+    registered with :func:`otel_replay.register_type`, replayed as plain dicts)."""
 
     @property
     def diverged(self) -> bool:
@@ -116,6 +120,7 @@ class ReplayResult:
             "readiness": self.readiness,
             "schema_changes": list(self.schema_changes),
             "allow_side_effects": self.allow_side_effects,
+            "notes": list(self.notes),
         }
 
 
@@ -130,15 +135,24 @@ def _open_store(store: Any) -> tuple[Any, bool]:
     return store, False
 
 
-def load_entrypoint(spec: str, *, script: str | None = None) -> Callable[..., Any]:
+def load_entrypoint(spec: str, *, script: str | None = None, given: bool = False) -> Callable[..., Any]:
     """Import ``module:qualname``. A ``__main__`` entrypoint is loaded from its script under another module
-    name, so the script's ``if __name__ == "__main__":`` block does not run."""
+    name, so the script's ``if __name__ == "__main__":`` block does not run.
+
+    ``given``: the person replaying named ``spec`` (``--app``); otherwise it was read from recorded data. Either
+    way :func:`~otel_replay.replay.trust.entrypoint_refusal` decides, before anything is imported, whether it
+    may run (:class:`ReplayRefused` when not)."""
+    from .trust import entrypoint_refusal
+
     module_name, _, qualname = spec.partition(":")
     if not module_name or not qualname:
         raise ReplayRefused(f"entrypoint {spec!r} is not module:function; pass --app module:function")
     if "<locals>" in qualname:
         raise ReplayRefused(f"entrypoint {spec!r} is defined inside a function and cannot be imported; "
                             "pass --app module:function")
+    refusal = entrypoint_refusal(spec, given=given, script=script)
+    if refusal is not None:
+        raise ReplayRefused(refusal)
     if module_name == "__main__":
         if not script or not Path(script).is_file():
             raise ReplayRefused(f"entrypoint {spec!r} was started as a script that is not at {script!r}; "
@@ -326,9 +340,11 @@ def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = Non
     try:
         with _collector_paused():
             original = opened.load_run(tid)
-        return _replay(original, checked, from_step=from_step, approvals=approvals, actor=actor,
-                       reason=reason, store=opened, entrypoint=entrypoint, mocks=mocks,
-                       allow_side_effects=allow_side_effects)
+        with revival.noting() as unregistered:
+            result = _replay(original, checked, from_step=from_step, approvals=approvals, actor=actor,
+                             reason=reason, store=opened, entrypoint=entrypoint, mocks=mocks,
+                             allow_side_effects=allow_side_effects)
+        return _with_notes(result, unregistered)
     finally:
         if close_store:
             opened.close()
@@ -341,8 +357,17 @@ def replay_run(original: Run, *, mode: str | ReplayMode, from_step: int | None =
     """Replay a run held in memory (a case file's trace) as :func:`replay` does, without any store: the replay
     is recorded through the configured exporter as usual and read back from the spans this process saw."""
     checked = _checked(mode, from_step, reason)
-    return _replay(original, checked, from_step=from_step, approvals=approvals, actor=actor, reason=reason,
-                   store=None, entrypoint=entrypoint, mocks=mocks, allow_side_effects=allow_side_effects)
+    with revival.noting() as unregistered:
+        result = _replay(original, checked, from_step=from_step, approvals=approvals, actor=actor, reason=reason,
+                         store=None, entrypoint=entrypoint, mocks=mocks,
+                         allow_side_effects=allow_side_effects)
+    return _with_notes(result, unregistered)
+
+
+def _with_notes(result: ReplayResult, unregistered: list[str]) -> ReplayResult:
+    """``result`` with the note about the unregistered recorded types the replay met (once, naming them)."""
+    note = revival.unregistered_note(unregistered)
+    return dataclasses.replace(result, notes=(*result.notes, note)) if note else result
 
 
 def _replay(original: Run, mode: ReplayMode, *, from_step: int | None, approvals: Sequence[str],
@@ -378,7 +403,7 @@ def _replay(original: Run, mode: ReplayMode, *, from_step: int | None, approvals
             readiness=report, original=original, allow_side_effects=session.allow_side_effects)
     with _instrumented(original):
         func = load_entrypoint(entrypoint or original.entrypoint or "",
-                               script=(original.snapshots.get("input") or {}).get("script"))
+                               script=(original.snapshots.get("input") or {}).get("script"), given=bool(entrypoint))
         return _run_replay(session, original, func, store)
 
 

@@ -27,7 +27,7 @@ from typing import Any, Final
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, TraceFlags
 
-from .. import semconv
+from .. import revival, semconv
 from ..recording import ReplayInterrupt, Served
 from ..runs import Run, Step
 from ..semconv import ReplayMode
@@ -72,8 +72,10 @@ class DivergenceStop(ReplayInterrupt):
 
 
 def revive(tree: Any) -> Any:
-    """A recorded payload as Python values: tags rebuilt, dataclasses and pydantic models re-created when their
-    class is already imported (a recording never makes otel-replay import a module)."""
+    """A recorded payload as Python values: tags rebuilt, and dataclasses and pydantic models re-created only
+    when their class was registered (:func:`otel_replay.register_type`, or an SDK instrumentor). A class named
+    by the data is never imported nor looked up: an unregistered one stays the plain dict of its fields, and
+    the replay notes its name (see :mod:`otel_replay.revival`)."""
     if isinstance(tree, list):
         return [revive(v) for v in tree]
     if not isinstance(tree, dict):
@@ -82,11 +84,15 @@ def revive(tree: Any) -> Any:
         return RedactedValue(tree[REDACTED_TAG], tree["scope"])
     tag = tree.get(TYPE_TAG)
     if tag in ("dataclass", "pydantic"):
-        cls = _imported_class(str(tree.get("class", "")))
+        name = str(tree.get("class", ""))
+        cls = revival.registered(name)
         fields = revive(tree.get("fields", {}))
-        if cls is not None and isinstance(fields, dict):
+        if cls is None:
+            revival.note_unregistered(name)
+            return fields
+        if isinstance(fields, dict):
             try:
-                return cls.model_validate(fields) if tag == "pydantic" else cls(**fields)
+                return revival.rebuild(cls, fields)
             except Exception:  # noqa: BLE001 - keep the recorded form when the class changed
                 return fields
         return fields
@@ -96,12 +102,21 @@ def revive(tree: Any) -> Any:
 
 
 def _imported_class(qualified: str) -> type | None:
+    """An exception class of the project's code already imported under ``module:qualname`` (a script's
+    classes live under its replay alias too), or None. Nothing is imported; a module that the entrypoint rule
+    does not trust (:func:`~otel_replay.replay.trust.module_trusted`: the standard library, installed
+    packages, code outside the project) is never searched."""
+    from .trust import module_trusted
+
     module_name, _, qualname = qualified.partition(":")
-    for candidate in module_for(module_name):  # a script's classes live under its replay alias too
-        obj: Any = sys.modules.get(candidate)
+    for candidate in module_for(module_name):
+        module = sys.modules.get(candidate)
+        if module is None or not module_trusted(candidate, module):
+            continue
+        obj: Any = module
         for part in qualname.split("."):
             obj = getattr(obj, part, None) if obj is not None else None
-        if isinstance(obj, type):
+        if isinstance(obj, type) and issubclass(obj, Exception):
             return obj
     return None
 
@@ -113,10 +128,14 @@ def _captured(payload: Mapping[str, Any]) -> bool:
 
 
 def revive_exception(error: Mapping[str, Any] | None) -> BaseException:
-    """The exception a recorded step raised: the same class when it is a builtin or already imported."""
+    """The exception a recorded step raised, as the same class when that is a builtin exception, a class
+    registered with :func:`otel_replay.register_type`, or a class of the project's own code that is already
+    imported; any other name gives a :class:`RecordedError` (the data never chooses a constructor to call)."""
     type_name = str((error or {}).get("type") or "Exception")
     message = str((error or {}).get("message") or "")
-    cls: Any = getattr(builtins, type_name, None)
+    cls: Any = getattr(builtins, type_name, None) if "." not in type_name else None
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        cls = revival.registered_exception(type_name)
     if cls is None and "." in type_name:
         module_name, _, attr = type_name.rpartition(".")
         cls = _imported_class(f"{module_name}:{attr}")
@@ -124,7 +143,7 @@ def revive_exception(error: Mapping[str, Any] | None) -> BaseException:
         if issubclass(cls, KeyError):  # str(KeyError(k)) is repr(k): give the key back, not its repr
             try:
                 return cls(ast.literal_eval(message))
-            except (ValueError, SyntaxError):
+            except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
                 pass
         try:
             return cls(message)
