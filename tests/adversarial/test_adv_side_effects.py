@@ -333,7 +333,8 @@ def test_pytest_plugin_cases_are_guarded(home: Path, outside: Path, listener: Li
     folder.mkdir()
     (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")  # its own root: not this project's
     _case(home, folder, trace_id, "connects")
-    env = {**os.environ, "OTEL_REPLAY_HOME": str(home),
+    # The agent module lives outside that root: the user trusts it by name.
+    env = {**os.environ, "OTEL_REPLAY_HOME": str(home), "OTEL_REPLAY_TRUSTED_MODULES": agents.__name__,
            "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)}
     base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--otel-replay-cases", str(folder), str(folder)]
     out = subprocess.run(base, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
