@@ -25,6 +25,7 @@ from rich.tree import Tree
 
 from . import errors
 from .records import parse_trace_id
+from .redaction import scrub_message
 
 if TYPE_CHECKING:
     from .runs import Run, RunSummary, Step
@@ -56,7 +57,7 @@ def _out() -> Console:
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print one error line on stderr and exit."""
-    line = " ".join(str(message).split())
+    line = " ".join(scrub_message(message).split())
     Console(stderr=True, soft_wrap=True, highlight=False).print(Text(f"error: {line}", style="bold red"))
     raise typer.Exit(code)
 
@@ -752,7 +753,7 @@ def main() -> None:
             raise
         hint = f" (see `{context.command_path} --help`)" if context is not None else ""
         Console(stderr=True, soft_wrap=True, highlight=False).print(
-            Text(f"error: {' '.join(exc.format_message().split())}{hint}", style="bold red"))
+            Text(f"error: {' '.join(scrub_message(exc.format_message()).split())}{hint}", style="bold red"))
         sys.exit(EXIT_ERROR if "UsageError" in kinds else getattr(exc, "exit_code", EXIT_ERROR) or EXIT_ERROR)
     sys.exit(code if isinstance(code, int) else 0)
 
