@@ -1424,11 +1424,21 @@ def _message_redactor() -> Redactor:
 
 def scrub_message(text: Any) -> str:
     """A message for people (a log line, an error line, an exception text) with every secret shape replaced
-    inline, e.g. the password of ``http://user:pass@host:8123``. Never raises."""
+    inline, e.g. the password of ``http://user:pass@host:8123``. Never raises.
+
+    One difference from :meth:`Redactor.scrub_text`: a ``name: value`` assignment whose value is a short
+    lower-case word (``passwd-file: no such file``) is prose in a message, not a credential, and is kept."""
     try:
-        return _message_redactor().scrub_text(str(text), "message")[0]
+        return _scrubbed_message(_message_redactor(), str(text))[0]
     except Exception:  # noqa: BLE001
         return "[REDACTED:error]"
+
+
+def _scrubbed_message(redactor: Redactor, text: str) -> tuple[str, int]:
+    hits = [h for h in redactor._hits(text)
+            if not (h.rule == "secret_assignment" and len(h.secret) <= 3 and h.secret.isalpha()
+                    and h.secret.islower() and ":" in text[h.mstart:h.start])]
+    return (redactor._replace(text, hits), len(hits)) if hits else (text, 0)
 
 
 class ScrubbingLogFilter(logging.Filter):
@@ -1438,15 +1448,14 @@ class ScrubbingLogFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:  # noqa: A003 - logging's name
         try:
             redactor = _message_redactor()
-            message = record.getMessage()
-            clean, n = redactor.scrub_text(message, "log")
+            clean, n = _scrubbed_message(redactor, record.getMessage())
             if n:
                 record.msg, record.args = clean, ()
             if record.exc_info and not record.exc_text:
-                record.exc_text = redactor.scrub_text(logging.Formatter().formatException(record.exc_info),
-                                                      "log.exception")[0]
+                record.exc_text = _scrubbed_message(redactor,
+                                                    logging.Formatter().formatException(record.exc_info))[0]
             if record.stack_info:
-                record.stack_info = redactor.scrub_text(record.stack_info, "log.stack")[0]
+                record.stack_info = _scrubbed_message(redactor, record.stack_info)[0]
         except Exception:  # noqa: BLE001 - a log record is never lost to its scrubbing
             record.msg, record.args, record.exc_info, record.exc_text = "[REDACTED:error]", (), None, None
         return True
