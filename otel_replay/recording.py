@@ -184,6 +184,17 @@ def _scrubbed_fields(rt: Runtime, fields: dict[str, Any], scope: str) -> tuple[d
     """The fields of a composed payload that were not encoded through :func:`_encode` (names, identity,
     statuses, error and usage objects) redacted: strings inline (they stay strings), containers as trees.
     Returns ``fields`` itself when nothing changed."""
+    strings: list[str] = []
+    containers = False
+    for value in fields.values():
+        kind = type(value)
+        if kind is str:
+            if not rt.redactor.is_digest(value):
+                strings.append(value)
+        elif not (kind is RawJSON or value is None or kind is int or kind is float or kind is bool):
+            containers = True
+    if not containers and not rt.redactor.suspects("\n".join(strings)):
+        return fields, 0  # strings, scalars and encoded values only, nothing suspicious: one pre-check
     out: dict[str, Any] | None = None
     total = 0
     for key, value in fields.items():

@@ -82,6 +82,7 @@ CONTENT_HASH_PREFIX: Final = "hmac-sha256:"
 """Prefix of every content hash (:meth:`Redactor.content_hash`); all 64 hex characters of the HMAC follow it."""
 
 _CONTENT_HASH: Final = re.compile(r"hmac-sha256:[0-9a-f]{64}")
+_DIGEST: Final = re.compile(r"(?:hmac-sha256:)?[0-9a-f]{64}")
 
 KEY_FILE_NAME: Final = "redaction.key"
 """Name of the per-installation HMAC key file inside the otel-replay home (mode 0600)."""
@@ -800,6 +801,12 @@ class Redactor:
         """True for a value in the form :meth:`content_hash` returns (whatever the key)."""
         return isinstance(value, str) and _CONTENT_HASH.fullmatch(value) is not None
 
+    @staticmethod
+    def is_digest(value: str) -> bool:
+        """True for a content hash or a plain hex sha256: library-made text that holds no secret shape, left
+        out of the pre-checks (its digit runs would look like card numbers to the cheap test)."""
+        return (len(value) == 64 or len(value) == 76) and _DIGEST.fullmatch(value) is not None
+
     def marker(self, secret: Any, scope: str) -> dict[str, str]:
         """The object that replaces a secret: ``{"$redacted": <fingerprint>, "scope": <scope>}``.
 
@@ -1058,7 +1065,8 @@ class Redactor:
                     secret_keys = True
                     break
                 if type(value) is str:
-                    strings.append(value)
+                    if not self.is_digest(value):
+                        strings.append(value)
                 elif isinstance(value, (tuple, list)):
                     strings.extend(v for v in value if type(v) is str)
             if not secret_keys and not self._suspect_text("\n".join(strings)):

@@ -52,6 +52,40 @@ def _resource(resource: Resource, redactor: Redactor, cache: dict[int, tuple[Res
     return scrubbed
 
 
+def _collect(attributes: Any, strings: list[str], redactor: Redactor, skip: frozenset[str]) -> bool:
+    """Add the string values of ``attributes`` to ``strings``; True when a key names a secret."""
+    for key, value in attributes.items():
+        if key in skip:
+            continue
+        if key not in KNOWN_KEYS and redactor.is_secret_key(key):
+            return True
+        if type(value) is str:
+            if (len(value) != 64 and len(value) != 76) or not redactor.is_digest(value):
+                strings.append(value)
+        elif isinstance(value, (tuple, list)):
+            strings.extend(v for v in value if type(v) is str)
+    return False
+
+
+def _suspicious(span: ReadableSpan, ours: bool, redactor: Redactor) -> bool:
+    """Whether anything in ``span`` (resource apart) may need scrubbing: a secret key name, or the redactor's
+    substring pre-check over all its strings at once."""
+    strings = [span.name]
+    if _collect(span.attributes or {}, strings, redactor, _NO_SKIP):
+        return True
+    for event in span.events:
+        strings.append(event.name)
+        skip = _PAYLOAD_SKIP if ours and event.name.startswith(_SNAPSHOT_PREFIX) else _NO_SKIP
+        if _collect(event.attributes or {}, strings, redactor, skip):
+            return True
+    for link in span.links:
+        if _collect(link.attributes or {}, strings, redactor, _NO_SKIP):
+            return True
+    if span.status.description:
+        strings.append(span.status.description)
+    return redactor.suspects("\n".join(strings))
+
+
 def scrub_span(span: ReadableSpan, redactor: Redactor,
                resources: dict[int, tuple[Resource, Resource]] | None = None) -> ReadableSpan:
     """``span`` itself when nothing in it needs scrubbing, else a copy with every secret replaced: in its name,
@@ -60,6 +94,13 @@ def scrub_span(span: ReadableSpan, redactor: Redactor,
     ``resources`` caches scrubbed resources (most spans of a process share one). Raises only on an internal
     failure, which the caller must treat as "do not export this span"."""
     ours = span.instrumentation_scope is not None and span.instrumentation_scope.name == TRACER_NAME
+    resource = span.resource
+    if resource is not None:
+        scrubbed = _resource(resource, redactor, resources if resources is not None else {})
+        if scrubbed is resource and not _suspicious(span, ours, redactor):
+            return span  # the common case: one pre-check over every string of the span, no copy
+    elif not _suspicious(span, ours, redactor):
+        return span
     changed = False
 
     name, n = redactor.scrub_text(span.name, "span.name")
@@ -94,11 +135,8 @@ def scrub_span(span: ReadableSpan, redactor: Redactor,
         if n:
             status, changed = Status(status.status_code, description), True
 
-    resource = span.resource
-    if resource is not None:
-        scrubbed = _resource(resource, redactor, resources if resources is not None else {})
-        if scrubbed is not resource:
-            resource, changed = scrubbed, True
+    if resource is not None and scrubbed is not resource:
+        resource, changed = scrubbed, True
 
     if not changed:
         return span
