@@ -23,8 +23,9 @@ from rich.text import Text
 from rich.tree import Tree
 
 from . import errors
-from .terminal import SafeConsole, escape_json_text
 from .records import parse_trace_id
+from .redaction import scrub_message
+from .terminal import SafeConsole, escape_json_text
 
 if TYPE_CHECKING:
     from .runs import Run, RunSummary, Step
@@ -56,7 +57,7 @@ def _out() -> SafeConsole:
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print one error line on stderr and exit."""
-    line = " ".join(str(message).split())
+    line = " ".join(scrub_message(message).split())
     SafeConsole(stderr=True, soft_wrap=True).print(Text(f"error: {line}", style="bold red"))
     raise typer.Exit(code)
 
@@ -786,7 +787,7 @@ def main() -> None:
             raise
         hint = f" (see `{context.command_path} --help`)" if context is not None else ""
         SafeConsole(stderr=True, soft_wrap=True).print(
-            Text(f"error: {' '.join(exc.format_message().split())}{hint}", style="bold red"))
+            Text(f"error: {' '.join(scrub_message(exc.format_message()).split())}{hint}", style="bold red"))
         sys.exit(EXIT_ERROR if "UsageError" in kinds else getattr(exc, "exit_code", EXIT_ERROR) or EXIT_ERROR)
     sys.exit(code if isinstance(code, int) else 0)
 

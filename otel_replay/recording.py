@@ -11,7 +11,9 @@ Two rules shape every function here:
   carries on; only the agent's own exceptions propagate, unchanged.
 * No value becomes an attribute before redaction. Every payload goes through :func:`to_jsonable`, then the
   redactor, then canonical JSON; hashes are taken of the redacted form, so equal secrets hash equal (the
-  redactor's keyed fingerprint) and no secret is ever recoverable from a hash or payload.
+  redactor's keyed fingerprint) and no secret is ever recoverable from a hash or payload. Every hash of
+  content is the redactor's keyed :meth:`~otel_replay.redaction.Redactor.content_hash` (HMAC with the
+  installation key), never a plain sha256 that would confirm a guessed PIN or password without the key.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import base64
 import contextlib
 import datetime as _dt
 import functools
-import hashlib
 import inspect
 import itertools
 import json
@@ -54,7 +55,6 @@ from .snapshots import (
     ordered_json,
     payload_events,
     qualname_of,
-    sha256_hex,
     to_jsonable,
 )
 
@@ -165,19 +165,64 @@ def _emit_snapshot(run: _Run, span: trace.Span, kind: SnapshotKind, payload: dic
 
     ``payload`` is an object whose values are plain JSON or :class:`RawJSON`, or a whole payload as RawJSON.
     """
+    if not isinstance(payload, RawJSON):
+        payload, n = _scrubbed_fields(run.rt, payload, kind.value)
+        redactions += n
     text = payload.text if isinstance(payload, RawJSON) else compose_json(payload)
     if seq is None:
         seq = next(run.snapshot_seq)
     name = _EVENT_NAMES[kind]
-    events = payload_events(text, limits=run.rt.limits, redactions=redactions)
+    events = payload_events(text, limits=run.rt.limits, redactions=redactions,
+                            content_hash=run.rt.redactor.content_hash)
     for attrs in events:
         attrs[semconv.SNAPSHOT_SEQ] = seq
         span.add_event(name, attrs, timestamp=timestamp)
     return events[0][semconv.SNAPSHOT_SHA256]
 
 
+def _scrubbed_fields(rt: Runtime, fields: dict[str, Any], scope: str) -> tuple[dict[str, Any], int]:
+    """The fields of a composed payload that were not encoded through :func:`_encode` (names, identity,
+    statuses, error and usage objects) redacted: strings inline (they stay strings), containers as trees.
+    Returns ``fields`` itself when nothing changed."""
+    strings: list[str] = []
+    containers = False
+    for value in fields.values():
+        kind = type(value)
+        if kind is str:
+            if not rt.redactor.is_digest(value):
+                strings.append(value)
+        elif not (kind is RawJSON or value is None or kind is int or kind is float or kind is bool):
+            containers = True
+    if not containers and not rt.redactor.suspects("\n".join(strings)):
+        return fields, 0  # strings, scalars and encoded values only, nothing suspicious: one pre-check
+    out: dict[str, Any] | None = None
+    total = 0
+    for key, value in fields.items():
+        kind = type(value)
+        if kind is RawJSON or value is None or kind is int or kind is float or kind is bool:
+            continue
+        if kind is str:
+            new, n = rt.redactor.scrub_text(value, f"{scope}.{key}")
+        else:
+            new, n = rt.redactor.redact(value, f"{scope}.{key}")
+        if n:
+            if out is None:
+                out = dict(fields)
+            out[key] = new
+            total += n
+    return (out if out is not None else fields), total
+
+
 def _scrub(rt: Runtime, text: str, scope: str) -> str:
     return rt.redactor.scrub_text(text, scope)[0]
+
+
+def _identity_of(rt: Runtime) -> dict[str, str]:
+    """The identity in force (tenant, role, session), redacted: it becomes span attributes and input fields."""
+    ident = _identity.get()
+    if not ident:
+        return {}
+    return {k: _scrub(rt, v, f"identity.{k}") for k, v in ident.items()}
 
 
 def _record_exception(rt: Runtime, span: trace.Span, exc: BaseException, scope: str) -> dict[str, str]:
@@ -348,12 +393,12 @@ def _start_run(meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any]) 
         if step is None:
             return None
         with _guard("nested agent input"):
-            fields, n = _input_fields(step.run.rt, meta, args, kwargs, dict(_identity.get()))
+            fields, n = _input_fields(step.run.rt, meta, args, kwargs, _identity_of(step.run.rt))
             _emit_snapshot(step.run, step.span, SnapshotKind.INPUT, fields, n)
         return ("step", step, _current_step.set(step), otel_context.attach(trace.set_span_in_context(step.span)))
 
     rt = runtime()
-    ident = dict(_identity.get())
+    ident = _identity_of(rt)
     ambient = trace.get_current_span().get_span_context()
     links = [Link(ambient)] if ambient.is_valid else []
     session = _replay_session.get()
@@ -841,7 +886,7 @@ def _tool_begin(meta: _ToolMeta, named: dict[str, Any], instrumentation: str | N
                                   "(a thread that did not inherit the replay's context): refused, not executed")
         return None
     _, arguments, n = _encode(run.rt, named, "tool.args")
-    args_hash = sha256_hex(arguments)
+    args_hash = run.rt.redactor.content_hash(arguments)
     approval = None
     if run.pending_approvals:  # read without the lock first: most runs record no approvals
         with run.lock:
@@ -874,7 +919,7 @@ def _tool_end(call: _Call, *, result: Any = None, exc: BaseException | None = No
         result_text, n, result_hash = "null", 0, None
         if exc is None:
             result_tree, result_text, n = _encode(rt, result, "tool.result", ordered=True)
-            result_hash = sha256_hex(canonical_json(result_tree))
+            result_hash = rt.redactor.content_hash(canonical_json(result_tree))
         approval = state["approval"] or _approval_of(step)
         if result_hash is not None:
             step.span.set_attribute(semconv.TOOL_RESULT_HASH, result_hash)
@@ -988,8 +1033,9 @@ def _retrieval_begin(retriever_name: str, named: dict[str, Any], instrumentation
              "rewritten_query": RawJSON(canonical_json(_get(arguments, "rewritten_query"))),
              "filters": RawJSON(canonical_json(_get(arguments, "filters", "filter", "where"))),
              "top_k": RawJSON(canonical_json(_get(arguments, "top_k", "k", "limit")))}
-    args_hash = sha256_hex(text)
-    _set_attrs(step.span, {semconv.RETRIEVAL_QUERY_HASH: sha256_hex(query_text),
+    content_hash = step.run.rt.redactor.content_hash
+    args_hash = content_hash(text)
+    _set_attrs(step.span, {semconv.RETRIEVAL_QUERY_HASH: content_hash(query_text),
                            semconv.RETRIEVAL_ARGS_HASH: args_hash})
     return _begin_call(step, state, args_hash)
 
@@ -1009,7 +1055,7 @@ def _retrieval_end(call: _Call, *, result: Any = None, exc: BaseException | None
                 results.append(_document(rt, doc, i))
             _set_attrs(step.span, {
                 semconv.RETRIEVAL_RESULT_COUNT: len(results),
-                semconv.RETRIEVAL_RESULTS_HASH: sha256_hex(canonical_json(returned_tree)),
+                semconv.RETRIEVAL_RESULTS_HASH: rt.redactor.content_hash(canonical_json(returned_tree)),
             })
         _emit_snapshot(step.run, step.span, SnapshotKind.RETRIEVAL, {
             "retriever": retriever_name, "query": state["query"], "rewritten_query": state["rewritten_query"],
@@ -1037,8 +1083,7 @@ def _document(rt: Runtime, doc: Any, position: int) -> dict[str, Any]:
     fields, _, _ = _encode(rt, {"id": doc_id, "score": _get(doc, "score"), "rerank_score": _get(doc, "rerank_score"),
                              "citation": citation}, f"retrieval.results.{position}")
     fields = dict(fields) if isinstance(fields, dict) else {"value": fields}
-    fields["content_hash"] = (hashlib.sha256(_safe_str(content).encode("utf-8", "replace")).hexdigest()
-                              if content is not None else None)
+    fields["content_hash"] = rt.redactor.content_hash(_safe_str(content)) if content is not None else None
     return json.loads(canonical_json(fields))  # detached from the agent's documents
 
 
@@ -1079,7 +1124,7 @@ def _model_begin(step_name: str, provider: str | None, model_name: str | None,
     if step is None:
         return None
     _, request, n = _encode(step.run.rt, named, "model.request")
-    request_hash = sha256_hex(request)
+    request_hash = step.run.rt.redactor.content_hash(request)
     config = step.run.config or {}
     prompt_version = config.get("prompt_version")
     _set_attrs(step.span, {
@@ -1101,7 +1146,7 @@ def _model_end(call: _Call, *, result: Any = None, exc: BaseException | None = N
         response, n, response_hash = "null", 0, None
         if exc is None:
             response_tree, response, n = _encode(rt, result, "model.response", ordered=True)
-            response_hash = sha256_hex(canonical_json(response_tree))
+            response_hash = rt.redactor.content_hash(canonical_json(response_tree))
         usage = _usage(result) if exc is None else {}
         response_model = _get(result, "model") if exc is None else None
         finish = _finish_reasons(result) if exc is None else None
@@ -1260,11 +1305,15 @@ def record_safety(result: Any) -> None:
 
 
 def attach_file(path_or_bytes: str | os.PathLike[str] | bytes, *, name: str | None = None,
-                media_type: str | None = None) -> None:
-    """Add a file the run was given as input to the run's input snapshot: name, media type, size and sha256,
-    and the content itself (text redacted) when under ``OTEL_REPLAY_ATTACHMENT_MAX_BYTES``.
+                media_type: str | None = None, store_binary: bool = False) -> None:
+    """Add a file the run was given as input to the run's input snapshot: name, media type, size and keyed
+    hash (``sha256``: the redactor's HMAC of the bytes), and the content itself when it is at most
+    ``OTEL_REPLAY_ATTACHMENT_MAX_BYTES``.
 
-    Outside a run this does nothing. Never raises.
+    Content that decodes as text (UTF-8, or UTF-16 with a byte-order mark) is kept as ``content_text``,
+    redacted like any other text. Binary content is not kept unless ``store_binary=True``; then it is kept as
+    ``content_base64`` only when no secret shows in its readable runs (a binary file holding a secret is
+    reduced to hash, size and media type). Outside a run this does nothing. Never raises.
     """
     with _guard("attachment"):
         run = _current_run.get()
@@ -1279,22 +1328,48 @@ def attach_file(path_or_bytes: str | os.PathLike[str] | bytes, *, name: str | No
             name = name or path.name
         if media_type is None and name:
             media_type = mimetypes.guess_type(name)[0]
-        cap = run.rt.limits.attachment_max_bytes
-        ref: dict[str, Any] = {"name": _scrub(run.rt, name, "input.files.name") if name else None,
-                               "media_type": media_type, "size": len(data),
-                               "sha256": hashlib.sha256(data).hexdigest(), "content_text": None,
+        rt = run.rt
+        cap = rt.limits.attachment_max_bytes
+        ref: dict[str, Any] = {"name": _scrub(rt, name, "input.files.name") if name else None,
+                               "media_type": _scrub(rt, str(media_type), "input.files.media_type")
+                               if media_type else None,
+                               "size": len(data), "sha256": rt.redactor.content_hash(data), "content_text": None,
                                "content_base64": None}
         if len(data) <= cap:
-            try:
-                text = None if b"\x00" in data else data.decode("utf-8")
-            except UnicodeDecodeError:
-                text = None
-            if text is None:
+            text = _attachment_text(data)
+            if text is not None:
+                ref["content_text"] = _scrub(rt, text, "input.files.content")
+            elif store_binary and not _binary_holds_secret(rt, data):
                 ref["content_base64"] = base64.b64encode(data).decode("ascii")
-            else:
-                ref["content_text"] = _scrub(run.rt, text, "input.files.content")
         with run.lock:
             run.files.append(ref)
+
+
+_READABLE_RUN: Final = re.compile(rb"[\x09\x0a\x0d\x20-\x7e]{6,}")
+
+
+def _attachment_text(data: bytes) -> str | None:
+    """The text of an attachment that is text (UTF-8 without NUL, or UTF-16 with a byte-order mark), else None."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError:
+            return None
+    if b"\x00" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _binary_holds_secret(rt: Runtime, data: bytes) -> bool:
+    """Whether the readable runs of binary ``data`` (ASCII, and UTF-16LE text as Office files store it) show a
+    secret to the redactor."""
+    runs = [m.group(0).decode("ascii") for m in _READABLE_RUN.finditer(data)]
+    runs += [m.group(0).decode("ascii") for m in _READABLE_RUN.finditer(data[::2])]
+    runs += [m.group(0).decode("ascii") for m in _READABLE_RUN.finditer(data[1::2])]
+    return any(rt.redactor.scrub_text(r, "input.files.content")[1] for r in runs)
 
 
 @contextlib.contextmanager

@@ -12,14 +12,21 @@ Two detectors work together:
   replaced whole, whatever its type (see :meth:`Redactor.is_secret_key`);
 * **by value shape** -- strings are scanned for provider API keys, cloud and VCS tokens, JWTs, bearer
   credentials, PEM private keys, credentials in URLs, ``password=...`` assignments and card numbers that pass
-  the Luhn check (see :data:`DEFAULT_PATTERNS`).
+  the Luhn check (see :data:`DEFAULT_PATTERNS`), in clear and inside percent-encoded and base64 runs
+  (decoded once, within a bounded budget).
+
+It also owns the keyed content hash (:meth:`Redactor.content_hash`, HMAC-SHA256 with the installation key)
+that every recorded hash of content uses, so a hash never confirms a guessed secret without the key.
+
+Process-wide state: importing this module puts a :class:`ScrubbingLogFilter` on otel-replay's loggers
+(:data:`LOGGER_NAMES`), so what the library logs is scrubbed like what it records.
 
 What it must never do:
 
 * never leak: if anything goes wrong inside the redactor, the value is masked whole rather than passed on;
 * never raise into the recording path (:meth:`Redactor.redact` and :meth:`Redactor.scrub_text` catch
   everything); only setup -- a bad :class:`RedactionConfig` or an unusable key file -- raises ``ValueError``;
-* never mutate its input, never store a secret (only an HMAC prefix), never restore one: a replay takes
+* never mutate its input, never store a secret (only an HMAC), never restore one: a replay takes
   secrets from its own environment, not from a snapshot;
 * never be switched off wholesale: there is deliberately no null redactor. Rules can be turned off one by
   one through :class:`RedactionConfig`.
@@ -31,6 +38,7 @@ Only the standard library is used.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -39,7 +47,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -52,11 +60,16 @@ __all__ = [
     "DEFAULT_PATTERNS",
     "DEFAULT_SAFE_KEYS",
     "DEFAULT_SECRET_KEY_WORDS",
+    "CONTENT_HASH_PREFIX",
     "FINGERPRINT_PREFIX",
     "KEY_FILE_NAME",
+    "LOGGER_NAMES",
     "REDACTED_KEY",
     "RedactionConfig",
     "Redactor",
+    "ScrubbingLogFilter",
+    "install_log_scrubbing",
+    "scrub_message",
 ]
 
 _log = logging.getLogger("otel_replay")
@@ -66,6 +79,12 @@ REDACTED_KEY: Final = "$redacted"
 
 FINGERPRINT_PREFIX: Final = "hmac-sha256:"
 """Prefix of every fingerprint; 16 lowercase hex characters of HMAC-SHA256 follow it."""
+
+CONTENT_HASH_PREFIX: Final = "hmac-sha256:"
+"""Prefix of every content hash (:meth:`Redactor.content_hash`); all 64 hex characters of the HMAC follow it."""
+
+_CONTENT_HASH: Final = re.compile(r"hmac-sha256:[0-9a-f]{64}")
+_DIGEST: Final = re.compile(r"(?:hmac-sha256:)?[0-9a-f]{64}")
 
 KEY_FILE_NAME: Final = "redaction.key"
 """Name of the per-installation HMAC key file inside the otel-replay home (mode 0600)."""
@@ -260,6 +279,103 @@ _AUTH_SCHEMES: Final = frozenset({"bearer", "basic", "token", "digest", "negotia
 _WORD: Final = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _ANCHORS: Final = ("^", "\\A")
 _END_ANCHORS: Final = ("$", "\\Z", "\\z")
+
+
+# ------------------------------------------------------------------------------------- encoded secrets
+
+_MIN_ENCODED: Final = 6
+"""Shortest text that can hold an encoded secret worth decoding."""
+_MAX_ENCODED_RUNS: Final = 32
+"""At most this many encoded runs of one text are decoded (bounded work on hostile input)."""
+_MAX_ENCODED_CHARS: Final = 256 * 1024
+"""At most this many characters of one text are decoded; runs beyond it are left as they are."""
+_MIN_BASE64: Final = 16
+_PERCENT: Final = re.compile(r"%[0-9A-Fa-f]{2}")
+_RUN_BREAK: Final = re.compile(r"[\s\"'<>\\]")
+_BASE64_RUN: Final = re.compile(r"[A-Za-z0-9+/_\-]{16,}={0,2}")
+_BASE64_TABLE: Final = bytes(97 if chr(i).isascii() and (chr(i).isalnum() or chr(i) in "+/") else 46
+                             for i in range(256))
+_BASE64_GATE: Final = b"a" * _MIN_BASE64  # 16 base64 characters in a row (after translating with the table)
+_URLSAFE: Final = str.maketrans("-_", "+/")
+
+
+def _mixed_case(run: str) -> bool:
+    """Base64 of text has upper- and lower-case letters; identifiers, hex digests and words mostly do not."""
+    return run.lower() != run and run.upper() != run and not run.isalpha()
+
+
+def _encoded_candidate(text: str) -> bool:
+    """Cheap test: whether ``text`` holds a percent escape or a base64-looking run (mixed case, 16+ chars)."""
+    if "%" in text and _PERCENT.search(text):
+        return True
+    if _BASE64_GATE not in text.encode("utf-8", "surrogatepass").translate(_BASE64_TABLE):
+        return False
+    for m in _BASE64_RUN.finditer(text):
+        if _mixed_case(m.group(0)):
+            return True
+    return False
+
+
+def _encoded_runs(text: str) -> Iterator[tuple[int, int, str]]:
+    """``(start, end, kind)`` of each percent-encoded run (the non-blank text around ``%XX`` escapes) and each
+    base64-looking run of ``text``, in order of kind then position."""
+    if "%" in text:
+        end = 0
+        for m in _PERCENT.finditer(text):
+            if m.start() < end:
+                continue
+            start = m.start()
+            while start > 0 and start > m.start() - 4096 and not _RUN_BREAK.match(text, start - 1):
+                start -= 1
+            brk = _RUN_BREAK.search(text, m.end())
+            end = brk.start() if brk is not None else len(text)
+            yield start, end, "percent"
+    if _BASE64_GATE not in text.encode("utf-8", "surrogatepass").translate(_BASE64_TABLE):
+        return
+    for m in _BASE64_RUN.finditer(text):
+        if _mixed_case(m.group(0)):
+            yield m.start(), m.end(), "base64"
+
+
+def _percent_decode(run: str) -> tuple[str, list[int] | None] | None:
+    """``run`` with its ``%XX`` escapes decoded (UTF-8), and for ASCII results the offset in ``run`` of each
+    decoded character (None when characters and bytes do not line up). None when nothing decodes."""
+    data = bytearray()
+    offsets: list[int] = []
+    i = 0
+    n = len(run)
+    while i < n:
+        ch = run[i]
+        if ch == "%" and _PERCENT.match(run, i):
+            data.append(int(run[i + 1:i + 3], 16))
+            offsets.append(i)
+            i += 3
+            continue
+        encoded = ch.encode("utf-8", "surrogatepass")
+        data += encoded
+        offsets.extend([i] * len(encoded))
+        i += 1
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("latin-1")
+    if text == run:
+        return None
+    return text, (offsets if len(text) == len(offsets) else None)
+
+
+def _base64_text(run: str) -> str | None:
+    """The text a base64 (or base64url) run decodes to, when it is printable UTF-8 text; else None."""
+    core = run.rstrip("=").translate(_URLSAFE)
+    if len(core) < _MIN_BASE64 or len(core) % 4 == 1:
+        return None
+    try:
+        data = base64.b64decode(core + "=" * (-len(core) % 4), validate=True)
+        text = data.decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    visible = text.replace("\n", "").replace("\r", "").replace("\t", "")
+    return text if visible and visible.isprintable() else None
 
 
 def _words(key: str) -> tuple[str, ...]:
@@ -525,6 +641,10 @@ class Redactor:
         elif not isinstance(config, RedactionConfig):
             raise ValueError(f"config must be a RedactionConfig, got {type(config).__name__}")
         self._key = bytes(key)
+        block = (hashlib.sha256(self._key).digest() if len(self._key) > 64 else self._key).ljust(64, b"\0")
+        # HMAC's inner and outer states, keyed once: a content hash copies them instead of keying again.
+        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in block))
+        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in block))
         self.config: RedactionConfig = config
         """The rules in force (read-only)."""
 
@@ -665,6 +785,35 @@ class Redactor:
         HMAC-SHA256(key, ``label``). Distinct labels give independent keys; the installation key never leaves."""
         return hmac.new(self._key, label.encode("utf-8"), hashlib.sha256).digest()
 
+    def content_hash(self, content: str | bytes) -> str:
+        """``"hmac-sha256:"`` + the 64 hex characters of HMAC-SHA256(installation key, content).
+
+        The hash of every recorded content that could confirm a guess (tool arguments and results, model
+        requests and responses, retrieval queries, documents and results, attachments, the full text of a
+        truncated payload): without the key, hashing guesses (a PIN, a dictionary word) finds nothing. Strings
+        are hashed as UTF-8. Costs about one sha256 of ``content`` (the keyed states are computed once).
+        """
+        if isinstance(content, (bytes, bytearray, memoryview)):
+            data = bytes(content)
+        else:
+            data = str(content).encode("utf-8", "surrogatepass")
+        inner = self._inner.copy()
+        inner.update(data)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return CONTENT_HASH_PREFIX + outer.hexdigest()
+
+    @staticmethod
+    def is_content_hash(value: Any) -> bool:
+        """True for a value in the form :meth:`content_hash` returns (whatever the key)."""
+        return isinstance(value, str) and _CONTENT_HASH.fullmatch(value) is not None
+
+    @staticmethod
+    def is_digest(value: str) -> bool:
+        """True for a content hash or a plain hex sha256: library-made text that holds no secret shape, left
+        out of the pre-checks (its digit runs would look like card numbers to the cheap test)."""
+        return (len(value) == 64 or len(value) == 76) and _DIGEST.fullmatch(value) is not None
+
     def marker(self, secret: Any, scope: str) -> dict[str, str]:
         """The object that replaces a secret: ``{"$redacted": <fingerprint>, "scope": <scope>}``.
 
@@ -690,6 +839,10 @@ class Redactor:
             return True
 
     def _suspect_text(self, text: str) -> bool:
+        return self._suspect_plain(text) or (len(text) >= _MIN_ENCODED and _encoded_candidate(text))
+
+    def _suspect_plain(self, text: str) -> bool:
+        """The substring pre-check of the shape and key-word rules (encoded runs not considered)."""
         lower = text.lower()
         long = len(text) >= _LONG_TEXT
         if _hinted(lower, self._gated_key_hints, long) and self._key_hint_beyond_safe_keys(lower):
@@ -738,10 +891,21 @@ class Redactor:
 
         Spans that fall inside an existing ``[REDACTED:...]`` token are dropped, so scrubbing is idempotent.
         """
-        if len(text) < self._min_len or not self._suspect_text(text):
+        if len(text) < self._min_len:
             return []
+        plain = self._suspect_plain(text)
+        encoded = len(text) >= _MIN_ENCODED and _encoded_candidate(text)
+        if not plain and not encoded:
+            return []
+        found = self._found(text) if plain else []
+        if encoded:
+            found.extend(self._encoded_found(text))
+        return self._merged(text, found)
+
+    def _found(self, text: str) -> list[tuple[int, int, int, int, str, str | None]]:
+        """Every match of every shape rule in ``text`` (not merged)."""
         lower: str | None = None
-        found: list[tuple[int, int, int, int, str]] = []
+        found: list[tuple[int, int, int, int, str, str | None]] = []
         for rule in self._rules:
             if lower is None and (rule.lower or rule.name == "secret_assignment"):
                 lower = text.lower()
@@ -754,7 +918,49 @@ class Redactor:
                 start, end = span
                 if self._is_allowed(text[start:end]) or self._is_allowed(m.group(0)):
                     continue
-                found.append((start, end, m.start(), m.end(), rule.name))
+                found.append((start, end, m.start(), m.end(), rule.name, None))
+        return found
+
+    def _encoded_found(self, text: str) -> list[tuple[int, int, int, int, str, str | None]]:
+        """Secrets inside percent-encoded and base64 runs of ``text``: each run is decoded once (no recursion),
+        within :data:`_MAX_ENCODED_RUNS` runs and :data:`_MAX_ENCODED_CHARS` characters per text, and scanned
+        with the shape rules. A percent-encoded secret is replaced where it stands (the encoded characters);
+        a base64 run holding a secret is replaced whole. The fingerprint is that of the decoded secret, so an
+        encoded secret and the same secret in clear compare equal."""
+        found: list[tuple[int, int, int, int, str, str | None]] = []
+        budget = _MAX_ENCODED_CHARS
+        runs = 0
+        for start, end, kind in _encoded_runs(text):
+            runs += 1
+            if runs > _MAX_ENCODED_RUNS:
+                break
+            if end - start > budget:
+                continue
+            budget -= end - start
+            run = text[start:end]
+            if kind == "percent":
+                decoded = _percent_decode(run)
+                if decoded is None:
+                    continue
+                plain, offsets = decoded
+                for s0, e0, _, _, rule, _ in self._found(plain) if self._suspect_plain(plain) else ():
+                    if offsets is None:
+                        s1, e1 = start, end
+                    else:
+                        s1, e1 = start + offsets[s0], start + (offsets[e0] if e0 < len(offsets) else len(run))
+                    found.append((s1, e1, s1, e1, f"{rule}.percent", plain[s0:e0]))
+            else:
+                plain = _base64_text(run)
+                if plain is None or not self._suspect_plain(plain):
+                    continue
+                inner = self._found(plain)
+                if inner:
+                    secret = plain[inner[0][0]:inner[0][1]] if len(inner) == 1 else plain
+                    found.append((start, end, start, end, f"{inner[0][4]}.base64", secret))
+        return found
+
+    def _merged(self, text: str, found: list[tuple[int, int, int, int, str, str | None]]) -> list[_Hit]:
+        """Matches sorted and merged into hits (overlaps joined; matches inside existing tokens dropped)."""
         if not found:
             return []
         found.sort(key=lambda f: (f[0], -f[1]))
@@ -762,15 +968,17 @@ class Redactor:
         if "[REDACTED:" in text:
             tokens = [m.span() for m in _REDACTED_TOKEN.finditer(text)]
         hits: list[_Hit] = []
-        for start, end, mstart, mend, name in found:
+        for start, end, mstart, mend, name, decoded in found:
             if any(t0 <= start and end <= t1 for t0, t1 in tokens):
                 continue
             if hits and start < hits[-1].end:
                 last = hits[-1]
-                hits[-1] = _Hit(last.start, max(end, last.end), min(mstart, last.mstart), max(mend, last.mend),
-                                last.rule, text[last.start:max(end, last.end)])
+                if end <= last.end:  # wholly inside the previous hit
+                    continue
+                hits[-1] = _Hit(last.start, end, min(mstart, last.mstart), max(mend, last.mend),
+                                last.rule, text[last.start:end])
                 continue
-            hits.append(_Hit(start, end, mstart, mend, name, text[start:end]))
+            hits.append(_Hit(start, end, mstart, mend, name, decoded if decoded is not None else text[start:end]))
         return hits
 
     def _secret_span(self, rule: _Rule, m: re.Match[str]) -> tuple[int, int] | None:
@@ -804,6 +1012,104 @@ class Redactor:
         except Exception:  # noqa: BLE001 - never leak, never raise
             _log.warning("redaction failed at %s; masked the whole text", scope, exc_info=True)
             return "[REDACTED:error]", 1
+
+    def scrub_pieces(self, pieces: list[str], scope: str) -> tuple[list[str], int]:
+        """Pieces of one text (the deltas of a stream) redacted as the text they make up together.
+
+        The joined text is scanned once and the pieces returned are cut from its scrubbed form, so joining
+        them gives exactly ``scrub_text("".join(pieces))``: a secret split over several pieces (``"sk-pro"``,
+        ``"j-abc…"``) is replaced whole, its token standing in the piece where the secret began, and the
+        pieces it spanned lose their part of it. Returns the pieces and the number of replacements; the input
+        list is not changed. Never raises (on failure every piece is masked).
+        """
+        try:
+            joined = "".join(pieces)
+            hits = self._hits(joined)
+            if not hits:
+                return list(pieces), 0
+            out: list[str] = []
+            pos = 0
+            i = 0
+            for piece in pieces:
+                end = pos + len(piece)
+                parts: list[str] = []
+                cursor = pos
+                while cursor < end:
+                    while i < len(hits) and hits[i].end <= cursor:
+                        i += 1
+                    if i < len(hits) and hits[i].start <= cursor:  # inside a secret: its token, once
+                        if hits[i].start == cursor:
+                            parts.append(f"[REDACTED:{hits[i].rule}:{self._hit_fingerprint(hits[i])}]")
+                        cursor = min(hits[i].end, end)
+                    else:
+                        stop = min(hits[i].start, end) if i < len(hits) else end
+                        parts.append(joined[cursor:stop])
+                        cursor = stop
+                out.append("".join(parts))
+                pos = end
+            return out, len(hits)
+        except Exception:  # noqa: BLE001 - never leak, never raise
+            _log.warning("redaction failed at %s; masked the whole stream", scope, exc_info=True)
+            return ["[REDACTED:error]"] + [""] * (len(pieces) - 1) if pieces else [], 1
+
+    def scrub_attributes(self, attributes: Mapping[str, Any], scope: str, *,
+                         known_keys: frozenset[str] | set[str] = frozenset(),
+                         skip_keys: frozenset[str] | set[str] = frozenset()) -> tuple[dict[str, Any] | None, int]:
+        """OpenTelemetry attributes with every secret replaced: values under a secret key name (unless the key
+        is in ``known_keys``) become ``[REDACTED:secret_key:<fingerprint>]``, strings (and strings in
+        sequences) are scrubbed inline. Keys in ``skip_keys`` are passed on unchanged.
+
+        Returns ``(None, 0)`` when nothing had to change (the common case, decided by the cheap pre-check),
+        else the new attributes and the number of replacements. Never raises (a failure masks every string).
+        """
+        try:
+            strings: list[str] = []
+            secret_keys = False
+            for key, value in attributes.items():
+                if key in skip_keys:
+                    continue
+                if key not in known_keys and self.is_secret_key(key):
+                    secret_keys = True
+                    break
+                if type(value) is str:
+                    if not self.is_digest(value):
+                        strings.append(value)
+                elif isinstance(value, (tuple, list)):
+                    strings.extend(v for v in value if type(v) is str)
+            if not secret_keys and not self._suspect_text("\n".join(strings)):
+                return None, 0
+            out: dict[str, Any] = {}
+            count = 0
+            for key, value in attributes.items():
+                if key in skip_keys:
+                    out[key] = value
+                    continue
+                where = f"{scope}.{key}"
+                if key not in known_keys and self.is_secret_key(key) and value not in ("", None) and \
+                        not isinstance(value, bool):
+                    if isinstance(value, (tuple, list)):
+                        out[key] = tuple(f"[REDACTED:secret_key:{self.fingerprint(str(v))}]" for v in value)
+                        count += len(value)
+                    else:
+                        out[key] = f"[REDACTED:secret_key:{self.fingerprint(str(value))}]"
+                        count += 1
+                elif isinstance(value, str):
+                    out[key], n = self.scrub_text(value, where)
+                    count += n
+                elif isinstance(value, (tuple, list)) and any(isinstance(v, str) for v in value):
+                    items = []
+                    for v in value:
+                        if isinstance(v, str):
+                            v, n = self.scrub_text(v, where)
+                            count += n
+                        items.append(v)
+                    out[key] = tuple(items)
+                else:
+                    out[key] = value
+            return (out, count) if count else (None, 0)
+        except Exception:  # noqa: BLE001 - never leak, never raise
+            _log.warning("redaction failed at %s; masked every string attribute", scope, exc_info=True)
+            return {k: ("[REDACTED:error]" if isinstance(v, str) else v) for k, v in attributes.items()}, 1
 
     def _replace(self, text: str, hits: list[_Hit]) -> str:
         parts: list[str] = []
@@ -1102,3 +1408,82 @@ def _default_assignment_source() -> str:
 
 
 _PATTERN_SOURCES["secret_assignment"] = _default_assignment_source()
+
+
+# -------------------------------------------------------------------------------------------------- logs
+
+LOGGER_NAMES: Final[tuple[str, ...]] = (
+    "otel_replay", "otel_replay.clickhouse", "otel_replay.spool", "otel_replay.ingest", "otel_replay.store",
+)
+"""The loggers otel-replay writes to; each carries a :class:`ScrubbingLogFilter` (records of a child logger do
+not pass through the filters of its parent, so every one needs its own)."""
+
+_fallback: list[Redactor] = []
+
+
+def _message_redactor() -> Redactor:
+    """The configured redactor, or (before :func:`otel_replay.configure`) one with a key of this process only,
+    so that scrubbing a message never creates a key file."""
+    try:
+        from .exporting.setup import current_runtime
+
+        current = current_runtime()
+        if current is not None:
+            return current.redactor
+    except Exception:  # noqa: BLE001 - an import cycle early at start-up: the fallback does the job
+        pass
+    if not _fallback:
+        _fallback.append(Redactor(key=secrets.token_bytes(_KEY_BYTES)))
+    return _fallback[0]
+
+
+def scrub_message(text: Any) -> str:
+    """A message for people (a log line, an error line, an exception text) with every secret shape replaced
+    inline, e.g. the password of ``http://user:pass@host:8123``. Never raises.
+
+    One difference from :meth:`Redactor.scrub_text`: a ``name: value`` assignment whose value is a short
+    lower-case word (``passwd-file: no such file``) is prose in a message, not a credential, and is kept."""
+    try:
+        return _scrubbed_message(_message_redactor(), str(text))[0]
+    except Exception:  # noqa: BLE001
+        return "[REDACTED:error]"
+
+
+def _scrubbed_message(redactor: Redactor, text: str) -> tuple[str, int]:
+    hits = [h for h in redactor._hits(text)
+            if not (h.rule == "secret_assignment" and len(h.secret) <= 3 and h.secret.isalpha()
+                    and h.secret.islower() and ":" in text[h.mstart:h.start])]
+    return (redactor._replace(text, hits), len(hits)) if hits else (text, 0)
+
+
+class ScrubbingLogFilter(logging.Filter):
+    """Scrubs every record of otel-replay's loggers before any handler formats it: the message (with its
+    arguments), the formatted exception and the stack. Never drops a record, never raises."""
+
+    def filter(self, record: logging.LogRecord) -> bool:  # noqa: A003 - logging's name
+        try:
+            redactor = _message_redactor()
+            clean, n = _scrubbed_message(redactor, record.getMessage())
+            if n:
+                record.msg, record.args = clean, ()
+            if record.exc_info and not record.exc_text:
+                record.exc_text = _scrubbed_message(redactor,
+                                                    logging.Formatter().formatException(record.exc_info))[0]
+            if record.stack_info:
+                record.stack_info = _scrubbed_message(redactor, record.stack_info)[0]
+        except Exception:  # noqa: BLE001 - a log record is never lost to its scrubbing
+            record.msg, record.args, record.exc_info, record.exc_text = "[REDACTED:error]", (), None, None
+        return True
+
+
+def install_log_scrubbing() -> None:
+    """Put one :class:`ScrubbingLogFilter` on each of :data:`LOGGER_NAMES` (idempotent).
+
+    Called when this module is imported: the loggers are process-wide, and so is this filter."""
+    for name in LOGGER_NAMES:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, ScrubbingLogFilter) for f in logger.filters):
+            logger.addFilter(ScrubbingLogFilter())
+
+
+install_log_scrubbing()

@@ -41,6 +41,7 @@ from .errors import OtelReplayError
 from .records import stored_int
 from .replay.diff import RunDiff
 from .replay.engine import ReplayResult
+from .replay.hashing import steps_agree
 from .replay.session import Divergence
 from .runs import Run, Snapshot, Step, find_root
 from .snapshots import REDACTED_TAG, TRUNCATED_TAG
@@ -640,8 +641,7 @@ def _align(a: Run, b: Run) -> list[_Row]:
         xs, ys = list(a.steps[i1:i2]), list(b.steps[j1:j2])
         if op == "equal":
             for x, y in zip(xs, ys):
-                differs = x.status != y.status or any(
-                    x.attributes.get(k) != y.attributes.get(k) for k in _HASH_KEYS)
+                differs = x.status != y.status or any(not steps_agree(x, y, k) for k in _HASH_KEYS)
                 rows.append(_Row(x, y, "changed" if differs else "same"))
         elif op == "replace":
             for i in range(max(len(xs), len(ys))):

@@ -217,10 +217,10 @@ TOOL_FUNCTION: Final = "otel_replay.tool.function"
 """string. ``module:qualname`` of the tool function, so one tool call can be replayed on its own."""
 
 TOOL_ARGS_HASH: Final = "otel_replay.tool.args_hash"
-"""string. sha256 of the canonical (redacted) tool arguments."""
+"""string. Keyed hash (``hmac-sha256:…``) of the canonical (redacted) tool arguments."""
 
 TOOL_RESULT_HASH: Final = "otel_replay.tool.result_hash"
-"""string. sha256 of the canonical (redacted) tool result."""
+"""string. Keyed hash (``hmac-sha256:…``) of the canonical (redacted) tool result."""
 
 TOOL_SCHEMA_VERSION: Final = "otel_replay.tool.schema_version"
 """string. Version of the tool's argument schema as declared with ``@tool(schema_version=...)``."""
@@ -235,10 +235,11 @@ APPROVAL_APPROVER: Final = "otel_replay.approval.approver"
 """string. Who decided (on the approval event)."""
 
 MODEL_REQUEST_HASH: Final = "otel_replay.model.request_hash"
-"""string. sha256 of the canonical (redacted) model request; deterministic replay matches on it."""
+"""string. Keyed hash (``hmac-sha256:…``) of the canonical (redacted) model request; deterministic replay
+matches on it."""
 
 MODEL_RESPONSE_HASH: Final = "otel_replay.model.response_hash"
-"""string. sha256 of the canonical (redacted) model response."""
+"""string. Keyed hash (``hmac-sha256:…``) of the canonical (redacted) model response."""
 
 MODEL_PROMPT_VERSION: Final = "otel_replay.model.prompt_version"
 """string. Prompt version in force for the call (from the run config's ``prompt_version``)."""
@@ -247,16 +248,16 @@ MODEL_COST_USD: Final = "otel_replay.model.cost_usd"
 """double. Cost of the call in US dollars, when the response reports it."""
 
 RETRIEVAL_QUERY_HASH: Final = "otel_replay.retrieval.query_hash"
-"""string. sha256 of the canonical retrieval query."""
+"""string. Keyed hash (``hmac-sha256:…``) of the canonical retrieval query."""
 
 RETRIEVAL_ARGS_HASH: Final = "otel_replay.retrieval.args_hash"
-"""string. sha256 of the canonical (redacted) retriever arguments; replay matches on it."""
+"""string. Keyed hash (``hmac-sha256:…``) of the canonical (redacted) retriever arguments; replay matches on it."""
 
 RETRIEVAL_RESULT_COUNT: Final = "otel_replay.retrieval.result_count"
 """int. Number of documents the retriever returned."""
 
 RETRIEVAL_RESULTS_HASH: Final = "otel_replay.retrieval.results_hash"
-"""string. sha256 of the canonical (redacted) return value of the retriever."""
+"""string. Keyed hash (``hmac-sha256:…``) of the canonical (redacted) return value of the retriever."""
 
 # ---------------------------------------------------------------------------------------------- snapshots
 

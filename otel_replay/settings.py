@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import Final, TypeVar
 
+from .redaction import scrub_message
+
 N = TypeVar("N", int, float)
 
 OTEL_REPLAY_HOME: Final = "OTEL_REPLAY_HOME"
@@ -81,9 +83,9 @@ def env_number(name: str, default: N, *, minimum: float, unit: str) -> N:
         value = type(default)(raw.strip())
     except ValueError:
         kind = "whole number" if isinstance(default, int) else "number"
-        raise ValueError(f"{name} must be a {kind} of {unit}, got {raw!r}") from None
+        raise ValueError(scrub_message(f"{name} must be a {kind} of {unit}, got {raw!r}")) from None
     if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum:g} {unit}, got {raw!r}")
+        raise ValueError(scrub_message(f"{name} must be at least {minimum:g} {unit}, got {raw!r}"))
     return value
 
 

@@ -29,7 +29,7 @@ import json
 import math
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import PurePath
 from typing import Any, Final
 
@@ -414,8 +414,14 @@ def from_jsonable(tree: Any) -> Any:
 # --------------------------------------------------------------------------------------- event payloads
 
 
-def payload_events(payload: str, *, limits: SnapshotLimits, redactions: int = 0) -> list[dict[str, Any]]:
-    """Event attribute sets carrying one canonical payload: one set, or one per chunk, or a truncation marker."""
+def payload_events(payload: str, *, limits: SnapshotLimits, redactions: int = 0,
+                   content_hash: Callable[[bytes], str] | None = None) -> list[dict[str, Any]]:
+    """Event attribute sets carrying one canonical payload: one set, or one per chunk, or a truncation marker.
+
+    The stored text is hashed with plain sha256 (``otel_replay.snapshot.sha256``: an integrity check of bytes
+    that are stored anyway). A payload over the size cap is not stored, so its marker's ``original_sha256`` is
+    ``content_hash`` of it (the redactor's keyed hash), or absent when none is given: a plain hash of text
+    that is not stored would let anyone confirm a guess of it."""
     try:
         data = payload.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates (undecodable file names): keep them as JSON escapes
@@ -426,7 +432,8 @@ def payload_events(payload: str, *, limits: SnapshotLimits, redactions: int = 0)
     if redactions:
         common[semconv.SNAPSHOT_REDACTIONS] = redactions
     if size > limits.max_bytes:
-        marker = {TRUNCATED_TAG: True, "original_size": size, "original_sha256": hashlib.sha256(data).hexdigest(),
+        marker = {TRUNCATED_TAG: True, "original_size": size,
+                  "original_sha256": content_hash(data) if content_hash is not None else None,
                   "preview": payload[:min(_PREVIEW_CHARS, limits.chunk_chars // 2)]}
         payload = canonical_json(marker)
         data = payload.encode("utf-8")

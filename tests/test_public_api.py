@@ -37,7 +37,7 @@ def test_contract_signatures() -> None:
     assert params(orp.identity) == ["tenant", "role", "session"]
     assert params(orp.record_approval) == ["approval_id", "status", "approver", "tool"]
     assert params(orp.record_safety) == ["result"]
-    assert params(orp.attach_file) == ["path_or_bytes", "name", "media_type"]
+    assert params(orp.attach_file) == ["path_or_bytes", "name", "media_type", "store_binary"]
     assert params(orp.Store.open)[:1] == ["url"]
     assert params(orp.replay) == ["trace_id", "mode", "from_step", "approvals", "actor", "reason", "store",
                                   "entrypoint", "mocks", "allow_side_effects"]

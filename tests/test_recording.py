@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -160,7 +161,7 @@ def test_step_snapshots_hold_arguments_results_and_hashes(mem: InMemorySpanExpor
     assert r["query"] == "q" and r["top_k"] == 2 and r["filters"] == {"lang": "en"}
     assert [d["id"] for d in r["results"]] == ["d1", "d2"]
     assert r["results"][1]["rerank_score"] == 0.7 and r["results"][0]["citation"] == "kb://a"
-    assert len(r["results"][0]["content_hash"]) == 64
+    assert re.fullmatch(r"hmac-sha256:[0-9a-f]{64}", r["results"][0]["content_hash"])
     assert retrieval.attributes[semconv.RETRIEVAL_RESULT_COUNT] == 2
 
     (m,) = snapshots(model_step)["model"]
@@ -340,16 +341,19 @@ def test_attached_files_are_in_the_input_snapshot(mem: InMemorySpanExporter, tmp
     @orp.agent
     def with_files() -> None:
         orp.attach_file(small)
-        orp.attach_file(b"\x00\x01binary", name="blob.bin")
+        orp.attach_file(b"\x00\x01binary", name="blob.bin", store_binary=True)
         orp.attach_file(b"x" * 200_000, name="big.txt")
+        orp.attach_file(b"\x00\x02kept out", name="other.bin")
 
     with_files()
     (root,) = roots(finished(mem))
     files = snapshots(root)["input"][0]["files"]
-    assert [f["name"] for f in files] == ["note.txt", "blob.bin", "big.txt"]
+    assert [f["name"] for f in files] == ["note.txt", "blob.bin", "big.txt", "other.bin"]
     assert files[0]["content_text"] == "hello file" and files[0]["media_type"] == "text/plain"
     assert files[1]["content_base64"] == "AAFiaW5hcnk="
-    assert files[2]["size"] == 200_000 and files[2]["content_text"] is None and len(files[2]["sha256"]) == 64
+    assert files[2]["size"] == 200_000 and files[2]["content_text"] is None
+    assert re.fullmatch(r"hmac-sha256:[0-9a-f]{64}", files[2]["sha256"])
+    assert files[3]["size"] == 10 and files[3]["content_base64"] is None and files[3]["content_text"] is None
 
 
 class Weird:

@@ -4,7 +4,8 @@ One ``http.server`` in a thread on 127.0.0.1 serves ``/v1/chat/completions``, ``
 ``/v1/messages`` in the real JSON and SSE wire formats, and counts every request it receives, so a test can
 prove that a replay sent none. Answers are scripted and deterministic (fixed ids and timestamps):
 
-* a request that offers tools and has no tool result yet gets a tool call ``get_weather({"city": "Paris"})``;
+* a request that offers tools and has no tool result yet gets a tool call ``get_weather({"city": "Paris"})``
+  (other arguments with ``FakeLLMServer(tool_args=...)``);
 * a request whose conversation holds a tool result gets a final text that quotes it;
 * anything else gets ``echo: <last user text>``;
 * the model ``missing-model`` gets HTTP 404 with the API's error body.
@@ -42,7 +43,9 @@ def _split(text: str, parts: int = 3) -> list[str]:
 class FakeLLMServer:
     """A scripted OpenAI + Anthropic API on ``http://127.0.0.1:{port}``; ``requests`` lists what it received."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, tool_args: dict[str, Any] | None = None) -> None:
+        self.tool_args = dict(TOOL_ARGS if tool_args is None else tool_args)
+        """The arguments of the scripted tool call (streamed in pieces, like every text)."""
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self._lock = threading.Lock()
         server = self
@@ -141,7 +144,7 @@ class FakeLLMServer:
         base = {"id": "chatcmpl-fake-1", "created": CREATED, "model": body.get("model", "gpt-fake"),
                 "system_fingerprint": "fp_fake"}
         tool_call = {"id": "call_fake_1", "type": "function",
-                     "function": {"name": TOOL_NAME, "arguments": json.dumps(TOOL_ARGS)}}
+                     "function": {"name": TOOL_NAME, "arguments": json.dumps(self.tool_args)}}
         finish = "tool_calls" if call else "stop"
         if not body.get("stream"):
             message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
@@ -185,7 +188,7 @@ class FakeLLMServer:
                  "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}
         if call:
             item: dict[str, Any] = {"type": "function_call", "id": "fc_fake_1", "call_id": "call_fake_r1",
-                                    "name": TOOL_NAME, "arguments": json.dumps(TOOL_ARGS), "status": "completed"}
+                                    "name": TOOL_NAME, "arguments": json.dumps(self.tool_args), "status": "completed"}
             text = None
         else:
             text = f"The weather: {output_item}" if output_item is not None else f"echo: {user}"
@@ -249,7 +252,8 @@ class FakeLLMServer:
         usage = {"input_tokens": 17 + len(messages), "output_tokens": 8, "cache_read_input_tokens": 0,
                  "cache_creation_input_tokens": 0}
         if call:
-            block: dict[str, Any] = {"type": "tool_use", "id": "toolu_fake_1", "name": TOOL_NAME, "input": TOOL_ARGS}
+            block: dict[str, Any] = {"type": "tool_use", "id": "toolu_fake_1", "name": TOOL_NAME,
+                                     "input": dict(self.tool_args)}
             stop = "tool_use"
         else:
             text = f"The weather: {result}" if result is not None else f"echo: {user}"
@@ -265,7 +269,7 @@ class FakeLLMServer:
         if call:
             frames.append(("content_block_start", {"type": "content_block_start", "index": 0,
                                                    "content_block": {**block, "input": {}}}))
-            for piece in _split(json.dumps(TOOL_ARGS)):
+            for piece in _split(json.dumps(self.tool_args)):
                 frames.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
                                                        "delta": {"type": "input_json_delta", "partial_json": piece}}))
         else:

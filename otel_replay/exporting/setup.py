@@ -6,6 +6,10 @@ exporters keep working. Our processor delegates to a swappable inner ``BatchSpan
 (another home, another exporter) flushes the old one and swaps it, because the SDK cannot remove a
 processor once added.
 
+Every span that ends goes through one scrubbing step (:func:`.scrubbing.scrub_span` with the configured
+redactor) before the inner processor, the exporter or a tap sees it: otel-replay's own spans and those of
+other instrumentations alike.
+
 Nothing here raises into the host program after setup: exporters log and return FAILURE.
 """
 
@@ -31,6 +35,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from .. import settings
 from ..redaction import RedactionConfig, Redactor
 from ..snapshots import SnapshotLimits
+from .scrubbing import scrub_span
 
 _log = logging.getLogger("otel_replay")
 
@@ -59,11 +64,14 @@ class Runtime:
 
 
 class _SwappableProcessor(SpanProcessor):
-    """Our one processor on the provider; forwards to whichever inner processor is current."""
+    """Our one processor on the provider; scrubs each ended span once, then forwards it to whichever inner
+    processor is current and to the taps."""
 
     def __init__(self) -> None:
         self.inner: SpanProcessor | None = None
         self.taps: tuple[Callable[[ReadableSpan], None], ...] = ()
+        self.redactor: Redactor | None = None
+        self._resources: dict[int, Any] = {}
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         inner = self.inner
@@ -71,6 +79,13 @@ class _SwappableProcessor(SpanProcessor):
             inner.on_start(span, parent_context=parent_context)
 
     def on_end(self, span: ReadableSpan) -> None:
+        redactor = self.redactor
+        if redactor is not None:
+            try:
+                span = scrub_span(span, redactor, self._resources)
+            except Exception:  # noqa: BLE001 - a span that could not be scrubbed is not exported
+                _log.warning("otel-replay: could not scrub a span; it is not exported", exc_info=True)
+                return
         inner = self.inner
         if inner is not None:
             inner.on_end(span)
@@ -267,6 +282,7 @@ def configure(
             _watch = _DeliveryWatch(span_exporter, exporter_choice if isinstance(exporter_choice, str) else
                                     type(span_exporter).__name__, warn=exporter_choice not in ("spool", "clickhouse"))
         _processor.inner = _batch_processor(_watch) if _watch is not None else None
+        _processor.redactor = redactor
         if old is not None:
             old.shutdown()
         _runtime = Runtime(

@@ -16,7 +16,7 @@ import copy
 import functools
 import json
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any, Final
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
@@ -138,6 +138,15 @@ def assemble_message(events: list[Any]) -> dict[str, Any] | None:
     return message
 
 
+def delta_slots(event: Any) -> Iterator[tuple[Any, Any, str]]:
+    """Text deltas of a raw Messages stream event dict: the ``text``, ``partial_json`` (tool input) and
+    ``thinking`` pieces of each content block (see :attr:`otel_replay.instrumentation._sdk.SdkApi.delta_slots`)."""
+    if isinstance(event, Mapping) and event.get("type") == "content_block_delta" and \
+            isinstance(event.get("delta"), Mapping):
+        for key in ("text", "partial_json", "thinking"):
+            yield (event.get("index", 0), key), event["delta"], key
+
+
 def finish_reasons(response: Any) -> list[str] | None:
     """``stop_reason`` of a plain ``Message``."""
     reason = response.get("stop_reason") if isinstance(response, Mapping) else None
@@ -198,7 +207,7 @@ class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         module = importlib.import_module(_MODULE)
         api = SdkApi(provider=PROVIDER, step=MESSAGES_STEP, build_response=_message, build_chunk=_event,
                      assemble=assemble_message, finish_reasons=finish_reasons, context=messages_context,
-                     replay_stream=_replay_stream, replay_async_stream=_replay_async_stream,
+                     replay_stream=_replay_stream, replay_async_stream=_replay_async_stream, delta_slots=delta_slots,
                      capture_context=bool(kwargs.get("capture_context", True)), recorder_reads_finish_reasons=True)
         _sdk.wrap(module.Messages, "create", _sdk.create_wrapper(api, is_async=False))
         _sdk.wrap(module.AsyncMessages, "create", _sdk.create_wrapper(api, is_async=True))

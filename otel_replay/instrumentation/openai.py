@@ -12,7 +12,7 @@ the host program from its own code (see :mod:`otel_replay.instrumentation._sdk`)
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any, Final
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
@@ -156,6 +156,30 @@ def assemble_responses(events: list[Any]) -> dict[str, Any] | None:
     return dict(final) if final is not None else None
 
 
+def chat_delta_slots(chunk: Any) -> Iterator[tuple[Any, Any, str]]:
+    """Text deltas of a ``chat.completion.chunk`` dict: each choice's content and refusal, each tool call's
+    arguments (see :attr:`otel_replay.instrumentation._sdk.SdkApi.delta_slots`)."""
+    if not isinstance(chunk, Mapping):
+        return
+    for choice in chunk.get("choices") or ():
+        if not isinstance(choice, Mapping) or not isinstance(choice.get("delta"), Mapping):
+            continue
+        index, delta = choice.get("index", 0), choice["delta"]
+        for key in ("content", "refusal", "reasoning_content"):
+            yield ("choice", index, key), delta, key
+        for call in delta.get("tool_calls") or ():
+            if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
+                yield ("tool_call", index, call.get("index", 0)), call["function"], "arguments"
+
+
+def responses_delta_slots(event: Any) -> Iterator[tuple[Any, Any, str]]:
+    """Text deltas of a Responses stream event dict: every ``*.delta`` event (output text, refusal, function
+    call arguments, reasoning), one channel per event type and output / content / summary position."""
+    if isinstance(event, Mapping) and str(event.get("type", "")).endswith(".delta"):
+        yield (event.get("type"), event.get("output_index"), event.get("content_index"),
+               event.get("summary_index"), event.get("item_id")), event, "delta"
+
+
 def chat_finish_reasons(response: Any) -> list[str] | None:
     """``finish_reason`` of every choice of a plain chat completion."""
     if not isinstance(response, Mapping):
@@ -219,11 +243,12 @@ def _api(kind: str, capture_context: bool) -> SdkApi:
         return SdkApi(provider=PROVIDER, step=CHAT_STEP, build_response=_chat_response, build_chunk=_chat_chunk,
                       assemble=assemble_chat, finish_reasons=chat_finish_reasons, context=chat_context,
                       replay_stream=_replay_stream, replay_async_stream=_replay_async_stream,
-                      capture_context=capture_context, recorder_reads_finish_reasons=True)
+                      delta_slots=chat_delta_slots, capture_context=capture_context,
+                      recorder_reads_finish_reasons=True)
     return SdkApi(provider=PROVIDER, step=RESPONSES_STEP, build_response=_responses_response,
                   build_chunk=_responses_event, assemble=assemble_responses, finish_reasons=responses_finish_reasons,
                   context=responses_context, replay_stream=_replay_stream, replay_async_stream=_replay_async_stream,
-                  capture_context=capture_context)
+                  delta_slots=responses_delta_slots, capture_context=capture_context)
 
 
 class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]

@@ -34,6 +34,7 @@ from .. import semconv
 from ..records import stored_int as _int
 from ..runs import Run, Step
 from ..snapshots import REDACTED_TAG, TRUNCATED_TAG, canonical_json
+from .hashing import MISSING, same_content
 
 SECTIONS: Final = ("output", "state", "tools", "citations", "cost", "latency", "safety")
 """The sections of every :class:`RunDiff`, in display order."""
@@ -300,7 +301,7 @@ def _hashed_same(hash_a: str | None, hash_b: str | None, value_a: Any, value_b: 
         return True
     if value_a is None and value_b is None:
         return False
-    return _same(value_a, value_b)
+    return same_content(hash_a, hash_b, text_a=_key(value_a), text_b=_key(value_b))
 
 
 def _changed_keys(x: Any, y: Any) -> list[str]:
@@ -398,23 +399,40 @@ def _output_citations(run: Run) -> list[str]:
     return _unique(_citation_key(c) for c in items)
 
 
-def _documents(run: Run) -> dict[str, str | None]:
-    """Identity → content hash of every document the run's retrievals returned, in order."""
-    docs: dict[str, str | None] = {}
+def _documents(run: Run) -> dict[str, tuple[str | None, Any]]:
+    """Identity → (content hash, stored content text or MISSING) of every document the run's retrievals
+    returned, in order. The content is read from the retrieval's ``returned`` value at the document's position
+    (content hashes are keyed per installation: two runs recorded with different keys compare by content)."""
+    docs: dict[str, tuple[str | None, Any]] = {}
     for step in run.steps:
         if step.kind != _RETRIEVAL:
             continue
         snap = step.snapshots.get(_RETRIEVAL_SNAPSHOT)
         results = snap.get("results") if isinstance(snap, dict) else None
-        for doc in results if isinstance(results, list) else []:
+        returned = snap.get("returned") if isinstance(snap, dict) else None
+        for position, doc in enumerate(results if isinstance(results, list) else []):
             if not isinstance(doc, dict):
                 continue
             ident = next((doc[k] for k in ("id", "citation", "content_hash") if doc.get(k) is not None), None)
             if ident is None:
                 continue
             key = ident if isinstance(ident, str) else canonical_json(normalize(ident))
-            docs.setdefault(key, doc.get("content_hash"))
+            stored = _doc_content(returned[position]) if isinstance(returned, list) and position < len(returned) \
+                else MISSING
+            docs.setdefault(key, (doc.get("content_hash"), stored))
     return docs
+
+
+def _doc_content(doc: Any) -> Any:
+    """The content text of one returned document as stored (a dict, or a tagged dataclass / pydantic model)."""
+    if not isinstance(doc, dict):
+        return MISSING
+    fields = doc.get("fields") if isinstance(doc.get("fields"), dict) and "$type" in doc else doc
+    for name in ("content", "text", "page_content"):
+        value = fields.get(name)
+        if value is not None:
+            return value if isinstance(value, str) else _key(value)
+    return MISSING
 
 
 def _unique(items: Iterable[str]) -> list[str]:
@@ -428,7 +446,8 @@ def _citations(a: Run, b: Run) -> SectionDiff:
     out_removed = [c for c in oa if c not in ob]
     doc_added = [d for d in db if d not in da]
     doc_removed = [d for d in da if d not in db]
-    doc_changed = [d for d in da if d in db and da[d] != db[d]]
+    doc_changed = [d for d in da if d in db and not same_content(da[d][0], db[d][0], text_a=da[d][1],
+                                                                 text_b=db[d][1])]
     parts = []
     if out_added or out_removed:
         parts.append(f"citations +{len(out_added)} -{len(out_removed)}")

@@ -21,7 +21,8 @@ from ..exporting import setup
 from ..recording import ReplayInterrupt, agent, replaying
 from ..records import parse_trace_id
 from ..semconv import ReplayMode
-from ..snapshots import canonical_json, sha256_hex, to_jsonable
+from ..snapshots import canonical_json, to_jsonable
+from .hashing import MISSING, same_content, stored_text
 from .engine import (
     ReplayRefused,
     ReplayResult,
@@ -159,8 +160,11 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
             outcome = "refused"
         else:
             same_error = (outcome_error or {}).get("type") == ((snapshot.get("error") or {}).get("type"))
-            same_result = new_snapshot.get("result_hash") == snapshot.get("result_hash") or (
-                sha256_hex(canonical_json(to_jsonable(result))) == snapshot.get("result_hash"))
+            recorded_text = stored_text(snapshot["result"]) if "result" in snapshot else MISSING
+            same_result = same_content(snapshot.get("result_hash"), new_snapshot.get("result_hash"),
+                                       text_a=recorded_text) or (
+                same_content(snapshot.get("result_hash"), None, text_a=recorded_text,
+                             text_b=canonical_json(to_jsonable(result))))
             outcome = "matched" if same_error and (outcome_error is not None or same_result) else "diverged"
         return ToolReplayResult(
             original_trace_id=tid, step=step, tool=recorded.name, mode=mode.value, args_source=source,

@@ -33,6 +33,7 @@ from ..runs import Run, Step
 from ..semconv import ReplayMode
 from ..snapshots import REDACTED_TAG, TYPE_TAG, RedactedValue, canonical_json, from_jsonable, module_for
 from .approvals import Approvals, executions_of
+from .hashing import MISSING, same_content, stored_text
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,6 +159,18 @@ _LOOKAHEAD = 8
 _ANSWER_KEY = {"tool": ("tool", "result"), "model": ("model", "response"), "retrieval": ("retrieval", "returned")}
 _HASH_ATTR = {"tool": semconv.TOOL_ARGS_HASH, "model": semconv.MODEL_REQUEST_HASH,
               "retrieval": semconv.RETRIEVAL_ARGS_HASH}
+
+
+_STORED_CALL = {"tool": ("tool", "arguments"), "model": ("model", "request"), "retrieval": ("retrieval", "arguments")}
+
+
+def _same_call(recorded: Step, kind: str, recorded_key: str, key: str) -> bool:
+    """Whether a call's fresh hash matches the recorded one, the recorded side hashed again from its stored
+    payload with the current key when the two differ (a run recorded on another installation)."""
+    snapshot_kind, field = _STORED_CALL.get(kind, (kind, "arguments"))
+    payload = recorded.snapshots.get(snapshot_kind)
+    stored = stored_text(payload[field]) if isinstance(payload, dict) and field in payload else MISSING
+    return same_content(recorded_key, key, text_a=stored)
 
 
 class ReplaySession:
@@ -293,7 +306,7 @@ class ReplaySession:
                                             "current": now})
         if recorded is not None:
             recorded_key = recorded.attributes.get(_HASH_ATTR.get(kind, ""), "")
-            if key is not None and recorded_key and key != recorded_key:
+            if key is not None and recorded_key and not _same_call(recorded, kind, recorded_key, key):
                 what = "request" if kind == "model" else "arguments"
                 self._diverge(recorded.index, what,
                               f"{kind} {name!r} was called with different {what} than step {recorded.index}",
