@@ -53,7 +53,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
-from . import settings
+from .files import private_dir
 
 __all__ = [
     "DEFAULT_NEUTRAL_KEY_WORDS",
@@ -542,7 +542,7 @@ def _write_key(fd: int, key: bytes) -> None:
 
 def _load_or_create_key(home: Path) -> bytes:
     """Read ``<home>/redaction.key``, creating it (0600, atomically) on first use."""
-    settings.private_dir(home)
+    private_dir(home)
     path = home / KEY_FILE_NAME
     if not path.exists():
         key = secrets.token_bytes(_KEY_BYTES)

@@ -56,7 +56,8 @@ from typing import Final
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from ..settings import env_number, private_dir, resolve_home
+from ..files import private_dir
+from ..settings import env_number, resolve_home
 
 _log = logging.getLogger("otel_replay.spool")
 

@@ -31,6 +31,7 @@ from typing import Any, Final
 
 from .. import semconv
 from ..exporting import setup
+from ..files import private_dir
 from ..semconv import ReplayMode
 
 AUDIT_DIR: Final = "audit"
@@ -128,28 +129,13 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _private_dir(path: Path) -> bool:
-    """Create ``path`` (0700) if needed, tighten it to 0700; True when it was created."""
-    try:
-        path.mkdir(mode=0o700)
-        created = True
-    except FileExistsError:
-        created = False
-    info = os.lstat(path)
-    if not stat.S_ISDIR(info.st_mode):
-        raise NotADirectoryError(f"{path} is not a folder")
-    if os.name != "nt" and info.st_mode & 0o077:
-        os.chmod(path, 0o700)
-    return created
-
-
 def append(record: Mapping[str, Any], *, home: Path | str | os.PathLike[str] | None = None) -> Path:
     """Append one record (with its MAC) to the journal durably; raises ``OSError`` when it cannot."""
     path = journal_path(home)
     home_dir, folder = path.parent.parent, path.parent
-    if not home_dir.is_dir():
-        home_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    new_folder = _private_dir(folder)
+    new_folder = not folder.is_dir()
+    private_dir(home_dir)
+    private_dir(folder)  # a file where the folder should be raises: the replay is refused
     if new_folder:
         _fsync_dir(home_dir)
     body = {**record, "mac": mac({k: v for k, v in record.items() if k != "mac"})}

@@ -32,6 +32,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from .. import semconv, settings
 from ..errors import StoreError, StoreUnavailableError
+from ..files import private_dir
 from ..records import SpanRecord, parse_trace_id
 from . import ddl
 from .lock import StoreLock
@@ -161,7 +162,7 @@ class Store:
             path = Path(unquote(parts.path)).expanduser()
             if not path.is_absolute():
                 raise StoreError(f"store URL {url!r}: the chDB path must be absolute (chdb:///abs/path)")
-            settings.private_dir(path)
+            private_dir(path)
             lock = StoreLock(path.parent / (path.name + ".lock"), timeout=lock_timeout, what="embedded store")
             lock.acquire()
         try:
