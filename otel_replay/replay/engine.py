@@ -23,6 +23,7 @@ import inspect
 import os
 import sys
 import threading
+import types
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -186,6 +187,12 @@ def load_entrypoint(spec: str, *, script: str | None = None, given: bool = False
         if obj is None:
             raise ReplayRefused(f"entrypoint {spec!r}: {module_name} has no {qualname}; "
                                 "pass --app module:function")
+        if not given and isinstance(obj, types.ModuleType):
+            raise ReplayRefused(f"entrypoint {spec!r} was not run: it reaches through module {obj.__name__!r}, and a "
+                                "recorded entrypoint must be defined in its own module; pass --app module:function")
+    if not given and getattr(obj, "__module__", None) != module.__name__:
+        raise ReplayRefused(f"entrypoint {spec!r} was not run: {qualname} is not defined in {module_name} (it comes "
+                            f"from {getattr(obj, '__module__', None)!r}); pass --app module:function if you trust it")
     if not callable(obj):
         raise ReplayRefused(f"entrypoint {spec!r} is not callable")
     if inspect.isgeneratorfunction(obj) or inspect.isasyncgenfunction(obj):

@@ -24,6 +24,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 from pydantic import BaseModel
 
+from os import system as run_shell  # noqa: F401 - a trusted module that imports a dangerous function
+
 import otel_replay as orp
 from otel_replay import semconv
 from otel_replay.exporting.spool import SpoolExporter

@@ -215,8 +215,8 @@ def test_a_replay_whose_trace_never_reaches_the_store_is_still_audited(ledger: P
         "OTEL_EXPORTER_OTLP_TIMEOUT": "2"}
     out = cli(home, "replay", trace_id, "--mode", "live", "--reason", "lost trace", "--actor", "carol", "--json",
               "--approve", "credit_account:*", "--app", "adv_audit_agents:batch_agent", env=env)
-    assert out.returncode in (0, 1), out.stderr
     data = json.loads(out.stdout)
+    assert out.returncode == 0 and data["outcome"] == "matched", out.stdout + out.stderr
     assert len(agents.executions()) == 6  # the side effects happened
     assert replay_rows(home) == 0  # … and the store never saw the replay
     listed, rows = audit_rows(home)

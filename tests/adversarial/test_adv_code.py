@@ -129,9 +129,10 @@ def test_type_tags_in_a_case_file_run_nothing_under_case_run(home: Path, marks: 
     text = path.read_text(encoding="utf-8")
     assert all(name in text for name in HOSTILE_NAMES)
     out = cli(home, "case", "run", str(path), "--json", **{agents.MARKER_ENV: str(marks)})
-    assert out.returncode in (0, 1), out.stderr
     (case,) = json.loads(out.stdout)["cases"]
-    assert case["status"] in ("passed", "failed") and case["replay_trace_id"], case  # it ran
+    # It ran, and the values it was handed were plain dicts, not the objects the original agent saw.
+    assert out.returncode == 1 and case["status"] == "failed" and case["replay_trace_id"], case
+    assert case["failures"] == ["no-divergence: the replay diverged: the run's structured differs from the original"]
     assert agents.created() == []
     (note,) = case["notes"]
     assert all(repr(name) in note for name in HOSTILE_NAMES)
@@ -234,6 +235,21 @@ def test_recorded_entrypoints_outside_the_project_are_refused_before_anything_ru
     cli(home, "replay", planted["adv_outside_agent:run"], "--mode", "mock", extra_path=outside,
         OTEL_REPLAY_TRUSTED_MODULES="adv_outside_agent")
     assert agents.created() == ["imported-adv_outside_agent", "ran-adv_outside_agent"]
+
+
+def test_a_recorded_entrypoint_cannot_reach_other_code_through_a_trusted_module(home: Path, marks: Path) -> None:
+    # otel_replay.demo is trusted everywhere and adv_code_agents is under the project: neither lends its trust
+    # to what it merely imports (a module it holds, or a function it imported from the standard library).
+    command = f"touch {marks / 'reached'}"
+    for spec in ("otel_replay.demo.agent:settings.os.system", "adv_code_agents:os.system",
+                 "adv_code_agents:run_shell"):
+        trace_id = _planted_entrypoint(home, spec, [command])
+        for mode in ("mock", "live"):
+            line = one_error_line(cli(home, "replay", trace_id, "--mode", mode, "--reason", "attack"))
+            assert line.startswith(f"error: entrypoint {spec!r} was not run: "), line
+            assert "--app" in line, line
+    assert not (marks / "reached").exists()
+    assert agents.created() == []
 
 
 def test_a_package_in_a_virtual_environment_inside_the_project_is_not_the_project(
