@@ -4,7 +4,7 @@ Each agent (tests/adversarial/adv_side_effect_agents.py) is recorded for real, s
 effect happen (a marker file the child process writes, a file written, deleted or renamed outside the temp
 folder, a connection a loopback server accepted); the world is then put back, the run is replayed, and the
 test checks that nothing happened, that the replay says why, and that ``--allow-side-effects`` lets it through
-loudly. The files live in a folder this test creates outside the system temp folder (which the guard exempts).
+loudly. The files live in a folder outside the system temp folder (which the guard exempts).
 """
 
 from __future__ import annotations
@@ -34,16 +34,18 @@ BLOCKED = "unrecorded side effect: "
 
 
 @pytest.fixture
-def outside() -> Iterator[Path]:
-    """A fresh folder outside the system temp folder (writes there are side effects), removed afterwards."""
-    folder = HERE / f".side-effects-{uuid.uuid4().hex[:12]}"
+def outside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder outside the system temp folder (writes there are side effects). The test gets a system temp
+    folder of its own beside it (``tempfile.gettempdir()`` and ``TMPDIR`` for the commands it starts), so
+    this holds wherever the checkout and pytest's temp folders live, /tmp included."""
+    temp = tmp_path / "system-temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    folder = tmp_path / "outside"
     folder.mkdir()
-    temp = os.path.realpath(tempfile.gettempdir())
-    assert not str(folder.resolve()).startswith(temp + os.sep)
-    try:
-        yield folder.resolve()
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    assert not str(folder.resolve()).startswith(os.path.realpath(tempfile.gettempdir()) + os.sep)
+    return folder.resolve()
 
 
 class Listener:
@@ -348,8 +350,8 @@ def test_pytest_plugin_cases_are_guarded(home: Path, outside: Path, listener: Li
     assert effect.happened()
 
 
-def test_a_link_in_the_temp_folder_does_not_lead_out(home: Path, outside: Path, tmp_path: Path) -> None:
-    link = tmp_path / "looks-temporary"
+def test_a_link_in_the_temp_folder_does_not_lead_out(home: Path, outside: Path) -> None:
+    link = Path(tempfile.gettempdir()) / "looks-temporary"
     link.symlink_to(outside, target_is_directory=True)
     target = outside / "through-the-link.txt"
     trace_id = record(agents.direct_effect, "write", str(link / target.name))
