@@ -590,9 +590,11 @@ def audit_command(
 ) -> None:
     """Every replay: when, who (actor and OS user), why, mode, from step, approvals and executions, original and
     replay trace, outcome, status, and whether its MAC verifies. Exit 1 with --verify when one does not."""
-    from .replay.audit import audit
+    from .replay.audit import AUDIT_ALL, audit
 
-    entries = audit(store=store_url, limit=limit)
+    # --verify checks every replay the store and the journal hold, not only the rows it prints.
+    entries = audit(store=store_url, limit=AUDIT_ALL if verify else limit)
+    checked, entries = entries, entries[:limit]
     if as_json:
         _print_json([e.to_dict() for e in entries])
     else:
@@ -610,8 +612,8 @@ def audit_command(
                           Text("ok", style="green") if e.mac_valid else Text("INVALID", style="bold red"),
                           Text(e.original_trace_id), Text(e.replay_trace_id), Text(e.reason or ""))
         _out().print(table)
-    if verify and not all(e.mac_valid for e in entries):
-        bad = sum(not e.mac_valid for e in entries)
+    if verify and not all(e.mac_valid for e in checked):
+        bad = sum(not e.mac_valid for e in checked)
         SafeConsole(stderr=True, soft_wrap=True).print(Text(
             f"audit: {bad} row(s) whose MAC does not verify (written outside otel-replay, edited, or made with "
             "another installation's key)", style="bold red"))

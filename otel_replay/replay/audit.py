@@ -28,6 +28,9 @@ from .. import semconv
 from ..records import SpanRecord
 from . import journal as _journal
 
+AUDIT_ALL: Final = 2**32 - 1
+"""``limit`` that reads every replay (what ``otel-replay audit --verify`` checks)."""
+
 STATUS_RECORDED: Final = "recorded"
 """The replay's root span is in the store."""
 STATUS_STARTED: Final = "started"
@@ -154,7 +157,8 @@ def audit(*, store: Any = None, limit: int = 1000, home: str | Path | None = Non
     try:
         entries = [AuditEntry.from_root(root, redactor=redactor)
                    for root in opened.run_rows(kind=semconv.RunKind.REPLAY.value, limit=limit)]
-        entries += _journal_only(opened, {e.run_id for e in entries if e.run_id}, home, redactor)
+        # Only a verified store row stands for a journaled replay: a forged or edited one cannot hide it.
+        entries += _journal_only(opened, {e.run_id for e in entries if e.run_id and e.mac_valid}, home, redactor)
     finally:
         if close_store:
             opened.close()
@@ -173,19 +177,24 @@ def _journal_only(store: Any, listed: set[str], home: str | Path | None, redacto
         elif kind == "finished":
             ends.setdefault(record["run_id"], record)
     pending = {run_id: start for run_id, start in starts.items() if run_id not in listed}
-    # A finished replay whose trace is in the store but older than the rows read above is not journal-only.
-    traces = {str(ends[r].get("replay_trace_id")) for r in pending if r in ends and ends[r].get("replay_trace_id")}
-    stored: set[str] = set()
-    if traces:
-        try:
-            stored = {trace for trace, _ in store.existing_span_ids(traces)}
-        except Exception:  # noqa: BLE001 - then every pending replay is listed from the journal
-            stored = set()
     entries: list[AuditEntry] = []
     for run_id, start in pending.items():
         end = ends.get(run_id)
-        if end is not None and end.get("replay_trace_id") in stored:
+        # A finished replay whose verified root is in the store, older than the rows read above, is not
+        # journal-only; any other span of its trace (a lone child, a root with another run id) does not count.
+        if end is not None and end.get("replay_trace_id") and _stored_root_verifies(
+                store, str(end["replay_trace_id"]), run_id, redactor):
             continue
         entries.append(AuditEntry.from_journal(start, end, alive=end is None and _journal.process_alive(start),
                                                redactor=redactor))
     return entries
+
+
+def _stored_root_verifies(store: Any, trace_id: str, run_id: str, redactor: Any) -> bool:
+    """True when the store holds the root span of replay ``run_id`` in ``trace_id`` and its MAC verifies."""
+    try:
+        spans = store.load_spans(trace_id)
+    except Exception:  # noqa: BLE001 - unreadable: the journal's entry is listed
+        return False
+    return any(not span.parent_span_id and span.span_attributes.get(semconv.RUN_ID) == run_id
+               and AuditEntry.from_root(span, redactor=redactor).mac_valid for span in spans)

@@ -340,7 +340,7 @@ def test_a_clean_store_verifies(ledger: Path, home: Path) -> None:
     assert verified.returncode == 0 and len(rows) == 3 and all(r["mac_valid"] for r in rows)
 
 
-def _write_forged_root(trace_id: str, attributes: dict[str, Any]) -> str:
+def _write_forged_root(trace_id: str, attributes: dict[str, Any], *, start_time: int | None = None) -> str:
     """A replay root span made with the OTel SDK and written straight into the store; its trace id."""
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace import TracerProvider
@@ -354,7 +354,8 @@ def _write_forged_root(trace_id: str, attributes: dict[str, Any]) -> str:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     span = provider.get_tracer("forger").start_span("invoke_agent batch-agent", attributes={
         semconv.RUN_ID: str(uuid.uuid4()), semconv.RUN_KIND: "replay", semconv.SCHEMA_VERSION_ATTR: "1.0",
-        semconv.GEN_AI_AGENT_NAME: "batch-agent", semconv.REPLAY_OF_TRACE_ID: trace_id, **attributes})
+        semconv.GEN_AI_AGENT_NAME: "batch-agent", semconv.REPLAY_OF_TRACE_ID: trace_id, **attributes},
+        start_time=start_time)
     span.end()
     (finished,) = exporter.get_finished_spans()
     with orp.Store.open() as store:
@@ -415,3 +416,39 @@ def test_an_edited_journal_record_is_marked(ledger: Path, home: Path) -> None:
     assert verified.returncode == 1
     (row,) = rows
     assert (row["actor"], row["mac_valid"], row["status"]) == ("bob", False, "interrupted")
+
+
+def test_verify_checks_every_row_not_only_those_it_prints(ledger: Path, home: Path) -> None:
+    trace_id = record(agents.batch_agent, "acc-10")
+    for actor in ("alice", "bob"):
+        orp.replay(trace_id, mode="mock", actor=actor, reason="regression", entrypoint="adv_audit_agents:batch_agent")
+    assert cli(home, "audit", "--verify", "--limit", "1").returncode == 0
+    # A forged row dated long before the others, beyond the one row --limit 1 prints.
+    _write_forged_root(trace_id, {semconv.REPLAY_MODE: "live", semconv.REPLAY_ACTOR: "alice",
+                                  semconv.REPLAY_AUDIT_MAC: "hmac-sha256:" + "0" * 64}, start_time=10**18)
+    listed, rows = audit_rows(home, "--limit", "1")
+    assert listed.returncode == 0 and len(rows) == 1 and rows[0]["mac_valid"] is True
+    verified, rows = audit_rows(home, "--limit", "1", "--verify")
+    assert verified.returncode == 1 and len(rows) == 1, verified.stderr
+    assert "1 row(s) whose MAC does not verify" in verified.stderr
+
+
+def test_a_store_edit_cannot_hide_a_journaled_replay(ledger: Path, home: Path) -> None:
+    trace_id = record(agents.batch_agent, "acc-11")
+    live = orp.replay(trace_id, mode="live", approvals=["credit_account:*"], actor="alice", reason="refunds",
+                      entrypoint="adv_audit_agents:batch_agent")
+    (row,) = [r for r in audit_rows(home)[1] if r["run_id"] == live.replay_run_id]
+    assert row["status"] == "recorded" and row["mac_valid"] is True
+    # Someone who can write the store deletes the replay's root span and keeps its child spans …
+    with orp.Store.open() as store:
+        store.client.command(
+            f"ALTER TABLE {store.traces_table} DELETE WHERE TraceId = {{tid:String}} AND ParentSpanId = '' "
+            "SETTINGS mutations_sync = 2", parameters={"tid": live.replay_trace_id})
+        assert store.load_spans(live.replay_trace_id)  # the children are still there
+    # … then forges a root with the same run id and no valid MAC: the journal's record still lists the replay.
+    _write_forged_root(trace_id, {semconv.RUN_ID: live.replay_run_id, semconv.REPLAY_MODE: "mock",
+                                  semconv.REPLAY_ACTOR: "nobody"})
+    rows = [r for r in audit_rows(home)[1] if r["run_id"] == live.replay_run_id]
+    journaled = [r for r in rows if r["status"] == "interrupted"]
+    assert len(journaled) == 1 and journaled[0]["actor"] == "alice" and journaled[0]["mac_valid"] is True, rows
+    assert cli(home, "audit", "--verify").returncode == 1  # the forged root is marked
