@@ -74,8 +74,8 @@ class Case:
     path: Path | None = None
 
     def run(self) -> Run:
-        """The recorded run, rebuilt from the case's spans."""
-        return build_run(self.spans, trace_id=self.trace_id)
+        """The recorded run, rebuilt from the case's spans, calling the case's entrypoint."""
+        return replace(build_run(self.spans, trace_id=self.trace_id), entrypoint=self.entrypoint)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -444,25 +444,24 @@ def run_case(case: Case, *, mode: str | None = None, entrypoint: str | None = No
     """
     from .exporting import setup
     from .replay.engine import replay_run
-    from .replay.trust import entrypoint_refusal, project_root
+    from .replay.guard import DIVERGENCE_KIND
+    from .replay.trust import project_root
 
     use_mode = mode or case.mode
     base = {"name": case.name, "path": case.path, "mode": use_mode, "expect": case.expect}
     try:
         use_mode = _checked_mode(use_mode)
-        with project_root(root):
-            refusal = None if entrypoint else entrypoint_refusal(case.entrypoint, given=False)
-        if refusal is not None:
-            return CaseResult(status="error", error=refusal, **base)
+        # The case's entrypoint goes to the engine as recorded data (the entrypoint rule applies to it);
+        # only --app is the user's own choice.
         with project_root(root), setup.exporting_to("none"):
-            result = replay_run(case.run(), mode=use_mode, entrypoint=entrypoint or case.entrypoint,
+            result = replay_run(case.run(), mode=use_mode, entrypoint=entrypoint,
                                 reason=f"regression case {case.name}", allow_side_effects=allow_side_effects)
     except OtelReplayError as exc:  # ReplayRefused, CaseError, a trace that holds no run …
         return CaseResult(status="error", error=str(exc), **base)
     except Exception as exc:  # noqa: BLE001 - one case that cannot run must not stop the others
         return CaseResult(status="error", error=f"unexpected {type(exc).__name__}: {exc}", **base)
     failures = _failures(case.expect, result)
-    failures += [f"no side effects: {d.reason}" for d in result.divergences if d.kind == "side_effect"]
+    failures += [f"no side effects: {d.reason}" for d in result.divergences if d.kind == DIVERGENCE_KIND]
     return CaseResult(status="failed" if failures else "passed", failures=tuple(failures), replay=result, **base)
 
 

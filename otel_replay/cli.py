@@ -698,7 +698,7 @@ def case_run_command(
         _warn_side_effects_allowed()
     results: list[CaseResult] = []
     err = SafeConsole(stderr=True)
-    progress = Progress(TextColumn("cases"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+    progress = Progress(TextColumn("cases"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}", markup=False),
                         console=err, transient=True, disable=len(files) < 2 or not err.is_terminal)
     with progress:
         task = progress.add_task("", total=len(files))

@@ -68,11 +68,6 @@ class Approvals:
             self._used[name] += 1
             return None
 
-    def used(self) -> dict[str, int]:
-        """Executions taken so far, per approved name."""
-        with self._lock:
-            return dict(self._used)
-
 
 def parse_approvals(specs: Iterable[str]) -> dict[str, int | None]:
     """Approved executions per tool name (None: unlimited) from ``NAME`` / ``NAME:N`` / ``NAME:*`` specs.

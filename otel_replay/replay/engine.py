@@ -16,7 +16,6 @@ import contextlib
 import contextvars
 import dataclasses
 import gc
-import getpass
 import importlib
 import importlib.util
 import inspect
@@ -45,7 +44,7 @@ from ..semconv import ReplayMode
 from . import guard
 from . import journal as audit_journal
 from .approvals import Approvals
-from .session import ApprovalRequired, Divergence, ReplaySession, _captured, callable_mocks, revive
+from .session import ApprovalRequired, Divergence, ReplaySession, _captured, callable_mocks, os_user, revive
 
 
 class ReplayRefused(OtelReplayError):
@@ -382,7 +381,7 @@ def _replay(original: Run, mode: ReplayMode, *, from_step: int | None, approvals
             mocks: Mapping[str, Any] | None, allow_side_effects: bool = False) -> ReplayResult:
     tid = original.trace_id
     mocks = callable_mocks(mocks)
-    actor, reason = _scrubbed(actor or _os_user()), _scrubbed(reason)
+    actor, reason = _scrubbed(actor or os_user()), _scrubbed(reason)
     major = semconv.schema_major(original.schema_version or "")
     if major != semconv.SCHEMA_MAJOR:
         raise ReplayRefused(
@@ -460,13 +459,6 @@ def _scrubbed(text: str | None) -> str | None:
     if text is None:
         return None
     return setup.runtime().redactor.scrub_text(str(text), "replay")[0]
-
-
-def _os_user() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:  # noqa: BLE001 - no user database (containers)
-        return f"uid-{os.getuid()}" if hasattr(os, "getuid") else "unknown"
 
 
 def _ingest(store: Any) -> None:

@@ -30,14 +30,13 @@ from .engine import (
     _ingest,
     _load_replay,
     _open_store,
-    _os_user,
     _scrubbed,
     load_entrypoint,
     replay,
 )
 from . import journal as audit_journal
 from .approvals import Approvals
-from .session import ReplaySession, revive
+from .session import ReplaySession, os_user, revive
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,7 +91,7 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
     if mode is ReplayMode.LIVE and not (reason and reason.strip()):
         raise ReplayRefused("a live tool replay calls the real tool: give a reason (--reason TEXT)")
     tid = parse_trace_id(trace_id)
-    actor, reason = _scrubbed(actor or _os_user()), _scrubbed(reason)
+    actor, reason = _scrubbed(actor or os_user()), _scrubbed(reason)
     opened, close_store = _open_store(store)
     try:
         original = opened.load_run(tid)
