@@ -1413,10 +1413,12 @@ _PATTERN_SOURCES["secret_assignment"] = _default_assignment_source()
 # -------------------------------------------------------------------------------------------------- logs
 
 LOGGER_NAMES: Final[tuple[str, ...]] = (
-    "otel_replay", "otel_replay.clickhouse", "otel_replay.spool", "otel_replay.ingest", "otel_replay.store",
+    "otel_replay", "otel_replay.audit", "otel_replay.clickhouse", "otel_replay.ingest", "otel_replay.spool",
+    "otel_replay.store",
 )
 """The loggers otel-replay writes to; each carries a :class:`ScrubbingLogFilter` (records of a child logger do
-not pass through the filters of its parent, so every one needs its own)."""
+not pass through the filters of its parent, so every one needs its own). Every ``logging.getLogger("...")``
+name in the package must be listed here: a test reads the package's source and fails on a name missing."""
 
 _fallback: list[Redactor] = []
 
