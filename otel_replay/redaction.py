@@ -53,7 +53,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
-from .files import private_dir
+from .files import private_dir, private_file
 
 __all__ = [
     "DEFAULT_NEUTRAL_KEY_WORDS",
@@ -519,20 +519,6 @@ def _read_key_file(path: Path) -> bytes | None:
     return None
 
 
-def _check_mode(path: Path) -> None:
-    """Tighten a key file readable by group or others to 0600; refuse it if that is not possible."""
-    if os.name == "nt":  # pragma: no cover - POSIX permissions only
-        return
-    mode = path.stat().st_mode & 0o777
-    if mode & 0o077:
-        try:
-            os.chmod(path, 0o600)
-        except OSError as exc:
-            raise ValueError(f"redaction key {path} is readable by other users (mode {mode:o}) and cannot be "
-                             f"tightened ({exc}); run: chmod 600 {path}") from None
-        _log.warning("redaction key %s had mode %o; tightened it to 600", path, mode)
-
-
 def _write_key(fd: int, key: bytes) -> None:
     with os.fdopen(fd, "wb") as fh:
         fh.write(key.hex().encode("ascii") + b"\n")
@@ -577,7 +563,9 @@ def _load_or_create_key(home: Path) -> bytes:
         time.sleep(0.01)
     if len(key_bytes) < _MIN_KEY_BYTES:
         raise ValueError(f"redaction key {path} is shorter than {_MIN_KEY_BYTES} bytes; delete it to create a new one")
-    _check_mode(path)
+    was = private_file(path, label="redaction key ")
+    if was is not None:
+        _log.warning("redaction key %s had mode %o; tightened it to 600", path, was)
     return key_bytes
 
 
