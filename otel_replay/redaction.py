@@ -83,7 +83,6 @@ FINGERPRINT_PREFIX: Final = "hmac-sha256:"
 CONTENT_HASH_PREFIX: Final = "hmac-sha256:"
 """Prefix of every content hash (:meth:`Redactor.content_hash`); all 64 hex characters of the HMAC follow it."""
 
-_CONTENT_HASH: Final = re.compile(r"hmac-sha256:[0-9a-f]{64}")
 _DIGEST: Final = re.compile(r"(?:hmac-sha256:)?[0-9a-f]{64}")
 
 KEY_FILE_NAME: Final = "redaction.key"
@@ -790,11 +789,6 @@ class Redactor:
         outer = self._outer.copy()
         outer.update(inner.digest())
         return CONTENT_HASH_PREFIX + outer.hexdigest()
-
-    @staticmethod
-    def is_content_hash(value: Any) -> bool:
-        """True for a value in the form :meth:`content_hash` returns (whatever the key)."""
-        return isinstance(value, str) and _CONTENT_HASH.fullmatch(value) is not None
 
     @staticmethod
     def is_digest(value: str) -> bool:
