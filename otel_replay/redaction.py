@@ -53,7 +53,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
-from .files import private_dir
+from .files import private_dir, private_file
 
 __all__ = [
     "DEFAULT_NEUTRAL_KEY_WORDS",
@@ -83,7 +83,6 @@ FINGERPRINT_PREFIX: Final = "hmac-sha256:"
 CONTENT_HASH_PREFIX: Final = "hmac-sha256:"
 """Prefix of every content hash (:meth:`Redactor.content_hash`); all 64 hex characters of the HMAC follow it."""
 
-_CONTENT_HASH: Final = re.compile(r"hmac-sha256:[0-9a-f]{64}")
 _DIGEST: Final = re.compile(r"(?:hmac-sha256:)?[0-9a-f]{64}")
 
 KEY_FILE_NAME: Final = "redaction.key"
@@ -519,20 +518,6 @@ def _read_key_file(path: Path) -> bytes | None:
     return None
 
 
-def _check_mode(path: Path) -> None:
-    """Tighten a key file readable by group or others to 0600; refuse it if that is not possible."""
-    if os.name == "nt":  # pragma: no cover - POSIX permissions only
-        return
-    mode = path.stat().st_mode & 0o777
-    if mode & 0o077:
-        try:
-            os.chmod(path, 0o600)
-        except OSError as exc:
-            raise ValueError(f"redaction key {path} is readable by other users (mode {mode:o}) and cannot be "
-                             f"tightened ({exc}); run: chmod 600 {path}") from None
-        _log.warning("redaction key %s had mode %o; tightened it to 600", path, mode)
-
-
 def _write_key(fd: int, key: bytes) -> None:
     with os.fdopen(fd, "wb") as fh:
         fh.write(key.hex().encode("ascii") + b"\n")
@@ -577,7 +562,9 @@ def _load_or_create_key(home: Path) -> bytes:
         time.sleep(0.01)
     if len(key_bytes) < _MIN_KEY_BYTES:
         raise ValueError(f"redaction key {path} is shorter than {_MIN_KEY_BYTES} bytes; delete it to create a new one")
-    _check_mode(path)
+    was = private_file(path, label="redaction key ")
+    if was is not None:
+        _log.warning("redaction key %s had mode %o; tightened it to 600", path, was)
     return key_bytes
 
 
@@ -802,11 +789,6 @@ class Redactor:
         outer = self._outer.copy()
         outer.update(inner.digest())
         return CONTENT_HASH_PREFIX + outer.hexdigest()
-
-    @staticmethod
-    def is_content_hash(value: Any) -> bool:
-        """True for a value in the form :meth:`content_hash` returns (whatever the key)."""
-        return isinstance(value, str) and _CONTENT_HASH.fullmatch(value) is not None
 
     @staticmethod
     def is_digest(value: str) -> bool:
@@ -1413,10 +1395,12 @@ _PATTERN_SOURCES["secret_assignment"] = _default_assignment_source()
 # -------------------------------------------------------------------------------------------------- logs
 
 LOGGER_NAMES: Final[tuple[str, ...]] = (
-    "otel_replay", "otel_replay.clickhouse", "otel_replay.spool", "otel_replay.ingest", "otel_replay.store",
+    "otel_replay", "otel_replay.audit", "otel_replay.clickhouse", "otel_replay.ingest", "otel_replay.spool",
+    "otel_replay.store",
 )
 """The loggers otel-replay writes to; each carries a :class:`ScrubbingLogFilter` (records of a child logger do
-not pass through the filters of its parent, so every one needs its own)."""
+not pass through the filters of its parent, so every one needs its own). Every ``logging.getLogger("...")``
+name in the package must be listed here: a test reads the package's source and fails on a name missing."""
 
 _fallback: list[Redactor] = []
 

@@ -2,6 +2,9 @@
 
 Every knob is resolved in one order: explicit argument, environment variable (named by a constant here),
 then the ``_DEFAULT_*`` constant. Bad values raise :class:`ValueError` at setup, never later on a hot path.
+
+This module must never depend on the redactor (it sits below it): its error messages quote the value as
+given, for the caller whose own environment it is; the CLI scrubs every error line it prints.
 """
 
 from __future__ import annotations
@@ -9,8 +12,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Final, TypeVar
-
-from .redaction import scrub_message
 
 N = TypeVar("N", int, float)
 
@@ -64,9 +65,9 @@ def env_number(name: str, default: N, *, minimum: float, unit: str) -> N:
         value = type(default)(raw.strip())
     except ValueError:
         kind = "whole number" if isinstance(default, int) else "number"
-        raise ValueError(scrub_message(f"{name} must be a {kind} of {unit}, got {raw!r}")) from None
+        raise ValueError(f"{name} must be a {kind} of {unit}, got {raw!r}") from None
     if value < minimum:
-        raise ValueError(scrub_message(f"{name} must be at least {minimum:g} {unit}, got {raw!r}"))
+        raise ValueError(f"{name} must be at least {minimum:g} {unit}, got {raw!r}")
     return value
 
 

@@ -56,12 +56,12 @@ AGENT = textwrap.dedent("""
             return real_replace(src, dst, *args, **kwargs)
         os.replace = replace
     elif kill_at == "after-rename":  # sealing: renamed to .seg, folder not fsynced yet
-        real_fsync_dir = spool._fsync_dir
-        def _fsync_dir(directory):
+        real_fsync_dir = spool.fsync_dir
+        def fsync_dir(directory, **kwargs):
             if flushes >= 3:
                 die()
-            real_fsync_dir(directory)
-        spool._fsync_dir = _fsync_dir
+            real_fsync_dir(directory, **kwargs)
+        spool.fsync_dir = fsync_dir
 
     orp.configure(home=home, exporter="spool")
     rng = random.Random(seed)

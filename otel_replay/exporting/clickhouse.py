@@ -47,8 +47,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .. import settings
+from ..files import fsync_dir
 from ..settings import OTEL_REPLAY_STORE, env_number
-from .spool import INGESTING_SUFFIX, SEALED_SUFFIX, SpoolExporter, _fsync_dir, adopt_orphaned_segments
+from .spool import INGESTING_SUFFIX, SEALED_SUFFIX, SpoolExporter, adopt_orphaned_segments
 
 _log = logging.getLogger("otel_replay.clickhouse")
 
@@ -436,7 +437,7 @@ class ClickHouseSpanExporter(SpanExporter):
                 _log.warning("otel-replay clickhouse exporter: could not move %s into the spool", path,
                              exc_info=True)
                 ok = False
-        _fsync_dir(self.spool_directory)
+        fsync_dir(self.spool_directory, best_effort=True)
         return ok
 
     # ------------------------------------------------------------------------------------------- connection

@@ -26,7 +26,8 @@ from .. import semconv
 from ..redaction import Redactor
 
 TRACER_NAME: Final = "otel_replay"
-"""Instrumentation scope of otel-replay's own spans (the same as :data:`otel_replay.exporting.setup.TRACER_NAME`)."""
+"""Instrumentation scope name of every span otel-replay records: :mod:`.setup` names its tracer so (and
+re-exports this constant as ``setup.TRACER_NAME``); defined here, below setup, so both read one value."""
 
 KNOWN_KEYS: Final[frozenset[str]] = frozenset(
     value for name, value in vars(semconv).items()

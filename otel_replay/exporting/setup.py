@@ -35,7 +35,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from .. import settings
 from ..redaction import RedactionConfig, Redactor
 from ..snapshots import SnapshotLimits
-from .scrubbing import scrub_span
+from .scrubbing import TRACER_NAME, scrub_span
 
 _log = logging.getLogger("otel_replay")
 
@@ -43,8 +43,6 @@ OTEL_SERVICE_NAME: Final = "OTEL_SERVICE_NAME"
 _DEFAULT_SERVICE_NAME: Final = "otel-replay-agent"
 _DEFAULT_MAX_EVENTS: Final = 100_000
 _EXPORTERS: Final = ("spool", "otlp", "clickhouse", "none")
-TRACER_NAME: Final = "otel_replay"
-"""Instrumentation scope name of every span otel-replay records."""
 
 
 @dataclass(frozen=True, kw_only=True)

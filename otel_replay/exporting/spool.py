@@ -56,7 +56,7 @@ from typing import Final
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from ..files import private_dir
+from ..files import fsync_dir, pid_alive, private_dir
 from ..settings import env_number, resolve_home
 
 _log = logging.getLogger("otel_replay.spool")
@@ -100,33 +100,6 @@ _NAME = re.compile(r"^(?P<ns>\d{20})-(?P<host>[A-Za-z0-9_.]*)-(?P<pid>\d+)-(?P<r
 
 def _host_tag() -> str:
     return re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())[:64]
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    except OSError:
-        return True
-    return True
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def encode_record(payload: bytes) -> bytes:
@@ -591,7 +564,7 @@ class SpoolExporter(SpanExporter):
         self._fd, self._path = None, None
         try:
             if self.fsync != "never":
-                _fsync_dir(self.directory)
+                fsync_dir(self.directory, best_effort=True)
         finally:
             os.close(fd)  # releases the flock only after the rename, so no reader adopts it half-way
 
@@ -709,7 +682,7 @@ def _writer_gone(path: Path) -> bool:
     host, pid = parsed
     if host != _host_tag():
         return True
-    return pid != os.getpid() and not _pid_alive(pid)
+    return pid != os.getpid() and not pid_alive(pid)
 
 
 def adopt_orphaned_segments(directory: str | os.PathLike[str]) -> list[Path]:
@@ -735,7 +708,7 @@ def adopt_orphaned_segments(directory: str | os.PathLike[str]) -> list[Path]:
         except OSError:
             _log.warning("otel-replay spool: could not adopt %s", path, exc_info=True)
     if adopted:
-        _fsync_dir(directory)
+        fsync_dir(directory, best_effort=True)
     return adopted
 
 

@@ -11,9 +11,11 @@ read-only system) and are recorded once each on the replay as a divergence of ki
 * process spawns: ``subprocess.Popen``, ``os.system``, ``os.exec*``, ``os.posix_spawn*``, ``os.spawn*``,
   ``os.fork``, ``os.forkpty``;
 * file changes: deletes, renames, truncation, ``shutil.rmtree``, new folders and links, mode and owner
-  changes, and opens for writing (by mode or ``os.open`` flags); all allowed under the system temp folder
-  (:func:`tempfile.gettempdir`), otel-replay's home (its spool, key and embedded store) and an embedded store
-  configured elsewhere, and for Python's own bytecode cache (``__pycache__/*.pyc`` and their temp files);
+  changes, opens for writing (by mode or ``os.open`` flags; ``os.devnull`` excepted) and SQLite databases
+  opened by ``sqlite3.connect`` (a file name or a ``file:`` URI; in-memory, temporary and read-only ones
+  excepted); all allowed under the system temp folder (:func:`tempfile.gettempdir`), otel-replay's home (its
+  spool, key and embedded store) and an embedded store configured elsewhere, and for Python's own bytecode
+  cache (``__pycache__/*.pyc`` and their temp files);
 * network: ``socket.connect`` / ``connect_ex`` (loopback included: a local database is a side effect too),
   ``sendto`` and ``sendmsg``, except to the endpoints otel-replay itself exports to (the OTLP endpoint of
   ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_ENDPOINT`` or of the configured exporter,
@@ -56,7 +58,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, Final
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from .. import settings
 from ..exporting import setup
@@ -212,8 +214,59 @@ def _open(state: _Guard, args: tuple[Any, ...]) -> str | None:
     path, mode, flags = (tuple(args) + (None, None, None))[:3]
     if isinstance(path, int) or path is None or not _writes(mode, flags):
         return None
+    if _is_devnull(path):
+        return None  # output thrown away (code that silences a library) changes nothing
     exempt, shown = state.exempt_path(path)
     return None if exempt else f"file write (open for writing): {_short(shown)}"
+
+
+def _is_devnull(path: Any) -> bool:
+    name = os.fsdecode(path)
+    return name == os.devnull or os.path.realpath(name) == os.path.realpath(os.devnull)
+
+
+def _sqlite(state: _Guard, args: tuple[Any, ...]) -> str | None:
+    """``sqlite3.connect``: SQLite opens its files in C, past the ``open`` event, so the database is checked
+    here. In-memory and private temporary databases are allowed, and so is a read-only ``file:`` URI."""
+    name = os.fsdecode(args[0])
+    if name in ("", ":memory:"):
+        return None
+    paths: list[str] = []
+    if name.startswith("file:"):
+        path = _sqlite_uri_path(name)
+        if path is not None:
+            paths.append(path)
+        if not _sqlite_uri_default():  # without uri=True such a build opens the name itself as a file
+            paths.append(name)
+    else:
+        paths.append(name)
+    for path in paths:
+        exempt, shown = state.exempt_path(path)
+        if not exempt:
+            return f"file write (sqlite3.connect): {_short(shown)}"
+    return None
+
+
+def _sqlite_uri_path(uri: str) -> str | None:
+    """The file a SQLite ``file:`` URI opens for writing, or None when it writes no file (in memory, a
+    private temporary database, or read-only)."""
+    parts = urlsplit(uri)
+    query = parse_qs(parts.query)
+    mode = query.get("mode", [""])[-1]
+    path = unquote(parts.path)
+    if path in ("", ":memory:") or mode in ("memory", "ro") or query.get("immutable", ["0"])[-1] == "1":
+        return None
+    return path
+
+
+@functools.cache
+def _sqlite_uri_default() -> bool:
+    """True when this SQLite library reads every ``file:`` name as a URI (built with ``SQLITE_USE_URI``), so
+    ``uri=False`` (not visible in the audit event) changes nothing."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
+        return any(row[0] == "USE_URI" for row in conn.execute("PRAGMA compile_options"))
 
 
 def _file_change(label: str, *, dir_fd_at: int | None = None) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
@@ -292,6 +345,7 @@ _CHECKS: Final[dict[str, Callable[[_Guard, tuple[Any, ...]], str | None]]] = {
     "os.rename": _two_paths("file rename (os.rename)"),
     "os.link": _two_paths("file link (os.link)"),
     "os.symlink": _link("file link (os.symlink)"),
+    "sqlite3.connect": _sqlite,
     "socket.connect": _connect("socket.connect"),
     "socket.sendto": _connect("socket.sendto"),
     "socket.sendmsg": _connect("socket.sendmsg"),

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from .. import semconv
 from ..exporting import setup
-from ..files import private_dir
+from ..files import fsync_dir, pid_alive, private_dir, process_start
 from ..semconv import ReplayMode
 
 AUDIT_DIR: Final = "audit"
@@ -121,14 +121,6 @@ def record_valid(record: Mapping[str, Any], *, redactor: Any = None) -> bool:
 # ------------------------------------------------------------------------------------------- writing
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def append(record: Mapping[str, Any], *, home: Path | str | os.PathLike[str] | None = None) -> Path:
     """Append one record (with its MAC) to the journal durably; raises ``OSError`` when it cannot."""
     path = journal_path(home)
@@ -137,7 +129,7 @@ def append(record: Mapping[str, Any], *, home: Path | str | os.PathLike[str] | N
     private_dir(home_dir)
     private_dir(folder)  # a file where the folder should be raises: the replay is refused
     if new_folder:
-        _fsync_dir(home_dir)
+        fsync_dir(home_dir)
     body = {**record, "mac": mac({k: v for k, v in record.items() if k != "mac"})}
     line = _canonical(body) + b"\n"
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -159,21 +151,12 @@ def append(record: Mapping[str, Any], *, home: Path | str | os.PathLike[str] | N
     finally:
         os.close(fd)
     if not existed or new_folder:
-        _fsync_dir(folder)
+        fsync_dir(folder)
     return path
 
 
 def _now() -> str:
     return _dt.datetime.now(tz=_dt.timezone.utc).isoformat(timespec="microseconds")
-
-
-def _process_start(pid: int) -> str | None:
-    """Start time of process ``pid`` in clock ticks since boot (Linux), so a reused pid is told apart."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-        return raw.rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,7 +177,7 @@ def started(session: Any) -> JournalEntry:
         "mode": session.mode.value, "from_step": session.from_step, "approvals": list(session.approvals),
         "allow_side_effects": bool(getattr(session, "allow_side_effects", False)),
         "original_trace_id": session.original.trace_id, "original_run_id": session.original.run_id,
-        "pid": os.getpid(), "pid_start": _process_start(os.getpid()), "host": socket.gethostname(),
+        "pid": os.getpid(), "pid_start": process_start(os.getpid()), "host": socket.gethostname(),
     }
     try:
         path = append(record)
@@ -262,15 +245,7 @@ def process_alive(record: Mapping[str, Any]) -> bool:
     if record.get("host") != socket.gethostname():
         return True
     pid = record.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    except OSError:
+    if not isinstance(pid, int):
         return False
     was = record.get("pid_start")
-    return was is None or _process_start(pid) in (None, was)
+    return pid_alive(pid, started=None if was is None else str(was))

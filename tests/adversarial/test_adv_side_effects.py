@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -105,7 +106,7 @@ class Effect:
             return not self.path.exists()
         if self.kind == "rename":
             return not self.path.exists() and Path(f"{self.path}.moved").exists()
-        return self.path.exists()  # spawn, system: the marker the child writes; write: the file itself
+        return self.path.exists()  # spawn, system: the marker the child writes; write, sqlite: the file itself
 
     def undo(self) -> None:
         if self.kind == "connect":
@@ -123,7 +124,7 @@ class Effect:
         return not self.happened()
 
 
-KINDS = ("spawn", "system", "write", "remove", "rename", "connect")
+KINDS = ("spawn", "system", "write", "sqlite", "remove", "rename", "connect")
 
 
 def record(func: Callable[..., Any], *args: Any) -> str:
@@ -206,6 +207,31 @@ def test_the_guard_follows_the_agent_into_asyncio_tasks_and_run_in_executor(
     assert result.outcome == "diverged"
     # Two files are two effects; the same address twice is one.
     assert len(side_effects(result)) == (1 if kind == "connect" else 2), result.divergences
+
+
+def test_a_sqlite_database_outside_the_temp_folder_is_a_side_effect(home: Path, outside: Path) -> None:
+    """SQLite opens its files in C, so no ``open`` audit event shows them: the guard checks the database
+    ``sqlite3.connect`` names, a ``file:`` URI read as SQLite reads it (percent-decoded path). Databases that
+    write no file (``:memory:``, ``""``, ``file::memory:``) stay allowed."""
+    database = outside / "notes db.sqlite"
+    uri = "file:" + quote(str(database)) + "?mode=rwc"
+    assert "%20" in uri
+    trace_id = record(agents.sqlite_notes, uri)
+    assert database.exists()  # recording wrote it for real
+    database.unlink()
+    for mode in ("mock", "deterministic"):
+        result = orp.replay(trace_id, mode=mode)
+        assert not database.exists(), f"{mode} replay let SQLite write {database}"
+        assert result.outcome == "diverged"
+        assert side_effects(result) == [f"{BLOCKED}file write (sqlite3.connect): {database}"], result.divergences
+        assert {d.kind for d in result.divergences} == {"side_effect"}, result.divergences
+
+
+def test_output_thrown_away_to_devnull_is_not_a_side_effect(home: Path) -> None:
+    trace_id = record(agents.quiet, "shh")
+    for mode in ("mock", "deterministic"):
+        result = orp.replay(trace_id, mode=mode)
+        assert result.outcome == "matched", result.divergences
 
 
 def test_a_tool_submitted_to_a_thread_pool_meets_the_firewall(home: Path, outside: Path) -> None:
