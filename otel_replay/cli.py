@@ -24,7 +24,7 @@ from rich.tree import Tree
 
 from . import errors
 from .records import parse_trace_id
-from .redaction import scrub_message
+from .redaction import ScrubbingLogFilter, scrub_message
 from .terminal import SafeConsole, escape_json_text
 
 if TYPE_CHECKING:
@@ -771,7 +771,9 @@ def main() -> None:
     logging.getLogger("clickhouse_connect").setLevel(logging.CRITICAL)
     ours = logging.getLogger("otel_replay")
     if not ours.handlers:
-        ours.addHandler(_WarningLines(logging.WARNING))
+        handler = _WarningLines(logging.WARNING)
+        handler.addFilter(ScrubbingLogFilter())  # also a record of a logger the package forgot to filter
+        ours.addHandler(handler)
         ours.propagate = False
     try:
         code = app(standalone_mode=False)

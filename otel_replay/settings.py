@@ -3,8 +3,9 @@
 Every knob is resolved in one order: explicit argument, environment variable (named by a constant here),
 then the ``_DEFAULT_*`` constant. Bad values raise :class:`ValueError` at setup, never later on a hot path.
 
-This module must never depend on the redactor (it sits below it): its error messages quote the value as
-given, for the caller whose own environment it is; the CLI scrubs every error line it prints.
+This module must never depend on the redactor (it sits below it), and never put a value that could be a
+secret into an error message: a bad value is quoted only when it is short and number-like, else described by
+its length (and the CLI scrubs every error line it prints).
 """
 
 from __future__ import annotations
@@ -53,6 +54,14 @@ def resolve_store_url(url: str | None, home: Path) -> str:
     return url or os.environ.get(OTEL_REPLAY_STORE) or default_store_url(home)
 
 
+def _quoted(raw: str) -> str:
+    """A bad value for an error message: quoted when it is short and looks like an attempt at a number, else
+    only its length, so a secret pasted into the wrong variable never reaches an exception text."""
+    if len(raw) <= 24 and all(ch in "0123456789+-.eE_ infINFaAnN" for ch in raw):
+        return repr(raw)
+    return f"a value of {len(raw)} characters that is not a number"
+
+
 def env_number(name: str, default: N, *, minimum: float, unit: str) -> N:
     """A number from environment variable ``name`` (of the type of ``default``), or ``default`` when unset.
 
@@ -65,7 +74,7 @@ def env_number(name: str, default: N, *, minimum: float, unit: str) -> N:
         value = type(default)(raw.strip())
     except ValueError:
         kind = "whole number" if isinstance(default, int) else "number"
-        raise ValueError(f"{name} must be a {kind} of {unit}, got {raw!r}") from None
+        raise ValueError(f"{name} must be a {kind} of {unit}, got {_quoted(raw)}") from None
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum:g} {unit}, got {raw!r}")
     return value

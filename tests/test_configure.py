@@ -47,6 +47,16 @@ def test_bad_settings_fail_at_setup_with_the_variable_named(home: Path, tmp_path
         orp.configure(home=tmp_path / "elsewhere", exporter=None)
 
 
+def test_a_secret_pasted_into_a_numeric_setting_never_reaches_the_error(home: Path, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-proj-" + "Qm7x" * 8
+    monkeypatch.setenv("OTEL_REPLAY_SNAPSHOT_MAX_BYTES", secret)
+    with pytest.raises(ValueError, match="OTEL_REPLAY_SNAPSHOT_MAX_BYTES must be a whole number") as raised:
+        orp.configure(home=tmp_path / "elsewhere", exporter=None)
+    assert secret not in str(raised.value) and "Qm7x" not in str(raised.value)
+    assert f"a value of {len(secret)} characters" in str(raised.value)
+
+
 def test_bad_lock_timeout_is_a_clear_error(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_REPLAY_LOCK_TIMEOUT", "soon")
     with pytest.raises(ValueError, match="OTEL_REPLAY_LOCK_TIMEOUT must be a number of seconds"):
