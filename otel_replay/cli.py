@@ -8,12 +8,13 @@ is negative" (a replay that diverged).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from enum import Enum
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -91,6 +92,26 @@ def _write_html(path: str, page: str, *, quiet: bool = False) -> None:
 
     written = write_report(path, page)
     SafeConsole(stderr=quiet, soft_wrap=True).print(f"wrote HTML report {written}")
+
+
+@contextlib.contextmanager
+def _output_to_stderr(active: bool) -> Iterator[None]:
+    """With ``--json``, stdout holds one JSON document and nothing else: while the replayed agent runs, what it
+    prints goes to stderr, whether it prints through ``sys.stdout``, writes to file descriptor 1 itself, or
+    starts a process that inherits it."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _print_json(value: Any) -> None:
@@ -459,8 +480,9 @@ def replay_command(
 
     if allow_side_effects:
         _warn_side_effects_allowed()
-    result = replay(trace_id, mode=mode.value, from_step=from_step, approvals=approve, actor=actor, reason=reason,
-                    store=store_url, entrypoint=app_spec, allow_side_effects=allow_side_effects)
+    with _output_to_stderr(as_json):
+        result = replay(trace_id, mode=mode.value, from_step=from_step, approvals=approve, actor=actor,
+                        reason=reason, store=store_url, entrypoint=app_spec, allow_side_effects=allow_side_effects)
     if as_json:
         _print_json(result.to_dict())
     else:
@@ -503,8 +525,9 @@ def replay_tool_command(
             fail(f"--args is not valid JSON: {exc}")
         if not isinstance(args, dict):
             fail("--args must be a JSON object of argument names to values")
-    result = replay_tool(trace_id, step, mode=mode.value, args=args, approve=approve, actor=actor, reason=reason,
-                         store=store_url)
+    with _output_to_stderr(as_json):
+        result = replay_tool(trace_id, step, mode=mode.value, args=args, approve=approve, actor=actor,
+                             reason=reason, store=store_url)
     if as_json:
         _print_json(result.to_dict())
     else:
@@ -538,8 +561,9 @@ def replay_session_command(
     """Replay every run of one conversation in order; a diff per turn and the first turn that diverged."""
     from .replay.scopes import replay_session
 
-    result = replay_session(session_id, mode=mode.value, approvals=approve, actor=actor, reason=reason,
-                            store=store_url, entrypoint=app_spec)
+    with _output_to_stderr(as_json):
+        result = replay_session(session_id, mode=mode.value, approvals=approve, actor=actor, reason=reason,
+                                store=store_url, entrypoint=app_spec)
     if as_json:
         _print_json(result.to_dict())
     else:
@@ -700,7 +724,7 @@ def case_run_command(
     err = SafeConsole(stderr=True)
     progress = Progress(TextColumn("cases"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}", markup=False),
                         console=err, transient=True, disable=len(files) < 2 or not err.is_terminal)
-    with progress:
+    with progress, _output_to_stderr(as_json):
         task = progress.add_task("", total=len(files))
         for file in files:
             progress.update(task, description=file.name)
