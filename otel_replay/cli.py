@@ -422,6 +422,11 @@ def _render_result(result: Any) -> None:
     if first is not None:
         where = f"step {first.step_index}" if first.step_index is not None else "run"
         console.print(Text(f"first divergence at {where}: {first.reason}", style="yellow"))
+        if first.diff:
+            for line in first.diff.splitlines():
+                style = "dim" if line.startswith(("---", "+++", "@@")) else \
+                    "red" if line.startswith("-") else "green" if line.startswith("+") else ""
+                console.print(Text(f"  {line}", style=style))
     for d in result.divergences[1:6]:
         where = f"step {d.step_index}" if d.step_index is not None else "run"
         console.print(Text(f"  also at {where}: {d.reason}", style="dim"))

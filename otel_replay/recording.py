@@ -698,8 +698,11 @@ def _begin_call(step: _Step, state: dict[str, Any], key: str | None) -> _Call:
     if session is not None:
         try:
             arguments = state.get("arguments")
-            call.served = session.intercept(step=step, key=key,
-                                            arguments=arguments.text if isinstance(arguments, RawJSON) else arguments)
+            arguments = arguments.text if isinstance(arguments, RawJSON) else arguments
+            # What the call sends, as recorded: a model's request, else its arguments (for a readable diff).
+            sent = state.get("request") if step.kind is StepKind.MODEL else arguments
+            call.served = session.intercept(step=step, key=key, arguments=arguments,
+                                            sent=sent if isinstance(sent, str) else None)
         except BaseException as exc:
             stop = exc if isinstance(exc, ReplayInterrupt) else ReplayInterrupt(
                 f"replay stopped at {step.kind.value} {step.name!r}: answering it failed "

@@ -332,6 +332,14 @@ def test_changed_prompt_stops_a_deterministic_replay_at_the_model_step(rec: dict
     assert first.expected and first.actual and first.expected != first.actual
     # Stopped there: the model was not answered and nothing after it ran.
     assert served(result) == [("kb", "recording"), ("planner", "refused")]
+    # What changed in the prompt, readable: a unified diff of the recorded and the replayed request.
+    diff = first.diff.splitlines()
+    assert diff[:2] == ["--- recorded step 1", "+++ replay"], first.diff
+    removed = [line for line in diff if line.startswith("-") and not line.startswith("---")]
+    added = [line for line in diff if line.startswith("+") and not line.startswith("+++")]
+    assert len(removed) == len(added) == 1, first.diff
+    assert '"v1 | refund order A1' in removed[0] and '"v2 | refund order A1' in added[0]
+    assert result.to_dict()["first_divergence"]["diff"] == first.diff
 
 
 def test_changed_prompt_is_reported_by_a_mock_replay_that_completes(rec: dict[str, str]) -> None:

@@ -124,6 +124,9 @@ def test_diverged_replay_exits_1_with_the_first_divergence(world: dict[str, Any]
     text = cli(world, "replay", tid, "--mode", "mock", "--app", "replay_agents:flex_agent_variant")
     assert text.returncode == 1, text.stderr
     assert "first divergence at step 1" in text.stdout
+    # … followed by what changed in the prompt, as diff lines.
+    assert '-  "prompt": "v1 | refund order A1' in text.stdout and '+  "prompt": "v2 | refund order A1' in text.stdout
+    assert data["first_divergence"]["diff"].startswith("--- recorded step 1\n+++ replay\n")
 
 
 def test_live_replay_without_approval_exits_2_naming_the_tool(world: dict[str, Any]) -> None:

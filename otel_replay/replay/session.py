@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import difflib
 import json
 import sys
 import threading
@@ -48,11 +49,14 @@ class Divergence:
     reason: str
     expected: str | None = None
     actual: str | None = None
+    diff: str | None = None
+    """For ``request`` and ``arguments`` divergences: a unified diff of what the step sent in the recording
+    (``---``) and in the replay (``+++``), as indented JSON; redacted parts show as their markers."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"step_index": self.step_index, "kind": self.kind, "reason": self.reason,
-                "expected": self.expected, "actual": self.actual}
+                "expected": self.expected, "actual": self.actual, "diff": self.diff}
 
 
 class RecordedError(Exception):
@@ -171,6 +175,28 @@ def _same_call(recorded: Step, kind: str, recorded_key: str, key: str) -> bool:
     payload = recorded.snapshots.get(snapshot_kind)
     stored = stored_text(payload[field]) if isinstance(payload, dict) and field in payload else MISSING
     return same_content(recorded_key, key, text_a=stored)
+
+
+_DIFF_MAX_LINES: Final = 200
+"""Longest request diff kept on a divergence; a longer one is cut with a line saying how many lines are left."""
+
+
+def _sent_diff(recorded: Step, kind: str, sent: str | None) -> str | None:
+    """A unified diff of what step ``recorded`` sent and what the replay's call sends, as indented JSON with
+    sorted keys (so a changed system prompt shows as its changed lines), or None when either is not at hand."""
+    snapshot_kind, field = _STORED_CALL.get(kind, (kind, "arguments"))
+    payload = recorded.snapshots.get(snapshot_kind)
+    if sent is None or not isinstance(payload, dict) or field not in payload:
+        return None
+    try:
+        before = json.dumps(payload[field], indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+        after = json.dumps(json.loads(sent), indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+    except (TypeError, ValueError):
+        return None
+    lines = list(difflib.unified_diff(before, after, f"recorded step {recorded.index}", "replay", lineterm="", n=2))
+    if len(lines) > _DIFF_MAX_LINES:
+        lines = [*lines[:_DIFF_MAX_LINES], f"… {len(lines) - _DIFF_MAX_LINES} more diff lines"]
+    return "\n".join(lines) or None
 
 
 class ReplaySession:
@@ -292,8 +318,12 @@ class ReplaySession:
         except (TypeError, ValueError):
             return None
 
-    def intercept(self, *, step: Any, key: str | None, arguments: str | None) -> Served | None:
-        """Decide how one step call is answered: a :class:`Served` answer, None to execute, or raise."""
+    def intercept(self, *, step: Any, key: str | None, arguments: str | None,
+                  sent: str | None = None) -> Served | None:
+        """Decide how one step call is answered: a :class:`Served` answer, None to execute, or raise.
+
+        ``key`` is the call's hash, ``arguments`` its arguments as JSON (for a mock), ``sent`` what it sends as
+        JSON (a model's request, else its arguments), shown as a diff when it differs from the recording."""
         kind = step.kind.value
         name = step.name
         with self._lock:
@@ -310,7 +340,7 @@ class ReplaySession:
                 what = "request" if kind == "model" else "arguments"
                 self._diverge(recorded.index, what,
                               f"{kind} {name!r} was called with different {what} than step {recorded.index}",
-                              expected=recorded_key, actual=key)
+                              expected=recorded_key, actual=key, diff=_sent_diff(recorded, kind, sent))
                 if self.mode is ReplayMode.DETERMINISTIC and not self._before_from_step(recorded):
                     raise DivergenceStop(f"deterministic replay stopped at step {recorded.index}: {kind} {name!r} "
                                          f"{what} differ from the recording")
@@ -363,9 +393,9 @@ class ReplaySession:
         return here if here is not None else (self.recorded[-1].index if self.recorded else None)
 
     def _diverge(self, index: int | None, kind: str, reason: str, *, expected: str | None = None,
-                 actual: str | None = None) -> None:
+                 actual: str | None = None, diff: str | None = None) -> None:
         self.divergences.append(Divergence(step_index=index, kind=kind, reason=reason, expected=expected,
-                                           actual=actual))
+                                           actual=actual, diff=diff))
 
     def _answer(self, recorded: Step) -> Served:
         if recorded.index in self._valued_steps:
