@@ -60,6 +60,7 @@ __all__ = [
     "DEFAULT_PATTERNS",
     "DEFAULT_SAFE_KEYS",
     "DEFAULT_SECRET_KEY_WORDS",
+    "DEFAULT_USAGE_KEY_WORDS",
     "CONTENT_HASH_PREFIX",
     "FINGERPRINT_PREFIX",
     "KEY_FILE_NAME",
@@ -124,15 +125,41 @@ DEFAULT_NEUTRAL_KEY_WORDS: Final[tuple[str, ...]] = (
 """Words that describe *about* a secret rather than hold one: a key containing any of them is not secret
 (``token_count``, ``max_token``, ``token_type``, ``password_max_length``, ``secret_name``, ``token_url``)."""
 
-DEFAULT_SAFE_KEYS: Final[tuple[str, ...]] = (
-    "max_tokens", "max_output_tokens", "max_completion_tokens", "max_new_tokens",
-    "input_tokens", "output_tokens", "prompt_tokens", "completion_tokens", "total_tokens",
-    "cached_tokens", "reasoning_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
-    "num_tokens", "token_count", "tokens", "tokenizer", "token_usage", "token_type", "token_limit",
-    "gen_ai_usage_input_tokens", "gen_ai_usage_output_tokens",
+DEFAULT_USAGE_KEY_WORDS: Final[tuple[str, ...]] = (
+    "input", "output", "prompt", "completion", "completions", "total", "cached", "cache", "reasoning", "audio",
+    "usage", "count", "counts", "accepted", "rejected", "prediction",
 )
-"""Keys never redacted by name (compared after normalisation, so ``maxTokens`` equals ``max_tokens``).
-Their values are still scanned for secret shapes."""
+"""Words that make a ``token`` key a *count*: a key whose words are ``token``/``tokens`` with at least one of
+these, and otherwise only these, ``details``/``detail`` or numbers (``input_token_details``,
+``prompt_token_count``, ``cached_token``), is not secret by name. Any other word keeps the key secret
+(``access_token``, ``session_token``, ``ephemeral_token``, ``write_token``, ``token_details``), and so does a key
+matching a word of ``RedactionConfig.extra_key_words``."""
+
+_USAGE_FILLER_WORDS: Final = frozenset({"details", "detail", "token", "tokens"})
+
+DEFAULT_SAFE_KEYS: Final[tuple[str, ...]] = (
+    # request limits
+    "max_tokens", "max_output_tokens", "max_completion_tokens", "max_new_tokens",
+    # counts in general
+    "num_tokens", "token_count", "tokens", "tokenizer", "token_usage", "token_type", "token_limit",
+    "usage", "usage_metadata", "cost", "cost_usd", "total_cost",
+    "gen_ai_usage_input_tokens", "gen_ai_usage_output_tokens",
+    # OpenAI chat completions ``usage``
+    "prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details",
+    "cached_tokens", "audio_tokens", "reasoning_tokens", "accepted_prediction_tokens", "rejected_prediction_tokens",
+    "text_tokens", "image_tokens", "cache_write_tokens",
+    # OpenAI Responses ``usage``
+    "input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details", "cache_write_tokens_details",
+    "ttl_30m_tokens", "ttl_12h_tokens",
+    # Anthropic ``usage``
+    "cache_creation_input_tokens", "cache_read_input_tokens", "cache_creation", "ephemeral_5m_input_tokens",
+    "ephemeral_1h_input_tokens", "server_tool_use", "web_search_requests", "web_fetch_requests", "service_tier",
+    # LangChain ``AIMessage.usage_metadata``
+    "input_token_details", "output_token_details", "cache_read", "audio", "reasoning",
+)
+"""Keys never redacted by name (compared after normalisation, so ``maxTokens`` equals ``max_tokens``): the
+usage, token-count and cost fields of every supported SDK's response, and request limits. Their values are
+still scanned for secret shapes."""
 
 # ------------------------------------------------------------------------------------------ value shapes
 
@@ -650,6 +677,12 @@ class Redactor:
         self._suffixes = tuple(sorted(w for w in singles if len(w) >= 5))
         self._phrases = tuple(sorted(phrases))
         self._neutral = frozenset(DEFAULT_NEUTRAL_KEY_WORDS)
+        self._usage = frozenset(DEFAULT_USAGE_KEY_WORDS)
+        # The user's own key words win over the usage rule (never over the safe keys, which the user chose).
+        extra = [_words(w) for w in config.extra_key_words]
+        self._extra_singles = frozenset(p[0] for p in extra if len(p) == 1)
+        self._extra_suffixes = tuple(sorted(w for w in self._extra_singles if len(w) >= 5))
+        self._extra_phrases = tuple(sorted({p for p in extra if len(p) > 1}))
         self._safe = frozenset(_normal_key(k) for k in (*DEFAULT_SAFE_KEYS, *config.safe_keys))
         # Safe keys as they stand in canonical JSON (and their ``*_details`` objects), for the pre-check.
         self._safe_json_keys = tuple(f'"{k.lower()}{suffix}":' for k in (*DEFAULT_SAFE_KEYS, *config.safe_keys)
@@ -721,8 +754,10 @@ class Redactor:
         """True if values under ``key`` are secrets, judged by its words in any style and case.
 
         ``api_key``, ``X-Api-Key``, ``apiKey``, ``Authorization``, ``set-cookie``, ``client_secret``,
-        ``refresh_token``, ``sessionId`` are secret; ``max_tokens``, ``input_tokens``, ``token_count``,
-        ``tokenizer`` and the configured safe keys are not. Cached.
+        ``refresh_token``, ``sessionId`` are secret; the safe keys (:data:`DEFAULT_SAFE_KEYS`: every supported
+        SDK's usage, token-count and cost fields, plus the configured ones), token counts such as
+        ``input_token_details`` (:data:`DEFAULT_USAGE_KEY_WORDS`), ``token_count`` and ``tokenizer`` are not.
+        Cached.
         """
         cached = self._key_cache.get(key)
         if cached is not None:
@@ -740,21 +775,41 @@ class Redactor:
         words = _words(key)
         if not words or "_".join(words) in self._safe:
             return False
-        singles = self._singles
-        matched: set[int] = set()
-        for i, w in enumerate(words):
-            if w in singles or (len(w) > 5 and w.endswith(self._suffixes)):
-                matched.add(i)
-        n = len(words)
-        for phrase in self._phrases:
-            size = len(phrase)
-            for i in range(n - size + 1):
-                if words[i:i + size] == phrase:
-                    matched.update(range(i, i + size))
+        if self._is_token_count(words):
+            return bool(self._matched(words, self._extra_singles, self._extra_suffixes, self._extra_phrases))
+        matched = self._matched(words, self._singles, self._suffixes, self._phrases)
         if not matched:
             return False
         # "token_count", "max_token", "secret_name": a neutral word outside the match describes the secret
         return not any(w in self._neutral for i, w in enumerate(words) if i not in matched)
+
+    def _is_token_count(self, words: tuple[str, ...]) -> bool:
+        """Whether ``words`` name a number of tokens rather than a token: ``token``/``tokens`` with at least
+        one usage word and nothing but usage words, ``details`` and numbers besides
+        (:data:`DEFAULT_USAGE_KEY_WORDS`)."""
+        usage = self._usage
+        if "token" not in words and "tokens" not in words:
+            return False
+        if not any(w in usage for w in words):
+            return False
+        return all(w in usage or w in _USAGE_FILLER_WORDS or w.isdigit() for w in words)
+
+    @staticmethod
+    def _matched(words: tuple[str, ...], singles: frozenset[str], suffixes: tuple[str, ...],
+                 phrases: tuple[tuple[str, ...], ...]) -> set[int]:
+        """Indices of ``words`` matched by the single words (and, for words of 5+ letters, suffixes) and the
+        phrases (adjacent words) given."""
+        matched: set[int] = set()
+        for i, w in enumerate(words):
+            if w in singles or (suffixes and len(w) > 5 and w.endswith(suffixes)):
+                matched.add(i)
+        n = len(words)
+        for phrase in phrases:
+            size = len(phrase)
+            for i in range(n - size + 1):
+                if words[i:i + size] == phrase:
+                    matched.update(range(i, i + size))
+        return matched
 
     # ---------------------------------------------------------------------------------------- fingerprint
 

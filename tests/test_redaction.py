@@ -314,7 +314,7 @@ def test_short_key_is_refused() -> None:
     "PGPASSWORD", "db_password", "secret", "client_secret", "clientSecret", "token", "access_token",
     "refresh_token", "id_token", "x-auth-token", "authorization", "Proxy-Authorization", "cookie", "Set-Cookie",
     "private_key", "privateKey", "credentials", "credential", "session_id", "sessionId", "SESSION_SECRET",
-    "aws_secret_access_key", "bot_token", "auth",
+    "aws_secret_access_key", "bot_token", "auth", "auth_token", "bearer_token", "api_token", "session_token",
 ])
 def test_secret_keys(redactor: Redactor, key: str) -> None:
     assert redactor.is_secret_key(key)
@@ -326,7 +326,8 @@ def test_secret_keys(redactor: Redactor, key: str) -> None:
     "max_tokens", "maxTokens", "input_tokens", "output_tokens", "prompt_tokens", "completion_tokens",
     "total_tokens", "token_count", "tokenizer", "num_tokens", "tokens", "token_type", "max_token",
     "password_min_length", "secret_name", "author", "keyboard", "monkey", "key", "session", "model",
-    "role", "tenant", "gen_ai.usage.input_tokens",
+    "role", "tenant", "gen_ai.usage.input_tokens", "input_token_details", "output_token_details",
+    "prompt_tokens_details", "cost_usd",
 ])
 def test_safe_keys(redactor: Redactor, key: str) -> None:
     assert not redactor.is_secret_key(key)
