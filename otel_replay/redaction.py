@@ -110,7 +110,7 @@ DEFAULT_SECRET_KEY_WORDS: Final[tuple[str, ...]] = (
     # phrases (adjacent words of a key, in any separator style or camelCase)
     "api_key", "api_keys", "private_key", "private_keys", "access_key", "secret_key",
     "session_id", "session_key",
-    "access_tokens", "refresh_tokens", "id_tokens", "auth_tokens", "bearer_tokens",
+    "access_tokens", "refresh_tokens", "id_tokens", "auth_tokens", "bearer_tokens", "api_tokens", "session_tokens",
 )
 """Key words whose presence makes a key secret. ``"api_key"`` means the adjacent words ``api`` ``key`` in any
 style (``api_key``, ``x-api-key``, ``apiKey``, ``API_KEY``); ``token`` covers ``access_token``,
