@@ -314,7 +314,8 @@ def test_short_key_is_refused() -> None:
     "PGPASSWORD", "db_password", "secret", "client_secret", "clientSecret", "token", "access_token",
     "refresh_token", "id_token", "x-auth-token", "authorization", "Proxy-Authorization", "cookie", "Set-Cookie",
     "private_key", "privateKey", "credentials", "credential", "session_id", "sessionId", "SESSION_SECRET",
-    "aws_secret_access_key", "bot_token", "auth", "auth_token", "bearer_token", "api_token", "session_token", "api_tokens", "session_tokens",
+    "aws_secret_access_key", "bot_token", "auth", "auth_token", "bearer_token", "api_token", "session_token",
+    "api_tokens", "session_tokens",
 ])
 def test_secret_keys(redactor: Redactor, key: str) -> None:
     assert redactor.is_secret_key(key)
