@@ -4,12 +4,17 @@ Each instrumentor is an OpenTelemetry ``BaseInstrumentor`` registered under the 
 entry point (``otel_replay_openai``, ``otel_replay_anthropic``, ``otel_replay_langchain``), so
 ``opentelemetry-instrument python app.py`` finds them; :func:`instrument` does the same from code. Each SDK
 is an optional extra (``pip install otel-replay[openai]``); an instrumentor whose SDK is not installed is
-skipped, never an error at import time.
+skipped, never an error at import time. When an SDK is installed (or asked for by name) but its
+instrumentation cannot load or does not fit the installed version, that is said once per SDK and process as a
+warning (on stderr when the application configured no logging), never silently: otherwise its calls would go
+unrecorded, and a replay could not answer them. The set of SDKs already warned about is the one piece of
+process-wide state here.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 from typing import Any, Final
 
@@ -22,14 +27,37 @@ INSTRUMENTORS: Final[dict[str, str]] = {
 }
 """SDK name → ``module:class`` of its instrumentor."""
 
+_SDK_MODULES: Final[dict[str, str]] = {"openai": "openai", "anthropic": "anthropic", "langchain": "langchain_core"}
+"""SDK name → the top-level module whose presence says the SDK is installed."""
 
-def _load(name: str) -> Any | None:
+_warned: set[str] = set()
+
+
+def _sdk_installed(name: str) -> bool:
+    """Whether the SDK's module can be found (without importing it)."""
+    try:
+        return importlib.util.find_spec(_SDK_MODULES[name]) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _say_once(name: str, why: str) -> None:
+    if name in _warned:
+        return
+    _warned.add(name)
+    _log.warning("otel-replay: %s calls are not recorded: %s; pip install 'otel-replay[%s]'", name, why, name)
+
+
+def _load(name: str, *, asked: bool = False) -> Any | None:
     module_name, _, cls_name = INSTRUMENTORS[name].partition(":")
     try:
         module = importlib.import_module(module_name)
         return getattr(module, cls_name)()
     except ImportError as exc:
-        _log.debug("otel-replay: %s instrumentation unavailable: %s", name, exc)
+        if asked or _sdk_installed(name):
+            _say_once(name, f"its instrumentation cannot load ({exc})")
+        else:
+            _log.debug("otel-replay: %s instrumentation unavailable: %s", name, exc)
         return None
 
 
@@ -37,18 +65,24 @@ def instrument(*sdks: str, **options: Any) -> list[str]:
     """Instrument the named SDKs (default: every one that is installed); returns the names instrumented.
 
     ``options`` go to each instrumentor's ``instrument()`` (e.g. ``tool_risks={...}`` for LangChain).
-    Unknown names raise ValueError; an SDK that is not installed is skipped.
+    Unknown names raise ValueError; an SDK that is not installed is skipped (said once as a warning when it was
+    named, or when it is installed but its instrumentation cannot load: the ``otel-replay[sdk]`` extra is
+    missing).
     """
     unknown = [s for s in sdks if s not in INSTRUMENTORS]
     if unknown:
         raise ValueError(f"unknown SDK {', '.join(unknown)}: choose from {', '.join(INSTRUMENTORS)}")
     done: list[str] = []
     for name in sdks or tuple(INSTRUMENTORS):
-        instrumentor = _load(name)
+        instrumentor = _load(name, asked=bool(sdks))
         if instrumentor is None:
             continue
         if not instrumentor.is_instrumented_by_opentelemetry:
             instrumentor.instrument(**options)
+        if not instrumentor.is_instrumented_by_opentelemetry:  # the SDK is missing, or of a version it does not fit
+            if sdks or _sdk_installed(name):
+                _say_once(name, "the installed SDK is missing or of a version the instrumentor does not support")
+            continue
         done.append(name)
     return done
 
