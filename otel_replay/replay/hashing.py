@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+from .. import semconv
 from ..snapshots import canonical_json
 
 MISSING: Final[Any] = object()
@@ -63,25 +64,32 @@ def current_rehash() -> Callable[[str], str] | None:
 
 
 _STORED_FIELD: Final = {
-    "otel_replay.tool.args_hash": ("tool", "arguments"),
-    "otel_replay.tool.result_hash": ("tool", "result"),
-    "otel_replay.model.request_hash": ("model", "request"),
-    "otel_replay.model.response_hash": ("model", "response"),
-    "otel_replay.retrieval.args_hash": ("retrieval", "arguments"),
-    "otel_replay.retrieval.results_hash": ("retrieval", "returned"),
+    semconv.TOOL_ARGS_HASH: ("tool", "arguments"),
+    semconv.TOOL_RESULT_HASH: ("tool", "result"),
+    semconv.MODEL_REQUEST_HASH: ("model", "request"),
+    semconv.MODEL_RESPONSE_HASH: ("model", "response"),
+    semconv.RETRIEVAL_ARGS_HASH: ("retrieval", "arguments"),
+    semconv.RETRIEVAL_RESULTS_HASH: ("retrieval", "returned"),
 }
+"""Content-hash attribute of a step → the (snapshot kind, field) holding the content it was taken of."""
 
 
-def step_text(step: Any, attribute: str) -> Any:
-    """The stored text behind the content-hash ``attribute`` of a recorded step (its snapshot field, as
-    canonical JSON), or :data:`MISSING`."""
+def stored_value(step: Any, attribute: str) -> Any:
+    """The stored (decoded) snapshot field behind the content-hash ``attribute`` of a recorded step, or
+    :data:`MISSING`."""
     where = _STORED_FIELD.get(attribute)
     if where is None:
         return MISSING
     payload = step.snapshots.get(where[0])
     if not isinstance(payload, dict) or where[1] not in payload:
         return MISSING
-    return stored_text(payload[where[1]])
+    return payload[where[1]]
+
+
+def step_text(step: Any, attribute: str) -> Any:
+    """The stored text behind the content-hash ``attribute`` of a recorded step (its snapshot field, as
+    canonical JSON), or :data:`MISSING`."""
+    return stored_text(stored_value(step, attribute))
 
 
 def steps_agree(x: Any, y: Any, attribute: str) -> bool:

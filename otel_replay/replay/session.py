@@ -34,7 +34,7 @@ from ..runs import Run, Step
 from ..semconv import ReplayMode
 from ..snapshots import REDACTED_TAG, TYPE_TAG, RedactedValue, canonical_json, from_jsonable, module_for
 from .approvals import Approvals, executions_of
-from .hashing import MISSING, same_content, stored_text
+from .hashing import MISSING, same_content, step_text, stored_value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,31 +165,19 @@ _HASH_ATTR = {"tool": semconv.TOOL_ARGS_HASH, "model": semconv.MODEL_REQUEST_HAS
               "retrieval": semconv.RETRIEVAL_ARGS_HASH}
 
 
-_STORED_CALL = {"tool": ("tool", "arguments"), "model": ("model", "request"), "retrieval": ("retrieval", "arguments")}
-
-
-def _same_call(recorded: Step, kind: str, recorded_key: str, key: str) -> bool:
-    """Whether a call's fresh hash matches the recorded one, the recorded side hashed again from its stored
-    payload with the current key when the two differ (a run recorded on another installation)."""
-    snapshot_kind, field = _STORED_CALL.get(kind, (kind, "arguments"))
-    payload = recorded.snapshots.get(snapshot_kind)
-    stored = stored_text(payload[field]) if isinstance(payload, dict) and field in payload else MISSING
-    return same_content(recorded_key, key, text_a=stored)
-
-
 _DIFF_MAX_LINES: Final = 200
 """Longest request diff kept on a divergence; a longer one is cut with a line saying how many lines are left."""
 
 
-def _sent_diff(recorded: Step, kind: str, sent: str | None) -> str | None:
-    """A unified diff of what step ``recorded`` sent and what the replay's call sends, as indented JSON with
-    sorted keys (so a changed system prompt shows as its changed lines), or None when either is not at hand."""
-    snapshot_kind, field = _STORED_CALL.get(kind, (kind, "arguments"))
-    payload = recorded.snapshots.get(snapshot_kind)
-    if sent is None or not isinstance(payload, dict) or field not in payload:
+def _sent_diff(recorded: Step, attribute: str, sent: str | None) -> str | None:
+    """A unified diff of what step ``recorded`` sent (the stored field behind its hash ``attribute``) and what
+    the replay's call sends, as indented JSON with sorted keys (so a changed system prompt shows as its changed
+    lines), or None when either is not at hand."""
+    stored = stored_value(recorded, attribute)
+    if sent is None or stored is MISSING:
         return None
     try:
-        before = json.dumps(payload[field], indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+        before = json.dumps(stored, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
         after = json.dumps(json.loads(sent), indent=2, sort_keys=True, ensure_ascii=False).splitlines()
     except (TypeError, ValueError):
         return None
@@ -336,11 +324,12 @@ class ReplaySession:
                                             "current": now})
         if recorded is not None:
             recorded_key = recorded.attributes.get(_HASH_ATTR.get(kind, ""), "")
-            if key is not None and recorded_key and not _same_call(recorded, kind, recorded_key, key):
+            if key is not None and recorded_key and not same_content(
+                    recorded_key, key, text_a=step_text(recorded, _HASH_ATTR[kind])):
                 what = "request" if kind == "model" else "arguments"
                 self._diverge(recorded.index, what,
                               f"{kind} {name!r} was called with different {what} than step {recorded.index}",
-                              expected=recorded_key, actual=key, diff=_sent_diff(recorded, kind, sent))
+                              expected=recorded_key, actual=key, diff=_sent_diff(recorded, _HASH_ATTR[kind], sent))
                 if self.mode is ReplayMode.DETERMINISTIC and not self._before_from_step(recorded):
                     raise DivergenceStop(f"deterministic replay stopped at step {recorded.index}: {kind} {name!r} "
                                          f"{what} differ from the recording")
