@@ -855,7 +855,7 @@ def _high_risk_word(word: str) -> bool:
             if rest in _JOINED_OBJECTS or rest in _HIGH_RISK_WORDS or (
                     rest.endswith("s") and rest[:-1] in _JOINED_OBJECTS):
                 return True
-    return len(word) > 3 and word.startswith("re") and word[2:] != word and _high_risk_word(word[2:])
+    return len(word) > 3 and word.startswith("re") and _high_risk_word(word[2:])
 
 
 @functools.lru_cache(maxsize=4096)

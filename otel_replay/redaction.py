@@ -1089,6 +1089,24 @@ class Redactor:
             _log.warning("redaction failed at %s; masked the whole stream", scope, exc_info=True)
             return ["[REDACTED:error]"] + [""] * (len(pieces) - 1) if pieces else [], 1
 
+    def collect_strings(self, attributes: Mapping[str, Any], strings: list[str], *,
+                        known_keys: frozenset[str] | set[str] = frozenset(),
+                        skip_keys: frozenset[str] | set[str] = frozenset()) -> bool:
+        """Add the string values of OpenTelemetry ``attributes`` (and the strings in sequence values) to
+        ``strings``, for one pre-check over all of them; digests are left out, keys in ``skip_keys`` too. Returns
+        True as soon as a key not in ``known_keys`` names a secret (then ``strings`` is incomplete)."""
+        for key, value in attributes.items():
+            if key in skip_keys:
+                continue
+            if key not in known_keys and self.is_secret_key(key):
+                return True
+            if type(value) is str:
+                if not self.is_digest(value):
+                    strings.append(value)
+            elif isinstance(value, (tuple, list)):
+                strings.extend(v for v in value if type(v) is str)
+        return False
+
     def scrub_attributes(self, attributes: Mapping[str, Any], scope: str, *,
                          known_keys: frozenset[str] | set[str] = frozenset(),
                          skip_keys: frozenset[str] | set[str] = frozenset()) -> tuple[dict[str, Any] | None, int]:
@@ -1101,18 +1119,7 @@ class Redactor:
         """
         try:
             strings: list[str] = []
-            secret_keys = False
-            for key, value in attributes.items():
-                if key in skip_keys:
-                    continue
-                if key not in known_keys and self.is_secret_key(key):
-                    secret_keys = True
-                    break
-                if type(value) is str:
-                    if not self.is_digest(value):
-                        strings.append(value)
-                elif isinstance(value, (tuple, list)):
-                    strings.extend(v for v in value if type(v) is str)
+            secret_keys = self.collect_strings(attributes, strings, known_keys=known_keys, skip_keys=skip_keys)
             if not secret_keys and not self._suspect_text("\n".join(strings)):
                 return None, 0
             out: dict[str, Any] = {}

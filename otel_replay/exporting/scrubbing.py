@@ -55,17 +55,7 @@ def _resource(resource: Resource, redactor: Redactor, cache: dict[int, tuple[Res
 
 def _collect(attributes: Any, strings: list[str], redactor: Redactor, skip: frozenset[str]) -> bool:
     """Add the string values of ``attributes`` to ``strings``; True when a key names a secret."""
-    for key, value in attributes.items():
-        if key in skip:
-            continue
-        if key not in KNOWN_KEYS and redactor.is_secret_key(key):
-            return True
-        if type(value) is str:
-            if (len(value) != 64 and len(value) != 76) or not redactor.is_digest(value):
-                strings.append(value)
-        elif isinstance(value, (tuple, list)):
-            strings.extend(v for v in value if type(v) is str)
-    return False
+    return redactor.collect_strings(attributes, strings, known_keys=KNOWN_KEYS, skip_keys=skip)
 
 
 def _suspicious(span: ReadableSpan, ours: bool, redactor: Redactor) -> bool:
