@@ -4,18 +4,25 @@ One ``http.server`` in a thread on 127.0.0.1 serves ``/v1/chat/completions``, ``
 ``/v1/messages`` in the real JSON and SSE wire formats, and counts every request it receives, so a test can
 prove that a replay sent none. Answers are scripted and deterministic (fixed ids and timestamps):
 
-* a request that offers tools and has no tool result yet gets a tool call ``get_weather({"city": "Paris"})``
-  (other arguments with ``FakeLLMServer(tool_args=...)``);
+* a request that offers tools and has no tool result yet gets a call of the first tool offered (``get_weather``
+  when the tool list names none) with the arguments ``{"city": "Paris"}`` (other arguments with
+  ``FakeLLMServer(tool_args=...)``, per tool name with ``tool_args_for={name: args}``);
 * a request whose conversation holds a tool result gets a final text that quotes it;
 * anything else gets ``echo: <last user text>``;
 * the model ``missing-model`` gets HTTP 404 with the API's error body.
+
+Ids, ``created`` and ``system_fingerprint`` are fixed by default. ``FakeLLMServer(volatile_ids=True)`` makes
+them change with every request, as the real APIs do (random ids, a ``created`` that counts up), so a test can
+prove that a replay does not mistake a new id for a change.
 
 It must never reach the network or depend on anything but the standard library.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import secrets
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -43,9 +50,15 @@ def _split(text: str, parts: int = 3) -> list[str]:
 class FakeLLMServer:
     """A scripted OpenAI + Anthropic API on ``http://127.0.0.1:{port}``; ``requests`` lists what it received."""
 
-    def __init__(self, *, tool_args: dict[str, Any] | None = None) -> None:
+    def __init__(self, *, tool_args: dict[str, Any] | None = None,
+                 tool_args_for: dict[str, dict[str, Any]] | None = None, volatile_ids: bool = False) -> None:
         self.tool_args = dict(TOOL_ARGS if tool_args is None else tool_args)
         """The arguments of the scripted tool call (streamed in pieces, like every text)."""
+        self.tool_args_for = {name: dict(args) for name, args in (tool_args_for or {}).items()}
+        """Arguments per tool name; a tool not named here gets :attr:`tool_args`."""
+        self.volatile_ids = volatile_ids
+        """Whether ids, ``created`` and ``system_fingerprint`` change with every request."""
+        self._serial = itertools.count(1)
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self._lock = threading.Lock()
         server = self
@@ -131,6 +144,28 @@ class FakeLLMServer:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    # --------------------------------------------------------------------------------------- scripts
+
+    def _id(self, fixed: str) -> str:
+        """``fixed`` (e.g. ``chatcmpl-fake-1``), or with ``volatile_ids`` its prefix and a fresh random part."""
+        if not self.volatile_ids:
+            return fixed
+        prefix = fixed.split("fake")[0]
+        return f"{prefix}{secrets.token_hex(12)}"
+
+    def _created(self) -> int:
+        return CREATED + next(self._serial) if self.volatile_ids else CREATED
+
+    def _call(self, tools: Any, name_of: Any) -> tuple[str, dict[str, Any]]:
+        """The scripted tool call: the first tool offered (by ``name_of(tool)``) and its arguments."""
+        name = TOOL_NAME
+        if isinstance(tools, list) and tools:
+            try:
+                name = str(name_of(tools[0]) or TOOL_NAME)
+            except (AttributeError, KeyError, TypeError):
+                name = TOOL_NAME
+        return name, self.tool_args_for.get(name, self.tool_args)
+
     # ------------------------------------------------------------------------------------------ chat
 
     def _chat(self, h: Any, body: dict[str, Any]) -> None:
@@ -141,10 +176,11 @@ class FakeLLMServer:
         text = None if call else (f"The weather: {_text_of(tool_result)}" if tool_result is not None
                                   else f"echo: {user}")
         usage = {"prompt_tokens": 11 + len(messages), "completion_tokens": 7, "total_tokens": 18 + len(messages)}
-        base = {"id": "chatcmpl-fake-1", "created": CREATED, "model": body.get("model", "gpt-fake"),
-                "system_fingerprint": "fp_fake"}
-        tool_call = {"id": "call_fake_1", "type": "function",
-                     "function": {"name": TOOL_NAME, "arguments": json.dumps(self.tool_args)}}
+        base = {"id": self._id("chatcmpl-fake-1"), "created": self._created(), "model": body.get("model", "gpt-fake"),
+                "system_fingerprint": self._id("fp_fake")}
+        name, args = self._call(body.get("tools"), lambda t: t["function"]["name"])
+        call_id = self._id("call_fake_1")
+        tool_call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
         finish = "tool_calls" if call else "stop"
         if not body.get("stream"):
             message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
@@ -160,8 +196,8 @@ class FakeLLMServer:
         if call:
             args = tool_call["function"]["arguments"]
             frames.append((None, {**chunk, "choices": [{"index": 0, "finish_reason": None, "delta": {"tool_calls": [
-                {"index": 0, "id": "call_fake_1", "type": "function",
-                 "function": {"name": TOOL_NAME, "arguments": ""}}]}}]}))
+                {"index": 0, "id": call_id, "type": "function",
+                 "function": {"name": name, "arguments": ""}}]}}]}))
             for piece in _split(args):
                 frames.append((None, {**chunk, "choices": [{"index": 0, "finish_reason": None, "delta": {
                     "tool_calls": [{"index": 0, "function": {"arguments": piece}}]}}]}))
@@ -186,15 +222,18 @@ class FakeLLMServer:
         call = body.get("tools") and output_item is None
         usage = {"input_tokens": 13 + len(items), "output_tokens": 9, "total_tokens": 22 + len(items),
                  "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}
+        item_id = self._id("fc_fake_1") if call else self._id("msg_fake_1")
         if call:
-            item: dict[str, Any] = {"type": "function_call", "id": "fc_fake_1", "call_id": "call_fake_r1",
-                                    "name": TOOL_NAME, "arguments": json.dumps(self.tool_args), "status": "completed"}
+            name, args = self._call(body.get("tools"), lambda t: t["name"])
+            item: dict[str, Any] = {"type": "function_call", "id": item_id, "call_id": self._id("call_fake_r1"),
+                                    "name": name, "arguments": json.dumps(args), "status": "completed"}
             text = None
         else:
             text = f"The weather: {output_item}" if output_item is not None else f"echo: {user}"
-            item = {"type": "message", "id": "msg_fake_1", "status": "completed", "role": "assistant",
+            item = {"type": "message", "id": item_id, "status": "completed", "role": "assistant",
                     "content": [{"type": "output_text", "text": text, "annotations": []}]}
-        response = {"id": "resp_fake_1", "object": "response", "created_at": CREATED, "status": "completed",
+        response = {"id": self._id("resp_fake_1"), "object": "response", "created_at": self._created(),
+                    "status": "completed",
                     "model": body.get("model", "gpt-fake"), "output": [item], "usage": usage,
                     "parallel_tool_calls": True, "tool_choice": "auto", "tools": body.get("tools") or [],
                     "error": None, "incomplete_details": None, "instructions": body.get("instructions"),
@@ -211,7 +250,7 @@ class FakeLLMServer:
                                                           "sequence_number": next(seq),
                                                           "item": {**item, "arguments": "", "status": "in_progress"}}))
             frames.append(("response.function_call_arguments.done", {
-                "type": "response.function_call_arguments.done", "item_id": "fc_fake_1", "output_index": 0,
+                "type": "response.function_call_arguments.done", "item_id": item_id, "output_index": 0,
                 "arguments": item["arguments"], "sequence_number": next(seq)}))
         else:
             frames.append(("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
@@ -219,17 +258,17 @@ class FakeLLMServer:
                                                           "item": {**item, "content": [], "status": "in_progress"}}))
             empty_part = {"type": "output_text", "text": "", "annotations": []}
             frames.append(("response.content_part.added", {
-                "type": "response.content_part.added", "item_id": "msg_fake_1", "output_index": 0,
+                "type": "response.content_part.added", "item_id": item_id, "output_index": 0,
                 "content_index": 0, "part": empty_part, "sequence_number": next(seq)}))
             for piece in _split(text or ""):
                 frames.append(("response.output_text.delta", {
-                    "type": "response.output_text.delta", "item_id": "msg_fake_1", "output_index": 0,
+                    "type": "response.output_text.delta", "item_id": item_id, "output_index": 0,
                     "content_index": 0, "delta": piece, "sequence_number": next(seq), "logprobs": []}))
             frames.append(("response.output_text.done", {
-                "type": "response.output_text.done", "item_id": "msg_fake_1", "output_index": 0,
+                "type": "response.output_text.done", "item_id": item_id, "output_index": 0,
                 "content_index": 0, "text": text, "sequence_number": next(seq), "logprobs": []}))
             frames.append(("response.content_part.done", {
-                "type": "response.content_part.done", "item_id": "msg_fake_1", "output_index": 0,
+                "type": "response.content_part.done", "item_id": item_id, "output_index": 0,
                 "content_index": 0, "part": item["content"][0], "sequence_number": next(seq)}))
         frames.append(("response.output_item.done", {"type": "response.output_item.done", "output_index": 0,
                                                      "item": item, "sequence_number": next(seq)}))
@@ -252,14 +291,15 @@ class FakeLLMServer:
         usage = {"input_tokens": 17 + len(messages), "output_tokens": 8, "cache_read_input_tokens": 0,
                  "cache_creation_input_tokens": 0}
         if call:
-            block: dict[str, Any] = {"type": "tool_use", "id": "toolu_fake_1", "name": TOOL_NAME,
-                                     "input": dict(self.tool_args)}
+            name, args = self._call(body.get("tools"), lambda t: t["name"])
+            block: dict[str, Any] = {"type": "tool_use", "id": self._id("toolu_fake_1"), "name": name,
+                                     "input": dict(args)}
             stop = "tool_use"
         else:
             text = f"The weather: {result}" if result is not None else f"echo: {user}"
             block = {"type": "text", "text": text}
             stop = "end_turn"
-        message = {"id": "msg_fake_a1", "type": "message", "role": "assistant", "model": body.get("model"),
+        message = {"id": self._id("msg_fake_a1"), "type": "message", "role": "assistant", "model": body.get("model"),
                    "content": [block], "stop_reason": stop, "stop_sequence": None, "usage": usage}
         if not body.get("stream"):
             h._send(200, message)
@@ -269,7 +309,7 @@ class FakeLLMServer:
         if call:
             frames.append(("content_block_start", {"type": "content_block_start", "index": 0,
                                                    "content_block": {**block, "input": {}}}))
-            for piece in _split(json.dumps(self.tool_args)):
+            for piece in _split(json.dumps(block["input"])):
                 frames.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
                                                        "delta": {"type": "input_json_delta", "partial_json": piece}}))
         else:
