@@ -304,3 +304,17 @@ def test_report_of_a_live_replay_pairs_every_step_as_the_same(world: FakeLLMServ
     changed = orp.replay(trace_id, mode="live", approvals=["report_weather"], reason="new tool")
     rows = re.findall(r'class="sbs-row ([a-z]+)[" ]', replay_report(changed, original))
     assert rows == ["same", "changed", "changed"]
+
+
+def test_bad_rules_are_refused_before_anything_runs(world: FakeLLMServer) -> None:
+    trace_id = record("volatile-openai-loop", va.openai_loop, "What is the weather in Paris?")
+    requests, effects = world.count, va.effects()
+    with pytest.raises(TypeError, match="volatile_keys must be key names or VolatileRule objects"):
+        orp.replay(trace_id, mode="live", approvals=["report_weather"], reason="r", volatile_keys=[3])
+    with pytest.raises(ValueError, match="not a regular expression"):
+        volatile.VolatileRule(key="ref", pattern="(")
+    with pytest.raises(ValueError, match="needs a key, a pattern or both"):
+        volatile.VolatileRule()
+    assert (world.count, va.effects()) == (requests, effects)
+    with Store.open() as store:
+        assert [r.kind for r in store.runs(agent="volatile-openai-loop")] == ["original"]
