@@ -279,6 +279,39 @@ def test_cli_live_replay_of_unchanged_code_is_matched(world: FakeLLMServer) -> N
     assert world.count - requests == 2
 
 
+def test_zero_code_langgraph_run_replays_matched_through_the_cli(world: FakeLLMServer, tmp_path: Path) -> None:
+    """Recorded by ``opentelemetry-instrument`` with no line of otel-replay in the program, replayed by the CLI
+    with ``--app``: deterministic sends nothing, live sends its two requests (fresh ids) and is matched."""
+    import shutil
+
+    launcher = shutil.which("opentelemetry-instrument", path=os.path.dirname(sys.executable))
+    if launcher is None:
+        pytest.skip("opentelemetry-instrument is not installed next to this Python")
+    script = tmp_path / "weather.py"
+    script.write_text("import volatile_agents as va\n"
+                      "va.langgraph_run({'messages': [{'role': 'user', 'content': 'What is the weather in Paris?'}]})\n")
+    env = {**os.environ, "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none",
+           "OTEL_LOGS_EXPORTER": "none", "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai_v2,openai",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p)}
+    recorded = subprocess.run([launcher, sys.executable, str(script)], capture_output=True, text=True, env=env,
+                              cwd=TESTS_DIR, timeout=180)
+    assert recorded.returncode == 0, recorded.stderr
+    with Store.open() as store:
+        (summary,) = store.runs(agent="LangGraph", kind="original")
+    requests, effects = world.count, va.effects()
+    app = ("--app", "volatile_agents:langgraph_run", "--json")
+    out = cli("replay", summary.trace_id, "--mode", "deterministic", *app)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout[out.stdout.index("{"):])["outcome"] == "matched"
+    assert (world.count, va.effects()) == (requests, effects)
+    out = cli("replay", summary.trace_id, "--mode", "live", "--approve", "get_weather", "--reason", "verify", *app)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout[out.stdout.index("{"):])
+    assert result["outcome"] == "matched", result["divergences"]
+    assert not result["diff"]["output"]["changed"] and not result["diff"]["state"]["changed"]
+    assert (world.count - requests, va.effects() - effects) == (2, 1)
+
+
 def test_request_hash_is_still_the_hash_of_what_was_sent(world: FakeLLMServer) -> None:
     """The recorded hash is not taken over placeholders: two recordings of the same code have different
     request hashes at the second model step (their conversations carry different ids)."""
