@@ -287,3 +287,20 @@ def test_request_hash_is_still_the_hash_of_what_was_sent(world: FakeLLMServer) -
     hashes = [[s.attributes[semconv.MODEL_REQUEST_HASH] for s in run.steps if s.kind == "model"]
               for run in (first, second)]
     assert hashes[0][0] == hashes[1][0] and hashes[0][1] != hashes[1][1]
+
+
+def test_report_of_a_live_replay_pairs_every_step_as_the_same(world: FakeLLMServer) -> None:
+    """The side-by-side report compares each step's request and response: fresh ids are not a change there
+    either, a changed tool result is."""
+    from otel_replay.report import replay_report
+
+    trace_id = record("volatile-openai-loop", va.openai_loop, "What is the weather in Paris?")
+    original = load(trace_id)
+    result = orp.replay(trace_id, mode="live", approvals=["report_weather"], reason="verify")
+    assert result.outcome == "matched"
+    rows = re.findall(r'class="sbs-row ([a-z]+)[" ]', replay_report(result, original))  # step rows
+    assert len(original.steps) == 3 and rows == ["same"] * 3
+    va.KNOBS["suffix"] = " and hot"
+    changed = orp.replay(trace_id, mode="live", approvals=["report_weather"], reason="new tool")
+    rows = re.findall(r'class="sbs-row ([a-z]+)[" ]', replay_report(changed, original))
+    assert rows == ["same", "changed", "changed"]
