@@ -101,7 +101,8 @@ def _trusted_module(name: str, *, given: bool) -> types.ModuleType:
 
     refusal = entrypoint_refusal(f"{name}:tool", given=given)
     if refusal is not None:
-        raise ReplayRefused(refusal.replace("pass --app module:function", "pass --app MODULE"))
+        raise ReplayRefused(refusal.replace(f"entrypoint {name + ':tool'!r}", f"module {name!r}")
+                            .replace("pass --app module:function", "pass --app MODULE"))
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
