@@ -8,6 +8,8 @@ response as plain data (``model_dump``; for a stream an envelope with every chun
 response; the text deltas of a stream are redacted as the text they make up together, see
 :func:`redact_stream`), and, during a replay, rebuilds the recorded answer as the SDK's own objects so
 calling code cannot tell. An SDK call made outside any run becomes a single-call run of its own, so nothing is lost.
+A call through ``with_raw_response`` is recorded as the SDK object its raw response parses to, and answered in
+a replay with a :class:`ReplayedRawResponse` holding the rebuilt object.
 
 What it must never do:
 

@@ -211,7 +211,6 @@ def langchain_tool(recorded: Step, original: Run, *, app: str | None) -> tuple[C
     return call, {"kind": "tool", "schema_version": None}
 
 
-
 def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", args: Mapping[str, Any] | None = None,
                 approve: bool = False, actor: str | None = None, reason: str | None = None,
                 store: Any = None, app: str | None = None) -> ToolReplayResult:
@@ -240,7 +239,8 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
         if recorded.kind != "tool":
             raise ReplayRefused(f"step {step} of run {tid} is a {recorded.kind} step, not a tool call")
         function = recorded.attributes.get(semconv.TOOL_FUNCTION)
-        instrumenting.enter_context(_instrumented(original))  # SDK tools are called through their wrappers
+        # A tool recorded through an SDK's instrumentation is called through its wrapper: instrument that SDK.
+        instrumenting.enter_context(_instrumented(types.SimpleNamespace(steps=[recorded], trace_id=tid)))
         framework = langchain_tool(recorded, original, app=app)
         if not function and framework is None:
             raise ReplayRefused(f"step {step} does not record which function the tool is (recorded before "
