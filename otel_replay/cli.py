@@ -516,6 +516,7 @@ def replay_tool_command(
     approve: bool = typer.Option(False, "--approve", help="Allow a write/high tool to execute (live)."),
     actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
     reason: str | None = typer.Option(None, "--reason", help="Why (required for live)."),
+    app_spec: str | None = typer.Option(None, "--app", help="Module (or module:object) holding the LangChain tool, for a run that recorded no entrypoint."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
@@ -532,7 +533,7 @@ def replay_tool_command(
             fail("--args must be a JSON object of argument names to values")
     with _output_to_stderr(as_json):
         result = replay_tool(trace_id, step, mode=mode.value, args=args, approve=approve, actor=actor,
-                             reason=reason, store=store_url)
+                             reason=reason, store=store_url, app=app_spec)
     if as_json:
         _print_json(result.to_dict())
     else:

@@ -37,7 +37,7 @@ BASE_URL = ""
 PROMPT = "What is the weather in"
 """Flipped by a test between recording and replay: a changed prompt."""
 RAW_FIRST = False
-"""Set by a test between recording and replay: the agent first makes a ``with_raw_response`` call."""
+"""Set by a test between recording and replay: the agent first makes a ``with_streaming_response`` call."""
 MODEL = "gpt-4o-mini"
 SYSTEM = "You are a weather assistant. Use the tools."
 CHAT_TOOLS = [{"type": "function", "function": {
@@ -59,7 +59,9 @@ def sync_agent(city: str) -> str:
     """Chat Completions, sync: a tool call round trip, then a streamed final answer."""
     client = openai.OpenAI(base_url=BASE_URL, api_key="sk-test-not-a-key", max_retries=0)
     if RAW_FIRST:
-        client.chat.completions.with_raw_response.create(model=MODEL, messages=[{"role": "user", "content": "raw"}])
+        with client.chat.completions.with_streaming_response.create(
+                model=MODEL, messages=[{"role": "user", "content": "raw"}]) as streaming:
+            streaming.parse()
     messages: list[Any] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"{PROMPT} {city}?"}]
     first = client.chat.completions.create(model=MODEL, messages=messages, tools=CHAT_TOOLS, timeout=10)
     assert isinstance(first, openai.types.chat.ChatCompletion)
@@ -227,14 +229,14 @@ def test_agents_record_show_and_replay_without_a_request(home: Path, server: Fak
     assert ("request", 3) in [(d.kind, d.step_index) for d in result.divergences]
     assert server.count == 8
 
-    # a raw-response call cannot be answered from a recording: it stops the replay instead of going out
+    # a streaming-response call cannot be answered from a recording: it stops the replay instead of going out
     RAW_FIRST = True
     try:
         result = orp.replay(sync_tid, mode="mock")
     finally:
         RAW_FIRST = False
     assert result.outcome == "diverged"
-    assert any(d.kind == "unanswerable" and "with_raw_response" in d.reason for d in result.divergences)
+    assert any(d.kind == "unanswerable" and "with_streaming_response" in d.reason for d in result.divergences)
     assert server.count == 8
 
 
@@ -422,9 +424,14 @@ _CONTRIB_SCRIPT = """
 
 
 
-def test_raw_response_calls_go_through_unrecorded(home: Path, server: FakeLLMServer) -> None:
+def test_raw_response_calls_are_recorded_and_streaming_response_calls_go_through(home: Path,
+                                                                                  server: FakeLLMServer) -> None:
     client = openai.OpenAI(base_url=BASE_URL, api_key="sk-test", max_retries=0)
     with capture(home=home) as recorded:
         raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=[{"role": "user", "content": "r"}])
+        with client.chat.completions.with_streaming_response.create(
+                model=MODEL, messages=[{"role": "user", "content": "s"}]) as streaming:
+            assert streaming.parse().choices[0].message.content == "echo: s"
     assert raw.http_request.method == "POST" and raw.parse().choices[0].message.content == "echo: r"
-    assert recorded.runs() == []
+    (run,) = recorded.runs()  # the raw-response call is a single-call run; the streaming response is not recorded
+    assert run.steps[0].snapshots["model"]["response"]["choices"][0]["message"]["content"] == "echo: r"

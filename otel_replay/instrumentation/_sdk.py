@@ -8,6 +8,8 @@ response as plain data (``model_dump``; for a stream an envelope with every chun
 response; the text deltas of a stream are redacted as the text they make up together, see
 :func:`redact_stream`), and, during a replay, rebuilds the recorded answer as the SDK's own objects so
 calling code cannot tell. An SDK call made outside any run becomes a single-call run of its own, so nothing is lost.
+A call through ``with_raw_response`` is recorded as the SDK object its raw response parses to, and answered in
+a replay with a :class:`ReplayedRawResponse` holding the rebuilt object.
 
 What it must never do:
 
@@ -124,6 +126,8 @@ class SdkApi:
     the piece; the pieces of one channel, in order, make up one text: a message's content, a tool call's
     arguments). Lets :func:`redact_stream` redact the joined text of each channel."""
     capture_context: bool = True
+    path: str = ""
+    """The API path of the method (``/chat/completions``), shown as the URL of a replayed raw response."""
     recorder_reads_finish_reasons: bool = False
     """True when the recorder takes ``gen_ai.response.finish_reasons`` from the plain response itself (Chat
     Completions' ``choices[].finish_reason``, Messages' ``stop_reason``) and sets it over ours: then
@@ -163,16 +167,18 @@ def _ensure_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else []
 
 
-def _raw_response_requested(kwargs: Mapping[str, Any]) -> bool:
+def _raw_response_requested(kwargs: Mapping[str, Any]) -> str | None:
+    """The SDK's raw-response marker of a call: ``"true"`` (``with_raw_response``: the call returns the raw
+    response, read), ``"stream"`` (``with_streaming_response``: the raw response, unread), else None."""
     headers = kwargs.get("extra_headers")
     if not isinstance(headers, Mapping):
-        return False
-    return any(str(k).lower() == _RAW_RESPONSE_HEADER for k in headers)
+        return None
+    return next((str(v) for k, v in headers.items() if str(k).lower() == _RAW_RESPONSE_HEADER), None)
 
 
 def _refuse_raw_during_replay(api: SdkApi) -> None:
-    """A raw-response call is neither recorded nor answerable; in a replay that is not live it would reach the
-    network unasked, so it stops the replay instead."""
+    """A ``with_streaming_response`` call is neither recorded nor answerable; in a replay that is not live it
+    would reach the network unasked, so it stops the replay instead."""
     from ..recording import _replay_session
 
     session = _replay_session.get()
@@ -180,12 +186,12 @@ def _refuse_raw_during_replay(api: SdkApi) -> None:
         return
     from ..replay.session import DivergenceStop
 
-    reason = (f"a {api.step} call through with_raw_response / with_streaming_response cannot be answered from a "
-              "recording")
+    reason = f"a {api.step} call through with_streaming_response cannot be answered from a recording"
     diverge = getattr(session, "_diverge", None)
     if diverge is not None:
         diverge(None, "unanswerable", reason)
-    raise DivergenceStop(f"replay stopped: {reason} (use the plain method, or replay in live mode)")
+    raise DivergenceStop(f"replay stopped: {reason} (use the plain method or with_raw_response, or replay in "
+                         "live mode)")
 
 
 # ------------------------------------------------------------------------------------------- one call
@@ -203,11 +209,14 @@ class _Plan:
     instead of starting traces of their own).
     """
 
-    __slots__ = ("api", "ctx", "stream", "run", "call", "done")
+    __slots__ = ("api", "ctx", "stream", "run", "call", "done", "raw")
 
-    def __init__(self, api: SdkApi, stream: bool) -> None:
+    def __init__(self, api: SdkApi, stream: bool, raw: bool = False) -> None:
         self.api = api
         self.stream = stream
+        self.raw = raw
+        """The call asked for the raw response (``with_raw_response``): it returns one and is answered with
+        a :class:`ReplayedRawResponse`."""
         self.ctx = contextvars.copy_context() if stream else None
         self.run: Any = None
         self.call: Any = None
@@ -298,12 +307,13 @@ class _Plan:
                 raise exc
             objects = [self.api.build_chunk(c) for c in data]
             on_done = lambda: self.finish_chunks(data, complete=True, plain_chunks=True)  # noqa: E731
-            return (self.api.replay_async_stream if async_ else self.api.replay_stream)(objects, on_done)
+            stream = (self.api.replay_async_stream if async_ else self.api.replay_stream)(objects, on_done)
+            return ReplayedRawResponse(stream, None, self.api) if self.raw else stream
         if is_stream_envelope(value):
             value = value.get("response")
         obj = self.api.build_response(value)
         self.finish(result=value)
-        return obj
+        return ReplayedRawResponse(obj, value, self.api) if self.raw else obj
 
 
 def _start(api: SdkApi, request: dict[str, Any] | None, args: tuple[Any, ...], kwargs: Mapping[str, Any],
@@ -312,12 +322,13 @@ def _start(api: SdkApi, request: dict[str, Any] | None, args: tuple[Any, ...], k
     try:
         if not is_instrumentation_enabled():
             return None
-        if _raw_response_requested(kwargs):
+        raw = _raw_response_requested(kwargs)
+        if raw is not None and raw != "true":
             _refuse_raw_during_replay(api)
             return None
         if request is None:
             request = request_of(args, kwargs)
-        plan = _Plan(api, stream)
+        plan = _Plan(api, stream, raw=raw is not None)
     except Exception:  # noqa: BLE001
         _log.warning("otel-replay: could not record %s; calling it unrecorded", api.step, exc_info=True)
         return None
@@ -367,6 +378,8 @@ def _served(plan: _Plan, *, async_: bool) -> Any:
 
 def _performed(api: SdkApi, plan: _Plan, result: Any, stream_type: Callable[[Any, _Plan], Any]) -> Any:
     """A call that really ran: its stream, wrapped to record the chunks, or its response, recorded now."""
+    if plan.raw:
+        return _performed_raw(api, plan, result, stream_type)
     if plan.stream:
         try:
             return stream_type(result, plan)
@@ -376,6 +389,27 @@ def _performed(api: SdkApi, plan: _Plan, result: Any, stream_type: Callable[[Any
             return result
     plan.finish(result=_plain_guarded(api, result))
     return result
+
+
+def _performed_raw(api: SdkApi, plan: _Plan, raw: Any, stream_type: Callable[[Any, _Plan], Any]) -> Any:
+    """A ``with_raw_response`` call that really ran: the raw response is parsed to the SDK object (what the
+    recording holds; the raw response keeps the parsed object, so the caller's ``parse()`` gets the same one).
+    For a stream, the caller's ``parse()`` returns the stream wrapped to record its chunks."""
+    try:
+        parsed = raw.parse()
+    except Exception:  # noqa: BLE001 - the caller's own parse() will meet the same problem
+        _log.warning("otel-replay: could not read the raw %s response", api.step, exc_info=True)
+        plan.finish(result=None)
+        return raw
+    if not plan.stream:
+        plan.finish(result=_plain_guarded(api, parsed))
+        return raw
+    try:
+        return _RawRecording(raw, stream_type(parsed, plan))
+    except Exception:  # noqa: BLE001
+        _log.warning("otel-replay: could not record the %s stream", api.step, exc_info=True)
+        plan.finish(result=None)
+        return raw
 
 
 def _plain_guarded(api: SdkApi, result: Any) -> Any:
@@ -426,6 +460,96 @@ async def stream_request_async(api: SdkApi, request: dict[str, Any], original: A
         if close is not None:
             close()
     return await run_async(api, plan, lambda: original)
+
+
+# ------------------------------------------------------------------------------------------ raw responses
+
+
+class _RawRecording(wrapt.ObjectProxy):  # type: ignore[misc]
+    """The SDK's raw response of a recorded streamed call: ``parse()`` returns the recording stream."""
+
+    def __init__(self, wrapped: Any, stream: Any) -> None:
+        super().__init__(wrapped)
+        self._self_stream = stream
+
+    def parse(self, *, to: Any = None) -> Any:
+        """The recording stream (a custom ``to`` type is parsed by the SDK, unrecorded)."""
+        return self._self_stream if to is None else self.__wrapped__.parse(to=to)
+
+
+class ReplayedRequest:
+    """Stands in for the HTTP request behind a replayed raw response (none was sent)."""
+
+    method = "POST"
+
+    def __init__(self, url: str) -> None:  # noqa: D107
+        self.url = url
+        self.headers: dict[str, str] = {}
+        self.content = b""
+
+
+class ReplayedRawResponse:
+    """Stands in for the raw response (``with_raw_response``) of a call answered from the recording.
+
+    ``parse()`` returns the SDK object rebuilt from the recording (the same object on every call; a replayed
+    stream for a streamed call); ``status_code`` is 200; ``headers`` are empty (response headers are not
+    recorded: they hold request ids, dates and rate-limit counters that change with every call);
+    ``http_request`` names the API path; ``content`` / ``text`` / ``json()`` are the recorded response body as
+    JSON (empty for a stream). ``http_response`` is the object itself, so code reaching for the HTTP
+    response finds the same fields."""
+
+    status_code = 200
+    http_version = "HTTP/1.1"
+    retries_taken = 0
+    is_closed = True
+    request_id = None
+
+    def __init__(self, parsed: Any, body: Any, api: SdkApi) -> None:  # noqa: D107
+        import datetime
+
+        self._parsed = parsed
+        self._body = body
+        self.headers: dict[str, str] = {}
+        self.http_request = ReplayedRequest(api.path)
+        self.url = api.path
+        self.method = "POST"
+        self.elapsed = datetime.timedelta(0)
+
+    @property
+    def http_response(self) -> ReplayedRawResponse:
+        """This object (no HTTP response exists)."""
+        return self
+
+    def parse(self, *, to: Any = None) -> Any:
+        """The recorded answer as the SDK object (``to=dict``: the recorded JSON)."""
+        if to is None:
+            return self._parsed
+        if to is dict and isinstance(self._body, dict):
+            return dict(self._body)
+        raise TypeError(f"a replayed raw response parses only to its own type, not {to!r}")
+
+    @property
+    def content(self) -> bytes:
+        """The recorded response body as JSON bytes (empty for a stream)."""
+        return self.text.encode()
+
+    @property
+    def text(self) -> str:
+        """The recorded response body as JSON text (empty for a stream)."""
+        import json
+
+        return "" if self._body is None else json.dumps(self._body)
+
+    def json(self) -> Any:
+        """The recorded response body (None for a stream)."""
+        return self._body
+
+    def read(self) -> bytes:
+        """The recorded response body as JSON bytes."""
+        return self.content
+
+    def close(self) -> None:
+        """Nothing to close."""
 
 
 # --------------------------------------------------------------------------------------------- streams

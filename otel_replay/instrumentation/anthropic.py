@@ -208,7 +208,8 @@ class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         api = SdkApi(provider=PROVIDER, step=MESSAGES_STEP, build_response=_message, build_chunk=_event,
                      assemble=assemble_message, finish_reasons=finish_reasons, context=messages_context,
                      replay_stream=_replay_stream, replay_async_stream=_replay_async_stream, delta_slots=delta_slots,
-                     capture_context=bool(kwargs.get("capture_context", True)), recorder_reads_finish_reasons=True)
+                     capture_context=bool(kwargs.get("capture_context", True)), recorder_reads_finish_reasons=True,
+                     path="/v1/messages")
         _sdk.wrap(module.Messages, "create", _sdk.create_wrapper(api, is_async=False))
         _sdk.wrap(module.AsyncMessages, "create", _sdk.create_wrapper(api, is_async=True))
         _sdk.wrap(module.Messages, "stream", _stream_wrapper(api, is_async=False))

@@ -14,8 +14,9 @@ recording at that same boundary during a replay:
   expects);
 * retrievers: ``BaseRetriever.invoke`` / ``ainvoke`` (query, Documents with ids, metadata sources, scores);
 * the top-level invocation outside a run: LangGraph ``Pregel.invoke`` / ``ainvoke`` / ``stream`` /
-  ``astream`` and LCEL ``RunnableSequence.invoke`` / ``ainvoke`` begin an implicit run, so nothing is lost
-  when the application has no ``@orp.agent``; a model, tool or retriever called alone outside any run is an
+  ``astream``, LCEL ``RunnableSequence.invoke`` / ``ainvoke`` and legacy ``Chain.invoke`` / ``ainvoke``
+  (``langchain_classic``: ``AgentExecutor``, whose whole loop is then one run) begin an implicit run, so
+  nothing is lost when the application has no ``@orp.agent``; a model, tool or retriever called alone outside any run is an
   implicit run of one step.
 
 What it must never do: raise into the host program from its own bookkeeping (every failure is logged and the
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import importlib.util
 import logging
 import operator
 import sys
@@ -74,8 +76,34 @@ _RETRIEVERS: Final = "langchain_core.retrievers"
 _RUNNABLES: Final = "langchain_core.runnables.base"
 _LANGGRAPH: Final = "langgraph.pregel"
 
+OPTIONAL_ENTRY_POINTS: Final[tuple[tuple[str, str, str], ...]] = (
+    (_LANGGRAPH, "Pregel", "invoke"),
+    (_LANGGRAPH, "Pregel", "ainvoke"),
+    (_LANGGRAPH, "Pregel", "stream"),
+    (_LANGGRAPH, "Pregel", "astream"),
+    ("langchain_classic.chains.base", "Chain", "invoke"),
+    ("langchain_classic.chains.base", "Chain", "ainvoke"),
+    ("langchain.chains.base", "Chain", "invoke"),
+    ("langchain.chains.base", "Chain", "ainvoke"),
+)
+"""(module, class, method) of the top-level invocations of packages beside LangChain core that begin an
+implicit run when called outside one: LangGraph graphs, and legacy chains (``AgentExecutor`` is a ``Chain``:
+its whole loop is one run). Patched only when the module's package is installed; the method names are those
+of :func:`_entry_wrappers`."""
+
 
 # -------------------------------------------------------------------------------------------- helpers
+
+
+def _installed(module: str) -> bool:
+    """Whether the package of ``module`` is imported or installed (found without importing it)."""
+    top = module.partition(".")[0]
+    if top in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _enabled() -> bool:
@@ -924,10 +952,11 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             return None
 
     def _targets(self) -> list[tuple[str, str, str, Callable[..., Any]]]:
-        """(module, class, method, wrapper) of every patch; LangGraph's only when it is installed."""
+        """(module, class, method, wrapper) of every patch; those of :data:`OPTIONAL_ENTRY_POINTS` only for
+        the packages that are installed (found without importing them)."""
         tool_run, tool_arun = _tool_wrappers(self)
         retriever_invoke, retriever_ainvoke = _retriever_wrappers()
-        invoke, ainvoke, stream, astream = _entry_wrappers()
+        entry = dict(zip(("invoke", "ainvoke", "stream", "astream"), _entry_wrappers()))
         targets = [
             (_CHAT, "BaseChatModel", "_generate_with_cache", _generate_wrapper),
             (_CHAT, "BaseChatModel", "_agenerate_with_cache", _agenerate_wrapper),
@@ -937,19 +966,11 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             (_TOOLS, "BaseTool", "arun", tool_arun),
             (_RETRIEVERS, "BaseRetriever", "invoke", retriever_invoke),
             (_RETRIEVERS, "BaseRetriever", "ainvoke", retriever_ainvoke),
-            (_RUNNABLES, "RunnableSequence", "invoke", invoke),
-            (_RUNNABLES, "RunnableSequence", "ainvoke", ainvoke),
+            (_RUNNABLES, "RunnableSequence", "invoke", entry["invoke"]),
+            (_RUNNABLES, "RunnableSequence", "ainvoke", entry["ainvoke"]),
         ]
-        try:
-            import langgraph.pregel  # noqa: F401
-        except ImportError:
-            return targets
-        return targets + [
-            (_LANGGRAPH, "Pregel", "invoke", invoke),
-            (_LANGGRAPH, "Pregel", "ainvoke", ainvoke),
-            (_LANGGRAPH, "Pregel", "stream", stream),
-            (_LANGGRAPH, "Pregel", "astream", astream),
-        ]
+        return targets + [(module, cls, method, entry[method]) for module, cls, method in OPTIONAL_ENTRY_POINTS
+                          if _installed(module)]
 
     def _instrument(self, **kwargs: Any) -> None:
         if "tool_risks" in kwargs:
@@ -958,6 +979,9 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         for module, cls, method, wrapper in self._targets():
             try:
                 wrapt.wrap_function_wrapper(module, f"{cls}.{method}", wrapper)
+            except ImportError:  # an installed package without this module (``langchain`` 1.x has no chains)
+                _log.debug("otel-replay: %s is not importable; %s.%s not instrumented", module, cls, method)
+                continue
             except Exception:  # noqa: BLE001 - a LangChain version without this method: skip it
                 _log.warning("otel-replay: cannot instrument %s.%s.%s", module, cls, method, exc_info=True)
                 continue

@@ -1,9 +1,11 @@
 """Record and replay OpenAI Python SDK calls: ``chat.completions.create`` and ``responses.create``.
 
-Every call, sync (``OpenAI``) or async (``AsyncOpenAI``), streamed or not, becomes a model step
+Every call, sync (``OpenAI``) or async (``AsyncOpenAI``), streamed or not, plain or through
+``with_raw_response`` (as ``langchain-openai``'s ``ChatOpenAI`` calls it), becomes a model step
 (``openai.chat.completions`` / ``openai.responses``) of the current run, or of a single-call run of its own
 outside any run. During a replay the recorded answer comes back as the SDK's own ``ChatCompletion``,
-``Response`` or stream of chunk / event objects, and no HTTP request leaves the process.
+``Response`` or stream of chunk / event objects (inside a stand-in raw response for a ``with_raw_response``
+call: ``parse()``, ``headers``, ``status_code``, ``http_request``), and no HTTP request leaves the process.
 
 This module must never import ``openai`` at import time (the SDK is an optional extra), and never raise into
 the host program from its own code (see :mod:`otel_replay.instrumentation._sdk`).
@@ -244,11 +246,11 @@ def _api(kind: str, capture_context: bool) -> SdkApi:
                       assemble=assemble_chat, finish_reasons=chat_finish_reasons, context=chat_context,
                       replay_stream=_replay_stream, replay_async_stream=_replay_async_stream,
                       delta_slots=chat_delta_slots, capture_context=capture_context,
-                      recorder_reads_finish_reasons=True)
+                      recorder_reads_finish_reasons=True, path="/chat/completions")
     return SdkApi(provider=PROVIDER, step=RESPONSES_STEP, build_response=_responses_response,
                   build_chunk=_responses_event, assemble=assemble_responses, finish_reasons=responses_finish_reasons,
                   context=responses_context, replay_stream=_replay_stream, replay_async_stream=_replay_async_stream,
-                  delta_slots=responses_delta_slots, capture_context=capture_context)
+                  delta_slots=responses_delta_slots, capture_context=capture_context, path="/responses")
 
 
 class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]

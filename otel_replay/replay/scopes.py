@@ -9,10 +9,15 @@ trace linked to the original, a ``write``/``high`` tool executes only with an ap
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import inspect
-from collections.abc import Mapping, Sequence
+import os
+import sys
+import types
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -20,6 +25,7 @@ from .. import semconv
 from ..exporting import setup
 from ..recording import ReplayInterrupt, agent, replaying
 from ..records import parse_trace_id
+from ..runs import Run, Step
 from ..semconv import ReplayMode
 from ..snapshots import canonical_json, to_jsonable
 from .hashing import MISSING, same_content, stored_text
@@ -28,6 +34,7 @@ from .engine import (
     ReplayResult,
     _call,
     _ingest,
+    _instrumented,
     _load_replay,
     _open_store,
     _scrubbed,
@@ -79,12 +86,141 @@ class ToolReplayResult:
                 "refusal": self.refusal}
 
 
+_SEARCH_DEPTH: Final = 6
+"""How deep :func:`langchain_tool` looks into the app's objects (module → graph → its nodes → a node → its
+runnable, a ``ToolNode`` → its tools by name → the tool)."""
+_CONTAINER_ATTRS: Final = ("tools_by_name", "tools", "nodes", "bound")
+"""Attributes through which LangChain / LangGraph objects hold their tools (``ToolNode.tools_by_name``,
+``AgentExecutor.tools``, a compiled graph's ``nodes``, a node's ``bound`` runnable)."""
+
+
+def _trusted_module(name: str, *, given: bool) -> types.ModuleType:
+    """Import module ``name`` for a tool lookup, under the same trust rule as an entrypoint (refused before
+    anything is imported)."""
+    from .trust import entrypoint_refusal
+
+    refusal = entrypoint_refusal(f"{name}:tool", given=given)
+    if refusal is not None:
+        raise ReplayRefused(refusal.replace(f"entrypoint {name + ':tool'!r}", f"module {name!r}")
+                            .replace("pass --app module:function", "pass --app MODULE"))
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the same refusal
+        raise ReplayRefused(f"module {name!r} is not importable ({type(exc).__name__}: {exc}); run from the project "
+                            "folder or pass --app MODULE") from None
+
+
+def _find_langchain_tool(obj: Any, name: str, base: type, depth: int, seen: set[int]) -> Any:
+    """The ``BaseTool`` named ``name`` held by ``obj`` (a module's globals, a list or dict of tools, a graph,
+    a ``ToolNode``, an ``AgentExecutor``), looked for breadth-first; None when there is none."""
+    if isinstance(obj, base):
+        return obj if getattr(obj, "name", None) == name else None
+    if depth <= 0 or id(obj) in seen:
+        return None
+    seen.add(id(obj))
+    if isinstance(obj, types.ModuleType):
+        children = [v for k, v in vars(obj).items() if not k.startswith("__") and not isinstance(v, types.ModuleType)]
+    elif isinstance(obj, Mapping):
+        children = list(obj.values())
+    elif isinstance(obj, (list, tuple)):
+        children = list(obj)
+    else:
+        children = []
+        for attr in _CONTAINER_ATTRS:
+            try:
+                value = inspect.getattr_static(obj, attr, None)
+                value = getattr(obj, attr, None) if value is not None else None
+            except Exception:  # noqa: BLE001 - an object whose attribute fails is not a container of tools
+                value = None
+            if isinstance(value, (Mapping, list, tuple)) or (value is not None and attr == "bound"):
+                children.append(value)
+    direct = [c for c in children if isinstance(c, base)]
+    for child in direct:
+        if getattr(child, "name", None) == name:
+            return child
+    for child in children:
+        if isinstance(child, base) or isinstance(child, (str, bytes, int, float, bool, type(None))):
+            continue
+        if not isinstance(child, (types.ModuleType, Mapping, list, tuple)) and not any(
+                hasattr(type(child), a) or hasattr(child, a) for a in _CONTAINER_ATTRS):
+            continue
+        found = _find_langchain_tool(child, name, base, depth - 1, seen)
+        if found is not None:
+            return found
+    return None
+
+
+def langchain_tool(recorded: Step, original: Run, *, app: str | None) -> tuple[Callable[..., Any], dict[str, Any]] | None:
+    """The current code's LangChain ``BaseTool`` behind tool step ``recorded`` (recorded by the LangChain
+    instrumentor), as ``(call, meta)`` for :func:`replay_tool`; None for a step of another kind of tool.
+
+    The tool is found by its recorded name among the objects of a module the trust rule allows
+    (:mod:`otel_replay.replay.trust`): ``app`` (``MODULE`` or ``MODULE:OBJECT``, given by the person replaying),
+    else the module of the recorded tool function or of the recorded entrypoint. Nothing the recording names
+    is constructed; the tool is called through ``BaseTool.run`` / ``arun``, which the LangChain instrumentor
+    wraps, so the call goes through the replay's firewall. ``call(**arguments)`` returns what the tool
+    returned when recorded: a ``ToolMessage`` when one was recorded (LangGraph's ``ToolNode`` asks for one)."""
+    if recorded.attributes.get(semconv.STEP_INSTRUMENTATION) != "langchain":
+        return None
+    from langchain_core.tools import BaseTool
+
+    from .engine import load_entrypoint
+
+    script = (original.snapshots.get("input") or {}).get("script")
+    roots: list[Any] = []
+    if app:
+        module_name, _, qualname = app.partition(":")
+        root: Any = _trusted_module(module_name, given=True)
+        for part in qualname.split(".") if qualname else ():
+            root = getattr(root, part, None)
+            if root is None:
+                raise ReplayRefused(f"--app {app!r}: {module_name} has no {qualname}")
+        roots.append(root)
+    else:
+        for spec in (recorded.attributes.get(semconv.TOOL_FUNCTION), original.entrypoint):
+            if not spec or (spec.startswith("__main__:") and not script):
+                continue
+            found = load_entrypoint(spec, script=script)
+            roots.append(sys.modules.get(getattr(found, "__module__", "") or "") or found)
+        if not roots:
+            raise ReplayRefused(f"tool {recorded.name!r} was recorded by the LangChain instrumentation in a run with "
+                                "no entrypoint: pass --app MODULE naming the module that defines the tool or the "
+                                "agent using it")
+    tool = next((t for t in (_find_langchain_tool(r, recorded.name, BaseTool, _SEARCH_DEPTH, set()) for r in roots)
+                 if t is not None), None)
+    if tool is None:
+        where = app or ", ".join(getattr(r, "__name__", type(r).__name__) for r in roots)
+        raise ReplayRefused(f"no LangChain tool named {recorded.name!r} was found in {where}; pass --app "
+                            "MODULE:OBJECT naming the tool, the tool list or the agent that holds it")
+    result = (recorded.snapshots.get("tool") or {}).get("result")
+    call_id = None
+    if isinstance(result, dict) and result.get("type") == "tool" and isinstance(result.get("data"), dict):
+        call_id = result["data"].get("tool_call_id")  # the recorded call returned a ToolMessage: ask for one
+    extra = {"tool_call_id": call_id} if isinstance(call_id, str) else {}
+    if getattr(tool, "func", None) is None and getattr(tool, "coroutine", None) is not None:
+        async def call_async(**arguments: Any) -> Any:
+            return await tool.arun(arguments, **extra)
+
+        return call_async, {"kind": "tool", "schema_version": None}
+
+    def call(**arguments: Any) -> Any:
+        return tool.run(arguments, **extra)
+
+    return call, {"kind": "tool", "schema_version": None}
+
+
 def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", args: Mapping[str, Any] | None = None,
                 approve: bool = False, actor: str | None = None, reason: str | None = None,
-                store: Any = None) -> ToolReplayResult:
+                store: Any = None, app: str | None = None) -> ToolReplayResult:
     """Re-run the tool call recorded as step ``step`` of ``trace_id`` (``mock``: answer from the recording;
     ``live``: call the tool for real, ``write``/``high`` only with ``approve=True``), with the recorded
-    arguments or ``args``, and compare the result with the recorded one."""
+    arguments or ``args``, and compare the result with the recorded one.
+
+    The tool is the ``@otel_replay.tool`` function the step recorded, or a LangChain tool found by
+    :func:`langchain_tool` (``app``: ``MODULE`` or ``MODULE:OBJECT`` to look in, for a run that recorded no
+    entrypoint)."""
     mode = ReplayMode(mode) if str(mode) in ("mock", "live") else None  # type: ignore[assignment]
     if mode is None:
         raise ReplayRefused("replay-tool takes --mode mock or --mode live")
@@ -93,6 +229,7 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
     tid = parse_trace_id(trace_id)
     actor, reason = _scrubbed(actor or os_user()), _scrubbed(reason)
     opened, close_store = _open_store(store)
+    instrumenting = contextlib.ExitStack()
     try:
         original = opened.load_run(tid)
         try:
@@ -102,11 +239,15 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
         if recorded.kind != "tool":
             raise ReplayRefused(f"step {step} of run {tid} is a {recorded.kind} step, not a tool call")
         function = recorded.attributes.get(semconv.TOOL_FUNCTION)
-        if not function:
+        # A tool recorded through an SDK's instrumentation is called through its wrapper: instrument that SDK.
+        instrumenting.enter_context(_instrumented(types.SimpleNamespace(steps=[recorded], trace_id=tid)))
+        framework = langchain_tool(recorded, original, app=app)
+        if not function and framework is None:
             raise ReplayRefused(f"step {step} does not record which function the tool is (recorded before "
                                 "otel-replay wrote otel_replay.tool.function)")
         snapshot = recorded.snapshots.get("tool") or {}
-        tool_func = load_entrypoint(function, script=(original.snapshots.get("input") or {}).get("script"))
+        tool_func, current = framework or (
+            load_entrypoint(function, script=(original.snapshots.get("input") or {}).get("script")), None)
         if args is not None:
             call_args, source = dict(args), "given"
         else:
@@ -114,7 +255,7 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
             if mode is ReplayMode.LIVE and "$redacted" in canonical_json(snapshot.get("arguments")):
                 raise ReplayRefused(f"the recorded arguments of step {step} hold redacted values a live call "
                                     "cannot restore: pass them with --args JSON")
-        current = getattr(tool_func, "__otel_replay__", None)
+        current = current or getattr(tool_func, "__otel_replay__", None)
         if not current or current.get("kind") != "tool":
             raise ReplayRefused(f"{function} is not an @otel_replay.tool function in the current code (it may have "
                                 "been wrapped under another name): it cannot be replayed through the firewall")
@@ -173,6 +314,7 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
                             "current": current.get("schema_version")},
             replay_trace_id=session.trace_id, approvals=approvals, actor=actor, reason=reason, refusal=refusal)
     finally:
+        instrumenting.close()
         if close_store:
             opened.close()
 
