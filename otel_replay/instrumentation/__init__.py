@@ -1,7 +1,9 @@
-"""Auto-instrumentation of the SDKs agents are built on: OpenAI, Anthropic, LangChain / LangGraph.
+"""Auto-instrumentation of the SDKs agents are built on: OpenAI, Anthropic, LangChain / LangGraph, the OpenAI
+Agents SDK.
 
 Each instrumentor is an OpenTelemetry ``BaseInstrumentor`` registered under the ``opentelemetry_instrumentor``
-entry point (``otel_replay_openai``, ``otel_replay_anthropic``, ``otel_replay_langchain``), so
+entry point (``otel_replay_openai``, ``otel_replay_anthropic``, ``otel_replay_langchain``,
+``otel_replay_openai_agents``), so
 ``opentelemetry-instrument python app.py`` finds them; :func:`instrument` does the same from code. Each SDK
 is an optional extra (``pip install otel-replay[openai]``); an instrumentor whose SDK is not installed is
 skipped, never an error at import time. When an SDK is installed (or asked for by name) but its
@@ -24,10 +26,12 @@ INSTRUMENTORS: Final[dict[str, str]] = {
     "openai": "otel_replay.instrumentation.openai:OpenAIInstrumentor",
     "anthropic": "otel_replay.instrumentation.anthropic:AnthropicInstrumentor",
     "langchain": "otel_replay.instrumentation.langchain:LangChainInstrumentor",
+    "openai_agents": "otel_replay.instrumentation.openai_agents:OpenAIAgentsInstrumentor",
 }
 """SDK name → ``module:class`` of its instrumentor."""
 
-_SDK_MODULES: Final[dict[str, str]] = {"openai": "openai", "anthropic": "anthropic", "langchain": "langchain_core"}
+_SDK_MODULES: Final[dict[str, str]] = {"openai": "openai", "anthropic": "anthropic", "langchain": "langchain_core",
+                                        "openai_agents": "agents"}
 """SDK name → the top-level module whose presence says the SDK is installed."""
 
 _warned: set[str] = set()
