@@ -199,7 +199,15 @@ def _begin_implicit_run(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any
     if parts is None:
         return None
     (name, config), arguments = parts
-    return _safely("begin an implicit run", begin_run, name, arguments=arguments, config=config)
+    return _safely("begin an implicit run", begin_run, name, arguments=arguments, config=config,
+                   script=_main_script())
+
+
+def _main_script() -> str | None:
+    """The file of the ``__main__`` module (a tool defined in it is recorded as ``__main__:name``)."""
+    main = sys.modules.get("__main__")
+    file = getattr(main, "__file__", None)
+    return os.path.abspath(file) if isinstance(file, str) and file.endswith(".py") else None
 
 
 def _final_output(result: Any) -> Any:
@@ -407,7 +415,8 @@ def _tool_wrapper(instrumentor: OpenAIAgentsInstrumentor) -> Callable[..., Any]:
                           parts: _ToolParts | None) -> Any:
         if in_run() or parts is None:
             return await body(wrapped, args, kwargs, parts)
-        handle = _safely("begin an implicit run", begin_run, parts.name, arguments=parts.arguments)
+        handle = _safely("begin an implicit run", begin_run, parts.name, arguments=parts.arguments,
+                         script=_main_script())
         try:
             result = await body(wrapped, args, kwargs, parts)
         except BaseException as exc:
