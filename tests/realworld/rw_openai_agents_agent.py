@@ -5,7 +5,8 @@ Recorded with one line (``orp.instrument()``), or with no otel-replay line at al
 is added, offered first: ``send_forecast`` has a real side effect (it appends a line to
 ``$RW_OUTBOX/forecasts.txt``). ``RW_STREAM=1`` runs the agent with ``Runner.run_streamed`` instead, consuming its
 events. ``RW_INSTRUCTIONS`` changes the agent's instructions as a developer would, for the divergence tests.
-``main(input)`` is what a replay calls (``--app rw_openai_agents_agent:main``): it returns the final output.
+``main(input)`` is what a replay calls (``--app rw_openai_agents_agent:main``): it returns the final output (the
+upstream example prints it inside ``main``; here the script prints it, so a replay prints nothing).
 """
 
 from __future__ import annotations
@@ -64,9 +65,8 @@ async def main(input: str = "What's the weather in Tokyo?") -> str:  # noqa: A00
     else:
         result = await Runner.run(agent, input=input)
         output = result.final_output
-    print(output)
     return output
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:2]))
+    print(asyncio.run(main(*sys.argv[1:2])))
