@@ -34,6 +34,9 @@ _SDK_MODULES: Final[dict[str, str]] = {"openai": "openai", "anthropic": "anthrop
                                         "openai_agents": "agents"}
 """SDK name → the top-level module whose presence says the SDK is installed."""
 
+_EXTRAS: Final[dict[str, str]] = {"openai_agents": "openai-agents"}
+"""SDK name → the name of its otel-replay extra, where the two differ."""
+
 _warned: set[str] = set()
 
 
@@ -49,7 +52,8 @@ def _say_once(name: str, why: str) -> None:
     if name in _warned:
         return
     _warned.add(name)
-    _log.warning("otel-replay: %s calls are not recorded: %s; pip install 'otel-replay[%s]'", name, why, name)
+    _log.warning("otel-replay: %s calls are not recorded: %s; pip install 'otel-replay[%s]'", name, why,
+                 _EXTRAS.get(name, name))
 
 
 def _load(name: str, *, asked: bool = False) -> Any | None:
