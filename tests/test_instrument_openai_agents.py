@@ -82,6 +82,20 @@ def _model() -> OpenAIResponsesModel:
     return OpenAIResponsesModel(model="gpt-fake", openai_client=client)
 
 
+class CachingResponsesModel(OpenAIResponsesModel):
+    """The SDK's Responses model as it behaves against api.openai.com: the runner adds a prompt cache key made up
+    for each run (``agents-sdk:run:<uuid4>``) to every request."""
+
+    def _supports_default_prompt_cache_key(self) -> bool:
+        return True
+
+
+def caching_agent() -> Agent:
+    client = AsyncOpenAI(base_url=SERVER["fake"].openai_url, api_key="sk-test-" + "2" * 32)
+    return Agent(name="cached", instructions="You keep notes.", tools=[post_note],
+                 model=CachingResponsesModel(model="gpt-fake", openai_client=client))
+
+
 def notes_agent() -> Agent:
     return Agent(name="notes", instructions=INSTRUCTIONS["text"], tools=[post_note, get_forecast], model=_model())
 
@@ -104,7 +118,7 @@ def triage_agent() -> Agent:
                  model=_model())
 
 
-AGENTS = {"notes": notes_agent, "forecaster": forecast_agent, "archivist": archive_agent, "triage": triage_agent}
+AGENTS = {"notes": notes_agent, "cached": caching_agent, "forecaster": forecast_agent, "archivist": archive_agent, "triage": triage_agent}
 
 
 async def ask(input: str, agent: str = "notes") -> Any:  # noqa: A002 - the implicit run records Runner.run's input
@@ -118,6 +132,10 @@ async def ask_forecaster(input: str) -> Any:  # noqa: A002
 
 async def ask_triage(input: str) -> Any:  # noqa: A002
     return await ask(input, "triage")
+
+
+async def ask_cached(input: str) -> Any:  # noqa: A002
+    return await ask(input, "cached")
 
 
 class CountingProcessor(TracingProcessor):
@@ -242,6 +260,15 @@ def test_live_replay_needs_an_approval_for_the_high_risk_function_tool(oa: dict[
                           entrypoint="test_instrument_openai_agents:ask")
     assert approved.executions == {"post_note": 1}
     assert notes_written(oa["notes"]) == ["note for Oslo", "note for Oslo"]
+
+
+def test_the_sdk_prompt_cache_key_made_up_per_run_is_not_a_divergence(oa: dict[str, Any]) -> None:
+    _, run = record(ask_cached("note Oslo"), "cached")
+    keys = {s.snapshots["model"]["request"].get("prompt_cache_key") for s in run.steps if s.kind == "model"}
+    assert len(keys) == 1 and next(iter(keys)).startswith("agents-sdk:run:")
+    result = orp.replay(run.trace_id, mode="deterministic", entrypoint="test_instrument_openai_agents:ask_cached")
+    assert result.outcome == "matched", result.divergences
+    assert CALLS == {"post_note": 1}
 
 
 def test_run_sync_and_run_streamed_are_one_run_each(oa: dict[str, Any]) -> None:
