@@ -118,7 +118,8 @@ def triage_agent() -> Agent:
                  model=_model())
 
 
-AGENTS = {"notes": notes_agent, "cached": caching_agent, "forecaster": forecast_agent, "archivist": archive_agent, "triage": triage_agent}
+AGENTS = {"notes": notes_agent, "cached": caching_agent, "forecaster": forecast_agent, "archivist": archive_agent,
+          "triage": triage_agent}
 
 
 async def ask(input: str, agent: str = "notes") -> Any:  # noqa: A002 - the implicit run records Runner.run's input

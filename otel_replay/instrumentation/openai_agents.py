@@ -9,9 +9,10 @@ call is visible as the SDK's own objects, and answers each call from the recordi
   ``Runner.run_streamed`` call) begin an implicit run when none is current: one run per agent invocation, its
   input the ``input`` given, its output the run's ``final_output``;
 * function tools: the SDK's tool-invocation boundary (``_invoke_function_tool_with_metadata``, reached by every
-  ``FunctionTool`` call of a run, after the SDK parsed nothing yet and before its failure handling turned an
-  exception into text) records a tool step with the model's arguments, the tool's risk and the function's
-  ``module:qualname``; during a replay the recorded output comes back and the tool does not run;
+  ``FunctionTool`` call of a run with the model's arguments as JSON text) records a tool step with those
+  arguments, the tool's risk, the function's ``module:qualname`` and the output (the text the SDK's failure
+  handling makes of an exception included); during a replay the recorded output comes back and the tool does
+  not run;
 * handoffs: ``Handoff.on_invoke_handoff`` of every ``Handoff`` built after :meth:`instrument` (those the SDK
   builds for ``Agent(handoffs=[...])`` at run time included) is a tool step named after the handoff's tool
   (``transfer_to_…``), risk ``read`` unless declared; a replay hands back the target agent the handoff holds,
