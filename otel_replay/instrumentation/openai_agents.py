@@ -74,17 +74,17 @@ only: nothing goes to OpenAI's trace backend) or ``off`` (leave the SDK's tracin
 TRACING_MODES: Final = ("bridge", "replace", "off")
 """The values of the ``tracing`` option."""
 
-SPAN_EVENT: Final = "otel_replay.openai_agents.span"
+SPAN_EVENT: Final = semconv.EVENT_OPENAI_AGENTS_SPAN
 """Event added to the current otel-replay step or run for each bridged SDK span."""
-SPAN_TYPE: Final = "otel_replay.openai_agents.span.type"
+SPAN_TYPE: Final = semconv.OPENAI_AGENTS_SPAN_TYPE
 """Attribute of :data:`SPAN_EVENT`: the SDK span's type (``agent``, ``handoff``, ``guardrail``, ``custom``…)."""
-SPAN_DATA: Final = "otel_replay.openai_agents.span.data"
+SPAN_DATA: Final = semconv.OPENAI_AGENTS_SPAN_DATA
 """Attribute of :data:`SPAN_EVENT`: the SDK span's exported data, as canonical JSON (redacted)."""
-SPAN_ERROR: Final = "otel_replay.openai_agents.span.error"
+SPAN_ERROR: Final = semconv.OPENAI_AGENTS_SPAN_ERROR
 """Attribute of :data:`SPAN_EVENT`: the SDK span's error, as canonical JSON (redacted), when it has one."""
-TRACE_ID_ATTR: Final = "otel_replay.openai_agents.trace_id"
+TRACE_ID_ATTR: Final = semconv.OPENAI_AGENTS_TRACE_ID
 """Attribute of the run's root span: the id of the SDK's own trace of the run (to find it in other tools)."""
-HANDOFF_TO_ATTR: Final = "otel_replay.openai_agents.handoff.to"
+HANDOFF_TO_ATTR: Final = semconv.OPENAI_AGENTS_HANDOFF_TO
 """Attribute of a handoff step: the name of the agent the handoff hands over to."""
 
 _NAME: Final = "openai_agents"  # otel_replay.step.instrumentation of the steps recorded here
