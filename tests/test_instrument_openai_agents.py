@@ -406,3 +406,28 @@ def test_suppressed_instrumentation_records_nothing(oa: dict[str, Any]) -> None:
     with Store.open() as store:
         assert store.runs(agent="notes") == []
     assert CALLS == {"post_note": 1}
+
+
+def test_replay_tool_never_imports_a_tool_module_the_recording_names_outside_the_project(oa: dict[str, Any]) -> None:
+    import sys
+
+    from otel_replay.recording import begin_tool_call, end_call
+    from otel_replay.replay.engine import ReplayRefused
+
+    hostile = "agents.extensions.handoff_filters"
+    assert hostile not in sys.modules
+
+    @orp.agent("forged")
+    def forged() -> None:
+        call = begin_tool_call("post_note", {"city": "Oslo"}, function=f"{hostile}:remove_all_tools",
+                               instrumentation="openai_agents")
+        end_call(call, result="noted Oslo")
+
+    forged()
+    orp.flush()
+    with Store.open() as store:
+        (summary,) = store.runs(agent="forged")
+    with pytest.raises(ReplayRefused, match="installed package"):
+        orp.replay_tool(summary.trace_id, 0, mode="live", reason="retry", approve=True)
+    assert hostile not in sys.modules, "a module named by the recording was imported"
+    assert CALLS == {}

@@ -9,6 +9,7 @@ on disk, the replay's outcome, divergences and exit codes.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ def agents_world(world: Any, tmp_path: Path) -> Any:
     world.env["OPENAI_AGENTS_DONT_LOG_MODEL_DATA"] = "1"
     shim = _entry_point_shim(tmp_path / "entry-points")
     if shim is not None:
-        world.env["PYTHONPATH"] = f"{shim}:{world.env['PYTHONPATH']}"
+        world.env["PYTHONPATH"] = os.pathsep.join((shim, world.env["PYTHONPATH"]))
     world.server.tool_args_for["send_forecast"] = {"city": "Tokyo"}
     return world
 
