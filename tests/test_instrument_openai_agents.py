@@ -431,3 +431,12 @@ def test_replay_tool_never_imports_a_tool_module_the_recording_names_outside_the
         orp.replay_tool(summary.trace_id, 0, mode="live", reason="retry", approve=True)
     assert hostile not in sys.modules, "a module named by the recording was imported"
     assert CALLS == {}
+
+
+def test_a_module_named_agents_without_the_sdk_distribution_is_not_taken_for_the_sdk(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import otel_replay.instrumentation as instrumentation
+
+    assert instrumentation._sdk_installed("openai_agents")  # the SDK's module is found, its distribution too
+    monkeypatch.setitem(instrumentation._SDK_DISTRIBUTIONS, "openai_agents", "otel-replay-no-such-distribution")
+    assert not instrumentation._sdk_installed("openai_agents")  # a project's own `agents` package: not the SDK

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+from importlib import metadata
 from typing import Any, Final
 
 _log = logging.getLogger("otel_replay")
@@ -40,12 +41,25 @@ _EXTRAS: Final[dict[str, str]] = {"openai_agents": "openai-agents"}
 _warned: set[str] = set()
 
 
+_SDK_DISTRIBUTIONS: Final[dict[str, str]] = {"openai_agents": "openai-agents"}
+"""SDK name → its distribution, for SDKs whose module name a project of its own may well use (``agents``)."""
+
+
 def _sdk_installed(name: str) -> bool:
-    """Whether the SDK's module can be found (without importing it)."""
+    """Whether the SDK's module can be found (without importing it), and its distribution is installed when
+    its module name is a common one."""
     try:
-        return importlib.util.find_spec(_SDK_MODULES[name]) is not None
+        if importlib.util.find_spec(_SDK_MODULES[name]) is None:
+            return False
     except (ImportError, ValueError):
         return False
+    if name not in _SDK_DISTRIBUTIONS:
+        return True
+    try:
+        metadata.distribution(_SDK_DISTRIBUTIONS[name])
+    except metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def _say_once(name: str, why: str) -> None:
