@@ -279,6 +279,39 @@ def test_cli_live_replay_of_unchanged_code_is_matched(world: FakeLLMServer) -> N
     assert world.count - requests == 2
 
 
+def test_zero_code_langgraph_run_replays_matched_through_the_cli(world: FakeLLMServer, tmp_path: Path) -> None:
+    """Recorded by ``opentelemetry-instrument`` with no line of otel-replay in the program, replayed by the CLI
+    with ``--app``: deterministic sends nothing, live sends its two requests (fresh ids) and is matched."""
+    import shutil
+
+    launcher = shutil.which("opentelemetry-instrument", path=os.path.dirname(sys.executable))
+    if launcher is None:
+        pytest.skip("opentelemetry-instrument is not installed next to this Python")
+    script = tmp_path / "weather.py"
+    script.write_text("import volatile_agents as va\n"
+                      "va.langgraph_run({'messages': [{'role': 'user', 'content': 'What is the weather in Paris?'}]})\n")
+    env = {**os.environ, "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none",
+           "OTEL_LOGS_EXPORTER": "none", "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai_v2,openai",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p)}
+    recorded = subprocess.run([launcher, sys.executable, str(script)], capture_output=True, text=True, env=env,
+                              cwd=TESTS_DIR, timeout=180)
+    assert recorded.returncode == 0, recorded.stderr
+    with Store.open() as store:
+        (summary,) = store.runs(agent="LangGraph", kind="original")
+    requests, effects = world.count, va.effects()
+    app = ("--app", "volatile_agents:langgraph_run", "--json")
+    out = cli("replay", summary.trace_id, "--mode", "deterministic", *app)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout[out.stdout.index("{"):])["outcome"] == "matched"
+    assert (world.count, va.effects()) == (requests, effects)
+    out = cli("replay", summary.trace_id, "--mode", "live", "--approve", "get_weather", "--reason", "verify", *app)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout[out.stdout.index("{"):])
+    assert result["outcome"] == "matched", result["divergences"]
+    assert not result["diff"]["output"]["changed"] and not result["diff"]["state"]["changed"]
+    assert (world.count - requests, va.effects() - effects) == (2, 1)
+
+
 def test_request_hash_is_still_the_hash_of_what_was_sent(world: FakeLLMServer) -> None:
     """The recorded hash is not taken over placeholders: two recordings of the same code have different
     request hashes at the second model step (their conversations carry different ids)."""
@@ -287,3 +320,34 @@ def test_request_hash_is_still_the_hash_of_what_was_sent(world: FakeLLMServer) -
     hashes = [[s.attributes[semconv.MODEL_REQUEST_HASH] for s in run.steps if s.kind == "model"]
               for run in (first, second)]
     assert hashes[0][0] == hashes[1][0] and hashes[0][1] != hashes[1][1]
+
+
+def test_report_of_a_live_replay_pairs_every_step_as_the_same(world: FakeLLMServer) -> None:
+    """The side-by-side report compares each step's request and response: fresh ids are not a change there
+    either, a changed tool result is."""
+    from otel_replay.report import replay_report
+
+    trace_id = record("volatile-openai-loop", va.openai_loop, "What is the weather in Paris?")
+    original = load(trace_id)
+    result = orp.replay(trace_id, mode="live", approvals=["report_weather"], reason="verify")
+    assert result.outcome == "matched"
+    rows = re.findall(r'class="sbs-row ([a-z]+)[" ]', replay_report(result, original))  # step rows
+    assert len(original.steps) == 3 and rows == ["same"] * 3
+    va.KNOBS["suffix"] = " and hot"
+    changed = orp.replay(trace_id, mode="live", approvals=["report_weather"], reason="new tool")
+    rows = re.findall(r'class="sbs-row ([a-z]+)[" ]', replay_report(changed, original))
+    assert rows == ["same", "changed", "changed"]
+
+
+def test_bad_rules_are_refused_before_anything_runs(world: FakeLLMServer) -> None:
+    trace_id = record("volatile-openai-loop", va.openai_loop, "What is the weather in Paris?")
+    requests, effects = world.count, va.effects()
+    with pytest.raises(TypeError, match="volatile_keys must be key names or VolatileRule objects"):
+        orp.replay(trace_id, mode="live", approvals=["report_weather"], reason="r", volatile_keys=[3])
+    with pytest.raises(ValueError, match="not a regular expression"):
+        volatile.VolatileRule(key="ref", pattern="(")
+    with pytest.raises(ValueError, match="needs a key, a pattern or both"):
+        volatile.VolatileRule()
+    assert (world.count, va.effects()) == (requests, effects)
+    with Store.open() as store:
+        assert [r.kind for r in store.runs(agent="volatile-openai-loop")] == ["original"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +153,9 @@ def _langgraph_agent() -> Any:
         return _weather(city)
 
     get_weather.metadata = {"otel_replay_risk": "write"}
-    return create_react_agent(ChatOpenAI(model="gpt-4o-mini"), [get_weather], prompt=KNOBS["prompt"])
+    with warnings.catch_warnings():  # moved to langchain.agents in LangGraph 1.0; the README still shows it
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return create_react_agent(ChatOpenAI(model="gpt-4o-mini"), [get_weather], prompt=KNOBS["prompt"])
 
 
 def langgraph_run(input: dict[str, Any]) -> Any:  # noqa: A002 - the implicit run records the graph input as "input"

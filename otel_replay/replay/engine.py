@@ -356,6 +356,7 @@ def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = Non
 
     checked = _checked(mode, from_step, reason)
     approvals = Approvals.of(approvals)  # a bad spec is refused before anything is opened
+    volatile_keys = volatile.as_rules(volatile_keys)
     tid = parse_trace_id(trace_id)
     opened, close_store = _open_store(store)
     try:
@@ -378,6 +379,7 @@ def replay_run(original: Run, *, mode: str | ReplayMode, from_step: int | None =
     """Replay a run held in memory (a case file's trace) as :func:`replay` does, without any store: the replay
     is recorded through the configured exporter as usual and read back from the spans this process saw."""
     checked = _checked(mode, from_step, reason)
+    volatile_keys = volatile.as_rules(volatile_keys)
     with revival.noting() as unregistered, volatile.extended(volatile_keys):
         result = _replay(original, checked, from_step=from_step, approvals=approvals, actor=actor, reason=reason,
                          store=None, entrypoint=entrypoint, mocks=mocks,
