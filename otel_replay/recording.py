@@ -554,13 +554,14 @@ def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseExc
 
 
 def begin_run(name: str, *, entrypoint: str | None = None, arguments: Mapping[str, Any] | None = None,
-              config: Any = None) -> Any:
+              config: Any = None, script: str | None = None) -> Any:
     """Begin a run (or a nested ``agent`` step inside a run) for code that drives an agent it does not own,
     e.g. an instrumentor starting a run at a framework's top-level invocation. ``arguments`` are recorded as
-    the input (keyword arguments of ``entrypoint``, ``module:qualname``, when the run can be called again).
-    Returns a handle for :func:`end_run`, or None when recording is unavailable. Never raises."""
+    the input (keyword arguments of ``entrypoint``, ``module:qualname``, when the run can be called again);
+    ``script`` as the input's script (the file of the ``__main__`` module, which a replay of a tool defined
+    there loads). Returns a handle for :func:`end_run`, or None when recording is unavailable. Never raises."""
     try:
-        meta = _AgentMeta(name=name, config=config, sig=None, entrypoint=entrypoint or "", script=None)
+        meta = _AgentMeta(name=name, config=config, sig=None, entrypoint=entrypoint or "", script=script)
         return _start_run(meta, (), dict(arguments or {}))
     except Exception:  # noqa: BLE001
         _log_failure("run start")

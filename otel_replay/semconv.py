@@ -328,6 +328,28 @@ SAFETY_VERDICT: Final = "otel_replay.safety.verdict"
 SAFETY_PAYLOAD: Final = "otel_replay.safety.payload"
 """string. Canonical JSON of the (redacted) safety result."""
 
+# -------------------------------------------------------------------------------- OpenAI Agents SDK bridge
+
+EVENT_OPENAI_AGENTS_SPAN: Final = "otel_replay.openai_agents.span"
+"""Event name of one span of the OpenAI Agents SDK's own tracing (agent, handoff, guardrail, custom, MCP, task,
+turn), bridged into the run by the OpenAI Agents SDK instrumentor."""
+
+OPENAI_AGENTS_SPAN_TYPE: Final = "otel_replay.openai_agents.span.type"
+"""string. The bridged SDK span's type: ``agent``, ``handoff``, ``guardrail``, ``custom``, ``mcp_tools``,
+``task`` or ``turn``."""
+
+OPENAI_AGENTS_SPAN_DATA: Final = "otel_replay.openai_agents.span.data"
+"""string. The bridged SDK span's exported data, as redacted canonical JSON."""
+
+OPENAI_AGENTS_SPAN_ERROR: Final = "otel_replay.openai_agents.span.error"
+"""string. The bridged SDK span's error, as redacted canonical JSON; present only when it has one."""
+
+OPENAI_AGENTS_TRACE_ID: Final = "otel_replay.openai_agents.trace_id"
+"""string. On the run root: the id of the OpenAI Agents SDK's own trace of the run."""
+
+OPENAI_AGENTS_HANDOFF_TO: Final = "otel_replay.openai_agents.handoff.to"
+"""string. On a handoff step of the OpenAI Agents SDK: the name of the agent the conversation was handed to."""
+
 # ----------------------------------------------------------------------------- GenAI keys written alongside
 
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"

@@ -22,11 +22,12 @@ def test_a_missing_extra_is_said_once_per_sdk_on_stderr(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[] [] []"  # nothing claims to be instrumented
     lines = [line for line in out.stderr.splitlines() if line.strip()]
-    for sdk in ("openai", "anthropic", "langchain"):
+    for sdk, extra in (("openai", "openai"), ("anthropic", "anthropic"), ("langchain", "langchain"),
+                       ("openai_agents", "openai-agents")):
         said = [line for line in lines if line.startswith(f"otel-replay: {sdk} calls are not recorded")]
         assert len(said) == 1, out.stderr  # once, although instrument() ran three times
-        assert f"pip install 'otel-replay[{sdk}]'" in said[0] and "wrapt" in said[0]
-    assert len(lines) == 3, out.stderr
+        assert f"pip install 'otel-replay[{extra}]'" in said[0] and "wrapt" in said[0]
+    assert len(lines) == 4, out.stderr
 
 
 def test_nothing_is_said_when_every_extra_is_there(tmp_path: Path) -> None:
@@ -34,5 +35,5 @@ def test_nothing_is_said_when_every_extra_is_there(tmp_path: Path) -> None:
     env = {**os.environ, "OTEL_REPLAY_HOME": str(tmp_path / "home")}
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "['anthropic', 'langchain', 'openai']"
+    assert out.stdout.strip() == "['anthropic', 'langchain', 'openai', 'openai_agents']"
     assert "not recorded" not in out.stderr

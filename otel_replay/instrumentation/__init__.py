@@ -1,7 +1,9 @@
-"""Auto-instrumentation of the SDKs agents are built on: OpenAI, Anthropic, LangChain / LangGraph.
+"""Auto-instrumentation of the SDKs agents are built on: OpenAI, Anthropic, LangChain / LangGraph, the OpenAI
+Agents SDK.
 
 Each instrumentor is an OpenTelemetry ``BaseInstrumentor`` registered under the ``opentelemetry_instrumentor``
-entry point (``otel_replay_openai``, ``otel_replay_anthropic``, ``otel_replay_langchain``), so
+entry point (``otel_replay_openai``, ``otel_replay_anthropic``, ``otel_replay_langchain``,
+``otel_replay_openai_agents``), so
 ``opentelemetry-instrument python app.py`` finds them; :func:`instrument` does the same from code. Each SDK
 is an optional extra (``pip install otel-replay[openai]``); an instrumentor whose SDK is not installed is
 skipped, never an error at import time. When an SDK is installed (or asked for by name) but its
@@ -16,6 +18,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+from importlib import metadata
 from typing import Any, Final
 
 _log = logging.getLogger("otel_replay")
@@ -24,28 +27,47 @@ INSTRUMENTORS: Final[dict[str, str]] = {
     "openai": "otel_replay.instrumentation.openai:OpenAIInstrumentor",
     "anthropic": "otel_replay.instrumentation.anthropic:AnthropicInstrumentor",
     "langchain": "otel_replay.instrumentation.langchain:LangChainInstrumentor",
+    "openai_agents": "otel_replay.instrumentation.openai_agents:OpenAIAgentsInstrumentor",
 }
 """SDK name → ``module:class`` of its instrumentor."""
 
-_SDK_MODULES: Final[dict[str, str]] = {"openai": "openai", "anthropic": "anthropic", "langchain": "langchain_core"}
+_SDK_MODULES: Final[dict[str, str]] = {"openai": "openai", "anthropic": "anthropic", "langchain": "langchain_core",
+                                        "openai_agents": "agents"}
 """SDK name → the top-level module whose presence says the SDK is installed."""
+
+_EXTRAS: Final[dict[str, str]] = {"openai_agents": "openai-agents"}
+"""SDK name → the name of its otel-replay extra, where the two differ."""
 
 _warned: set[str] = set()
 
 
+_SDK_DISTRIBUTIONS: Final[dict[str, str]] = {"openai_agents": "openai-agents"}
+"""SDK name → its distribution, for SDKs whose module name a project of its own may well use (``agents``)."""
+
+
 def _sdk_installed(name: str) -> bool:
-    """Whether the SDK's module can be found (without importing it)."""
+    """Whether the SDK's module can be found (without importing it), and its distribution is installed when
+    its module name is a common one."""
     try:
-        return importlib.util.find_spec(_SDK_MODULES[name]) is not None
+        if importlib.util.find_spec(_SDK_MODULES[name]) is None:
+            return False
     except (ImportError, ValueError):
         return False
+    if name not in _SDK_DISTRIBUTIONS:
+        return True
+    try:
+        metadata.distribution(_SDK_DISTRIBUTIONS[name])
+    except metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def _say_once(name: str, why: str) -> None:
     if name in _warned:
         return
     _warned.add(name)
-    _log.warning("otel-replay: %s calls are not recorded: %s; pip install 'otel-replay[%s]'", name, why, name)
+    _log.warning("otel-replay: %s calls are not recorded: %s; pip install 'otel-replay[%s]'", name, why,
+                 _EXTRAS.get(name, name))
 
 
 def _load(name: str, *, asked: bool = False) -> Any | None:

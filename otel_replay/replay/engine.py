@@ -155,6 +155,31 @@ def load_entrypoint(spec: str, *, script: str | None = None, given: bool = False
     refusal = entrypoint_refusal(spec, given=given, script=script)
     if refusal is not None:
         raise ReplayRefused(refusal)
+    module = _entrypoint_module(spec, module_name, script)
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise ReplayRefused(f"entrypoint {spec!r}: {module_name} has no {qualname}; "
+                                "pass --app module:function")
+        if not given and isinstance(obj, types.ModuleType):
+            raise ReplayRefused(f"entrypoint {spec!r} was not run: it reaches through module {obj.__name__!r}, and a "
+                                "recorded entrypoint must be defined in its own module; pass --app module:function")
+    if not given and getattr(obj, "__module__", None) != module.__name__:
+        raise ReplayRefused(f"entrypoint {spec!r} was not run: {qualname} is not defined in {module_name} (it comes "
+                            f"from {getattr(obj, '__module__', None)!r}); pass --app module:function if you trust it")
+    if not callable(obj):
+        raise ReplayRefused(f"entrypoint {spec!r} is not callable")
+    if inspect.isgeneratorfunction(obj) or inspect.isasyncgenfunction(obj):
+        raise ReplayRefused(f"entrypoint {spec!r} is a generator; replaying streaming agents is not supported yet: "
+                            "pass --app with a function that consumes it")
+    return obj
+
+
+def _entrypoint_module(spec: str, module_name: str, script: str | None) -> types.ModuleType:
+    """Import the module of entrypoint ``spec`` (a ``__main__`` one from its script, under another module name,
+    so its ``if __name__ == "__main__":`` block does not run). The caller has already applied the trust rule
+    (:func:`~otel_replay.replay.trust.entrypoint_refusal`)."""
     if module_name == "__main__":
         if not script or not Path(script).is_file():
             raise ReplayRefused(f"entrypoint {spec!r} was started as a script that is not at {script!r}; "
@@ -182,24 +207,7 @@ def load_entrypoint(spec: str, *, script: str | None = None, given: bool = False
         except Exception as exc:  # noqa: BLE001 - any import failure is the same refusal
             raise ReplayRefused(f"entrypoint module {module_name!r} is not importable ({type(exc).__name__}: "
                                 f"{exc}); run from the project folder or pass --app module:function") from None
-    obj: Any = module
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            raise ReplayRefused(f"entrypoint {spec!r}: {module_name} has no {qualname}; "
-                                "pass --app module:function")
-        if not given and isinstance(obj, types.ModuleType):
-            raise ReplayRefused(f"entrypoint {spec!r} was not run: it reaches through module {obj.__name__!r}, and a "
-                                "recorded entrypoint must be defined in its own module; pass --app module:function")
-    if not given and getattr(obj, "__module__", None) != module.__name__:
-        raise ReplayRefused(f"entrypoint {spec!r} was not run: {qualname} is not defined in {module_name} (it comes "
-                            f"from {getattr(obj, '__module__', None)!r}); pass --app module:function if you trust it")
-    if not callable(obj):
-        raise ReplayRefused(f"entrypoint {spec!r} is not callable")
-    if inspect.isgeneratorfunction(obj) or inspect.isasyncgenfunction(obj):
-        raise ReplayRefused(f"entrypoint {spec!r} is a generator; replaying streaming agents is not supported yet: "
-                            "pass --app with a function that consumes it")
-    return obj
+    return module
 
 
 def _has_marker(tree: Any) -> list[str]:

@@ -37,6 +37,7 @@ from .engine import (
     _instrumented,
     _load_replay,
     _open_store,
+    _entrypoint_module,
     _scrubbed,
     load_entrypoint,
     replay,
@@ -246,8 +247,9 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
             raise ReplayRefused(f"step {step} does not record which function the tool is (recorded before "
                                 "otel-replay wrote otel_replay.tool.function)")
         snapshot = recorded.snapshots.get("tool") or {}
+        script = (original.snapshots.get("input") or {}).get("script")
         tool_func, current = framework or (
-            load_entrypoint(function, script=(original.snapshots.get("input") or {}).get("script")), None)
+            _agents_function_tool(function, script=script) or load_entrypoint(function, script=script), None)
         if args is not None:
             call_args, source = dict(args), "given"
         else:
@@ -317,6 +319,53 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
         instrumenting.close()
         if close_store:
             opened.close()
+
+
+def _agents_function_tool(function: str, *, script: str | None) -> Any | None:
+    """The recorded tool function ``function`` (``module:name``) as a callable of its keyword arguments when the
+    current code defines it as an OpenAI Agents SDK ``@function_tool``; None when it is something else (the
+    caller then loads it as an ``@otel_replay.tool`` function). The trust rule decides before anything is
+    imported; only a tool object found under that name, whose function is defined in that module, is used:
+    nothing named by the recording is constructed. The call goes through the SDK's tool-invocation boundary,
+    instrumented for the call, so the replay's firewall answers or refuses it."""
+    from .trust import entrypoint_refusal
+
+    module_name, _, name = function.partition(":")
+    if not module_name or not name or "." in name or "<locals>" in name:
+        return None
+    if "agents" not in sys.modules and not _sdk_importable():
+        return None
+    refusal = entrypoint_refusal(function, given=False, script=script)
+    if refusal is not None:
+        raise ReplayRefused(refusal)
+    from ..instrumentation.openai_agents import function_tool_of, invoke_function_tool
+
+    module = _entrypoint_module(function, module_name, script)
+    tool = function_tool_of(getattr(module, name, None), module.__name__)
+    if tool is None:
+        return None
+
+    async def call(**arguments: Any) -> Any:
+        from .. import instrumentation
+
+        added = not instrumentation.instrumented("openai_agents") and bool(instrumentation.instrument("openai_agents"))
+        try:
+            return await invoke_function_tool(tool, arguments)
+        finally:
+            if added:
+                instrumentation.uninstrument("openai_agents")
+
+    call.__otel_replay__ = {"kind": "tool", "name": tool.name, "schema_version": None}  # type: ignore[attr-defined]
+    return call
+
+
+def _sdk_importable() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("agents") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 @dataclass(frozen=True, kw_only=True)

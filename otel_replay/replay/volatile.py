@@ -111,6 +111,7 @@ DEFAULT_RULES: Final[tuple[VolatileRule, ...]] = (
     VolatileRule(key="response_id"),
     VolatileRule(key="previous_response_id"),
     VolatileRule(pattern=RANDOM_ID_PATTERN),
+    VolatileRule(key="prompt_cache_key", pattern=r"agents-sdk:run:[0-9a-f]{32}"),
     VolatileRule(key="system_fingerprint", kind="constant", label="system_fingerprint"),
     VolatileRule(key="created", kind="timestamp", label="created"),
     VolatileRule(key="created_at", kind="timestamp", label="created_at"),
@@ -118,8 +119,8 @@ DEFAULT_RULES: Final[tuple[VolatileRule, ...]] = (
 )
 """The rules every comparison uses (documented in ``docs/replay.md``): message, response and tool-call ids of
 OpenAI, Anthropic and LangChain / LangGraph (under ``id`` only when they look like one: a known prefix or a
-uuid, so an order number under ``id`` is still compared), the keys that refer to them, system fingerprints and
-the creation timestamps of answers."""
+uuid, so an order number under ``id`` is still compared), the keys that refer to them, the prompt cache key the
+OpenAI Agents SDK makes up for each run, system fingerprints and the creation timestamps of answers."""
 
 _extra: ContextVar[tuple[VolatileRule, ...]] = ContextVar("otel_replay_volatile_rules", default=())
 
