@@ -11,11 +11,14 @@ returns a frozen :class:`RunDiff` with one :class:`SectionDiff` per aspect a use
 ``latency``    total and per-step-kind durations with deltas and ratios; changed only past a threshold
 ``safety``     the guardrail verdicts recorded with ``record_safety``
 
-``docs/diff.md`` documents every rule. Two rules hold throughout:
+``docs/diff.md`` documents every rule. Three rules hold throughout:
 
 * Redaction markers (``{"$redacted": <fingerprint>, "scope": <where>}``) compare by their fingerprint alone,
   and ``$truncated`` markers by the sha256 of the payload they replaced, so where a secret was found or how
   large a payload was never makes two runs differ.
+* Volatile ids (message, response and tool-call ids, ``created`` timestamps, system fingerprints; the rules of
+  :mod:`otel_replay.replay.volatile`) compare as placeholders numbered in order of first appearance, and an
+  SDK object's encoded form compares with its JSON form by its fields, so a fresh id is never a change.
 * The diff only ever shows values that are already in the runs: it never decodes, restores or looks up
   anything. It reads the runs and never changes them.
 """
@@ -34,6 +37,7 @@ from .. import semconv
 from ..records import stored_int as _int
 from ..runs import Run, Step
 from ..snapshots import REDACTED_TAG, TRUNCATED_TAG, canonical_json
+from . import volatile
 from .hashing import MISSING, same_content
 
 SECTIONS: Final = ("output", "state", "tools", "citations", "cost", "latency", "safety")
@@ -143,15 +147,21 @@ def normalize(value: Any) -> Any:
 
 
 def _key(value: Any) -> str:
-    """Canonical text of a normalised value: an identity to compare and to key sets with."""
+    """Canonical text of a normalised value, volatile ids as placeholders (:mod:`.volatile`): an identity to
+    compare and to key sets with."""
     try:
-        return canonical_json(normalize(value))
+        return canonical_json(volatile.normalise(normalize(value)))
     except (TypeError, ValueError):
         return repr(value)
 
 
 def _same(x: Any, y: Any) -> bool:
-    return _key(x) == _key(y)
+    """Whether two values agree: in the same form (an SDK object's encoded form vs its JSON form, see
+    :func:`.volatile.aligned`), volatile ids put aside."""
+    try:
+        return volatile.same(normalize(x), normalize(y))
+    except RecursionError:
+        return _key(x) == _key(y)
 
 
 def _jsonable(value: Any) -> Any:

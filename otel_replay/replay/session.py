@@ -32,7 +32,8 @@ from .. import revival, semconv
 from ..recording import ReplayInterrupt, Served
 from ..runs import Run, Step
 from ..semconv import ReplayMode
-from ..snapshots import REDACTED_TAG, TYPE_TAG, RedactedValue, canonical_json, from_jsonable, module_for
+from ..snapshots import REDACTED_TAG, TYPE_TAG, RedactedValue, from_jsonable, module_for
+from . import volatile
 from .approvals import Approvals, executions_of
 from .hashing import MISSING, same_content, step_text, stored_value
 
@@ -174,17 +175,34 @@ _DIFF_MAX_LINES: Final = 200
 """Longest request diff kept on a divergence; a longer one is cut with a line saying how many lines are left."""
 
 
-def _sent_diff(recorded: Step, attribute: str, sent: str | None) -> str | None:
+def _same_but_volatile(recorded: Step, attribute: str, sent: str | None,
+                       rules: tuple[volatile.VolatileRule, ...]) -> bool:
+    """Whether what step ``recorded`` sent (the stored field behind its hash ``attribute``) and what the
+    replay's call sends agree once their volatile ids are put aside (:mod:`otel_replay.replay.volatile`).
+    False when either is not at hand: a hash that cannot be checked is never taken as a match."""
+    stored = stored_value(recorded, attribute)
+    if sent is None or stored is MISSING:
+        return False
+    try:
+        return volatile.same(stored, json.loads(sent), rules=rules)
+    except (TypeError, ValueError, RecursionError):
+        return False
+
+
+def _sent_diff(recorded: Step, attribute: str, sent: str | None,
+               rules: tuple[volatile.VolatileRule, ...] = ()) -> str | None:
     """A unified diff of what step ``recorded`` sent (the stored field behind its hash ``attribute``) and what
     the replay's call sends, as indented JSON with sorted keys (so a changed system prompt shows as its changed
-    lines), or None when either is not at hand."""
+    lines), volatile ids shown as their placeholders (``<id:1>``, see :mod:`otel_replay.replay.volatile`),
+    or None when either is not at hand."""
     stored = stored_value(recorded, attribute)
     if sent is None or stored is MISSING:
         return None
     try:
+        stored, replayed = volatile.comparable(stored, json.loads(sent), rules=rules)
         before = json.dumps(stored, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
-        after = json.dumps(json.loads(sent), indent=2, sort_keys=True, ensure_ascii=False).splitlines()
-    except (TypeError, ValueError):
+        after = json.dumps(replayed, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+    except (TypeError, ValueError, RecursionError):
         return None
     lines = list(difflib.unified_diff(before, after, f"recorded step {recorded.index}", "replay", lineterm="", n=2))
     if len(lines) > _DIFF_MAX_LINES:
@@ -220,6 +238,8 @@ class ReplaySession:
         self.executed: list[tuple[str, str]] = []
         self.schema_changes: list[dict[str, Any]] = []
         self.refusal: str | None = None
+        self.volatile_rules = volatile.current_rules()
+        """The rules that put volatile ids aside when recorded and replayed values are compared."""
         self.run_id: str | None = None
         self.trace_id: str | None = None
         self.root_span_id: str | None = None
@@ -335,11 +355,13 @@ class ReplaySession:
         if recorded is not None:
             recorded_key = recorded.attributes.get(_HASH_ATTR.get(kind, ""), "")
             if key is not None and recorded_key and not same_content(
-                    recorded_key, key, text_a=step_text(recorded, _HASH_ATTR[kind])):
+                    recorded_key, key, text_a=step_text(recorded, _HASH_ATTR[kind])) \
+                    and not _same_but_volatile(recorded, _HASH_ATTR[kind], sent, self.volatile_rules):
                 what = "request" if kind == "model" else "arguments"
                 self._diverge(recorded.index, what,
                               f"{kind} {name!r} was called with different {what} than step {recorded.index}",
-                              expected=recorded_key, actual=key, diff=_sent_diff(recorded, _HASH_ATTR[kind], sent))
+                              expected=recorded_key, actual=key,
+                              diff=_sent_diff(recorded, _HASH_ATTR[kind], sent, self.volatile_rules))
                 if self.mode is ReplayMode.DETERMINISTIC and not self._before_from_step(recorded):
                     raise DivergenceStop(f"deterministic replay stopped at step {recorded.index}: {kind} {name!r} "
                                          f"{what} differ from the recording")
@@ -574,7 +596,7 @@ class ReplaySession:
         except ValueError:
             return
         for field in ("answer", "structured"):
-            if canonical_json(original.get(field)) != canonical_json(replayed.get(field)):
+            if not volatile.same(original.get(field), replayed.get(field), rules=self.volatile_rules):
                 self._diverge(None, "output", f"the run's {field} differs from the original")
                 return
         error_a = (original.get("error") or {}).get("type")
