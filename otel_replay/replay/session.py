@@ -46,7 +46,9 @@ class Divergence:
     """Index of the original step it is reported at (the closest recorded step), or None."""
     kind: str
     """``arguments``, ``request``, ``extra_call``, ``missing_call``, ``unanswerable``, ``output``, ``approval``,
-    ``side_effect`` (an operation the side-effect guard blocked, see :mod:`otel_replay.replay.guard`)."""
+    ``side_effect`` (an operation the side-effect guard blocked, see :mod:`otel_replay.replay.guard`),
+    ``unrecorded_tool`` (a tool call the model asked for was answered by code outside the firewall, see
+    :mod:`otel_replay.replay.toolcalls`), ``redacted`` (a live model call would have sent a redaction marker)."""
     reason: str
     expected: str | None = None
     actual: str | None = None
