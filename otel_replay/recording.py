@@ -807,7 +807,8 @@ class AgentBlock:
     records, and an exception leaving the block ends the run with status error and propagates unchanged. A
     run recorded this way names no entrypoint: replay it with ``--app module:function``, a function that runs
     the same block and returns its output (it is called with the recorded ``input``). Never raises from its
-    own bookkeeping.
+    own bookkeeping. Make one per block (``orp.agent(...)`` in the ``with`` statement): ``output``, ``run_id``
+    and ``trace_id`` belong to the object, so one object shared by concurrent blocks would mix them.
     """
 
     def __init__(self, name: str | None, *, config: Any = None, input: Any = _NO_INPUT) -> None:  # noqa: A002
