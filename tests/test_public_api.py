@@ -40,8 +40,8 @@ def test_contract_signatures() -> None:
     assert params(orp.attach_file) == ["path_or_bytes", "name", "media_type", "store_binary"]
     assert params(orp.Store.open)[:1] == ["url"]
     assert params(orp.replay) == ["trace_id", "mode", "from_step", "approvals", "actor", "reason", "store",
-                                  "entrypoint", "mocks", "allow_side_effects"]
-    assert params(orp.diff) == ["trace_id_a", "trace_id_b", "store"]
+                                  "entrypoint", "mocks", "allow_side_effects", "volatile_keys"]
+    assert params(orp.diff) == ["trace_id_a", "trace_id_b", "store", "volatile_keys"]
     assert params(orp.register_type) == ["cls"]
     for name in ("runs", "load_run", "close"):
         assert callable(getattr(orp.Store, name)), name

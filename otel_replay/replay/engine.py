@@ -24,7 +24,7 @@ import sys
 import threading
 import types
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -43,8 +43,10 @@ from ..snapshots import register_module_alias
 from ..semconv import ReplayMode
 from . import guard
 from . import journal as audit_journal
+from . import volatile
 from .approvals import Approvals
 from .session import ApprovalRequired, Divergence, ReplaySession, _captured, callable_mocks, os_user, revive
+from .volatile import VolatileRule
 
 
 class ReplayRefused(OtelReplayError):
@@ -312,7 +314,8 @@ def _checked(mode: str | ReplayMode, from_step: int | None, reason: str | None) 
 
 def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = None, approvals: Sequence[str] = (),
            actor: str | None = None, reason: str | None = None, store: Any = None, entrypoint: str | None = None,
-           mocks: Mapping[str, Any] | None = None, allow_side_effects: bool = False) -> ReplayResult:
+           mocks: Mapping[str, Any] | None = None, allow_side_effects: bool = False,
+           volatile_keys: Iterable[str | VolatileRule] = ()) -> ReplayResult:
     """Replay the run recorded as ``trace_id`` and compare it with the original.
 
     ``mode``: ``dry`` (no code runs: integrity, readiness, state walk), ``mock`` (the entrypoint runs again;
@@ -326,6 +329,10 @@ def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = Non
     connections it makes are blocked and reported as ``side_effect`` divergences. ``allow_side_effects=True``
     turns the guard off (recorded on the replay's root span as ``otel_replay.replay.allow_side_effects``).
 
+    Volatile ids (message, response and tool-call ids, ``created``, system fingerprints) are put aside
+    whenever recorded and replayed values are compared (:mod:`otel_replay.replay.volatile`);
+    ``volatile_keys`` adds keys of your own (names, or ``VolatileRule`` objects) for this replay.
+
     Raises :class:`ReplayRefused` when the replay cannot start; returns a :class:`ReplayResult` otherwise
     (``outcome`` ``refused`` when a live replay stopped before an unapproved call).
     """
@@ -333,12 +340,13 @@ def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = Non
 
     checked = _checked(mode, from_step, reason)
     approvals = Approvals.of(approvals)  # a bad spec is refused before anything is opened
+    volatile_keys = volatile.as_rules(volatile_keys)
     tid = parse_trace_id(trace_id)
     opened, close_store = _open_store(store)
     try:
         with _collector_paused():
             original = opened.load_run(tid)
-        with revival.noting() as unregistered:
+        with revival.noting() as unregistered, volatile.extended(volatile_keys):
             result = _replay(original, checked, from_step=from_step, approvals=approvals, actor=actor,
                              reason=reason, store=opened, entrypoint=entrypoint, mocks=mocks,
                              allow_side_effects=allow_side_effects)
@@ -351,11 +359,12 @@ def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = Non
 def replay_run(original: Run, *, mode: str | ReplayMode, from_step: int | None = None,
                approvals: Sequence[str] = (), actor: str | None = None, reason: str | None = None,
                entrypoint: str | None = None, mocks: Mapping[str, Any] | None = None,
-               allow_side_effects: bool = False) -> ReplayResult:
+               allow_side_effects: bool = False, volatile_keys: Iterable[str | VolatileRule] = ()) -> ReplayResult:
     """Replay a run held in memory (a case file's trace) as :func:`replay` does, without any store: the replay
     is recorded through the configured exporter as usual and read back from the spans this process saw."""
     checked = _checked(mode, from_step, reason)
-    with revival.noting() as unregistered:
+    volatile_keys = volatile.as_rules(volatile_keys)
+    with revival.noting() as unregistered, volatile.extended(volatile_keys):
         result = _replay(original, checked, from_step=from_step, approvals=approvals, actor=actor, reason=reason,
                          store=None, entrypoint=entrypoint, mocks=mocks,
                          allow_side_effects=allow_side_effects)
@@ -818,15 +827,18 @@ def _row_of(span: ReadableSpan, mapped: Callable[[Any], dict[str, str]], service
     )
 
 
-def diff(trace_id_a: str, trace_id_b: str, *, store: Any = None) -> Any:
-    """Diff two stored runs (any two: an original and its replay, two recordings) → ``RunDiff``."""
+def diff(trace_id_a: str, trace_id_b: str, *, store: Any = None,
+         volatile_keys: Iterable[str | VolatileRule] = ()) -> Any:
+    """Diff two stored runs (any two: an original and its replay, two recordings) → ``RunDiff``; volatile ids
+    compare as placeholders (``volatile_keys`` adds keys of your own, see :func:`replay`)."""
     from ..records import parse_trace_id
     from .diff import diff_runs
 
     a, b = parse_trace_id(trace_id_a), parse_trace_id(trace_id_b)
     opened, close_store = _open_store(store)
     try:
-        return diff_runs(opened.load_run(a), opened.load_run(b))
+        with volatile.extended(volatile_keys):
+            return diff_runs(opened.load_run(a), opened.load_run(b))
     finally:
         if close_store:
             opened.close()

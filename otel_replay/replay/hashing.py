@@ -94,9 +94,16 @@ def step_text(step: Any, attribute: str) -> Any:
 
 def steps_agree(x: Any, y: Any, attribute: str) -> bool:
     """Whether two recorded steps agree on the content-hash ``attribute`` (recomputed from their stored
-    payloads when the hashes differ, e.g. recorded under different keys). Other attributes compare as they
-    are."""
+    payloads when the hashes differ, e.g. recorded under different keys, then compared with their volatile
+    ids put aside, see :mod:`otel_replay.replay.volatile`). Other attributes compare as they are."""
     a, b = x.attributes.get(attribute), y.attributes.get(attribute)
     if a == b or attribute not in _STORED_FIELD:
         return a == b
-    return same_content(a, b, text_a=step_text(x, attribute), text_b=step_text(y, attribute))
+    if same_content(a, b, text_a=step_text(x, attribute), text_b=step_text(y, attribute)):
+        return True
+    value_a, value_b = stored_value(x, attribute), stored_value(y, attribute)
+    if value_a is MISSING or value_b is MISSING:
+        return False
+    from .volatile import same
+
+    return same(value_a, value_b)

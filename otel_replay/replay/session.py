@@ -192,7 +192,7 @@ def _same_but_volatile(recorded: Step, attribute: str, sent: str | None,
 
 
 def _sent_diff(recorded: Step, attribute: str, sent: str | None,
-               rules: tuple[volatile.VolatileRule, ...] = ()) -> str | None:
+               rules: tuple[volatile.VolatileRule, ...] | None = None) -> str | None:
     """A unified diff of what step ``recorded`` sent (the stored field behind its hash ``attribute``) and what
     the replay's call sends, as indented JSON with sorted keys (so a changed system prompt shows as its changed
     lines), volatile ids shown as their placeholders (``<id:1>``, see :mod:`otel_replay.replay.volatile`),

@@ -75,7 +75,11 @@ class VolatileRule:
         if self.kind not in ("reference", "constant", "timestamp"):
             raise ValueError(f"volatile rule kind must be reference, constant or timestamp, not {self.kind!r}")
         if self.pattern is not None:
-            object.__setattr__(self, "compiled", re.compile(self.pattern))
+            try:
+                compiled = re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"volatile rule pattern is not a regular expression: {exc}") from None
+            object.__setattr__(self, "compiled", compiled)
 
     def matches(self, value: Any) -> bool:
         """Whether ``value`` (found under this rule's key, if it has one) is volatile by this rule."""
