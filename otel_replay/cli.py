@@ -435,6 +435,11 @@ def _render_result(result: Any) -> None:
                            f"{change['recorded']} → {change['current']}", style="yellow"))
     for note in getattr(result, "notes", ()):
         console.print(Text(f"note: {note}", style="yellow"))
+    unfirewalled = getattr(result, "not_firewalled", ())
+    if unfirewalled:
+        console.print(Text(f"not firewalled: {', '.join(unfirewalled)} (the model called these tools and no tool step "
+                           "recorded them: a replay runs them for real; decorate them with @otel_replay.tool)",
+                           style="yellow"))
     if result.readiness is not None:
         for mode, info in result.readiness["modes"].items():
             mark = Text("ready", style="green") if info["ready"] else Text("not ready", style="yellow")

@@ -702,8 +702,10 @@ def _begin_call(step: _Step, state: dict[str, Any], key: str | None) -> _Call:
             arguments = arguments.text if isinstance(arguments, RawJSON) else arguments
             # What the call sends, as recorded: a model's request, else its arguments (for a readable diff).
             sent = state.get("request") if step.kind is StepKind.MODEL else arguments
+            markers = state.get("markers")
             call.served = session.intercept(step=step, key=key, arguments=arguments,
-                                            sent=sent if isinstance(sent, str) else None)
+                                            sent=sent if isinstance(sent, str) else None,
+                                            **({"markers": markers} if markers else {}))
         except BaseException as exc:
             stop = exc if isinstance(exc, ReplayInterrupt) else ReplayInterrupt(
                 f"replay stopped at {step.kind.value} {step.name!r}: answering it failed "
@@ -794,23 +796,99 @@ def _decorator(name_or_func: Any, build: Callable[[Callable[..., Any], str], Cal
 # --------------------------------------------------------------------------------------- public decorators
 
 
-def agent(name: str | Callable[..., Any] | None = None, *, config: Any = None) -> Any:
+_NO_INPUT: Final = object()
+
+
+class AgentBlock:
+    """What ``orp.agent("name")`` returns: a decorator, and a context manager for code with no single function
+    to decorate (``with orp.agent("sql-agent", input=question) as run: ...``).
+
+    As a ``with`` (or ``async with``) block, the block is one run (a nested ``agent`` step inside another run):
+    ``input`` is recorded as the run's one positional argument, ``run.output = value`` sets the output it
+    records, and an exception leaving the block ends the run with status error and propagates unchanged. A
+    run recorded this way names no entrypoint: replay it with ``--app module:function``, a function that runs
+    the same block and returns its output (it is called with the recorded ``input``). Never raises from its
+    own bookkeeping. Make one per block (``orp.agent(...)`` in the ``with`` statement): ``output``, ``run_id``
+    and ``trace_id`` belong to the object, so one object shared by concurrent blocks would mix them.
+    """
+
+    def __init__(self, name: str | None, *, config: Any = None, input: Any = _NO_INPUT) -> None:  # noqa: A002
+        self.name = name
+        self.config = config
+        self._input = input
+        self._handles: list[Any] = []
+        self.output: Any = None
+        """The output the block's run records (set it inside the block)."""
+        self.run_id: str | None = None
+        """Run id of the block's run while it is open (None outside a run, or when recording is unavailable)."""
+        self.trace_id: str | None = None
+        """Trace id (32 hex digits) of the block's run while it is open."""
+
+    def __call__(self, func: F) -> F:
+        """Decorate ``func`` (as ``@orp.agent("name")``)."""
+        if self._input is not _NO_INPUT:
+            raise TypeError("input= is for the with-form of orp.agent; a decorated function records its arguments")
+        return _build_agent(func, self.name or getattr(func, "__name__", "anonymous"), self.config)  # type: ignore[return-value]
+
+    def __enter__(self) -> AgentBlock:
+        handle = None
+        try:
+            meta = _AgentMeta(name=self.name or "agent", config=self.config, sig=None, entrypoint="", script=None)
+            args = () if self._input is _NO_INPUT else (self._input,)
+            handle = _start_run(meta, args, {})
+        except ReplayInterrupt:
+            raise
+        except Exception:  # noqa: BLE001 - never into the agent
+            _log_failure("run start")
+        self._handles.append(handle)
+        if handle is not None:
+            run = handle[1].run if handle[0] == "step" else handle[1]
+            self.run_id = run.run_id
+            self.trace_id = f"{run.span.get_span_context().trace_id:032x}"
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        handle = self._handles.pop() if self._handles else None
+        try:
+            _end_run(handle, result=self.output if exc is None else None, exc=exc)
+        except Exception:  # noqa: BLE001
+            _log_failure("run end")
+        return False
+
+    async def __aenter__(self) -> AgentBlock:
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        return self.__exit__(exc_type, exc, tb)
+
+
+def _build_agent(func: Callable[..., Any], agent_name: str, config: Any) -> Callable[..., Any]:
+    entrypoint, script = _entrypoint_of(func)
+    meta = _AgentMeta(name=agent_name, config=config, sig=_signature(func), entrypoint=entrypoint, script=script)
+    wrapped = _wrap(func, lambda a, k: _start_run(meta, a, k), _end_run)
+    wrapped.__otel_replay__ = {"kind": "agent", "name": agent_name, "entrypoint": entrypoint}  # type: ignore[attr-defined]
+    return wrapped
+
+
+def agent(name: str | Callable[..., Any] | None = None, *, config: Any = None, input: Any = _NO_INPUT) -> Any:  # noqa: A002
     """Mark a function (sync or async) as an agent entrypoint: each call outside a run records one run.
 
     The call becomes the root span ``invoke_agent {name}`` of a new trace, with input, config and output
     snapshots; a call inside another run becomes a nested ``agent`` step of that run. ``config`` (a dict,
     a pydantic model, a dataclass, or a callable returning one) is recorded as the config snapshot.
     An exception ends the run with status error and a redacted exception event, then propagates unchanged.
+
+    ``orp.agent("name", input=...)`` (without a function) is also a context manager, for code with no single
+    function to decorate: ``with orp.agent("sql-agent", input=question) as run: ...; run.output = answer``
+    records the block as one run (see :class:`AgentBlock`; replays of such a run need ``--app``).
     """
-
-    def build(func: Callable[..., Any], agent_name: str) -> Callable[..., Any]:
-        entrypoint, script = _entrypoint_of(func)
-        meta = _AgentMeta(name=agent_name, config=config, sig=_signature(func), entrypoint=entrypoint, script=script)
-        wrapped = _wrap(func, lambda a, k: _start_run(meta, a, k), _end_run)
-        wrapped.__otel_replay__ = {"kind": "agent", "name": agent_name, "entrypoint": entrypoint}  # type: ignore[attr-defined]
-        return wrapped
-
-    return _decorator(name, build)
+    if callable(name) and not isinstance(name, str):
+        if input is not _NO_INPUT:
+            raise TypeError("input= is for the with-form of orp.agent; a decorated function records its arguments")
+        return _build_agent(name, getattr(name, "__name__", "anonymous"), config)
+    if name is not None and not isinstance(name, str):
+        raise TypeError("the name must be a string")
+    return AgentBlock(name, config=config, input=input)
 
 
 class _UndeclaredRisk(str):
@@ -1137,6 +1215,12 @@ def _model_begin(step_name: str, provider: str | None, model_name: str | None,
     })
     state = {"end": _model_end, "provider": provider, "request": request, "request_hash": request_hash, "redactions": n, "model": requested,
              "prompt_version": prompt_version, "arguments": request}
+    session = _replay_session.get()
+    if session is not None and getattr(getattr(session, "mode", None), "value", None) == "live":
+        from .replay.markers import marker_paths
+
+        # What the call would really send, before redaction: a marker here came from the recording.
+        state["markers"] = marker_paths(to_jsonable(named))
     return _begin_call(step, state, request_hash)
 
 

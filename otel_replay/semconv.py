@@ -307,7 +307,7 @@ DIVERGENCE_REASON: Final = "otel_replay.divergence.reason"
 
 DIVERGENCE_KIND: Final = "otel_replay.divergence.kind"
 """string. ``arguments``, ``request``, ``extra_call``, ``missing_call``, ``unanswerable``, ``output``,
-``approval``, ``side_effect`` or ``integrity``."""
+``approval``, ``side_effect``, ``unrecorded_tool``, ``redacted`` or ``integrity``."""
 
 EVENT_VALUE: Final = "otel_replay.value"
 """Event name of a non-deterministic value the agent drew through :func:`otel_replay.now`,

@@ -28,7 +28,7 @@ def test_contract_signatures() -> None:
         return list(inspect.signature(func).parameters)  # type: ignore[arg-type]
 
     assert params(orp.configure) == ["service_name", "store", "exporter", "home", "redaction"]
-    assert params(orp.agent) == ["name", "config"]
+    assert params(orp.agent) == ["name", "config", "input"]
     assert params(orp.tool)[:2] == ["name", "risk"]
     assert params(orp.retriever) == ["name"]
     assert params(orp.model) == ["name", "provider", "model"]

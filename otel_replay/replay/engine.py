@@ -86,6 +86,9 @@ class ReplayResult:
     notes: tuple[str, ...] = ()
     """Things the user should know that are not divergences, each said once (recorded values of types no one
     registered with :func:`otel_replay.register_type`, replayed as plain dicts)."""
+    not_firewalled: tuple[str, ...] = ()
+    """Tools the model asked for in the original run that no tool step recorded (an undecorated tool of a
+    plain tool loop): no replay answers them from the recording (see :mod:`otel_replay.replay.toolcalls`)."""
 
     @property
     def diverged(self) -> bool:
@@ -123,6 +126,7 @@ class ReplayResult:
             "schema_changes": list(self.schema_changes),
             "allow_side_effects": self.allow_side_effects,
             "notes": list(self.notes),
+            "not_firewalled": list(self.not_firewalled),
         }
 
 
@@ -211,22 +215,10 @@ def _entrypoint_module(spec: str, module_name: str, script: str | None) -> types
 
 
 def _has_marker(tree: Any) -> list[str]:
-    """Paths of redaction markers in a recorded payload."""
-    found: list[str] = []
+    """Paths of redaction markers in a recorded payload: marker objects and inline ``[REDACTED:…]`` tokens."""
+    from .markers import marker_paths
 
-    def walk(value: Any, path: str) -> None:
-        if isinstance(value, dict):
-            if "$redacted" in value:
-                found.append(path or "(value)")
-                return
-            for k, v in value.items():
-                walk(v, f"{path}.{k}" if path else str(k))
-        elif isinstance(value, list):
-            for i, v in enumerate(value):
-                walk(v, f"{path}[{i}]")
-
-    walk(tree, "")
-    return found
+    return marker_paths(tree)
 
 
 # --------------------------------------------------------------------------------------------- dry
@@ -410,6 +402,9 @@ def _replay(original: Run, mode: ReplayMode, *, from_step: int | None, approvals
     # The side-effect guard covers every mode but live (see guard.guards), unless the person replaying allowed them.
     session = ReplaySession(original=original, mode=mode, from_step=from_step, approvals=approvals,
                             mocks=mocks, actor=actor, reason=reason, allow_side_effects=allow_side_effects)
+    from .toolcalls import not_firewalled
+
+    unfirewalled = tuple(not_firewalled(original))
     if mode is ReplayMode.DRY:
         report = readiness(original)
         _record_dry(session, original, report)
@@ -423,11 +418,13 @@ def _replay(original: Run, mode: ReplayMode, *, from_step: int | None, approvals
             divergences=tuple(Divergence(step_index=None, kind="integrity", reason=p)
                               for p in report["integrity"]["problems"]),
             approvals=session.approvals, actor=actor, reason=reason, diff=diff_runs(original, original),
-            readiness=report, original=original, allow_side_effects=session.allow_side_effects)
+            readiness=report, original=original, allow_side_effects=session.allow_side_effects,
+            not_firewalled=unfirewalled)
     with _instrumented(original):
         func = load_entrypoint(entrypoint or original.entrypoint or "",
                                script=(original.snapshots.get("input") or {}).get("script"), given=bool(entrypoint))
-        return _run_replay(session, original, func, store)
+        result = _run_replay(session, original, func, store)
+    return dataclasses.replace(result, not_firewalled=unfirewalled) if unfirewalled else result
 
 
 def recorded_sdks(run: Run) -> list[str]:

@@ -46,7 +46,9 @@ class Divergence:
     """Index of the original step it is reported at (the closest recorded step), or None."""
     kind: str
     """``arguments``, ``request``, ``extra_call``, ``missing_call``, ``unanswerable``, ``output``, ``approval``,
-    ``side_effect`` (an operation the side-effect guard blocked, see :mod:`otel_replay.replay.guard`)."""
+    ``side_effect`` (an operation the side-effect guard blocked, see :mod:`otel_replay.replay.guard`),
+    ``unrecorded_tool`` (a tool call the model asked for was answered by code outside the firewall, see
+    :mod:`otel_replay.replay.toolcalls`), ``redacted`` (a live model call would have sent a redaction marker)."""
     reason: str
     expected: str | None = None
     actual: str | None = None
@@ -75,6 +77,11 @@ class ApprovalRequired(ReplayInterrupt):
 
 class DivergenceStop(ReplayInterrupt):
     """The replay cannot go on without guessing (deterministic mismatch, or a call nothing can answer)."""
+
+
+class MarkerRefused(ApprovalRequired):
+    """A live replay would send a redaction marker to a model: refused before the call, like a missing
+    approval (the outcome is ``refused``)."""
 
 
 def revive(tree: Any) -> Any:
@@ -256,6 +263,9 @@ class ReplaySession:
             self._values.setdefault(value[1], deque()).append(value)
         self._valued_steps = {v[3] for v in drawn if v[3] is not None}
         self._answered_steps: set[int] = set()
+        # Tool calls asked for by the last model answer served from the recording, not yet answered by a tool
+        # step of this replay: (name, call id, recorded model step).
+        self._asked: list[tuple[str, str | None, int]] = []
 
     # -------------------------------------------------------------------------------- hooks of the recorder
 
@@ -327,13 +337,15 @@ class ReplaySession:
             return None
 
     def intercept(self, *, step: Any, key: str | None, arguments: str | None,
-                  sent: str | None = None) -> Served | None:
+                  sent: str | None = None, markers: Sequence[str] = ()) -> Served | None:
         """Decide how one step call is answered: a :class:`Served` answer, None to execute, or raise.
 
         ``key`` is the call's hash, ``arguments`` its arguments as JSON (for a mock), ``sent`` what it sends as
-        JSON (a model's request, else its arguments), shown as a diff when it differs from the recording."""
+        JSON (a model's request, else its arguments), shown as a diff when it differs from the recording.
+        ``markers``: paths of the redaction markers a live model call would really send (it is refused)."""
         kind = step.kind.value
         name = step.name
+        self._check_tool_results(kind, name, sent)
         with self._lock:
             recorded = self._match(kind, name)
         if recorded is not None and kind == "tool":
@@ -357,6 +369,8 @@ class ReplaySession:
                                          f"{what} differ from the recording")
         from_recording = recorded is not None and self._before_from_step(recorded)
         if self.mode is ReplayMode.LIVE and not from_recording:
+            if kind == "model" and markers:
+                self._refuse_markers(name, recorded, markers)
             return self._live(step, kind, name, recorded)
         if name in self.mocks and not from_recording:
             return self._mock(name, arguments)
@@ -365,7 +379,59 @@ class ReplaySession:
             reason = f"the recording has no {kind} call {name!r} to answer this call with"
             self._diverge(closest, "unanswerable", reason)
             raise DivergenceStop(f"replay stopped: {reason} (closest recorded step: {closest})")
-        return self._answer(recorded)
+        served = self._answer(recorded)
+        if kind == "model" and served.error is None:
+            from .toolcalls import requested_calls
+
+            payload = recorded.snapshots.get("model") or {}
+            with self._lock:
+                self._asked = [(n, i, recorded.index) for n, i in requested_calls(payload.get("response"))]
+        return served
+
+    # ------------------------------------------------------------------------------------ plain tool loops
+
+    def _check_tool_results(self, kind: str, name: str, sent: str | None) -> None:
+        """Tool calls of the last answered model step: a tool step answers one of the same name; a model
+        request that carries the result of one no tool step answered shows that code outside the firewall
+        produced it (an undecorated tool ran for real): an ``unrecorded_tool`` divergence, never ``matched``."""
+        if not self._asked:
+            return
+        with self._lock:
+            if kind == "tool":
+                for i, (asked, _, _) in enumerate(self._asked):
+                    if asked == name:
+                        del self._asked[i]
+                        break
+                return
+            if kind != "model":
+                return
+            asked, self._asked = self._asked, []
+        if sent is None:
+            return
+        from .toolcalls import result_ids
+
+        try:
+            returned = result_ids(json.loads(sent))
+        except ValueError:
+            return
+        reported: set[str] = set()
+        for tool, call_id, index in asked:
+            if call_id is not None and call_id in returned and tool not in reported:
+                reported.add(tool)
+                self._diverge(index, "unrecorded_tool",
+                              f"the model asked for tool {tool!r} at step {index} and its result went back to the "
+                              "model with no tool step: the tool ran outside the firewall (decorate it with "
+                              "@otel_replay.tool so a replay answers it from the recording)")
+
+    def _refuse_markers(self, name: str, recorded: Step | None, paths: Sequence[str]) -> None:
+        """Stop a live model call whose request would carry a redaction marker (never sent to a model)."""
+        index = recorded.index if recorded is not None else self._closest("model", name)
+        where = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+        self.refusal = (f"model {name!r} would be sent a redaction marker at {where}: the recording holds no secret "
+                        "there, and a live replay never sends a marker to a model; have the agent take the value "
+                        "from the current environment, or replay in mock or deterministic mode")
+        self._diverge(index, "redacted", self.refusal)
+        raise MarkerRefused(self.refusal)
 
     # --------------------------------------------------------------------------------------------- helpers
 
