@@ -20,8 +20,9 @@ recording at that same boundary during a replay:
 
 What it must never do: raise into the host program from its own bookkeeping (every failure is logged and the
 real call goes ahead), swallow or wrap the host's exceptions (they are recorded and re-raised unchanged),
-call the real model, tool or retriever when the replay answered the call, or import LangChain before
-:meth:`LangChainInstrumentor.instrument` is called. :class:`~otel_replay.recording.ReplayInterrupt` (a
+call the real model, tool or retriever when the replay answered the call, import LangChain before
+:meth:`LangChainInstrumentor.instrument` is called, or import LangGraph at all (its ``Pregel`` is patched right
+after the application imports it, see :mod:`otel_replay.instrumentation._lazy`). :class:`~otel_replay.recording.ReplayInterrupt` (a
 ``BaseException``) always propagates: LangChain and LangGraph only catch ``Exception`` on these paths.
 """
 
@@ -40,6 +41,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
 
 from .. import semconv
+from . import _lazy
 from ..recording import (
     ReplayInterrupt,
     begin_model_call,
@@ -899,6 +901,12 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         """The packages this instrumentor needs: ``langchain-core`` (LangGraph is optional)."""
         return _instruments
 
+    def check_options(self, **options: Any) -> None:
+        """Raise ValueError for options :meth:`instrument` would refuse (``tool_risks``), without instrumenting:
+        ``orp.instrument()`` checks them before it arms the instrumentor for a LangChain not imported yet."""
+        if "tool_risks" in options:
+            _check_risks(options["tool_risks"])
+
     def risk_of(self, tool: Any) -> str | None:
         """The declared risk of a LangChain tool: from ``tool_risks``, else its metadata or tags; None when
         undeclared (the recorder then applies its name heuristic). Never raises."""
@@ -924,11 +932,11 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             return None
 
     def _targets(self) -> list[tuple[str, str, str, Callable[..., Any]]]:
-        """(module, class, method, wrapper) of every patch; LangGraph's only when it is installed."""
+        """(module, class, method, wrapper) of every patch of LangChain core."""
         tool_run, tool_arun = _tool_wrappers(self)
         retriever_invoke, retriever_ainvoke = _retriever_wrappers()
-        invoke, ainvoke, stream, astream = _entry_wrappers()
-        targets = [
+        invoke, ainvoke, _, _ = _entry_wrappers()
+        return [
             (_CHAT, "BaseChatModel", "_generate_with_cache", _generate_wrapper),
             (_CHAT, "BaseChatModel", "_agenerate_with_cache", _agenerate_wrapper),
             (_CHAT, "BaseChatModel", "stream", _stream_wrapper),
@@ -940,11 +948,12 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             (_RUNNABLES, "RunnableSequence", "invoke", invoke),
             (_RUNNABLES, "RunnableSequence", "ainvoke", ainvoke),
         ]
-        try:
-            import langgraph.pregel  # noqa: F401
-        except ImportError:
-            return targets
-        return targets + [
+
+    @staticmethod
+    def _langgraph_targets() -> list[tuple[str, str, str, Callable[..., Any]]]:
+        """(module, class, method, wrapper) of the patches of LangGraph (made when it is imported)."""
+        invoke, ainvoke, stream, astream = _entry_wrappers()
+        return [
             (_LANGGRAPH, "Pregel", "invoke", invoke),
             (_LANGGRAPH, "Pregel", "ainvoke", ainvoke),
             (_LANGGRAPH, "Pregel", "stream", stream),
@@ -955,16 +964,22 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         if "tool_risks" in kwargs:
             self._tool_risks = _check_risks(kwargs["tool_risks"])
         self._patched: list[tuple[str, str, str]] = []
-        for module, cls, method, wrapper in self._targets():
+        self._patch(self._targets())
+        _register_models()
+        # LangGraph is patched after its own import (at once when it is imported already), never imported here
+        self._langgraph_hook = _lazy.when_imported(_LANGGRAPH, lambda _module: self._patch(self._langgraph_targets()))
+
+    def _patch(self, targets: list[tuple[str, str, str, Callable[..., Any]]]) -> None:
+        for module, cls, method, wrapper in targets:
             try:
                 wrapt.wrap_function_wrapper(module, f"{cls}.{method}", wrapper)
             except Exception:  # noqa: BLE001 - a LangChain version without this method: skip it
                 _log.warning("otel-replay: cannot instrument %s.%s.%s", module, cls, method, exc_info=True)
                 continue
             self._patched.append((module, cls, method))
-        _register_models()
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        _lazy.cancel(getattr(self, "_langgraph_hook", None))
         for module, cls, method in reversed(getattr(self, "_patched", [])):
             try:
                 unwrap(getattr(sys.modules[module], cls), method)
