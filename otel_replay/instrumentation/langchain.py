@@ -22,8 +22,9 @@ What it must never do: raise into the host program from its own bookkeeping (eve
 real call goes ahead), swallow or wrap the host's exceptions (they are recorded and re-raised unchanged),
 call the real model, tool or retriever when the replay answered the call, import LangChain before
 :meth:`LangChainInstrumentor.instrument` is called, or import LangGraph at all (its ``Pregel`` is patched right
-after the application imports it, see :mod:`otel_replay.instrumentation._lazy`). :class:`~otel_replay.recording.ReplayInterrupt` (a
-``BaseException``) always propagates: LangChain and LangGraph only catch ``Exception`` on these paths.
+after the application imports it, see :mod:`otel_replay.instrumentation._lazy`).
+:class:`~otel_replay.recording.ReplayInterrupt` (a ``BaseException``) always propagates: LangChain and LangGraph
+only catch ``Exception`` on these paths.
 """
 
 from __future__ import annotations
@@ -967,7 +968,8 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self._patch(self._targets())
         _register_models()
         # LangGraph is patched after its own import (at once when it is imported already), never imported here
-        self._langgraph_hook = _lazy.when_imported(_LANGGRAPH, lambda _module: self._patch(self._langgraph_targets()))
+        self._langgraph_hook = _lazy.when_imported(_LANGGRAPH,
+                                                   lambda _module: self._patch(self._langgraph_targets()))
 
     def _patch(self, targets: list[tuple[str, str, str, Callable[..., Any]]]) -> None:
         for module, cls, method, wrapper in targets:
