@@ -29,6 +29,8 @@ bench: $(STAMP)
 	-$(BIN)/python benchmarks/scale_load.py
 	-$(BIN)/python benchmarks/runs_listing.py
 	-$(BIN)/python benchmarks/concurrency_recording.py
+	-$(BIN)/python benchmarks/start_time.py
+	-$(BIN)/python benchmarks/langgraph_overhead.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1242,6 +1242,7 @@ class Redactor:
                 raise _Suspicious
             out = {}
             cache = self._key_cache
+            scrubbed_keys = self._key_scrub_cache
             for k, v in value.items():
                 if type(k) is not str:
                     raise _Suspicious
@@ -1250,7 +1251,12 @@ class Redactor:
                     secret = self.is_secret_key(k)
                 if secret:
                     raise _Suspicious
-                strings.append(k)
+                # a key the walk leaves as it is (too short to scrub, or scrubbed before with no hit) is left out
+                # of the pre-check: usage keys such as "input_token_details" would otherwise always fail it
+                if len(k) >= self._min_len:
+                    known = scrubbed_keys.get(k)
+                    if known is None or known[1]:
+                        strings.append(k)
                 kv = type(v)
                 if kv is str:
                     strings.append(v)

@@ -1,16 +1,22 @@
 """Auto-instrumentation of the SDKs agents are built on: OpenAI, Anthropic, LangChain / LangGraph, the OpenAI
 Agents SDK.
 
-Each instrumentor is an OpenTelemetry ``BaseInstrumentor`` registered under the ``opentelemetry_instrumentor``
-entry point (``otel_replay_openai``, ``otel_replay_anthropic``, ``otel_replay_langchain``,
-``otel_replay_openai_agents``), so
+Each instrumentor is an OpenTelemetry ``BaseInstrumentor``; its entry point under ``opentelemetry_instrumentor``
+(``otel_replay_openai``, ``otel_replay_anthropic``, ``otel_replay_langchain``, ``otel_replay_openai_agents``)
+names a light stand-in of :mod:`otel_replay.instrumentation.entry_points` that arms it, so
 ``opentelemetry-instrument python app.py`` finds them; :func:`instrument` does the same from code. Each SDK
 is an optional extra (``pip install otel-replay[openai]``); an instrumentor whose SDK is not installed is
 skipped, never an error at import time. When an SDK is installed (or asked for by name) but its
 instrumentation cannot load or does not fit the installed version, that is said once per SDK and process as a
 warning (on stderr when the application configured no logging), never silently: otherwise its calls would go
-unrecorded, and a replay could not answer them. The set of SDKs already warned about is the one piece of
-process-wide state here.
+unrecorded, and a replay could not answer them.
+
+Lazy: an SDK the application has not imported yet is not imported here. :func:`instrument` *arms* its
+instrumentor instead (a post-import hook, :mod:`otel_replay.instrumentation._lazy`), and the instrumentor
+patches the SDK right after the application's own ``import`` of it; an SDK already imported is patched at
+once. An armed SDK counts as instrumented (:func:`instrument` returns it, :func:`instrumented` lists it,
+:func:`uninstrument` disarms it). The instrumentor modules themselves, which load the recorder, are imported
+only then too. Process-wide state here: the set of SDKs already warned about and the armed SDKs.
 """
 
 from __future__ import annotations
@@ -18,8 +24,11 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import sys
 from importlib import metadata
 from typing import Any, Final
+
+from . import _lazy
 
 _log = logging.getLogger("otel_replay")
 
@@ -33,12 +42,17 @@ INSTRUMENTORS: Final[dict[str, str]] = {
 
 _SDK_MODULES: Final[dict[str, str]] = {"openai": "openai", "anthropic": "anthropic", "langchain": "langchain_core",
                                         "openai_agents": "agents"}
-"""SDK name → the top-level module whose presence says the SDK is installed."""
+"""SDK name → the top-level module whose presence says the SDK is installed, and whose import patches it
+(an SDK missing here is its own module name)."""
+
+_EXTRA_MODULES: Final = ("wrapt", "opentelemetry.instrumentation")
+"""Modules every instrumentor needs beyond otel-replay's own dependencies (each SDK's extra brings them)."""
 
 _EXTRAS: Final[dict[str, str]] = {"openai_agents": "openai-agents"}
 """SDK name → the name of its otel-replay extra, where the two differ."""
 
 _warned: set[str] = set()
+_armed: dict[str, tuple[dict[str, Any], object]] = {}  # SDK name → (instrument() options, post-import hook)
 
 
 _SDK_DISTRIBUTIONS: Final[dict[str, str]] = {"openai_agents": "openai-agents"}
@@ -49,7 +63,7 @@ def _sdk_installed(name: str) -> bool:
     """Whether the SDK's module can be found (without importing it), and its distribution is installed when
     its module name is a common one."""
     try:
-        if importlib.util.find_spec(_SDK_MODULES[name]) is None:
+        if importlib.util.find_spec(_sdk_module(name)) is None:
             return False
     except (ImportError, ValueError):
         return False
@@ -60,6 +74,22 @@ def _sdk_installed(name: str) -> bool:
     except metadata.PackageNotFoundError:
         return False
     return True
+
+
+def _sdk_module(name: str) -> str:
+    """The top-level module of the SDK ``name`` (its import is what patches it)."""
+    return _SDK_MODULES.get(name, name)
+
+
+def _missing_extra() -> str | None:
+    """A module the instrumentors need that cannot be found (the SDK's extra is not installed), or None."""
+    for module in _EXTRA_MODULES:
+        try:
+            if importlib.util.find_spec(module) is None:
+                return module
+        except (ImportError, ValueError):
+            return module
+    return None
 
 
 def _say_once(name: str, why: str) -> None:
@@ -86,6 +116,12 @@ def _load(name: str, *, asked: bool = False) -> Any | None:
 def instrument(*sdks: str, **options: Any) -> list[str]:
     """Instrument the named SDKs (default: every one that is installed); returns the names instrumented.
 
+    An SDK that is already imported is patched at once; one that is not is armed, and patched right after the
+    application imports it (nothing is imported here: ``orp.instrument()`` adds almost nothing to start). An
+    armed SDK is in the returned list. Naming SDKs also checks their installed versions at once, and options
+    are checked at once (both load otel-replay's instrumentation code); for an armed SDK not named, a version
+    the instrumentor does not support is said when the SDK is imported.
+
     ``options`` go to each instrumentor's ``instrument()`` (e.g. ``tool_risks={...}`` for LangChain).
     Unknown names raise ValueError; an SDK that is not installed is skipped (said once as a warning when it was
     named, or when it is installed but its instrumentation cannot load: the ``otel-replay[sdk]`` extra is
@@ -94,38 +130,95 @@ def instrument(*sdks: str, **options: Any) -> list[str]:
     unknown = [s for s in sdks if s not in INSTRUMENTORS]
     if unknown:
         raise ValueError(f"unknown SDK {', '.join(unknown)}: choose from {', '.join(INSTRUMENTORS)}")
-    done: list[str] = []
-    for name in sdks or tuple(INSTRUMENTORS):
-        instrumentor = _load(name, asked=bool(sdks))
+    return [name for name in sdks or tuple(INSTRUMENTORS) if _instrument_one(name, options, asked=bool(sdks))]
+
+
+def _instrument_one(name: str, options: dict[str, Any], *, asked: bool) -> bool:
+    """Patch or arm one SDK; True when it is instrumented or armed."""
+    if _lazy.imported(_sdk_module(name)):
+        return _patch(name, options, asked=asked)
+    if not _sdk_installed(name):
+        if asked:
+            _say_once(name, "the installed SDK is missing or of a version the instrumentor does not support")
+        return False
+    missing = _missing_extra()
+    if missing is not None:
+        _say_once(name, f"its instrumentation cannot load (no module named {missing!r})")
+        return False
+    if asked or options:
+        instrumentor = _load(name, asked=asked)
         if instrumentor is None:
-            continue
-        if not instrumentor.is_instrumented_by_opentelemetry:
-            instrumentor.instrument(**options)
-        if not instrumentor.is_instrumented_by_opentelemetry:  # the SDK is missing, or of a version it does not fit
-            if sdks or _sdk_installed(name):
-                _say_once(name, "the installed SDK is missing or of a version the instrumentor does not support")
-            continue
-        done.append(name)
-    return done
+            return False
+        check = getattr(instrumentor, "check_options", None)
+        if options and check is not None:
+            check(**options)  # bad values raise ValueError now, not when the SDK is imported
+        if asked and not instrumentor.is_instrumented_by_opentelemetry and instrumentor._check_dependency_conflicts():
+            _say_once(name, "the installed SDK is missing or of a version the instrumentor does not support")
+            return False
+    previous = _armed.pop(name, None)
+    if previous is not None:
+        _lazy.cancel(previous[1])
+    handle = _lazy.when_imported(_sdk_module(name), lambda _module: _fire(name))
+    _armed[name] = (dict(options), handle)
+    return True
+
+
+def _fire(name: str) -> None:
+    """The SDK ``name`` has just been imported: patch it with the options it was armed with."""
+    armed = _armed.pop(name, None)
+    if armed is not None:
+        _patch(name, armed[0], asked=True)
+
+
+def _patch(name: str, options: dict[str, Any], *, asked: bool) -> bool:
+    """Instrument the (imported) SDK ``name`` now; True when its instrumentor is active."""
+    instrumentor = _load(name, asked=asked)
+    if instrumentor is None:
+        return False
+    if not instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.instrument(**options)
+    if not instrumentor.is_instrumented_by_opentelemetry:  # the SDK is missing, or of a version it does not fit
+        if asked or _sdk_installed(name):
+            _say_once(name, "the installed SDK is missing or of a version the instrumentor does not support")
+        return False
+    return True
+
+
+def _loaded(name: str) -> Any | None:
+    """The instrumentor of ``name`` when its module is already imported (never imports it), else None."""
+    module_name, _, cls_name = INSTRUMENTORS[name].partition(":")
+    module = sys.modules.get(module_name)
+    cls = getattr(module, cls_name, None) if module is not None else None
+    return cls() if cls is not None else None
 
 
 def instrumented(*sdks: str) -> list[str]:
-    """Names of the SDKs (of ``sdks``, default all) whose otel-replay instrumentor is active in this process."""
+    """Names of the SDKs (of ``sdks``, default all) whose otel-replay instrumentor is active or armed (patches
+    the SDK when it is imported) in this process."""
     out: list[str] = []
     for name in sdks or tuple(INSTRUMENTORS):
-        instrumentor = _load(name)
+        if name in _armed:
+            out.append(name)
+            continue
+        instrumentor = _loaded(name) if name in INSTRUMENTORS else None
         if instrumentor is not None and instrumentor.is_instrumented_by_opentelemetry:
             out.append(name)
     return out
 
 
 def uninstrument(*sdks: str) -> list[str]:
-    """Undo :func:`instrument` for the named SDKs (default: all); returns the names uninstrumented."""
+    """Undo :func:`instrument` for the named SDKs (default: all): unpatch them, or disarm an SDK not imported
+    yet; returns the names uninstrumented."""
     done: list[str] = []
     for name in sdks or tuple(INSTRUMENTORS):
         if name not in INSTRUMENTORS:
             raise ValueError(f"unknown SDK {name}: choose from {', '.join(INSTRUMENTORS)}")
-        instrumentor = _load(name)
+        armed = _armed.pop(name, None)
+        if armed is not None:
+            _lazy.cancel(armed[1])
+            done.append(name)
+            continue
+        instrumentor = _loaded(name)
         if instrumentor is not None and instrumentor.is_instrumented_by_opentelemetry:
             instrumentor.uninstrument()
             done.append(name)

@@ -21,9 +21,11 @@ recording at that same boundary during a replay:
 
 What it must never do: raise into the host program from its own bookkeeping (every failure is logged and the
 real call goes ahead), swallow or wrap the host's exceptions (they are recorded and re-raised unchanged),
-call the real model, tool or retriever when the replay answered the call, or import LangChain before
-:meth:`LangChainInstrumentor.instrument` is called. :class:`~otel_replay.recording.ReplayInterrupt` (a
-``BaseException``) always propagates: LangChain and LangGraph only catch ``Exception`` on these paths.
+call the real model, tool or retriever when the replay answered the call, import LangChain before
+:meth:`LangChainInstrumentor.instrument` is called, or import LangGraph at all (its ``Pregel`` is patched right
+after the application imports it, see :mod:`otel_replay.instrumentation._lazy`).
+:class:`~otel_replay.recording.ReplayInterrupt` (a ``BaseException``) always propagates: LangChain and LangGraph
+only catch ``Exception`` on these paths.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
 
 from .. import semconv
+from . import _lazy
 from ..recording import (
     ReplayInterrupt,
     begin_model_call,
@@ -927,6 +930,12 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         """The packages this instrumentor needs: ``langchain-core`` (LangGraph is optional)."""
         return _instruments
 
+    def check_options(self, **options: Any) -> None:
+        """Raise ValueError for options :meth:`instrument` would refuse (``tool_risks``), without instrumenting:
+        ``orp.instrument()`` checks them before it arms the instrumentor for a LangChain not imported yet."""
+        if "tool_risks" in options:
+            _check_risks(options["tool_risks"])
+
     def risk_of(self, tool: Any) -> str | None:
         """The declared risk of a LangChain tool: from ``tool_risks``, else its metadata or tags; None when
         undeclared (the recorder then applies its name heuristic). Never raises."""
@@ -952,12 +961,11 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             return None
 
     def _targets(self) -> list[tuple[str, str, str, Callable[..., Any]]]:
-        """(module, class, method, wrapper) of every patch; those of :data:`OPTIONAL_ENTRY_POINTS` only for
-        the packages that are installed (found without importing them)."""
+        """(module, class, method, wrapper) of every patch of LangChain core."""
         tool_run, tool_arun = _tool_wrappers(self)
         retriever_invoke, retriever_ainvoke = _retriever_wrappers()
-        entry = dict(zip(("invoke", "ainvoke", "stream", "astream"), _entry_wrappers()))
-        targets = [
+        invoke, ainvoke, _, _ = _entry_wrappers()
+        return [
             (_CHAT, "BaseChatModel", "_generate_with_cache", _generate_wrapper),
             (_CHAT, "BaseChatModel", "_agenerate_with_cache", _agenerate_wrapper),
             (_CHAT, "BaseChatModel", "stream", _stream_wrapper),
@@ -966,17 +974,29 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             (_TOOLS, "BaseTool", "arun", tool_arun),
             (_RETRIEVERS, "BaseRetriever", "invoke", retriever_invoke),
             (_RETRIEVERS, "BaseRetriever", "ainvoke", retriever_ainvoke),
-            (_RUNNABLES, "RunnableSequence", "invoke", entry["invoke"]),
-            (_RUNNABLES, "RunnableSequence", "ainvoke", entry["ainvoke"]),
+            (_RUNNABLES, "RunnableSequence", "invoke", invoke),
+            (_RUNNABLES, "RunnableSequence", "ainvoke", ainvoke),
         ]
-        return targets + [(module, cls, method, entry[method]) for module, cls, method in OPTIONAL_ENTRY_POINTS
-                          if _installed(module)]
+
+    @staticmethod
+    def _optional_targets(module: str) -> list[tuple[str, str, str, Callable[..., Any]]]:
+        """(module, class, method, wrapper) of the :data:`OPTIONAL_ENTRY_POINTS` of ``module``."""
+        entry = dict(zip(("invoke", "ainvoke", "stream", "astream"), _entry_wrappers()))
+        return [(mod, cls, method, entry[method]) for mod, cls, method in OPTIONAL_ENTRY_POINTS if mod == module]
 
     def _instrument(self, **kwargs: Any) -> None:
         if "tool_risks" in kwargs:
             self._tool_risks = _check_risks(kwargs["tool_risks"])
         self._patched: list[tuple[str, str, str]] = []
-        for module, cls, method, wrapper in self._targets():
+        self._patch(self._targets())
+        _register_models()
+        # LangGraph and legacy chains are patched after their own import (at once when imported already),
+        # never imported here
+        self._hooks = [_lazy.when_imported(module, lambda _m, module=module: self._patch(self._optional_targets(module)))
+                       for module in dict.fromkeys(m for m, _, _ in OPTIONAL_ENTRY_POINTS) if _installed(module)]
+
+    def _patch(self, targets: list[tuple[str, str, str, Callable[..., Any]]]) -> None:
+        for module, cls, method, wrapper in targets:
             try:
                 wrapt.wrap_function_wrapper(module, f"{cls}.{method}", wrapper)
             except ImportError:  # an installed package without this module (``langchain`` 1.x has no chains)
@@ -986,9 +1006,10 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 _log.warning("otel-replay: cannot instrument %s.%s.%s", module, cls, method, exc_info=True)
                 continue
             self._patched.append((module, cls, method))
-        _register_models()
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        for hook in getattr(self, "_hooks", []):
+            _lazy.cancel(hook)
         for module, cls, method in reversed(getattr(self, "_patched", [])):
             try:
                 unwrap(getattr(sys.modules[module], cls), method)

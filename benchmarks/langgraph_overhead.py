@@ -1,0 +1,129 @@
+"""Per-run overhead of recording a LangGraph agent: ``create_react_agent`` with ``langchain_openai.ChatOpenAI``
+and two tools, recorded with ``orp.instrument()``, against the same agent uninstrumented, both on the same local
+fake OpenAI server (``otel_replay.demo.fake_llm``) in the same run.
+
+One agent run is ``graph.invoke`` of one question: a model call that asks for a tool, the tool, and a model
+call that answers (two HTTP requests to the fake server, which runs in this process as a real server would
+run next to it). Recorded, that is one run of three steps (model, tool, model), each with its request,
+response and context snapshots, written to the spool (otel-replay's default exporter, in a temporary
+``OTEL_REPLAY_HOME``, flushed inside the timed region). Uninstrumented, ``orp.uninstrument()`` has removed
+every wrapper. The sides alternate in blocks of ``--runs`` agent runs (``--blocks`` blocks each; a recorded
+block ends with the spool's flush, so the export is in the time); a sample is a block's time per run. On a
+shared, noisy machine one slow moment can double a block's time, so the figures are medians: the ratio
+reported is the median recorded sample over the median uninstrumented sample (the median of the ratios of
+adjacent blocks is printed too), ``added_ms_per_run`` their difference. The process CPU time per run (this
+process: the agent, the fake server's threads and the export thread) is printed as well: it moves less with
+the machine's load than the wall time does.
+
+    python benchmarks/langgraph_overhead.py [--runs 10] [--blocks 30]
+
+Target (issue 13): ratio <= 1.05.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from typing import Any
+
+import otel_replay as orp
+from otel_replay.demo.fake_llm import FakeLLMServer
+from otel_replay.exporting import setup
+
+TARGET = 1.05
+QUESTION = {"messages": [{"role": "user", "content": "What is the weather in Lyon, and what time is it there?"}]}
+
+
+def build_agent(url: str) -> Any:
+    """The agent of LangGraph's prebuilt README, on ChatOpenAI, with two tools."""
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+    from langgraph.prebuilt import create_react_agent
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The current weather in a city."""
+        return f"It is always sunny in {city}."
+
+    @tool
+    def get_time(city: str) -> str:
+        """The local time in a city."""
+        return f"It is noon in {city}."
+
+    model = ChatOpenAI(model="gpt-4o-mini", base_url=url, api_key="sk-bench", max_retries=0, temperature=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # create_react_agent's move to langchain.agents
+        return create_react_agent(model, [get_weather, get_time])
+
+
+def timed(agent: Any, runs: int, *, recorded: bool) -> tuple[float, float]:
+    """(wall, process CPU) seconds of ``runs`` agent runs; a recorded block ends with the spool's flush."""
+    cpu, start = time.process_time(), time.perf_counter()
+    for _ in range(runs):
+        agent.invoke(QUESTION)
+    if recorded:
+        setup.flush()
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10, help="agent runs per block")
+    parser.add_argument("--blocks", type=int, default=30, help="blocks of each side")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as home, FakeLLMServer(tool_args_for={
+            "get_weather": {"city": "Lyon"}, "get_time": {"city": "Lyon"}}) as server:
+        orp.configure(home=home, exporter="spool")
+        sdks = orp.instrument("langchain", "openai")
+        agent = build_agent(server.openai_url)
+        timed(agent, 10, recorded=True)  # warm up both paths, the connection pool and the recorder
+        orp.uninstrument()
+        timed(agent, 10, recorded=False)
+        plain_s, recorded_s, ratios, plain_cpu, recorded_cpu = [], [], [], [], []
+        for i in range(args.blocks):
+            result: dict[bool, tuple[float, float]] = {}
+            for recorded in ((False, True) if i % 2 == 0 else (True, False)):
+                if recorded:
+                    orp.instrument("langchain", "openai")
+                    result[True] = timed(agent, args.runs, recorded=True)
+                    orp.uninstrument()
+                else:
+                    result[False] = timed(agent, args.runs, recorded=False)
+            plain_s.append(result[False][0] / args.runs)
+            recorded_s.append(result[True][0] / args.runs)
+            plain_cpu.append(result[False][1] / args.runs)
+            recorded_cpu.append(result[True][1] / args.runs)
+            ratios.append(result[True][0] / result[False][0])
+        with orp.Store.open() as store:
+            summaries = store.runs(limit=1)
+            steps = [(s.kind, s.name) for s in store.load_run(summaries[0].trace_id).steps] if summaries else []
+    plain, recorded_ = statistics.median(plain_s), statistics.median(recorded_s)
+    ratio = recorded_ / plain
+    report = {
+        "instrumented": sdks,
+        "runs_per_block": args.runs,
+        "blocks": args.blocks,
+        "steps_per_recorded_run": [f"{kind} {name}" for kind, name in steps],
+        "uninstrumented_ms_per_run": round(plain * 1e3, 3),
+        "recorded_ms_per_run": round(recorded_ * 1e3, 3),
+        "added_ms_per_run": round((recorded_ - plain) * 1e3, 3),
+        "ratio": round(ratio, 3),
+        "ratio_of_adjacent_blocks_median": round(statistics.median(ratios), 3),
+        "process_cpu_ms_per_run": {"uninstrumented": round(statistics.median(plain_cpu) * 1e3, 3),
+                                   "recorded": round(statistics.median(recorded_cpu) * 1e3, 3)},
+        "process_cpu_ratio": round(statistics.median(recorded_cpu) / statistics.median(plain_cpu), 3),
+        "target": TARGET,
+        "requests_served": server.count,
+        "python": sys.version.split()[0],
+    }
+    print(json.dumps(report, indent=2))
+    return 0 if ratio <= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
