@@ -100,8 +100,12 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
             store.close()
 
 
-WINDOW_END = datetime.now(timezone.utc) + timedelta(minutes=5)
-WINDOW_START = WINDOW_END - timedelta(hours=6)
+def _window(store: Store) -> tuple[datetime, datetime]:
+    """The dashboards' time range: six hours ending five minutes after the store's last span (never the clock
+    at collection time, which a long test session leaves behind)."""
+    (last,), = store.client.query("SELECT max(Timestamp) FROM otel_traces").result_rows
+    end = last.replace(tzinfo=timezone.utc) + timedelta(minutes=5)
+    return end - timedelta(hours=6), end
 
 
 def _scenarios(board: dict[str, Any], data: dict[str, Any]) -> dict[str, dict[str, Variable]]:
@@ -121,7 +125,8 @@ def _scenarios(board: dict[str, Any], data: dict[str, Any]) -> dict[str, dict[st
 
 
 def _query(store: Store, sql: str, variables: dict[str, Variable]) -> Any:
-    expanded = expand(sql, start=WINDOW_START, end=WINDOW_END, interval_s=60, variables=variables)
+    start, end = _window(store)
+    expanded = expand(sql, start=start, end=end, interval_s=60, variables=variables)
     return store.client.query(expanded)
 
 
