@@ -24,6 +24,7 @@ import pytest
 from fake_llm_servers import FakeLLMServer
 
 HERE = Path(__file__).resolve().parent
+IN_PROCESS = ("runs", "show")
 
 
 @dataclass
@@ -56,12 +57,21 @@ class RealWorld:
         return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
                               env={**self.env, **(extra_env or {})}, cwd=HERE, timeout=180)
 
-    def cli_json(self, *args: str, ok: tuple[int, ...] = (0,), **kwargs: Any) -> dict[str, Any]:
-        """``otel-replay <args> --json``, parsed; fails the test on an exit code not in ``ok``."""
+    def cli_json(self, *args: str, ok: tuple[int, ...] = (0,), **kwargs: Any) -> Any:
+        """``otel-replay <args> --json``, parsed; fails the test on an exit code not in ``ok``. The read-only
+        commands ``runs`` and ``show`` run in this process (the same CLI code, without a second of start-up);
+        the others, which import and run the agent, in a subprocess like the user's shell."""
+        if args[0] in IN_PROCESS and not kwargs:
+            from typer.testing import CliRunner
+
+            from otel_replay.cli import app
+
+            result = CliRunner().invoke(app, [*args, "--json"], env={"OTEL_REPLAY_HOME": str(self.home)})
+            assert result.exit_code in ok, f"exit {result.exit_code}\n{result.output}"
+            return json.loads(result.stdout)
         out = self.cli(*args, "--json", **kwargs)
         assert out.returncode in ok, f"exit {out.returncode}\nstdout: {out.stdout}\nstderr: {out.stderr}"
-        parsed: dict[str, Any] = json.loads(out.stdout)
-        return parsed
+        return json.loads(out.stdout)
 
 
 @pytest.fixture

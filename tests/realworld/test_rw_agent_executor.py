@@ -24,23 +24,19 @@ EXECUTOR = Shape(script="rw_agent_executor_agent.py", app="rw_agent_executor_age
                  agent="AgentExecutor", tool_app="rw_agent_executor_agent")
 
 
-@pytest.mark.parametrize("zero_code", [False, True], ids=["orp.instrument", "opentelemetry-instrument"])
-def test_one_run_replays_offline_with_no_request_and_no_effect(world: RealWorld, zero_code: bool) -> None:
-    recorded = record(world, EXECUTOR, zero_code=zero_code)
-    assert_matched_offline(world, EXECUTOR, recorded)
-
-
-def test_changed_prompt_and_changed_tool_result_diverge_with_the_message_diff(world: RealWorld) -> None:
+def test_one_line_recording_replays_in_every_mode(world: RealWorld) -> None:
+    """Recorded with ``orp.instrument()``: mock and deterministic match offline; a changed prompt or tool result
+    diverges with the message diff; live needs the approval and then matches."""
     recorded = record(world, EXECUTOR, zero_code=False)
+    assert_matched_offline(world, EXECUTOR, recorded)
     assert_prompt_change_diverges(world, EXECUTOR, recorded)
     assert_tool_result_change_diverges(world, EXECUTOR, recorded)
-
-
-def test_live_replay_needs_the_approval_and_matches(world: RealWorld) -> None:
-    recorded = record(world, EXECUTOR, zero_code=False)
     assert_live_replay(world, EXECUTOR, recorded)
 
 
-def test_replay_tool_replays_the_agent_executor_tool(world: RealWorld) -> None:
+def test_zero_code_recording_replays_offline_and_replay_tool_replays_its_tool(world: RealWorld) -> None:
+    """Recorded under ``opentelemetry-instrument``: mock and deterministic match offline; ``replay-tool`` answers
+    the tool from the recording and runs it only when approved."""
     recorded = record(world, EXECUTOR, zero_code=True)
+    assert_matched_offline(world, EXECUTOR, recorded)
     assert_replay_tool(world, EXECUTOR, recorded)

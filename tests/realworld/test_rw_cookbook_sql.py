@@ -104,14 +104,11 @@ def test_recommended_setup_replays_offline_with_no_side_effect(cookbook: Any, fo
         assert result["not_firewalled"] == []
     assert cookbook.server.count == requests  # no request reached the model
     assert cookbook.effects() == [QUERY]  # the tool's audit log was not written again
-
-
-def test_with_form_replays_need_app(cookbook: Any) -> None:
-    run = _record(cookbook, RW_FORM="with")
-    out = cookbook.cli("replay", run["trace_id"], "--mode", "mock", extra_env=_replay_env(cookbook))
-    assert out.returncode == 2
-    assert "--app" in out.stderr and "Traceback" not in out.stderr
-    assert out.stderr.strip().count("\n") == 0
+    if form == "with":  # a block names no entrypoint: without --app, one error line says what to add
+        out = cookbook.cli("replay", run["trace_id"], "--mode", "mock", extra_env=_replay_env(cookbook))
+        assert out.returncode == 2
+        assert "--app" in out.stderr and "Traceback" not in out.stderr
+        assert out.stderr.strip().count("\n") == 0
 
 
 def test_zero_code_records_one_run_and_replays_offline(cookbook: Any) -> None:
@@ -125,7 +122,9 @@ def test_zero_code_records_one_run_and_replays_offline(cookbook: Any) -> None:
     assert cookbook.effects() == [QUERY]
 
 
-def test_changed_system_prompt_diverges_at_the_first_model_step_with_a_readable_diff(cookbook: Any) -> None:
+def test_changed_prompt_changed_tool_result_and_live_replays_of_one_run(cookbook: Any) -> None:
+    """A changed system prompt diverges at the first model step, a changed tool result at the next one, each
+    with a readable diff; live runs the tool only with an approval, and then matches."""
     run = _record(cookbook)
     requests = cookbook.server.count
     changed = "Answer in one word, using SQL against the Chinook database."
@@ -141,10 +140,6 @@ def test_changed_system_prompt_diverges_at_the_first_model_step_with_a_readable_
     assert cookbook.server.count == requests
     assert cookbook.effects() == [QUERY]
 
-
-def test_changed_tool_result_diverges_at_the_next_model_step(cookbook: Any) -> None:
-    run = _record(cookbook)
-    requests = cookbook.server.count
     result = _replay(cookbook, run["trace_id"], "deterministic", ok=(1,), RW_MAX_RESULT_CHARS="12")
     first = result["first_divergence"]
     assert (first["step_index"], first["kind"]) == (2, "request")
@@ -154,10 +149,6 @@ def test_changed_tool_result_diverges_at_the_next_model_step(cookbook: Any) -> N
     assert cookbook.server.count == requests
     assert cookbook.effects() == [QUERY]
 
-
-def test_live_replay_runs_the_tool_only_with_an_approval(cookbook: Any) -> None:
-    run = _record(cookbook)
-    requests = cookbook.server.count
     refused = _replay(cookbook, run["trace_id"], "live", "--reason", "check the fix", ok=(2,))
     assert refused["outcome"] == "refused" and "--approve ask_database" in refused["refusal"]
     assert cookbook.effects() == [QUERY]

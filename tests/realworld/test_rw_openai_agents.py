@@ -73,8 +73,8 @@ def _replay(world: Any, trace_id: str, *args: str, ok: tuple[int, ...] = (0,), *
     return world.cli_json("replay", trace_id, "--app", APP, *args, ok=ok, **kwargs)
 
 
-@pytest.mark.parametrize("zero_code", [False, True], ids=["one-line", "zero-code"])
-@pytest.mark.parametrize("stream", [False, True], ids=["run", "run-streamed"])
+@pytest.mark.parametrize(("zero_code", "stream"), [(False, False), (True, True)],
+                         ids=["run-one-line", "run-streamed-zero-code"])
 def test_one_run_per_invocation_and_mock_and_deterministic_replays_touch_nothing(agents_world: Any, zero_code: bool,
                                                                                   stream: bool) -> None:
     world = agents_world
@@ -96,47 +96,32 @@ def test_one_run_per_invocation_and_mock_and_deterministic_replays_touch_nothing
     assert world.effects() == effects, "a mock or deterministic replay ran the side-effecting tool"
 
 
-def test_changed_instructions_diverge_at_the_first_model_step_with_a_readable_diff(agents_world: Any) -> None:
+def test_changed_instructions_dry_live_and_replay_tool_on_one_recorded_run(agents_world: Any) -> None:
+    """One recorded run, replayed as a user checking a fix would: a changed instruction diverges at the first
+    model step with a readable diff; dry names the tool that needs approval; live is refused without it;
+    replay-tool re-runs the function tool only when approved; live with the approval on unchanged code
+    matches."""
     world = agents_world
     trace_id = _record(world)
     requests = world.server.count
-    result = _replay(world, trace_id, "--mode", "deterministic", ok=(1,),
-                     extra_env={"RW_INSTRUCTIONS": "You are a terse weather agent."})
-    assert result["outcome"] == "diverged"
-    first = result["first_divergence"]
+
+    changed = _replay(world, trace_id, "--mode", "deterministic", ok=(1,),
+                      extra_env={"RW_INSTRUCTIONS": "You are a terse weather agent."})
+    assert changed["outcome"] == "diverged"
+    first = changed["first_divergence"]
     assert first["step_index"] == 0 and first["kind"] == "request"
     assert '-  "instructions": "You are a helpful agent."' in first["diff"]
     assert '+  "instructions": "You are a terse weather agent."' in first["diff"]
-    assert world.server.count == requests
-    assert world.effects() == ["forecast for Tokyo"]
 
-
-def test_dry_lists_the_function_tool_for_approval_and_live_needs_it(agents_world: Any) -> None:
-    world = agents_world
-    trace_id = _record(world)
     dry = world.cli_json("replay", trace_id, "--mode", "dry")
     assert dry["readiness"]["modes"]["live"]["needs_approval"] == ["send_forecast"]
     refused = _replay(world, trace_id, "--mode", "live", "--reason", "check the fix", ok=(2,))
     assert refused["outcome"] == "refused"
     assert "--approve send_forecast" in refused["refusal"]
     assert world.effects() == ["forecast for Tokyo"], "an unapproved high-risk function tool ran"
-
-
-def test_live_replay_with_the_approval_on_unchanged_code_matches(agents_world: Any) -> None:
-    world = agents_world
-    trace_id = _record(world)
+    assert world.server.count == requests + 1  # the first model call went out; the tool was stopped
     requests = world.server.count
-    result = _replay(world, trace_id, "--mode", "live", "--reason", "check the fix", "--approve", "send_forecast",
-                     ok=(0, 1))
-    assert world.server.count == requests + 2  # both model calls really made
-    assert world.effects() == ["forecast for Tokyo", "forecast for Tokyo"]
-    assert result["executions"] == {"send_forecast": 1}
-    assert result["outcome"] == "matched", result["divergences"]  # needs the volatile-id normalisation
 
-
-def test_replay_tool_replays_the_function_tool(agents_world: Any) -> None:
-    world = agents_world
-    trace_id = _record(world)
     mock = world.cli_json("replay-tool", trace_id, "--step", "1")
     assert (mock["tool"], mock["outcome"], mock["result"]) == ("send_forecast", "matched", "forecast sent for Tokyo")
     assert world.effects() == ["forecast for Tokyo"]
@@ -147,3 +132,11 @@ def test_replay_tool_replays_the_function_tool(agents_world: Any) -> None:
                           "--args", '{"city": "Oslo"}', ok=(0, 1))
     assert live["outcome"] == "diverged" and live["result"] == "forecast sent for Oslo"
     assert world.effects() == ["forecast for Tokyo", "forecast for Oslo"]
+    assert world.server.count == requests
+
+    result = _replay(world, trace_id, "--mode", "live", "--reason", "check the fix", "--approve", "send_forecast",
+                     ok=(0, 1))
+    assert world.server.count == requests + 2  # both model calls really made
+    assert world.effects() == ["forecast for Tokyo", "forecast for Oslo", "forecast for Tokyo"]
+    assert result["executions"] == {"send_forecast": 1}
+    assert result["outcome"] == "matched", result["divergences"]
