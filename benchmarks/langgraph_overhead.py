@@ -23,7 +23,9 @@ Target (issue 13): ratio <= 1.05.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -76,7 +78,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10, help="agent runs per block")
     parser.add_argument("--blocks", type=int, default=30, help="blocks of each side")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as home, FakeLLMServer(tool_args_for={
+    home = tempfile.mkdtemp()
+    # removed after otel-replay's own exit flush (atexit runs last-registered first)
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    with FakeLLMServer(tool_args_for={
             "get_weather": {"city": "Lyon"}, "get_time": {"city": "Lyon"}}) as server:
         orp.configure(home=home, exporter="spool")
         sdks = orp.instrument("langchain", "openai")

@@ -340,6 +340,8 @@ def _start(api: SdkApi, request: dict[str, Any] | None, args: tuple[Any, ...], k
         _log.warning("otel-replay: could not record %s; calling it unrecorded", api.step, exc_info=True)
         plan.finish(exc=None)
         return None
+    if plan.call is None and plan.run is None:  # inside a step that records it (e.g. a LangChain chat model)
+        return None
     return plan
 
 
