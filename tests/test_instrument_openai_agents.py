@@ -438,5 +438,5 @@ def test_a_module_named_agents_without_the_sdk_distribution_is_not_taken_for_the
     import otel_replay.instrumentation as instrumentation
 
     assert instrumentation._sdk_installed("openai_agents")  # the SDK's module is found, its distribution too
-    monkeypatch.setitem(instrumentation._SDK_DISTRIBUTIONS, "openai_agents", "otel-replay-no-such-distribution")
+    monkeypatch.setitem(instrumentation._EXTRAS, "openai_agents", "otel-replay-no-such-distribution")
     assert not instrumentation._sdk_installed("openai_agents")  # a project's own `agents` package: not the SDK

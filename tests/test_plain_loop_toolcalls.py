@@ -46,3 +46,10 @@ def test_marker_paths_find_marker_objects_and_tokens_inside_strings() -> None:
                                                                           "scope": "tool.result"}}]}]}
     assert marker_paths(request) == ["messages[0].content", "messages[2].content[0].content"]
     assert marker_paths("[REDACTED:error]") == ["(value)"]
+
+
+def test_a_users_own_redacted_label_is_text_not_a_marker() -> None:
+    """Documents that say ``[REDACTED:PII]`` themselves are sent in a live replay; only otel-replay's keyed
+    tokens (and the text a replayed redacted value reads as) stop it."""
+    assert marker_paths({"content": "the contract says [REDACTED:PII] in clause 4"}) == []
+    assert marker_paths({"content": "value [REDACTED:hmac-sha256:0123456789abcdef]"}) == ["content"]

@@ -49,14 +49,26 @@ _EXTRA_MODULES: Final = ("wrapt", "opentelemetry.instrumentation")
 """Modules every instrumentor needs beyond otel-replay's own dependencies (each SDK's extra brings them)."""
 
 _EXTRAS: Final[dict[str, str]] = {"openai_agents": "openai-agents"}
-"""SDK name → the name of its otel-replay extra, where the two differ."""
+"""SDK name → the name of its otel-replay extra where the two differ (for these SDKs it is also the name of
+the SDK's distribution, checked because a project of its own may well use their module name: ``agents``)."""
 
 _warned: set[str] = set()
 _armed: dict[str, tuple[dict[str, Any], object]] = {}  # SDK name → (instrument() options, post-import hook)
 
 
-_SDK_DISTRIBUTIONS: Final[dict[str, str]] = {"openai_agents": "openai-agents"}
-"""SDK name → its distribution, for SDKs whose module name a project of its own may well use (``agents``)."""
+def extra_of(name: str) -> str:
+    """The otel-replay extra that installs the SDK ``name`` (``pip install 'otel-replay[<extra>]'``)."""
+    return _EXTRAS.get(name, name)
+
+
+def _version_conflict(instrumentor: Any) -> bool:
+    """Whether the installed SDK does not fit the instrumentor (OpenTelemetry's own check; a failure of that
+    check counts as no conflict: the instrumentor then says so itself when it cannot patch)."""
+    try:
+        return bool(instrumentor._check_dependency_conflicts())
+    except Exception:  # noqa: BLE001 - a private OpenTelemetry API: never into the application
+        _log.debug("otel-replay: version check of %s failed", type(instrumentor).__name__, exc_info=True)
+        return False
 
 
 def _sdk_installed(name: str) -> bool:
@@ -67,10 +79,10 @@ def _sdk_installed(name: str) -> bool:
             return False
     except (ImportError, ValueError):
         return False
-    if name not in _SDK_DISTRIBUTIONS:
+    if name not in _EXTRAS:
         return True
     try:
-        metadata.distribution(_SDK_DISTRIBUTIONS[name])
+        metadata.distribution(_EXTRAS[name])
     except metadata.PackageNotFoundError:
         return False
     return True
@@ -97,7 +109,7 @@ def _say_once(name: str, why: str) -> None:
         return
     _warned.add(name)
     _log.warning("otel-replay: %s calls are not recorded: %s; pip install 'otel-replay[%s]'", name, why,
-                 _EXTRAS.get(name, name))
+                 extra_of(name))
 
 
 def _load(name: str, *, asked: bool = False) -> Any | None:
@@ -152,7 +164,7 @@ def _instrument_one(name: str, options: dict[str, Any], *, asked: bool) -> bool:
         check = getattr(instrumentor, "check_options", None)
         if options and check is not None:
             check(**options)  # bad values raise ValueError now, not when the SDK is imported
-        if asked and not instrumentor.is_instrumented_by_opentelemetry and instrumentor._check_dependency_conflicts():
+        if asked and not instrumentor.is_instrumented_by_opentelemetry and _version_conflict(instrumentor):
             _say_once(name, "the installed SDK is missing or of a version the instrumentor does not support")
             return False
     previous = _armed.pop(name, None)

@@ -680,6 +680,15 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
               for m in ("on_trace_start", "on_trace_end", "on_span_start", "on_span_end")],
         ]
 
+    def check_options(self, **options: Any) -> None:
+        """Raise ValueError for options :meth:`instrument` would refuse (``tool_risks``, ``tracing``), without
+        instrumenting: ``orp.instrument()`` checks them before it arms the instrumentor for an SDK not imported
+        yet."""
+        if "tool_risks" in options:
+            _check_risks(options["tool_risks"])
+        if "tracing" in options:
+            _tracing_mode(options["tracing"])
+
     def _instrument(self, **kwargs: Any) -> None:
         if "tool_risks" in kwargs:
             self._tool_risks = _check_risks(kwargs["tool_risks"])

@@ -460,7 +460,7 @@ def _instrumented(original: Run) -> Iterator[None]:
     try:
         if missing:
             raise ReplayRefused(f"run {original.trace_id} was recorded through the {', '.join(missing)} SDK, which "
-                                f"is not installed here: pip install 'otel-replay[{missing[0]}]'")
+                                f"is not installed here: pip install 'otel-replay[{instrumentation.extra_of(missing[0])}]'")
         yield
     finally:
         added = [name for name in done if name not in already]
@@ -843,9 +843,10 @@ def diff(trace_id_a: str, trace_id_b: str, *, store: Any = None,
     from .diff import diff_runs
 
     a, b = parse_trace_id(trace_id_a), parse_trace_id(trace_id_b)
+    rules = volatile.as_rules(volatile_keys)  # bad rules are refused before the store is opened
     opened, close_store = _open_store(store)
     try:
-        with volatile.extended(volatile_keys):
+        with volatile.extended(rules):
             return diff_runs(opened.load_run(a), opened.load_run(b))
     finally:
         if close_store:

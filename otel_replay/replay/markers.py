@@ -16,9 +16,10 @@ from typing import Any, Final
 
 from ..snapshots import REDACTED_TAG
 
-INLINE_MARKER: Final = re.compile(r"\[REDACTED:[A-Za-z0-9_.\-]+(?::[A-Za-z0-9_.\-]+)*\]")
+INLINE_MARKER: Final = re.compile(r"\[REDACTED:(?:[A-Za-z0-9_.\-]+:)?(?:hmac-sha256:[0-9a-f]+|error)\]")
 """The inline token of a redaction in a string: ``[REDACTED:<rule>:<fingerprint>]``, ``[REDACTED:error]``, and
-the text a replayed redacted value reads as (``[REDACTED:<fingerprint>]``)."""
+the text a replayed redacted value reads as (``[REDACTED:<fingerprint>]``). A user's own ``[REDACTED:PII]`` is
+text, not a marker: only otel-replay's keyed fingerprints (``hmac-sha256:…``) and ``error`` count."""
 
 _MAX_DEPTH: Final = 200
 

@@ -22,6 +22,7 @@ from typing import Any, Final
 from opentelemetry.sdk.trace import ReadableSpan
 
 from .. import semconv
+from ..instrumentation import _sdk_installed
 from ..exporting import setup
 from ..recording import ReplayInterrupt, agent, replaying
 from ..records import parse_trace_id
@@ -333,7 +334,7 @@ def _agents_function_tool(function: str, *, script: str | None) -> Any | None:
     module_name, _, name = function.partition(":")
     if not module_name or not name or "." in name or "<locals>" in name:
         return None
-    if "agents" not in sys.modules and not _sdk_importable():
+    if "agents" not in sys.modules and not _sdk_installed("openai_agents"):
         return None
     refusal = entrypoint_refusal(function, given=False, script=script)
     if refusal is not None:
@@ -357,15 +358,6 @@ def _agents_function_tool(function: str, *, script: str | None) -> Any | None:
 
     call.__otel_replay__ = {"kind": "tool", "name": tool.name, "schema_version": None}  # type: ignore[attr-defined]
     return call
-
-
-def _sdk_importable() -> bool:
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec("agents") is not None
-    except (ImportError, ValueError):
-        return False
 
 
 @dataclass(frozen=True, kw_only=True)
