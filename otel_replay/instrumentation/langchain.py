@@ -41,7 +41,7 @@ from typing import Any, Final
 
 import wrapt
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
+from opentelemetry.instrumentation.utils import unwrap
 
 from .. import semconv
 from . import _lazy
@@ -56,8 +56,14 @@ from ..recording import (
     in_run,
 )
 from ..snapshots import qualname_of
+from ._guarded import RISKS as _RISKS
+from ._guarded import Guards
+from ._guarded import check_risks as _check_risks
+from ._guarded import enabled as _enabled
 
 _log = logging.getLogger("otel_replay")
+_guards = Guards("LangChain")
+_warn, _safely, _begin = _guards.warn, _guards.safely, _guards.begin
 
 _instruments: Final = ("langchain-core >= 0.3",)
 """Packages this instrumentor needs (``opentelemetry-instrument`` checks them); LangGraph is optional."""
@@ -67,7 +73,6 @@ RISK_METADATA_KEY: Final = "otel_replay_risk"
 
 _NAME: Final = "langchain"  # otel_replay.step.instrumentation of the steps recorded here
 
-_RISKS: Final = frozenset(r.value for r in semconv.Risk)
 _SCORE_KEYS: Final = ("score", "relevance_score", "similarity_score", "_score")
 _STRUCTURED_OUTPUT_KWARGS: Final = ("ls_structured_output_format", "structured_output_format")
 _TOOL_CALL_ID_ATTR: Final = getattr(semconv, "GEN_AI_TOOL_CALL_ID", None)
@@ -109,36 +114,12 @@ def _installed(module: str) -> bool:
         return False
 
 
-def _enabled() -> bool:
-    try:
-        return bool(is_instrumentation_enabled())
-    except Exception:  # noqa: BLE001 - an old opentelemetry-instrumentation: record
-        return True
 
 
-def _warn(what: str) -> None:
-    _log.warning("otel-replay: LangChain instrumentation could not %s; the call goes ahead unrecorded there",
-                 what, exc_info=True)
 
 
-def _safely(what: str, func: Callable[..., Any], *args: Any, default: Any = None, **kwargs: Any) -> Any:
-    """``func(*args, **kwargs)``, or ``default`` (logged) when it fails: bookkeeping never reaches the host."""
-    try:
-        return func(*args, **kwargs)
-    except Exception:  # noqa: BLE001
-        _warn(what)
-        return default
 
 
-def _begin(what: str, begin: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Begin a step; a replay's :class:`ReplayInterrupt` propagates, any other failure means unrecorded."""
-    try:
-        return begin(*args, **kwargs)
-    except ReplayInterrupt:
-        raise
-    except Exception:  # noqa: BLE001
-        _warn(f"begin the {what} step")
-        return None
 
 
 def _unbuildable(kind: str, name: str, exc: BaseException) -> ReplayInterrupt:
@@ -893,15 +874,6 @@ def _register_models() -> None:
         _log.warning("otel-replay: could not register the LangChain message models", exc_info=True)
 
 
-def _check_risks(tool_risks: Mapping[str, str] | None) -> dict[str, str]:
-    if tool_risks is None:
-        return {}
-    if not isinstance(tool_risks, Mapping):
-        raise ValueError("tool_risks must map tool names to a risk (read, write or high)")
-    bad = {k: v for k, v in tool_risks.items() if v not in _RISKS}
-    if bad:
-        raise ValueError(f"tool_risks: risk must be one of {sorted(_RISKS)}, got {bad!r}")
-    return {str(k): str(v) for k, v in tool_risks.items()}
 
 
 class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]

@@ -52,13 +52,19 @@ from typing import Any, Final
 
 import wrapt
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
+from opentelemetry.instrumentation.utils import unwrap
 
 from .. import semconv
 from ..recording import ReplayInterrupt, begin_run, begin_tool_call, end_call, end_run, in_run
 from ..snapshots import qualname_of
+from ._guarded import RISKS as _RISKS
+from ._guarded import Guards
+from ._guarded import check_risks as _check_risks
+from ._guarded import enabled as _enabled
 
 _log = logging.getLogger("otel_replay")
+_guards = Guards("OpenAI Agents SDK")
+_warn, _safely, _begin = _guards.warn, _guards.safely, _guards.begin
 
 _instruments: Final = ("openai-agents >= 0.2",)
 """The SDK versions this instrumentor supports (``opentelemetry-instrument`` checks them)."""
@@ -88,7 +94,6 @@ HANDOFF_TO_ATTR: Final = semconv.OPENAI_AGENTS_HANDOFF_TO
 """Attribute of a handoff step: the name of the agent the handoff hands over to."""
 
 _NAME: Final = "openai_agents"  # otel_replay.step.instrumentation of the steps recorded here
-_RISKS: Final = frozenset(r.value for r in semconv.Risk)
 _BRIDGED_TYPES: Final = frozenset({"agent", "handoff", "guardrail", "custom", "mcp_tools", "task", "turn"})
 """SDK span types bridged as events (function and model spans are steps of their own already)."""
 
@@ -104,36 +109,12 @@ _INVOKE: Final = "_invoke_function_tool_with_metadata"
 # -------------------------------------------------------------------------------------------- helpers
 
 
-def _enabled() -> bool:
-    try:
-        return bool(is_instrumentation_enabled())
-    except Exception:  # noqa: BLE001 - an old opentelemetry-instrumentation: record
-        return True
 
 
-def _warn(what: str) -> None:
-    _log.warning("otel-replay: OpenAI Agents SDK instrumentation could not %s; the call goes ahead unrecorded "
-                 "there", what, exc_info=True)
 
 
-def _safely(what: str, func: Callable[..., Any], *args: Any, default: Any = None, **kwargs: Any) -> Any:
-    """``func(*args, **kwargs)``, or ``default`` (logged) when it fails: bookkeeping never reaches the host."""
-    try:
-        return func(*args, **kwargs)
-    except Exception:  # noqa: BLE001
-        _warn(what)
-        return default
 
 
-def _begin(what: str, begin: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Begin a step; a replay's :class:`ReplayInterrupt` propagates, any other failure means unrecorded."""
-    try:
-        return begin(*args, **kwargs)
-    except ReplayInterrupt:
-        raise
-    except Exception:  # noqa: BLE001
-        _warn(f"begin the {what} step")
-        return None
 
 
 def _stop(reason: str) -> ReplayInterrupt:
@@ -151,15 +132,6 @@ def declare_risk(tool: Any, risk: str) -> Any:
     return tool
 
 
-def _check_risks(tool_risks: Mapping[str, str] | None) -> dict[str, str]:
-    if tool_risks is None:
-        return {}
-    if not isinstance(tool_risks, Mapping):
-        raise ValueError("tool_risks must map tool names to a risk (read, write or high)")
-    bad = {k: v for k, v in tool_risks.items() if v not in _RISKS}
-    if bad:
-        raise ValueError(f"tool_risks: risk must be one of {sorted(_RISKS)}, got {bad!r}")
-    return {str(k): str(v) for k, v in tool_risks.items()}
 
 
 def _tracing_mode(value: Any) -> str:

@@ -1,0 +1,76 @@
+"""The bookkeeping guards the framework instrumentors (LangChain, the OpenAI Agents SDK) share.
+
+Why it exists: an instrumentor's own work around a call (reading arguments, beginning and ending steps) must
+never reach the host program; each failure is logged once with the framework's name and the call goes ahead
+unrecorded there. A replay's :class:`~otel_replay.recording.ReplayInterrupt` is the one exception that passes.
+The tool-risk option (``tool_risks={name: risk}``) is checked here the same way for every framework.
+
+What it must never do: swallow a ``ReplayInterrupt``, or raise from a guard.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+
+from .. import semconv
+from ..recording import ReplayInterrupt
+
+_log = logging.getLogger("otel_replay")
+
+RISKS: Final = frozenset(r.value for r in semconv.Risk)
+"""The risk levels a tool may be declared with."""
+
+
+def enabled() -> bool:
+    """Whether OpenTelemetry's suppression flag lets instrumentation record here (an old
+    ``opentelemetry-instrumentation`` without the flag: record)."""
+    try:
+        return bool(is_instrumentation_enabled())
+    except Exception:  # noqa: BLE001
+        return True
+
+
+def check_risks(tool_risks: Mapping[str, str] | None) -> dict[str, str]:
+    """``tool_risks`` as a plain name → risk map; ValueError for anything else."""
+    if tool_risks is None:
+        return {}
+    if not isinstance(tool_risks, Mapping):
+        raise ValueError("tool_risks must map tool names to a risk (read, write or high)")
+    bad = {k: v for k, v in tool_risks.items() if v not in RISKS}
+    if bad:
+        raise ValueError(f"tool_risks: risk must be one of {sorted(RISKS)}, got {bad!r}")
+    return {str(k): str(v) for k, v in tool_risks.items()}
+
+
+class Guards:
+    """``warn``, ``safely`` and ``begin`` for the instrumentation of one framework (its name in the log)."""
+
+    def __init__(self, framework: str) -> None:  # noqa: D107
+        self.framework = framework
+
+    def warn(self, what: str) -> None:
+        """Log (with the traceback) that the instrumentation could not do ``what``."""
+        _log.warning("otel-replay: %s instrumentation could not %s; the call goes ahead unrecorded there",
+                     self.framework, what, exc_info=True)
+
+    def safely(self, what: str, func: Callable[..., Any], *args: Any, default: Any = None, **kwargs: Any) -> Any:
+        """``func(*args, **kwargs)``, or ``default`` (logged) when it fails: bookkeeping never reaches the host."""
+        try:
+            return func(*args, **kwargs)
+        except Exception:  # noqa: BLE001
+            self.warn(what)
+            return default
+
+    def begin(self, what: str, begin: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Begin a step; a replay's :class:`ReplayInterrupt` propagates, any other failure means unrecorded."""
+        try:
+            return begin(*args, **kwargs)
+        except ReplayInterrupt:
+            raise
+        except Exception:  # noqa: BLE001
+            self.warn(f"begin the {what} step")
+            return None
