@@ -267,6 +267,7 @@ def test_suppressed_instrumentation_and_uninstrument_record_nothing(home: Path, 
     from opentelemetry.instrumentation.utils import suppress_instrumentation
 
     client = openai.OpenAI(base_url=BASE_URL, api_key="sk-test", max_retries=0)
+    raw = client.chat.completions.with_raw_response  # cached by the SDK, with ``create`` bound while wrapped
     with capture(home=home) as recorded:
         with suppress_instrumentation():
             client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "quiet"}])
@@ -274,10 +275,11 @@ def test_suppressed_instrumentation_and_uninstrument_record_nothing(home: Path, 
         try:
             assert not isinstance(vars(openai.resources.chat.completions.Completions)["create"], PROXY)
             client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "plain"}])
+            raw.create(model=MODEL, messages=[{"role": "user", "content": "raw, bound before"}]).parse()
         finally:
             OpenAIInstrumentor().instrument()
     assert recorded.runs() == []
-    assert server.count == 2
+    assert server.count == 3
 
 
 def test_a_bookkeeping_failure_never_reaches_the_agent(home: Path, server: FakeLLMServer,

@@ -45,7 +45,6 @@ request so its hash (what deterministic replay matches on) does not change with 
 
 _PROXY: Final[type] = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)  # wrapt 2 splits the two
 _RAW_RESPONSE_HEADER: Final = "x-stainless-raw-response"
-_MARK: Final = "_otel_replay_wrapper"
 STREAM_ENVELOPE: Final = "otel_replay.stream"
 """Key marking a recorded streamed response: ``{"otel_replay.stream": 1, "chunks": [...], "response": {...},
 "complete": bool, "model": ..., "usage": {...}}``."""
@@ -431,7 +430,6 @@ def create_wrapper(api: SdkApi, *, is_async: bool) -> Callable[..., Any]:
                 return await wrapped(*args, **kwargs)
             return await run_async(api, plan, lambda: wrapped(*args, **kwargs))
 
-        setattr(async_wrapper, _MARK, True)
         return async_wrapper
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -440,7 +438,6 @@ def create_wrapper(api: SdkApi, *, is_async: bool) -> Callable[..., Any]:
             return wrapped(*args, **kwargs)
         return run_sync(api, plan, lambda: wrapped(*args, **kwargs))
 
-    setattr(wrapper, _MARK, True)
     return wrapper
 
 
@@ -777,14 +774,36 @@ def register_models(load: Callable[[], Iterable[type]], sdk: str) -> None:
         _log.warning("otel-replay: could not register the %s response models", sdk, exc_info=True)
 
 
+class _Switch:
+    """Our ``wrapt`` wrapper around ``wrapper``, switched off by :func:`unwrap`.
+
+    Unwrapping restores the class attribute, but a bound method taken while it was wrapped lives on: the
+    SDKs cache them (``client.chat.completions.with_raw_response`` holds ``create`` as it was when first
+    read, and ``ChatOpenAI`` calls it). Switched off, such a method calls the SDK straight through.
+    """
+
+    __slots__ = ("wrapper", "on")
+
+    def __init__(self, wrapper: Callable[..., Any]) -> None:
+        self.wrapper, self.on = wrapper, True
+
+    def __call__(self, wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self.on:
+            return self.wrapper(wrapped, instance, args, kwargs)
+        return wrapped(*args, **kwargs)
+
+
 def wrap(owner: type, name: str, wrapper: Callable[..., Any]) -> None:
-    """Wrap ``owner.name`` with ``wrapper`` (a ``wrapt`` wrapper marked as ours)."""
-    setattr(wrapper, _MARK, True)
-    wrapt.wrap_function_wrapper(owner, name, wrapper)
+    """Wrap ``owner.name`` with ``wrapper`` (a ``wrapt`` wrapper), switched off again by :func:`unwrap`."""
+    wrapt.wrap_function_wrapper(owner, name, _Switch(wrapper))
 
 
 def _is_ours(obj: Any) -> bool:
-    return isinstance(obj, _PROXY) and getattr(getattr(obj, "_self_wrapper", None), _MARK, False)
+    return isinstance(obj, _PROXY) and isinstance(getattr(obj, "_self_wrapper", None), _Switch)
+
+
+def _switch_off(proxy: Any) -> None:
+    proxy._self_wrapper.on = False
 
 
 def unwrap(owner: type, name: str) -> None:
@@ -795,12 +814,14 @@ def unwrap(owner: type, name: str) -> None:
     """
     current = owner.__dict__.get(name)
     if _is_ours(current):
+        _switch_off(current)
         setattr(owner, name, current.__wrapped__)
         return
     outer = current
     while isinstance(outer, _PROXY):
         inner = outer.__wrapped__
         if _is_ours(inner):
+            _switch_off(inner)
             outer.__wrapped__ = inner.__wrapped__
             return
         outer = inner
