@@ -152,11 +152,10 @@ def _encode(rt: Runtime, value: Any, scope: str, *, ordered: bool = False) -> tu
     """
     dump = ordered_json if ordered else canonical_json
     tree = to_jsonable(value)
-    text = dump(tree)
-    if not rt.redactor.suspects(text):
-        return tree, text, 0
+    if rt.redactor.is_clean(tree):
+        return tree, dump(tree), 0
     tree, n = rt.redactor.redact(tree, scope)
-    return tree, dump(tree), n  # dumped again even with n == 0: a passed-on marker may have a new scope
+    return tree, dump(tree), n
 
 
 def _emit_snapshot(run: _Run, span: trace.Span, kind: SnapshotKind, payload: dict[str, Any] | RawJSON,
@@ -184,17 +183,16 @@ def _scrubbed_fields(rt: Runtime, fields: dict[str, Any], scope: str) -> tuple[d
     """The fields of a composed payload that were not encoded through :func:`_encode` (names, identity,
     statuses, error and usage objects) redacted: strings inline (they stay strings), containers as trees.
     Returns ``fields`` itself when nothing changed."""
-    strings: list[str] = []
-    containers = False
-    for value in fields.values():
+    rest = {}
+    for key, value in fields.items():
         kind = type(value)
-        if kind is str:
-            if not rt.redactor.is_digest(value):
-                strings.append(value)
-        elif not (kind is RawJSON or value is None or kind is int or kind is float or kind is bool):
-            containers = True
-    if not containers and not rt.redactor.suspects("\n".join(strings)):
-        return fields, 0  # strings, scalars and encoded values only, nothing suspicious: one pre-check
+        if kind is RawJSON or value is None or kind is int or kind is float or kind is bool:
+            continue
+        if kind is str and rt.redactor.is_digest(value):
+            continue
+        rest[key] = value
+    if rt.redactor.is_clean(rest):
+        return fields, 0  # one pre-check over the strings and keys not known clean yet
     out: dict[str, Any] | None = None
     total = 0
     for key, value in fields.items():
@@ -494,17 +492,17 @@ def _input_fields(rt: Runtime, meta: _AgentMeta, args: tuple[Any, ...], kwargs: 
 
 
 def _output_payload(run: _Run | None, result: Any, error: dict[str, str] | None, rt: Runtime) -> tuple[dict, int]:
-    tree, _, n = _encode(rt, result, "output")
+    tree, text, n = _encode(rt, result, "output")
     answer = structured = citations = None
     if isinstance(tree, str):
         answer = tree
     elif isinstance(tree, dict) and "$type" not in tree:
-        structured = tree
+        structured = RawJSON(text)  # encoded and redacted once: spliced in, not scrubbed and dumped again
         answer = next((tree[k] for k in ("answer", "output", "final_answer", "text", "content", "response")
                        if k in tree), None)
         citations = tree.get("citations")
     elif tree is not None:
-        structured = tree
+        structured = RawJSON(text)
     safety = None
     if run is not None and run.safety:
         safety = run.safety[-1] if len(run.safety) == 1 else {"verdicts": run.safety, "last": run.safety[-1]}

@@ -309,6 +309,14 @@ _END_ANCHORS: Final = ("$", "\\Z", "\\z")
 
 # ------------------------------------------------------------------------------------- encoded secrets
 
+_CLEAN_MAX_CHARS: Final = 4 * 1024 * 1024
+"""The strings a redactor remembers as clean (see :meth:`Redactor.clean_strings`) hold at most this many
+characters in all; past it the memory starts again empty."""
+_CLEAN_MAX_STRING: Final = 64 * 1024
+"""Longer strings are checked every time, never remembered."""
+_MAX_GATHER_DEPTH: Final = 128
+"""Deeper trees are left to :meth:`Redactor.redact` (its walk masks what it cannot descend into)."""
+
 _MIN_ENCODED: Final = 6
 """Shortest text that can hold an encoded secret worth decoding."""
 _MAX_ENCODED_RUNS: Final = 32
@@ -689,6 +697,10 @@ class Redactor:
                                      for suffix in ("", "_details"))
         self._key_cache: dict[str, bool] = {}
         self._key_scrub_cache: dict[str, tuple[str, int]] = {}
+        # Strings the pre-check passed (message texts, names, keys that recur in every step of a run): they
+        # are not checked again. Bounded (see _CLEAN_MAX_CHARS); a dict, so a lookup costs one hash.
+        self._clean: dict[str, None] = {}
+        self._clean_chars = 0
 
         # Hints for the key-word part of the pre-check: substrings of the lower-cased text that every secret
         # key (and every "name=value" assignment) must contain.
@@ -874,6 +886,102 @@ class Redactor:
             return self._suspect_text(text)
         except Exception:  # noqa: BLE001
             return True
+
+    def clean_strings(self, strings: Iterable[str]) -> bool:
+        """True when none of ``strings`` can hold a secret (the pre-check of :meth:`suspects`, over them all).
+
+        Strings already found clean are not looked at again: a run repeats its messages, names and keys in
+        every step. Never raises (False on error).
+        """
+        try:
+            clean = self._clean
+            fresh = [text for text in strings if text not in clean]
+            if not fresh:
+                return True
+            if self._suspect_text("\n".join(fresh)):
+                return False
+            self._remember(fresh)
+            return True
+        except Exception:  # noqa: BLE001
+            return False
+
+    def is_clean(self, tree: Any) -> bool:
+        """True when ``tree`` (JSON-able, as :func:`~otel_replay.snapshots.to_jsonable` makes) needs no
+        redaction: no secret key, no marker passed on, no integer that could be a card number, and no string or
+        key that fails the pre-check. When it is False, :meth:`redact` decides. Never raises (False on error).
+        """
+        try:
+            strings: list[str] = []
+            self._gather(tree, strings, 0)
+        except Exception:  # noqa: BLE001 - _Suspicious, or anything unexpected: let redact() decide
+            return False
+        return self.clean_strings(strings)
+
+    def _remember(self, fresh: list[str]) -> None:
+        """Remember ``fresh`` strings as clean (the long ones excepted), within the memory's bound."""
+        kept = [text for text in fresh if len(text) <= _CLEAN_MAX_STRING]
+        chars = sum(map(len, kept))
+        total = self._clean_chars + chars
+        if total > _CLEAN_MAX_CHARS:
+            self._clean = {}
+            total = chars
+        self._clean.update(dict.fromkeys(kept))
+        self._clean_chars = total
+
+    def _gather(self, value: Any, strings: list[str], depth: int) -> None:
+        """The strings and keys of a JSON tree not yet known clean, added to ``strings``; raises
+        :class:`_Suspicious` at anything the pre-check cannot vouch for (see :meth:`is_clean`)."""
+        kind = type(value)
+        if kind is str:
+            if value not in self._clean:
+                strings.append(value)
+            return
+        if value is None or kind is bool or kind is float:
+            return
+        if kind is int:
+            if value >= 1_000_000_000_000 and self._cards:
+                raise _Suspicious
+            return
+        if depth > _MAX_GATHER_DEPTH:
+            raise _Suspicious
+        if kind is dict:
+            if REDACTED_KEY in value:
+                raise _Suspicious
+            secret_keys = self._key_cache
+            scrubbed_keys = self._key_scrub_cache
+            clean = self._clean
+            for k, v in value.items():
+                if type(k) is not str:
+                    raise _Suspicious
+                secret = secret_keys.get(k)
+                if secret is None:
+                    secret = self.is_secret_key(k)
+                if secret:
+                    raise _Suspicious
+                if len(k) >= self._min_len and k not in clean:
+                    known = scrubbed_keys.get(k)
+                    if known is None or known[1]:
+                        strings.append(k)
+                kv = type(v)
+                if kv is str:
+                    if v not in clean:
+                        strings.append(v)
+                elif v is None or kv is bool or kv is float or (kv is int and v < 1_000_000_000_000):
+                    continue  # the common leaves inline: one call per container, not per value
+                else:
+                    self._gather(v, strings, depth + 1)
+            return
+        if kind is list:
+            clean = self._clean
+            for v in value:
+                kv = type(v)
+                if kv is str:
+                    if v not in clean:
+                        strings.append(v)
+                elif not (v is None or kv is bool or kv is float or (kv is int and v < 1_000_000_000_000)):
+                    self._gather(v, strings, depth + 1)
+            return
+        raise _Suspicious
 
     def _suspect_text(self, text: str) -> bool:
         return self._suspect_plain(text) or (len(text) >= _MIN_ENCODED and _encoded_candidate(text))
@@ -1120,7 +1228,7 @@ class Redactor:
         try:
             strings: list[str] = []
             secret_keys = self.collect_strings(attributes, strings, known_keys=known_keys, skip_keys=skip_keys)
-            if not secret_keys and not self._suspect_text("\n".join(strings)):
+            if not secret_keys and self.clean_strings(strings):
                 return None, 0
             out: dict[str, Any] = {}
             count = 0
@@ -1221,7 +1329,7 @@ class Redactor:
             except _Suspicious:
                 pass
             else:
-                if not self._suspect_text("\n".join(strings)):
+                if self.clean_strings(strings):
                     return copy, 0
             counter = [0]
             result = self._walk(value, scope, counter, 0)

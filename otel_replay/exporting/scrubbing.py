@@ -74,7 +74,7 @@ def _suspicious(span: ReadableSpan, ours: bool, redactor: Redactor) -> bool:
             return True
     if span.status.description:
         strings.append(span.status.description)
-    return redactor.suspects("\n".join(strings))
+    return not redactor.clean_strings(strings)
 
 
 def scrub_span(span: ReadableSpan, redactor: Redactor,
