@@ -314,6 +314,8 @@ _CLEAN_MAX_CHARS: Final = 4 * 1024 * 1024
 characters in all; past it the memory starts again empty."""
 _CLEAN_MAX_STRING: Final = 64 * 1024
 """Longer strings are checked every time, never remembered."""
+_QUIET_KEYS_MAX: Final = 4096
+"""At most this many dict keys are remembered as quiet (see :meth:`Redactor._gather_key`)."""
 _MAX_GATHER_DEPTH: Final = 128
 """Deeper trees are left to :meth:`Redactor.redact` (its walk masks what it cannot descend into)."""
 
@@ -701,6 +703,7 @@ class Redactor:
         # are not checked again. Bounded (see _CLEAN_MAX_CHARS); a dict, so a lookup costs one hash.
         self._clean: dict[str, None] = {}
         self._clean_chars = 0
+        self._quiet_keys: dict[str, None] = {}  # keys neither secret nor in need of the pre-check
 
         # Hints for the key-word part of the pre-check: substrings of the lower-cased text that every secret
         # key (and every "name=value" assignment) must contain.
@@ -947,21 +950,11 @@ class Redactor:
         if kind is dict:
             if REDACTED_KEY in value:
                 raise _Suspicious
-            secret_keys = self._key_cache
-            scrubbed_keys = self._key_scrub_cache
+            quiet = self._quiet_keys
             clean = self._clean
             for k, v in value.items():
-                if type(k) is not str:
-                    raise _Suspicious
-                secret = secret_keys.get(k)
-                if secret is None:
-                    secret = self.is_secret_key(k)
-                if secret:
-                    raise _Suspicious
-                if len(k) >= self._min_len and k not in clean:
-                    known = scrubbed_keys.get(k)
-                    if known is None or known[1]:
-                        strings.append(k)
+                if k not in quiet:
+                    self._gather_key(k, strings)
                 kv = type(v)
                 if kv is str:
                     if v not in clean:
@@ -982,6 +975,26 @@ class Redactor:
                     self._gather(v, strings, depth + 1)
             return
         raise _Suspicious
+
+    def _gather_key(self, key: Any, strings: list[str]) -> None:
+        """:meth:`_gather` for a dict key seen for the first time: raises :class:`_Suspicious` for a secret
+        key (or one that is not a string), adds a key the pre-check has not passed yet to ``strings``, and
+        remembers a key that is neither as quiet (keys recur in every payload: one lookup from then on)."""
+        if type(key) is not str:
+            raise _Suspicious
+        secret = self._key_cache.get(key)
+        if secret is None:
+            secret = self.is_secret_key(key)
+        if secret:
+            raise _Suspicious
+        if len(key) >= self._min_len and key not in self._clean:
+            known = self._key_scrub_cache.get(key)
+            if known is None or known[1]:
+                strings.append(key)
+                return
+        if len(self._quiet_keys) >= _QUIET_KEYS_MAX:
+            self._quiet_keys = {}
+        self._quiet_keys[key] = None
 
     def _suspect_text(self, text: str) -> bool:
         return self._suspect_plain(text) or (len(text) >= _MIN_ENCODED and _encoded_candidate(text))
