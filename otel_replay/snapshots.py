@@ -259,7 +259,9 @@ def _encode(value: Any, depth: int, active: set[int]) -> Any:  # noqa: C901 - on
             except Exception:
                 dumped = None
             if isinstance(dumped, dict):
-                return {TYPE_TAG: "pydantic", "class": qualname_of(kind), "fields": _encode(dumped, depth + 1, active)}
+                # model_dump made a new tree: when it is plain JSON already (most models), it is used as it is
+                fields = dumped if _plain(dumped, depth + 1) else _encode(dumped, depth + 1, active)
+                return {TYPE_TAG: "pydantic", "class": qualname_of(kind), "fields": fields}
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             fields = {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}
             return {TYPE_TAG: "dataclass", "class": qualname_of(kind), "fields": _encode(fields, depth + 1, active)}
