@@ -17,18 +17,20 @@ import functools
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from jinja2.ext import Extension
 
 from .. import __version__
-from ..replay.diff import RunDiff
-from ..replay.engine import ReplayResult
 from ..runs import Run
 from . import compare, views
 from . import values as v
 from .links import Links
+
+if TYPE_CHECKING:  # annotations only: rendering a run's page does not load the replay engine
+    from ..replay.diff import RunDiff
+    from ..replay.engine import ReplayResult
 
 _LINE_BREAK = re.compile(r"\n[ \t]*")
 
