@@ -1,4 +1,4 @@
-"""One diff object everywhere: ``replay --json``'s ``diff`` and ``diff --json``'s ``diff`` have one shape, the
+"""One diff object everywhere: the ``diff`` of ``replay --json``, ``diff --json`` and ``case run --json`` has one shape, the
 one ``docs/diff.schema.json`` describes, checked on the real output of both commands.
 
 Runs are recorded for real (decorators, spool, store) in a module home; the commands run as subprocesses. The
@@ -210,3 +210,13 @@ def test_the_schema_check_fails_on_a_changed_shape(world: dict[str, Any], schema
     else:
         shared["tools"]["details"]["added"][0]["a_index"] = "1"
     assert errors(shared, schema, schema)
+
+
+def test_case_run_json_diff_has_the_same_shape(world: dict[str, Any], schema: dict[str, Any], tmp_path: Path) -> None:
+    case = tmp_path / "shape.case.json"
+    exported = cli(world, "case", "export", world["before"], "-o", str(case))
+    assert exported.returncode == 0, exported.stderr
+    ran = as_json(cli(world, "case", "run", str(case), "--json"), 0)
+    (result,) = ran["cases"]
+    check(result["diff"], schema)
+    assert list(result["diff"]) == SECTIONS
