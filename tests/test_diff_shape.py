@@ -1,5 +1,5 @@
-"""One diff object everywhere: the ``diff`` of ``replay --json``, ``diff --json`` and ``case run --json`` has one shape, the
-one ``docs/diff.schema.json`` describes, checked on the real output of both commands.
+"""One diff object everywhere: the ``diff`` of ``replay --json``, ``diff --json`` and ``case run --json`` has
+one shape, the one ``docs/diff.schema.json`` describes, checked on the real output of the commands.
 
 Runs are recorded for real (decorators, spool, store) in a module home; the commands run as subprocesses. The
 schema is checked with a small validator of the JSON Schema keywords the file uses (below); it refuses a
