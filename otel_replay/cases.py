@@ -115,7 +115,7 @@ class CaseResult:
             "outcome": replayed.outcome if replayed is not None else None,
             "first_divergence": first.to_dict() if first is not None else None,
             "divergences": [d.to_dict() for d in replayed.divergences] if replayed is not None else [],
-            "diff": replayed.diff.to_dict()["sections"] if replayed is not None and replayed.diff else {},
+            "diff": replayed.diff.to_json() if replayed is not None and replayed.diff else {},
             "replay_trace_id": replayed.replay_trace_id if replayed is not None else None,
             "notes": list(replayed.notes) if replayed is not None else [],
         }

@@ -285,7 +285,8 @@ def test_redacted_ids_compare_by_fingerprint_and_never_print(tmp_path: Path) -> 
 def test_to_dict_is_json_ready_with_the_seven_sections(tmp_path: Path) -> None:
     diff = pair(tmp_path, {}, {"fail": True, "calls": (), "verdicts": ("block",), "sleep_s": 0.0})
     data = json.loads(json.dumps(diff.to_dict()))
-    assert list(data) == ["a", "b", "changed", "sections"]
+    assert list(data) == ["a", "b", "changed", "sections", "diff"]
+    assert data["diff"] == data["sections"]
     assert data["a"] == diff.a_trace_id and data["b"] == diff.b_trace_id and data["changed"] is True
     assert list(data["sections"]) == list(SECTIONS) == ["output", "state", "tools", "citations", "cost",
                                                         "latency", "safety"]

@@ -102,10 +102,22 @@ class RunDiff:
         """Names of the sections that changed, in display order."""
         return [name for name, section in self.sections.items() if section.changed]
 
+    def to_json(self) -> dict[str, Any]:
+        """The diff's one JSON form, described by ``docs/diff.schema.json``: one entry per section name, in the
+        order of :data:`SECTIONS`, each ``{"changed": bool, "summary": str, "details": {...}}``.
+
+        It is the ``diff`` of ``otel-replay replay --json``, of ``otel-replay diff --json`` and of each case of
+        ``otel-replay case run --json``, so a script reads ``.diff`` the same way whichever command printed it.
+        """
+        return {name: section.to_dict() for name, section in self.sections.items()}
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (the ``diff`` of ``otel-replay replay --json`` and ``otel-replay diff --json``)."""
-        return {"a": self.a_trace_id, "b": self.b_trace_id, "changed": self.changed,
-                "sections": {name: section.to_dict() for name, section in self.sections.items()}}
+        """The document ``otel-replay diff --json`` prints: ``a`` and ``b`` (the trace ids), ``changed``, and
+        the diff (:meth:`to_json`) twice, under ``diff`` (its name in every command) and under ``sections`` (its
+        name in this document before ``diff`` was added, kept so existing readers keep working)."""
+        shared = self.to_json()
+        return {"a": self.a_trace_id, "b": self.b_trace_id, "changed": self.changed, "sections": shared,
+                "diff": shared}
 
 
 def diff_runs(a: Run, b: Run, *, latency_threshold_ms: float = LATENCY_THRESHOLD_MS,

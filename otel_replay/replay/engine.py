@@ -105,7 +105,6 @@ class ReplayResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``otel-replay replay --json``)."""
         first = self.first_divergence
-        sections = self.diff.to_dict()["sections"] if self.diff is not None else {}
         return {
             "replay_trace_id": self.replay_trace_id,
             "replay_run_id": self.replay_run_id,
@@ -121,7 +120,7 @@ class ReplayResult:
             "actor": self.actor,
             "reason": self.reason,
             "refusal": self.refusal,
-            "diff": sections,
+            "diff": self.diff.to_json() if self.diff is not None else {},
             "readiness": self.readiness,
             "schema_changes": list(self.schema_changes),
             "allow_side_effects": self.allow_side_effects,
