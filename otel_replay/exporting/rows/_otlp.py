@@ -154,7 +154,7 @@ def _attributes(tag: bytes, attributes: object) -> bytes:
     key or value cannot be encoded is left out (logged), as the SDK's encoder does."""
     if not attributes:
         return b""
-    parts = []
+    parts: list[bytes] = []
     pairs = _pairs
     keys = _key_fields
     lengths = _LENGTHS

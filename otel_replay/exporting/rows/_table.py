@@ -293,7 +293,7 @@ def rows_from_resource_spans(resource_spans: ResourceSpans) -> list[tuple[Any, .
                     event_names.append(event.name)
                     event_attrs.append(_attributes(event.attributes))
             else:
-                event_times = event_names = event_attrs = []  # type: ignore[assignment]
+                event_times = event_names = event_attrs = []
             links = span.links
             if links:
                 link_traces, link_spans, link_states, link_attrs = [], [], [], []
