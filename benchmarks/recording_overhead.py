@@ -20,7 +20,7 @@ import tempfile
 import time
 
 import otel_replay as orp
-from otel_replay.exporting import rows, setup, spool
+from otel_replay.exporting import rows, setup
 
 PAYLOAD = {
     "customer_id": "c-1042",
