@@ -233,9 +233,13 @@ def _attributes(key_values: Any) -> dict[str, str]:
     out: dict[str, str] = {}
     for kv in key_values:
         value = kv.value
+        text = value.string_value  # '' unless the value is a non-empty string: most are, so test that first
+        if text:
+            out[kv.key] = text
+            continue
         kind = _which(value, "value")
         if kind == "string_value":
-            out[kv.key] = value.string_value
+            out[kv.key] = text
         elif kind == "int_value":
             out[kv.key] = str(value.int_value)
         else:
