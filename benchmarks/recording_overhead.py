@@ -20,7 +20,7 @@ import tempfile
 import time
 
 import otel_replay as orp
-from otel_replay.exporting import setup, spool
+from otel_replay.exporting import rows, setup
 
 PAYLOAD = {
     "customer_id": "c-1042",
@@ -68,7 +68,7 @@ def encoding_share(steps: int) -> tuple[float, float]:
         with setup.tap(spans.append):
             side(steps)
         start = time.perf_counter()
-        spool.encode_request(spans)
+        rows.encode_request(spans)
         shares.append((time.perf_counter() - start) / steps * 1e6)
     return shares[0], shares[1]
 

@@ -7,7 +7,7 @@ Writing follows the OTLP/JSON rules: lowerCamelCase keys, trace and span ids as 
 integers, 64-bit integers as decimal strings, empty fields left out. Attribute values are the stored strings
 (the store keeps every value as the Collector exporter's string form, see ``docs/storage.md``), so a trace
 read back from a case gives the same records as the store held. Reading goes through the protobuf message and
-:func:`~otel_replay.storage.mapping.records_from_request`, the same path the store ingests through, and
+:func:`~otel_replay.exporting.rows.records_from_request`, the same path the store ingests through, and
 accepts any valid OTLP JSON: typed values, ``intValue`` as a number or a string, unknown fields ignored.
 """
 
@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from .errors import OtelReplayError
 from .records import SpanRecord
-from .storage.mapping import records_from_request
+from .exporting.rows import records_from_request
 
 _SPAN_KINDS: Final = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")
 _STATUS_CODES: Final = ("Unset", "Ok", "Error")

@@ -20,13 +20,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from .exporting import setup
+from .exporting.rows import records_from_spans
 from .records import SpanRecord
 from .runs import Run, build_run, find_root
-from .storage.mapping import records_from_request
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,7 @@ class Recorded:
         """Every finished span, as the store would hold it."""
         setup.flush()
         spans = self.exporter.get_finished_spans()
-        return records_from_request(encode_spans(spans)) if spans else []
+        return records_from_spans(spans)
 
     def runs(self) -> list[Run]:
         """Every complete run, oldest first."""

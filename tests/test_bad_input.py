@@ -54,7 +54,7 @@ from otel_replay.exporting.setup import runtime
 from otel_replay.exporting.spool import SEGMENT_MAGIC, encode_record, sealed_segments
 from otel_replay.otlp_json import OtlpJsonError, from_otlp_json
 from otel_replay.records import SpanRecord
-from otel_replay.storage.mapping import (
+from otel_replay.exporting.rows import (
     INSERT_COLUMNS,
     any_value_to_string,
     record_from_query_row,

@@ -31,7 +31,7 @@ from otel_replay.replay.diff import diff_runs
 from otel_replay.replay.engine import readiness, replay
 from otel_replay.runs import build_run
 from otel_replay.snapshots import canonical_json, sha256_hex, to_jsonable
-from otel_replay.storage.mapping import records_from_request
+from otel_replay.exporting.rows import records_from_request
 from otel_replay.storage.store import Store
 
 TOOLS = [{"type": "function", "function": {"name": "lookup_order", "description": "Look an order up.",

@@ -2,7 +2,7 @@
 
 The engine builds the replay's ``Run`` from the spans it saw instead of reading the trace back from the store,
 once the store confirms it holds exactly those spans: that run must equal the one the store returns, and
-its rows must equal the store mapping's rows of the encoded spans, for every kind of attribute value.
+its records must equal what the store reads of the SDK-encoded spans, for every kind of attribute value.
 """
 
 from __future__ import annotations
@@ -20,8 +20,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode, TraceState
 
 import otel_replay as orp
+from otel_replay.exporting.rows import (
+    record_from_query_row,
+    rows_from_request,
+)
 from otel_replay.replay import engine
-from otel_replay.storage.mapping import record_from_query_row, record_from_row, rows_from_request
 from otel_replay.storage.store import Store
 
 SCALARS: dict[str, Any] = {
@@ -90,50 +93,18 @@ def odd_spans() -> list[ReadableSpan]:
     return spans
 
 
-def slow_path_spans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Names of the spans the engine hands to the OTLP encoder (its slower path)."""
-    from opentelemetry.exporter.otlp.proto.common import trace_encoder
-
-    names: list[str] = []
-
-    def counted(spans: Any) -> Any:
-        names.extend(span.name for span in spans)
-        return encode_spans(spans)
-
-    monkeypatch.setattr(trace_encoder, "encode_spans", counted)
-    return names
-
-
-def test_rows_equal_the_store_mapping_of_the_encoded_spans(monkeypatch: pytest.MonkeyPatch) -> None:
-    spans = odd_spans()
-    expected = rows_from_request(encode_spans(spans))
-    assert len(expected) == len(spans) == 28
-    slow = slow_path_spans(monkeypatch)
-    rows = engine._rows_of(spans)  # noqa: SLF001
-    assert sorted(slow) == ["step 1"] * 4 + ["step 2"] * 4  # every other span was mapped by the engine
-    assert rows == expected
-    # float text and key order are part of the equality, not only the values
-    assert [list(r[11]) for r in rows] == [list(r[11]) for r in expected]
-    assert [r[11].get("float") for r in rows] == [r[11].get("float") for r in expected]
-
-
-def test_stored_records_equal_what_the_store_reads_back(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stored_records_equal_what_the_store_mapping_reads_of_the_sdk_encoded_spans() -> None:
     spans = odd_spans()
     expected = sorted((record_from_query_row(row) for row in rows_from_request(encode_spans(spans))),
                       key=lambda r: (r.timestamp_ns, r.span_id))
-    slow = slow_path_spans(monkeypatch)
+    assert len(expected) == len(spans) == 28
     records = engine._stored_records(spans)  # noqa: SLF001
-    assert sorted(slow) == ["step 1"] * 4 + ["step 2"] * 4
     assert records == expected
+    # float text and key order are part of the equality, not only the values
+    assert [list(r.span_attributes) for r in records] == [list(r.span_attributes) for r in expected]
     html = [r.span_attributes["html_json"] for r in records if "html_json" in r.span_attributes]
     assert html and all(value == '{"a":"<b> &"}' for value in html)  # read back as the store reads it
-
-
-def test_build_without_a_store_is_unchanged() -> None:
-    spans = odd_spans()
-    rows = rows_from_request(encode_spans(spans))
-    built = engine._rows_of(spans)  # noqa: SLF001
-    assert [record_from_row(row) for row in built] == [record_from_row(row) for row in rows]
+    assert not any("surrogate" in r.span_attributes or "too_big" in r.span_attributes for r in records)
 
 
 # ------------------------------------------------------------------------------ a replay against a store

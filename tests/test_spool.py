@@ -21,7 +21,7 @@ from otel_replay.exporting.spool import (
     read_segment,
     sealed_segments,
 )
-from otel_replay.storage.mapping import records_from_request
+from otel_replay.exporting.rows import records_from_request
 
 
 def provider_with(exporter, *, batch: bool = False) -> TracerProvider:

@@ -1,25 +1,30 @@
-"""The spool's own OTLP writer gives exactly the bytes of the SDK's encoder, for any span the SDK can make.
+"""The project's span encoder gives exactly the bytes of the SDK's encoder, for any span the SDK can make.
 
-The spool writes ``ExportTraceServiceRequest`` bytes itself (the SDK's encoder was the largest cost of
-recording). Everything downstream (ingest, the Collector, any OTLP reader) must see the same message, so the
-property is byte equality with ``encode_spans(spans).SerializeToString()``, including the values the writer
-hands back to the SDK's encoder (ints past int64, lone surrogates, bytes).
+The spool writes ``ExportTraceServiceRequest`` bytes with :func:`otel_replay.exporting.rows.encode_request`
+(the SDK's encoder was the largest cost of recording), and nothing hands a batch back to the SDK's encoder.
+Everything downstream (ingest, the Collector, any OTLP reader) must see the same message, so the property is
+byte equality with ``encode_spans(spans).SerializeToString()``, including the values both encoders refuse
+(ints past int64, lone surrogates: the attribute is left out) and the types a span built by hand may hold
+(subclasses, bytes, mappings). ``tests/test_row_encoder_property.py`` holds every path to the same rows.
 """
 
 from __future__ import annotations
 
+import enum
+import logging
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import Event, ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
-from otel_replay.exporting.spool import encode_request
+from otel_replay.exporting.rows import encode_request, rows_from_spans
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 SCALAR = st.one_of(st.text(max_size=30), st.booleans(), INT64, st.floats(allow_nan=True, allow_infinity=True))
@@ -83,3 +88,41 @@ def test_values_the_writer_hands_back_still_give_the_sdk_encoders_bytes(attribut
             "status": (StatusCode.UNSET, ""), "child": False, "link": False, "scope": ("otel_replay", "1")}
     spans = record([spec], [{"service.name": "odd"}])
     assert encode_request(spans) == encode_spans(spans).SerializeToString()
+
+
+class Colour(enum.IntEnum):
+    RED = 1
+
+
+class Label(str, enum.Enum):
+    FAST = "fast"
+
+
+def hand_made_span(attributes: dict[Any, Any], *, name: str = "by hand") -> ReadableSpan:
+    """A span built without the SDK's attribute checks, as another library's exporter path may build one."""
+    context = SpanContext(0x1F, 0x2F, is_remote=False)
+    return ReadableSpan(name=name, context=context, attributes=attributes, start_time=10, end_time=20,
+                        resource=Resource({"service.name": "hand"}),
+                        events=[Event("e", attributes, timestamp=15)])
+
+
+def test_values_only_a_hand_made_span_holds_give_the_sdk_encoders_bytes(caplog: pytest.LogCaptureFixture) -> None:
+    attributes = {
+        "enum": Colour.RED, "label": Label.FAST, "bytes": b"\x00\xff", "map": {"b": 1, "a": [1.5, "x"]},
+        "range": range(3), "bytearray": bytearray(b"ab"), "none": None, "none_in_list": [None, 1],
+        "object": object(), "too_big": [1, 1 << 64], "surrogate_key\ud800": "v", 7: "int key",
+    }
+    spans = [hand_made_span(attributes)]
+    with caplog.at_level(logging.WARNING, logger="otel_replay.rows"):
+        payload = encode_request(spans)
+    assert payload == encode_spans(spans).SerializeToString()
+    dropped = {record.args[0] for record in caplog.records}  # type: ignore[index]
+    assert dropped == {"object", "too_big", "surrogate_key\ud800", 7}
+
+
+def test_a_lone_surrogate_in_a_span_name_keeps_the_span_where_the_sdk_drops_the_batch() -> None:
+    spans = [hand_made_span({"k": "v"}, name="tool \ud800 call")]
+    with pytest.raises(UnicodeEncodeError):
+        encode_spans(spans)
+    (row,) = rows_from_spans(spans)
+    assert row[5] == "tool \ufffd call" and row[11] == {"k": "v"}

@@ -18,7 +18,7 @@ from otel_replay.errors import InvalidTraceIdError, StoreBusyError, StoreError, 
 from otel_replay.exporting.spool import SpoolExporter
 from otel_replay.records import EventRecord, LinkRecord, SpanRecord
 from otel_replay.storage import ddl
-from otel_replay.storage.mapping import INSERT_COLUMNS
+from otel_replay.exporting.rows import INSERT_COLUMNS
 from otel_replay.storage.store import Store
 
 

@@ -3,9 +3,9 @@
 Why it exists: a small deployment (one agent host, one ClickHouse server) should not have to run an
 OpenTelemetry Collector just to get its runs into ClickHouse. ``configure(store="http://…",
 exporter="clickhouse")`` installs :class:`ClickHouseSpanExporter` behind the SDK's ``BatchSpanProcessor``
-(which does the batching). Each batch is encoded by the SDK's own OTLP encoder, mapped to rows by the one
-mapping of the project (:func:`otel_replay.storage.mapping.rows_from_request`) and inserted with
-clickhouse-connect, so the rows are exactly the ones the Collector (or the spool ingest) would write.
+(which does the batching). Each batch is encoded and mapped to rows by the project's one span encoder
+(:mod:`otel_replay.exporting.rows`, as the spool and its ingest do) and inserted with clickhouse-connect, so
+the rows are exactly the ones the Collector (or the spool ingest) would write.
 
 When the server is down each batch is retried with backoff within a time budget, then written to the spool
 (``$OTEL_REPLAY_HOME/spool``), from where the normal ingest (``Store.open(url)``, e.g. any ``otel-replay``
@@ -49,7 +49,13 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from .. import settings
 from ..files import fsync_dir
 from ..settings import OTEL_REPLAY_STORE, env_number
-from .spool import INGESTING_SUFFIX, SEALED_SUFFIX, SpoolExporter, adopt_orphaned_segments
+from .rows import INSERT_COLUMN_TYPES, INSERT_COLUMNS, encode_request, rows_from_request
+from .spool import (
+    INGESTING_SUFFIX,
+    SEALED_SUFFIX,
+    SpoolExporter,
+    adopt_orphaned_segments,
+)
 
 _log = logging.getLogger("otel_replay.clickhouse")
 
@@ -261,13 +267,8 @@ class ClickHouseSpanExporter(SpanExporter):
         if not spans:
             return SpanExportResult.SUCCESS
         try:
-            from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-
-            from ..storage.mapping import rows_from_request
-
-            request = encode_spans(spans)
-            payload = request.SerializeToString()
-            batch = _Batch(spans=spans, rows=rows_from_request(request),
+            payload = encode_request(spans)
+            batch = _Batch(spans=spans, rows=rows_from_request(payload),
                            token=hashlib.sha256(payload).hexdigest())
         except Exception:  # the telemetry path never raises into the host program
             _log.exception("otel-replay clickhouse exporter: could not encode %d span(s)", len(spans))
@@ -389,8 +390,6 @@ class ClickHouseSpanExporter(SpanExporter):
             return True
 
     def _insert_locked(self, batch: _Batch) -> None:
-        from ..storage.mapping import INSERT_COLUMN_TYPES, INSERT_COLUMNS
-
         target = self._connect_locked()
         target.client.insert(
             target.table, batch.rows, column_names=list(INSERT_COLUMNS), column_type_names=list(INSERT_COLUMN_TYPES),

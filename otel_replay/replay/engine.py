@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan
@@ -36,6 +36,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from .. import revival, semconv
 from ..errors import OtelReplayError
 from ..exporting import setup
+from ..exporting.rows import records_from_spans
 from ..recording import ReplayInterrupt, agent, identity, replaying
 from ..records import SpanRecord
 from ..runs import Run, build_run
@@ -624,214 +625,22 @@ def _store_holds(store: Any, trace_id: str, records: list[SpanRecord]) -> bool:
 def _build(spans: list[ReadableSpan]) -> Run | None:
     if not spans:
         return None
-    from ..storage.mapping import record_from_row
-
     try:
-        return build_run([record_from_row(row) for row in _rows_of(spans)])
+        return build_run(records_from_spans(spans))
     except OtelReplayError:
         return None
 
 
 def _stored_records(spans: list[ReadableSpan]) -> list[SpanRecord] | None:
     """The records :meth:`Store.load_spans` returns for ``spans`` once they are ingested, in its order (oldest
-    first, then by span id), or None when a span cannot be mapped.
-
-    Each is what :func:`~otel_replay.storage.mapping.record_from_query_row` reads from the row the ingest
-    writes for the span (:func:`_rows_of`): maps sorted, values unescaped as it does, while they are mapped."""
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-
-    from ..records import EventRecord, LinkRecord
-    from ..storage.mapping import record_from_query_row, rows_from_request
-
-    mapped = _mapper(read_back=True)
-    resources: dict[int, tuple[dict[str, str], str] | None] = {}
-    records: list[SpanRecord] = []
+    first, then by span id), or None when a span cannot be encoded: the one span encoder's rows, read back
+    as the store reads them."""
     try:
-        for span in spans:
-            resource = span.resource
-            known = resources.get(id(resource), ())
-            if known == ():
-                known = resources[id(resource)] = _resource_row(resource, mapped, read_back=True)
-            scope = span.instrumentation_scope
-            try:
-                if known is None:
-                    raise _Unusual
-                row = _row_of(span, mapped, known[1], dict(known[0]), (scope.name or "") if scope else "",
-                              (scope.version or "") if scope else "")
-            except _Unusual:
-                records.extend(record_from_query_row(r) for r in rows_from_request(encode_spans([span])))
-                continue
-            if row[6] not in _KIND_NAMES or row[13] not in _STATUS_NAMES:  # never from _row_of; read as stored
-                records.append(record_from_query_row(row))
-                continue
-            events = tuple([EventRecord(timestamp_ns=t, name=n, attributes=a)
-                            for t, n, a in zip(row[15], row[16], row[17])]) if row[15] else ()
-            links = tuple([LinkRecord(trace_id=t, span_id=i, trace_state=st, attributes=a)
-                           for t, i, st, a in zip(row[18], row[19], row[20], row[21])]) if row[18] else ()
-            records.append(SpanRecord(
-                timestamp_ns=row[0], trace_id=row[1], span_id=row[2], parent_span_id=row[3], trace_state=row[4],
-                span_name=row[5], span_kind=row[6], service_name=row[7], resource_attributes=row[8],
-                scope_name=row[9], scope_version=row[10], span_attributes=row[11], duration_ns=row[12],
-                status_code=row[13], status_message=row[14], events=events, links=links))
+        records = records_from_spans(spans, as_stored=True)
     except Exception:  # noqa: BLE001 - the store's copy is then the one to read
         return None
     records.sort(key=lambda r: (r.timestamp_ns, r.span_id))
     return records
-
-
-def _rows_of(spans: Sequence[ReadableSpan]) -> list[tuple[Any, ...]]:
-    """Insert rows of ``spans`` equal to ``rows_from_request(encode_spans(spans))`` and in its order (spans
-    grouped by resource, by equality, then by instrumentation scope, in first-seen order), without building
-    the protobuf request (see :func:`_mapper` for which values are mapped here)."""
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-
-    from ..storage.mapping import rows_from_request
-
-    mapped = _mapper(read_back=False)
-    groups: dict[Any, dict[Any, list[ReadableSpan]]] = {}
-    last_resource: Any = None
-    last_scope: Any = None
-    scope_list: list[ReadableSpan] = []
-    for span in spans:
-        resource, scope = span.resource, span.instrumentation_scope or None
-        if resource is not last_resource or scope is not last_scope:
-            last_resource, last_scope = resource, scope
-            scope_list = groups.setdefault(resource, {}).setdefault(scope, [])
-        scope_list.append(span)
-    rows: list[tuple[Any, ...]] = []
-    for resource, scopes in groups.items():
-        known = _resource_row(resource, mapped, read_back=False)
-        for scope, scope_spans in scopes.items():
-            scope_name = (scope.name or "") if scope is not None else ""
-            scope_version = (scope.version or "") if scope is not None else ""
-            for span in scope_spans:
-                try:
-                    if known is None:
-                        raise _Unusual
-                    rows.append(_row_of(span, mapped, known[1], dict(known[0]), scope_name, scope_version))
-                except _Unusual:
-                    rows.extend(rows_from_request(encode_spans([span])))
-    return rows
-
-
-class _Unusual(Exception):
-    """A span holding a value the quick mapping leaves to the OTLP encoder and the store's mapping."""
-
-
-_I64_MIN: Final = -(1 << 63)
-_I64_MAX: Final = (1 << 63) - 1
-_U64: Final = (1 << 64) - 1
-_WRAP: Final = 1 << 64
-_KIND_NAMES: Final = ("Internal", "Server", "Client", "Producer", "Consumer")  # by SpanKind.value
-_STATUS_NAMES: Final = ("Unset", "Ok", "Error")  # by StatusCode.value
-_ESCAPED: Final = "\\u00"  # what mapping.unescape_html_json looks for
-
-
-def _mapper(*, read_back: bool) -> Callable[[Any], dict[str, str]]:
-    """Attributes → a map as the store holds it: sorted by key, each value as ``any_value_to_string`` writes the
-    OTLP value the encoder makes of it, and with ``read_back`` as ``record_from_query_row`` reads it.
-
-    Strings, booleans, 64-bit integers and floats are mapped here (floats by the store mapping's
-    ``format_double``); any other value (arrays, out-of-range integers, text that is not UTF-8) raises
-    :class:`_Unusual`, and its span goes through the OTLP encoder and the store mapping itself."""
-    from ..storage.mapping import format_double, unescape_html_json
-
-    def text(value: Any) -> str:
-        kind = type(value)
-        if kind is str:
-            if not value.isascii():
-                try:
-                    value.encode("utf-8")
-                except UnicodeEncodeError:
-                    raise _Unusual from None
-            return unescape_html_json(value) if read_back and _ESCAPED in value else value
-        if kind is bool:
-            return "true" if value else "false"
-        if kind is int and _I64_MIN <= value <= _I64_MAX:
-            return str(value)
-        if kind is float:
-            return format_double(value)
-        raise _Unusual
-
-    # Keys are sorted first and each value read by key: SDK attributes are a Python-level mapping, whose item
-    # iteration costs more than a lookup, and a dict built in key order needs no second, sorted copy.
-    if read_back:
-        def mapped(attributes: Any) -> dict[str, str]:
-            if not attributes:
-                return {}
-            return {key: value if type(value := attributes[key]) is str and value.isascii()
-                    and _ESCAPED not in value else text(value) for key in sorted(attributes)}
-    else:
-        def mapped(attributes: Any) -> dict[str, str]:
-            if not attributes:
-                return {}
-            return {key: value if type(value := attributes[key]) is str and value.isascii() else text(value)
-                    for key in sorted(attributes)}
-    return mapped
-
-
-def _resource_row(resource: Any, mapped: Callable[[Any], dict[str, str]], *,
-                  read_back: bool) -> tuple[dict[str, str], str] | None:
-    """(resource attributes, service name) of a resource's rows, or None when its spans need the slow path."""
-    try:
-        attributes = mapped(resource.attributes)
-    except _Unusual:
-        return None
-    service = attributes.get("service.name", "")
-    if read_back and _ESCAPED in service:  # the ServiceName column is not unescaped on reading: keep it exact
-        return None
-    return attributes, service
-
-
-_NO_ITEMS: Final[list[Any]] = []
-
-
-def _row_of(span: ReadableSpan, mapped: Callable[[Any], dict[str, str]], service_name: str,
-            resource_attributes: dict[str, str], scope_name: str, scope_version: str) -> tuple[Any, ...]:
-    context = span.context
-    parent = span.parent
-    start = span.start_time
-    end = span.end_time
-    if context is None or start is None or end is None:
-        raise _Unusual
-    trace_state = context.trace_state
-    status = span.status
-    span_id = context.span_id
-    parent_id = parent.span_id if parent is not None else 0
-    events = span.events
-    if events:
-        event_times = [e.timestamp if e.timestamp <= _I64_MAX else e.timestamp - _WRAP for e in events]
-        event_names = [e.name for e in events]
-        event_attributes = [mapped(e.attributes) for e in events]
-    else:
-        event_times = event_names = event_attributes = _NO_ITEMS
-    links = span.links
-    if links:
-        link_traces = [f"{x.context.trace_id:032x}" if x.context.trace_id else "" for x in links]
-        link_spans = [f"{x.context.span_id:016x}" if x.context.span_id else "" for x in links]
-        link_states = ["" for _ in links]  # the OTLP encoder does not send a link's trace state
-        link_attributes = [mapped(x.attributes) for x in links]
-    else:
-        link_traces = link_spans = link_states = link_attributes = _NO_ITEMS
-    return (
-        start if start <= _I64_MAX else start - _WRAP,
-        f"{context.trace_id:032x}" if context.trace_id else "",
-        f"{span_id:016x}" if span_id else "",
-        f"{parent_id:016x}" if parent_id else "",
-        ",".join([f"{key}={value}" for key, value in trace_state.items()]) if trace_state else "",
-        span.name,
-        _KIND_NAMES[span.kind.value],
-        service_name,
-        resource_attributes,
-        scope_name,
-        scope_version,
-        mapped(span.attributes),
-        (end - start) & _U64,
-        _STATUS_NAMES[status.status_code.value] if status is not None else "Unset",
-        (status.description or "") if status is not None else "",
-        event_times, event_names, event_attributes,
-        link_traces, link_spans, link_states, link_attributes,
-    )
 
 
 def diff(trace_id_a: str, trace_id_b: str, *, store: Any = None,

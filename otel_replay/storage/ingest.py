@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import StoreError
+from ..exporting.rows import rows_from_request
 from ..exporting.spool import (
     INGESTING_SUFFIX,
     adopt_orphaned_segments,
@@ -41,7 +42,6 @@ from ..exporting.spool import (
     sealed_segments,
 )
 from ..files import fsync_dir
-from .mapping import rows_from_request
 
 if TYPE_CHECKING:
     from .store import Store

@@ -32,11 +32,17 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from .. import semconv, settings
 from ..errors import StoreError, StoreUnavailableError
+from ..exporting.rows import (
+    INSERT_COLUMN_TYPES,
+    INSERT_COLUMNS,
+    SELECT_COLUMNS,
+    record_from_query_row,
+    row_from_record,
+)
 from ..files import private_dir
 from ..records import SpanRecord, parse_trace_id
 from . import ddl
 from .lock import StoreLock
-from .mapping import INSERT_COLUMN_TYPES, INSERT_COLUMNS, SELECT_COLUMNS, record_from_query_row, row_from_record
 
 if TYPE_CHECKING:
     from ..runs import Run, RunSummary
@@ -318,7 +324,7 @@ class Store:
     # --------------------------------------------------------------------------------------------- writes
 
     def insert_rows(self, rows: Sequence[Sequence[Any]]) -> int:
-        """Insert rows already in :data:`~.mapping.INSERT_COLUMNS` order; returns how many were inserted."""
+        """Insert rows already in :data:`~otel_replay.exporting.rows.INSERT_COLUMNS` order; returns how many went in."""
         total = 0
         for start in range(0, len(rows), _INSERT_CHUNK_ROWS):
             chunk = rows[start:start + _INSERT_CHUNK_ROWS]

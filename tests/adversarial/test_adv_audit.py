@@ -347,7 +347,7 @@ def _write_forged_root(trace_id: str, attributes: dict[str, Any], *, start_time:
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from otel_replay.storage.mapping import rows_from_request
+    from otel_replay.exporting.rows import rows_from_request
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

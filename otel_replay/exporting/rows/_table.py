@@ -1,10 +1,9 @@
-"""The one mapping between OTLP protobuf spans and rows of the Collector exporter's ``otel_traces`` table.
+"""OTLP protobuf spans ↔ rows of the Collector exporter's ``otel_traces`` table (the half of :mod:`.rows`
+that maps an OTLP message to rows, and rows back to :class:`~otel_replay.records.SpanRecord`).
 
 Why it exists: a trace written by the OpenTelemetry Collector's ``clickhouseexporter`` and a trace written by
-otel-replay's own Python path (spool ingest, a direct exporter, any OTLP receiver) must be byte-for-byte the
-same rows, so every reader (the replay engine, the CLI, Grafana) sees both alike. Every Python write path
-goes through :func:`rows_from_request` / :func:`records_from_request`; nothing else in the project turns an
-OTLP value into a stored string.
+otel-replay's own Python path (spool ingest, the direct exporter, the replay engine, case files) must be
+byte-for-byte the same rows, so every reader (the replay engine, the CLI, Grafana) sees both alike.
 
 Value rules (the Collector's ``pcommon.Value.AsString``; see ``docs/storage.md``):
 
@@ -37,30 +36,17 @@ import base64
 import json.encoder
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any, Final
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
-from ..records import EventRecord, LinkRecord, SpanRecord
-
-__all__ = [
-    "INSERT_COLUMNS",
-    "INSERT_COLUMN_TYPES",
-    "SELECT_COLUMNS",
-    "any_value_to_string",
-    "format_double",
-    "record_from_query_row",
-    "record_from_row",
-    "records_from_request",
-    "row_from_record",
-    "rows_from_request",
-    "rows_from_resource_spans",
-    "unescape_html_json",
-]
+from ...records import EventRecord, LinkRecord, SpanRecord
 
 INSERT_COLUMNS: Final[tuple[str, ...]] = (
     "Timestamp", "TraceId", "SpanId", "ParentSpanId", "TraceState", "SpanName", "SpanKind", "ServiceName",
@@ -247,9 +233,13 @@ def _attributes(key_values: Any) -> dict[str, str]:
     out: dict[str, str] = {}
     for kv in key_values:
         value = kv.value
+        text = value.string_value  # '' unless the value is a non-empty string: most are, so test that first
+        if text:
+            out[kv.key] = text
+            continue
         kind = _which(value, "value")
         if kind == "string_value":
-            out[kv.key] = value.string_value
+            out[kv.key] = text
         elif kind == "int_value":
             out[kv.key] = str(value.int_value)
         else:
@@ -307,7 +297,7 @@ def rows_from_resource_spans(resource_spans: ResourceSpans) -> list[tuple[Any, .
                     event_names.append(event.name)
                     event_attrs.append(_attributes(event.attributes))
             else:
-                event_times = event_names = event_attrs = []  # type: ignore[assignment]
+                event_times = event_names = event_attrs = []
             links = span.links
             if links:
                 link_traces, link_spans, link_states, link_attrs = [], [], [], []
