@@ -16,38 +16,68 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
-from rich.table import Table
 from rich.text import Text
-from rich.tree import Tree
 
 from . import errors
-from .records import parse_trace_id
-from .redaction import ScrubbingLogFilter, scrub_message
 from .terminal import SafeConsole, escape_json_text
+from .wording import plural
 
 if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.tree import Tree
+
+    from .replay.engine import ReplayResult
     from .runs import Run, RunSummary, Step
 
 app = typer.Typer(
     name="otel-replay",
-    help="Record AI-agent runs as OpenTelemetry traces, list them, show them.",
+    help="Record AI-agent runs as OpenTelemetry traces; list, show, replay and diff them.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: rendering it with Rich costs more than the 0.3 s --help may take
 )
-db_app = typer.Typer(help="Manage the ClickHouse schema.", no_args_is_help=True)
+db_app = typer.Typer(help="Manage the ClickHouse schema.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(db_app, name="db")
 case_app = typer.Typer(help="Regression cases: export a recorded run to a file, replay case files in CI.",
-                       no_args_is_help=True)
+                       no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(case_app, name="case")
 
 EXIT_ERROR = 2
 F = TypeVar("F", bound=Callable[..., Any])
 
 _STORE_HELP = "Store URL (chdb:///path or http(s)://user:pass@host:8123/db); default: $OTEL_REPLAY_STORE or the embedded store."
+
+
+def version() -> str:
+    """The installed otel-replay version: the distribution's metadata, else the package's ``__version__``."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as distribution_version
+
+    try:
+        return distribution_version("otel-replay")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return __version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"otel-replay {version()}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main_options(
+    show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                      help="Print the version (otel-replay X.Y.Z) and exit."),
+) -> None:
+    """Record AI-agent runs as OpenTelemetry traces, list them, show them, replay them."""
 
 
 def _out() -> SafeConsole:
@@ -58,6 +88,8 @@ def _out() -> SafeConsole:
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print one error line on stderr and exit."""
+    from .redaction import scrub_message
+
     line = " ".join(scrub_message(message).split())
     SafeConsole(stderr=True, soft_wrap=True).print(Text(f"error: {line}", style="bold red"))
     raise typer.Exit(code)
@@ -72,14 +104,12 @@ def _handled(func: F) -> F:
             return func(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
-        except (errors.OtelReplayError, ValueError, OSError) as exc:
-            if os.environ.get("OTEL_REPLAY_DEBUG"):
-                raise
-            fail(str(exc))
         except Exception as exc:  # noqa: BLE001 - the CLI promises no tracebacks
             if os.environ.get("OTEL_REPLAY_DEBUG"):
                 raise
-            fail(f"unexpected {type(exc).__name__}: {exc} (set OTEL_REPLAY_DEBUG=1 for a traceback)")
+            from .errorlines import error_line
+
+            fail(error_line(exc))
 
     return wrapper  # type: ignore[return-value]
 
@@ -124,6 +154,33 @@ def _open_store(url: str | None) -> Any:
     return Store.open(url)
 
 
+def _nothing_stored(url: str | None) -> bool:
+    """True when the store this command would open is an embedded one that does not exist yet and no spool
+    segment waits to be ingested into it: then there is nothing to read, and the command answers without
+    starting chDB (which takes a second). Any doubt (a server URL, a configured runtime, a store folder or a
+    spool file present) is False: the store is opened as usual."""
+    from . import settings
+
+    setup = sys.modules.get("otel_replay.exporting.setup")  # configure() ran in this process: its settings rule
+    if setup is not None and setup.current_runtime() is not None:
+        return False
+    home = settings.resolve_home()
+    resolved = settings.resolve_store_url(url, home)
+    scheme, _, rest = resolved.partition("://")
+    if scheme.lower() != "chdb" or not rest.startswith("/") or "?" in rest or "#" in rest:
+        return False
+    from urllib.parse import unquote
+
+    path = Path(unquote(rest)).expanduser()
+    if not path.is_absolute() or path.exists():
+        return False
+    spool = home / "spool"
+    try:
+        return not spool.exists() or not any(spool.iterdir())
+    except OSError:
+        return False
+
+
 class StatusFilter(str, Enum):
     """Run status."""
 
@@ -142,7 +199,9 @@ class KindFilter(str, Enum):
 
 
 def _runs_table(summaries: list[RunSummary]) -> Table:
-    table = Table(title=f"{len(summaries)} run(s), newest first", title_justify="left")
+    from rich.table import Table
+
+    table = Table(title=f"{plural(len(summaries), 'run')}, newest first", title_justify="left")
     for column in ("trace id", "agent", "status", "kind", "started (UTC)", "ms", "steps", "replay of"):
         table.add_column(column, no_wrap=column in ("trace id", "replay of"))
     for s in summaries:
@@ -163,9 +222,12 @@ def runs_command(
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
     """List recorded runs (originals and replays), newest first."""
-    with _open_store(store_url) as store:
-        summaries = store.runs(agent=agent, status=status.value if status else None,
-                               kind=kind.value if kind else None, limit=limit)
+    if _nothing_stored(store_url):
+        summaries: list[RunSummary] = []
+    else:
+        with _open_store(store_url) as store:
+            summaries = store.runs(agent=agent, status=status.value if status else None,
+                                   kind=kind.value if kind else None, limit=limit)
     if as_json:
         _print_json([s.to_dict() for s in summaries])
         return
@@ -226,6 +288,8 @@ def render_run(run: Run) -> Tree:
     head.append(f"  {run.summary.duration_ms:.1f} ms  trace {run.trace_id}  run {run.run_id}", style="dim")
     if run.summary.kind != "original":
         head.append(f"  replay of {run.summary.replay_of}", style="yellow")
+    from rich.tree import Tree
+
     tree = Tree(head)
     _add_snapshots(tree, run.snapshot_list)
     root_span = next((s.span_id for s in run.spans if not s.parent_span_id), "")
@@ -249,6 +313,8 @@ def show_command(
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
     """Show one run as a tree of steps and snapshots."""
+    from .records import parse_trace_id
+
     tid = parse_trace_id(trace_id)
     with _open_store(store_url) as store:
         run = store.load_run(tid)
@@ -597,6 +663,7 @@ def diff_command(
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
     """Diff two runs: output, state, tools, citations, cost, latency, safety. Exit 1 when they differ."""
+    from .records import parse_trace_id
     from .replay.diff import diff_runs, render_diff
 
     a, b = parse_trace_id(trace_a), parse_trace_id(trace_b)
@@ -633,7 +700,9 @@ def audit_command(
     if as_json:
         _print_json([e.to_dict() for e in entries])
     else:
-        table = Table(title=f"{len(entries)} replay(s), newest first", title_justify="left")
+        from rich.table import Table
+
+        table = Table(title=f"{plural(len(entries), 'replay')}, newest first", title_justify="left")
         for column in ("when (UTC)", "actor", "os user", "mode", "from", "approvals", "ran", "outcome", "status",
                        "mac", "original", "replay", "reason"):
             table.add_column(column, no_wrap=column in ("original", "replay"))
@@ -650,7 +719,7 @@ def audit_command(
     if verify and not all(e.mac_valid for e in checked):
         bad = sum(not e.mac_valid for e in checked)
         SafeConsole(stderr=True, soft_wrap=True).print(Text(
-            f"audit: {bad} row(s) whose MAC does not verify (written outside otel-replay, edited, or made with "
+            f"audit: {plural(bad, 'row')} whose MAC does not verify (written outside otel-replay, edited, or made with "
             "another installation's key)", style="bold red"))
         raise typer.Exit(1)
 
@@ -691,6 +760,7 @@ def case_export_command(
     """Write one self-contained, redacted case file for a recorded run."""
     from .cases import CASE_SUFFIX, case_document, dumps_case, write_case
     from .exporting.setup import runtime
+    from .records import parse_trace_id
 
     tid = parse_trace_id(trace_id)
     with _open_store(store_url) as store:
@@ -790,10 +860,15 @@ def db_init_command(
 
 class _WarningLines(logging.Handler):
     """otel-replay's own warnings (an ingest that skipped a torn record, say) as ``warning:`` lines on stderr:
-    one line each, no traceback, apart from the one ``error:`` line a failing command prints."""
+    one line each, no traceback, apart from the one ``error:`` line a failing command prints. Every record
+    is scrubbed of secrets first (the redaction module is imported with the first record, not at start)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
+            from .redaction import ScrubbingLogFilter
+
+            if not ScrubbingLogFilter().filter(record):
+                return
             text = " ".join(record.getMessage().split()).removeprefix("otel-replay ingest: ")
             SafeConsole(stderr=True, soft_wrap=True).print(Text(f"warning: {text}", style="yellow"))
         except Exception:  # noqa: BLE001 - a warning never breaks a command
@@ -806,9 +881,7 @@ def main() -> None:
     logging.getLogger("clickhouse_connect").setLevel(logging.CRITICAL)
     ours = logging.getLogger("otel_replay")
     if not ours.handlers:
-        handler = _WarningLines(logging.WARNING)
-        handler.addFilter(ScrubbingLogFilter())  # also a record of a logger the package forgot to filter
-        ours.addHandler(handler)
+        ours.addHandler(_WarningLines(logging.WARNING))
         ours.propagate = False
     try:
         code = app(standalone_mode=False)
@@ -825,6 +898,8 @@ def main() -> None:
         if "UsageError" not in kinds and "ClickException" not in kinds:
             raise
         hint = f" (see `{context.command_path} --help`)" if context is not None else ""
+        from .redaction import scrub_message
+
         SafeConsole(stderr=True, soft_wrap=True).print(
             Text(f"error: {' '.join(scrub_message(exc.format_message()).split())}{hint}", style="bold red"))
         sys.exit(EXIT_ERROR if "UsageError" in kinds else getattr(exc, "exit_code", EXIT_ERROR) or EXIT_ERROR)
