@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import typer
 from rich.text import Text
 
-from . import errors
 from .terminal import SafeConsole, escape_json_text
 from .wording import plural
 
@@ -104,7 +103,7 @@ def _handled(func: F) -> F:
             return func(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
-        except Exception as exc:  # noqa: BLE001 - the CLI promises no tracebacks
+        except Exception as exc:  # the CLI promises no tracebacks
             if os.environ.get("OTEL_REPLAY_DEBUG"):
                 raise
             from .errorlines import error_line
@@ -400,7 +399,7 @@ def demo_command(
 
     console = _out()
     home = settings.resolve_home()
-    console.print(f"Recording {len(QUESTIONS)} runs of the demo support agent into {home} …")
+    console.print(f"Recording {plural(len(QUESTIONS), 'run')} of the demo support agent into {home} …")
     outcomes = run_demo()
     for question, error in outcomes:
         mark = Text("ok   ", style="green") if error is None else Text("error", style="bold red")
@@ -473,29 +472,101 @@ class ModeChoice(str, Enum):
     live = "live"
 
 
+def _where(step_index: int | None) -> str:
+    return f"step {step_index}" if step_index is not None else "run"
+
+
+def agent_error_line(error: dict[str, Any]) -> Text:
+    """``agent raised Type: message at file:line in function``: what the replayed agent raised, and where in
+    its own code."""
+    line = Text("agent raised ", style="bold red")
+    line.append(error.get("type") or "an exception", style="bold red")
+    if error.get("message"):
+        line.append(f": {error['message']}", style="red")
+    if error.get("file"):
+        line.append(f"  at {error['file']}:{error.get('line')} in {error.get('function')}", style="dim")
+    return line
+
+
+def _render_dry(result: ReplayResult, console: SafeConsole) -> None:
+    """A dry replay ran nothing: it says whether the recording is intact and which modes it is ready for."""
+    readiness = result.readiness or {}
+    problems = readiness.get("integrity", {}).get("problems", [])
+    head = Text(f"dry replay of {result.original_trace_id}: ")
+    if problems:
+        head.append(f"recording damaged ({plural(len(problems), 'problem')})", style="bold red")
+    else:
+        head.append("recording intact", style="green")
+    head.append(", nothing ran")
+    if result.replay_trace_id:
+        head.append(f"  → check recorded as trace {result.replay_trace_id}", style="dim")
+    console.print(head)
+    for problem in problems:
+        console.print(Text(f"  problem: {problem}", style="red"))
+    ready = result.ready_modes or []
+    modes = readiness.get("modes", {})
+    waiting = [mode for mode in modes if mode not in ready]
+    summary = Text("ready to replay: ")
+    summary.append(", ".join(ready) if ready else "no mode", style="green" if ready else "bold red")
+    if waiting:
+        summary.append("; not ready: ")
+        summary.append(", ".join(waiting), style="yellow")
+    console.print(summary)
+    for mode, info in modes.items():
+        for missing in info.get("missing", []):
+            console.print(Text(f"  {mode}: {missing}", style="yellow"))
+    approvals = modes.get("live", {}).get("needs_approval") or []
+    if approvals:
+        flags = " ".join(f"--approve {name}" for name in approvals)
+        console.print(Text(f"live replay executes {plural(len(approvals), 'write/high tool')} only when approved: "
+                           f"{flags}", style="magenta"))
+
+
+def _render_refusal(result: ReplayResult, console: SafeConsole) -> None:
+    """A refused live replay: what was refused and the exact flag that approves it; no diff (the replay
+    stopped before that call, so a diff would only list what did not run)."""
+    console.print(Text(f"refused: {result.refusal}", style="red"))
+    call = result.refused_call or {}
+    flag = call.get("approve_with")
+    if flag:
+        console.print(Text.assemble("to approve it, replay again with ", (flag, "bold"),
+                                    f" (the replay stopped before {_where(call.get('step_index'))}; nothing "
+                                    "after it ran)"))
+    elif call:
+        console.print(f"the replay stopped before {_where(call.get('step_index'))}; nothing after it ran")
+
+
 def _render_result(result: Any) -> None:
     console = _out()
-    style = {"matched": "green", "diverged": "yellow", "refused": "bold red"}[result.outcome]
-    head = Text()
-    head.append(f"{result.mode} replay of {result.original_trace_id}: ")
-    head.append(result.outcome, style=style)
-    if result.replay_trace_id:
-        head.append(f"  → replay trace {result.replay_trace_id}", style="dim")
-    console.print(head)
+    if result.mode == "dry" and result.readiness is not None:
+        _render_dry(result, console)
+    else:
+        style = {"matched": "green", "diverged": "yellow", "refused": "bold red"}[result.outcome]
+        head = Text()
+        head.append(f"{result.mode} replay of {result.original_trace_id}: ")
+        head.append(result.outcome, style=style)
+        if result.replay_trace_id:
+            head.append(f"  → replay trace {result.replay_trace_id}", style="dim")
+        console.print(head)
+    error = getattr(result, "agent_error", None)
+    if error:
+        console.print(agent_error_line(error))
     if result.refusal:
-        console.print(Text(f"refused: {result.refusal}", style="red"))
-    first = result.first_divergence
-    if first is not None:
-        where = f"step {first.step_index}" if first.step_index is not None else "run"
-        console.print(Text(f"first divergence at {where}: {first.reason}", style="yellow"))
-        if first.diff:
-            for line in first.diff.splitlines():
-                style = "dim" if line.startswith(("---", "+++", "@@")) else \
-                    "red" if line.startswith("-") else "green" if line.startswith("+") else ""
-                console.print(Text(f"  {line}", style=style))
-    for d in result.divergences[1:6]:
-        where = f"step {d.step_index}" if d.step_index is not None else "run"
-        console.print(Text(f"  also at {where}: {d.reason}", style="dim"))
+        _render_refusal(result, console)
+    else:
+        first = result.first_divergence
+        if first is not None and result.mode != "dry":
+            console.print(Text(f"first divergence at {_where(first.step_index)}: {first.reason}", style="yellow"))
+            if first.diff:
+                for line in first.diff.splitlines():
+                    style = "dim" if line.startswith(("---", "+++", "@@")) else \
+                        "red" if line.startswith("-") else "green" if line.startswith("+") else ""
+                    console.print(Text(f"  {line}", style=style))
+        for d in result.divergences[1:6] if result.mode != "dry" else ():
+            console.print(Text(f"  also at {_where(d.step_index)}: {d.reason}", style="dim"))
+        hidden = len(result.divergences) - 6
+        if hidden > 0 and result.mode != "dry":
+            console.print(Text(f"  and {plural(hidden, 'more divergence')} (--json lists them all)", style="dim"))
     for change in getattr(result, "schema_changes", ()):
         console.print(Text(f"tool {change['tool']!r} (step {change['step_index']}) schema version changed: "
                            f"{change['recorded']} → {change['current']}", style="yellow"))
@@ -506,13 +577,7 @@ def _render_result(result: Any) -> None:
         console.print(Text(f"not firewalled: {', '.join(unfirewalled)} (the model called these tools and no tool step "
                            "recorded them: a replay runs them for real; decorate them with @otel_replay.tool)",
                            style="yellow"))
-    if result.readiness is not None:
-        for mode, info in result.readiness["modes"].items():
-            mark = Text("ready", style="green") if info["ready"] else Text("not ready", style="yellow")
-            console.print(Text.assemble(f"  {mode:<14}", mark, f"  {'; '.join(info['missing'])}" if info["missing"] else ""))
-        if result.readiness["modes"]["live"].get("needs_approval"):
-            console.print(f"  live replay needs --approve for: {', '.join(result.readiness['modes']['live']['needs_approval'])}")
-    if result.diff is not None and result.mode != "dry":
+    if result.diff is not None and result.mode != "dry" and not result.refusal:
         from .replay.diff import render_diff
 
         console.print(render_diff(result.diff))
@@ -563,7 +628,7 @@ def replay_command(
         _print_json(result.to_dict())
     else:
         _render_result(result)
-    if html:
+    if html and result.original is not None:
         from .report import Links, replay_report
 
         _write_html(html, replay_report(result, result.original, links=Links.from_env()), quiet=as_json)
@@ -770,14 +835,19 @@ def case_export_command(
     if output == "-":
         sys.stdout.write(escape_json_text(dumps_case(document)))
         return
-    path = write_case(document, output or f"{document['name']}{CASE_SUFFIX}", force=force)
+    target = output or f"{document['name']}{CASE_SUFFIX}"
+    if not Path(target).name.endswith(CASE_SUFFIX):
+        SafeConsole(stderr=True, soft_wrap=True).print(Text(
+            f"warning: {Path(target).name} does not end in {CASE_SUFFIX}: `otel-replay case run FOLDER` and the "
+            f"pytest plugin will not collect it (name it NAME{CASE_SUFFIX}, or pass the file itself)", style="yellow"))
+    path = write_case(document, target, force=force)
     summary = {"path": str(path), "name": document["name"], "trace_id": tid, "entrypoint": document["entrypoint"],
                "mode": document["mode"], "expect": document["expect"], "convention": document["convention"],
                "spans": sum(len(ss["spans"]) for rs in document["trace"]["resourceSpans"] for ss in rs["scopeSpans"])}
     if as_json:
         _print_json(summary)
     else:
-        _out().print(f"wrote case {summary['name']} ({summary['spans']} spans, {summary['mode']}, expect "
+        _out().print(f"wrote case {summary['name']} ({plural(summary['spans'], 'span')}, {summary['mode']}, expect "
                      f"{', '.join(summary['expect'])}) to {path}")
 
 
@@ -829,7 +899,8 @@ def case_run_command(
             else:
                 label = ("FAIL ", "bold red") if result.status == "failed" else ("ERROR ", "bold red")
                 console.print(Text.assemble(label, describe_failure(result).removeprefix("case ")))
-        console.print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} could not run")
+        console.print(f"{plural(len(results), 'case')}: {counts['passed']} passed, {counts['failed']} failed, "
+                      f"{counts['error']} could not run")
     if counts["error"]:
         raise typer.Exit(EXIT_ERROR)
     if counts["failed"]:
@@ -900,8 +971,9 @@ def main() -> None:
         hint = f" (see `{context.command_path} --help`)" if context is not None else ""
         from .redaction import scrub_message
 
+        message = str(getattr(exc, "format_message", lambda: str(exc))())
         SafeConsole(stderr=True, soft_wrap=True).print(
-            Text(f"error: {' '.join(scrub_message(exc.format_message()).split())}{hint}", style="bold red"))
+            Text(f"error: {' '.join(scrub_message(message).split())}{hint}", style="bold red"))
         sys.exit(EXIT_ERROR if "UsageError" in kinds else getattr(exc, "exit_code", EXIT_ERROR) or EXIT_ERROR)
     sys.exit(code if isinstance(code, int) else 0)
 
