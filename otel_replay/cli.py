@@ -156,14 +156,18 @@ def _open_store(url: str | None) -> Any:
 def _nothing_stored(url: str | None) -> bool:
     """True when the store this command would open is an embedded one that does not exist yet and no spool
     segment waits to be ingested into it: then there is nothing to read, and the command answers without
-    starting chDB (which takes a second). Any doubt (a server URL, a configured runtime, a store folder or a
-    spool file present) is False: the store is opened as usual."""
+    starting chDB (which takes a second). The store is found as :meth:`Store.open` finds it (argument, the
+    runtime ``configure()`` built, ``OTEL_REPLAY_STORE``, the home's embedded store). Any doubt (a server URL,
+    a store folder or a spool file present) is False: the store is opened as usual."""
     from . import settings
 
-    setup = sys.modules.get("otel_replay.exporting.setup")  # configure() ran in this process: its settings rule
-    if setup is not None and setup.current_runtime() is not None:
-        return False
-    home = settings.resolve_home()
+    given_home: Path | None = None
+    setup = sys.modules.get("otel_replay.exporting.setup")  # loaded when configure() may have run in-process
+    configured = setup.current_runtime() if setup is not None else None
+    if configured is not None:  # what the application passed to configure() rules, as in Store.open
+        given_home = configured.home if configured.home_given else None
+        url = url or configured.store_url
+    home = settings.resolve_home(given_home)
     resolved = settings.resolve_store_url(url, home)
     scheme, _, rest = resolved.partition("://")
     if scheme.lower() != "chdb" or not rest.startswith("/") or "?" in rest or "#" in rest:
@@ -969,9 +973,10 @@ def main() -> None:
         if "UsageError" not in kinds and "ClickException" not in kinds:
             raise
         hint = f" (see `{context.command_path} --help`)" if context is not None else ""
+        from .errorlines import usage_line
         from .redaction import scrub_message
 
-        message = str(getattr(exc, "format_message", lambda: str(exc))())
+        message = usage_line(str(getattr(exc, "format_message", lambda: str(exc))()))
         SafeConsole(stderr=True, soft_wrap=True).print(
             Text(f"error: {' '.join(scrub_message(message).split())}{hint}", style="bold red"))
         sys.exit(EXIT_ERROR if "UsageError" in kinds else getattr(exc, "exit_code", EXIT_ERROR) or EXIT_ERROR)

@@ -20,30 +20,52 @@ from typing import Any, Final
 from .errors import OtelReplayError
 from .wording import plural
 
-__all__ = ["error_line", "without_engine_noise"]
+__all__ = ["error_line", "usage_line", "without_engine_noise"]
 
 _PACKAGE_DIR: Final = os.path.dirname(os.path.abspath(__file__))
 
 _ENGINE_NOISE: Final = (
     re.compile(r"\s*Stack trace[^:]*:.*", re.DOTALL),
     re.compile(r"HTTPDriver for \S+ (?:returned response code \d+\)?|received ClickHouse error code \d+)\s*"),
+    re.compile(r"Received ClickHouse exception, code: \d+, server response:\s*"),
+    re.compile(r"\s*\(for url [^)\s]*\)"),
     re.compile(r"\bCode: \d+\.\s*"),
     re.compile(r"\bDB::Exception:\s*"),
-    re.compile(r"\s*\(version [^)]*\)"),
+    re.compile(r"\s*\(version [^()]*(?:\([^()]*\)[^()]*)*\)"),
     re.compile(r"\s*\([A-Z][A-Z0-9_]{2,}\)"),
 )
 """The parts of a ClickHouse / chDB / clickhouse-connect error text that are the engine's, not the message."""
+_ENGINE_TEXT: Final = re.compile(r"DB::Exception|ClickHouse (?:exception|error code)|HTTPDriver for |\bCode: \d+\.")
+"""What says a text quotes a ClickHouse error."""
 
 _UNEXPECTED: Final = ("otel-replay stopped on an internal error it did not expect; run the command again with "
                       "OTEL_REPLAY_DEBUG=1 to see the traceback, and report it")
 
 
 def without_engine_noise(text: str) -> str:
-    """``text`` without ClickHouse's error code, exception prefix, error name, version and stack trace."""
+    """``text`` without ClickHouse's error code, exception prefix, error name, version and stack trace (text
+    that quotes no ClickHouse error is returned as it is, on one line)."""
+    if not _ENGINE_TEXT.search(text):
+        return " ".join(text.split())
     for pattern in _ENGINE_NOISE:
         text = pattern.sub(" ", text)
-    text = " ".join(text.split())
-    return text.rstrip(" .:;,") if text else text
+    text = re.sub(r"\(\s*\)", "", _balanced(" ".join(text.split())))  # brackets only engine text filled
+    text = re.sub(r"\(\s+", "(", re.sub(r"\s+([.,;:)])", r"\1", text))
+    return " ".join(text.split()).rstrip(" .:;,")
+
+
+def _balanced(text: str) -> str:
+    """``text`` without the closing brackets that close nothing (left over from a driver's own message)."""
+    depth, kept = 0, []
+    for ch in text:
+        if ch == ")":
+            if depth == 0:
+                continue
+            depth -= 1
+        elif ch == "(":
+            depth += 1
+        kept.append(ch)
+    return "".join(kept)
 
 
 def _is_pydantic_validation(exc: BaseException) -> bool:
@@ -71,7 +93,7 @@ def _os_error_line(exc: OSError) -> str:
     name = exc.filename if exc.filename is not None else None
     target = f": {os.fsdecode(name)}" if name is not None else ""
     other = f" → {os.fsdecode(exc.filename2)}" if exc.filename2 is not None else ""
-    return f"{what}{target}{other}"
+    return f"{what}{target}{other} (check the path and its permissions)"
 
 
 def _raised_here(exc: BaseException) -> bool:
@@ -99,3 +121,23 @@ def error_line(exc: BaseException) -> str:
     if isinstance(exc, ValueError) and _raised_here(exc):
         return without_engine_noise(str(exc)) or _UNEXPECTED
     return _UNEXPECTED
+
+
+_VALIDATION_WORDING: Final = (
+    (re.compile(r"\bValue error, "), ""),
+    (re.compile(r", unable to parse string as an? \w+"), ""),
+    (re.compile(r"\bInput should be a valid integer"), "expected a whole number"),
+    (re.compile(r"\bInput should be a valid number"), "expected a number"),
+    (re.compile(r"\bInput should be greater than or equal to "), "expected at least "),
+    (re.compile(r"\bInput should be less than or equal to "), "expected at most "),
+    (re.compile(r"\bInput should be "), "expected "),
+)
+"""pydantic's wording of a rejected value (the CLI parser validates options with it), in the CLI's words."""
+
+
+def usage_line(message: str) -> str:
+    """A usage error of the command line (a bad option value, a missing argument) in one line, without the
+    wording of the validation library underneath."""
+    for pattern, replacement in _VALIDATION_WORDING:
+        message = pattern.sub(replacement, message)
+    return " ".join(message.split()).rstrip(" .")
