@@ -161,6 +161,7 @@ def _nothing_stored(url: str | None) -> bool:
     a store folder or a spool file present) is False: the store is opened as usual."""
     from . import settings
 
+    settings.resolve_lock_timeout()  # a bad setting is an error whether or not the store exists yet
     given_home: Path | None = None
     setup = sys.modules.get("otel_replay.exporting.setup")  # loaded when configure() may have run in-process
     configured = setup.current_runtime() if setup is not None else None

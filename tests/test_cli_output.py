@@ -20,10 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import cli_output_agents as agents
 import pytest
 from typer.testing import CliRunner
 
-import cli_output_agents as agents
 import otel_replay as orp
 from otel_replay.cli import app, main
 
@@ -59,15 +59,28 @@ def in_tests_dir(monkeypatch: pytest.MonkeyPatch) -> None:
 # ------------------------------------------------------------------------------------------- version
 
 
-def test_version_prints_the_installed_version_and_exits_0(home: Path) -> None:
+LOADED_AT_EXIT = """
+import atexit, sys
+atexit.register(lambda: sys.stderr.write("loaded: " + " ".join(sorted(sys.modules)) + "\\n"))
+from otel_replay.cli import main
+main()
+"""
+HEAVY = ("pydantic", "chdb", "clickhouse_connect", "opentelemetry", "otel_replay.storage", "otel_replay.redaction",
+         "otel_replay.recording", "otel_replay.replay", "otel_replay.exporting")
+
+
+def test_version_prints_the_installed_version_and_loads_nothing_heavy(home: Path) -> None:
     from importlib.metadata import version
 
-    out = subprocess.run([sys.executable, "-c", "from otel_replay.cli import main; main()", "--version"],
+    out = subprocess.run([sys.executable, "-c", LOADED_AT_EXIT, "--version"],
                          capture_output=True, text=True, timeout=120, check=False,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS_DIR)])})
     assert out.returncode == 0, out.stderr
     assert out.stdout == f"otel-replay {version('otel-replay')}\n"
-    assert out.stderr == ""
+    (loaded_line,) = out.stderr.splitlines()  # nothing else on stderr
+    loaded = loaded_line.removeprefix("loaded: ").split()
+    assert "otel_replay.cli" in loaded
+    assert not [m for m in loaded if m.startswith(HEAVY)], "the command line loaded the store, SDK or engine"
     assert not home.joinpath("store").exists()
 
 
