@@ -17,6 +17,7 @@ import ast
 import builtins
 import difflib
 import json
+import shlex
 import sys
 import threading
 import uuid
@@ -529,12 +530,12 @@ class ReplaySession:
                 index = recorded.index if recorded is not None else self._closest(kind, name)
                 if denied == "used up":
                     limit = self.approval_budget.limit(name)
-                    flag = f"--approve {name}:{(limit or 0) + 1}"
+                    flag = f"--approve {shlex.quote(f'{name}:{(limit or 0) + 1}')}"
                     self.refusal = (f"tool {name!r} has risk {risk} and its approval for this replay is used up "
                                     f"({limit} execution{'s' if limit != 1 else ''} approved): pass {flag} "
                                     f"(or {name}:*) to let the live replay execute it again")
                 else:
-                    flag = f"--approve {name}"
+                    flag = f"--approve {shlex.quote(name)}"
                     self.refusal = (f"tool {name!r} has risk {risk} and no approval was given for this replay: "
                                     f"add {flag} to let the live replay execute it")
                 self.refused_call = {"kind": "tool", "name": name, "step_index": index, "risk": risk,
