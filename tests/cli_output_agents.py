@@ -48,3 +48,9 @@ def billing_agent_broken(invoice: str) -> dict[str, Any]:
 
 def _total(found: dict[str, Any]) -> str:
     raise LookupError(f"no currency on invoice {found['invoice']}")  # the agent's own frame
+
+
+@orp.agent("batch-agent")
+def batch_agent(invoices: list[str]) -> dict[str, Any]:
+    """Steps: one pay_out (write tool) per invoice."""
+    return {"answer": [pay_out(invoice, 10) for invoice in invoices]}

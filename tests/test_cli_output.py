@@ -339,3 +339,19 @@ def test_counts_are_words_in_tables(home: Path, in_tests_dir: None) -> None:
     assert audit.exit_code == 0, audit.stderr
     assert "1 replay, newest first" in audit.stdout and "replay(s)" not in audit.stdout
     assert "2 runs, newest first" in run("runs").stdout
+
+
+def test_a_used_up_approval_names_the_flag_that_allows_one_more(home: Path, in_tests_dir: None) -> None:
+    agents.batch_agent(["INV-1", "INV-2"])
+    orp.flush()
+    tid = json.loads(run("runs", "--json", "--agent", "batch-agent").stdout)[0]["trace_id"]
+    agents.PAYOUTS.clear()
+    out = run("replay", tid, "--mode", "live", "--reason", "re-run the batch", "--approve", "pay_out", "--json")
+    assert out.exit_code == 2, out.stdout + out.stderr
+    assert agents.PAYOUTS == ["INV-1"]  # the one approved execution, then the refusal
+    assert json.loads(out.stdout)["refused_call"] == {"kind": "tool", "name": "pay_out", "step_index": 1,
+                                                      "risk": "write", "approve_with": "--approve pay_out:2"}
+    agents.PAYOUTS.clear()
+    again = run("replay", tid, "--mode", "live", "--reason", "re-run the batch", "--approve", "pay_out:2")
+    assert again.exit_code == 0, again.stdout + again.stderr
+    assert agents.PAYOUTS == ["INV-1", "INV-2"]
