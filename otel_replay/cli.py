@@ -20,17 +20,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
-from rich.text import Text
 
-from .terminal import SafeConsole, escape_json_text
 from .wording import plural
 
 if TYPE_CHECKING:
     from rich.table import Table
+    from rich.text import Text
     from rich.tree import Tree
 
     from .replay.engine import ReplayResult
     from .runs import Run, RunSummary, Step
+    from .terminal import SafeConsole
 
 app = typer.Typer(
     name="otel-replay",
@@ -81,13 +81,18 @@ def _main_options(
 
 def _out() -> SafeConsole:
     # Piped output (files, CI logs) gets a wide console instead of Rich's 80-column default.
+    from .terminal import SafeConsole
+
     wide = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
     return SafeConsole(soft_wrap=True, width=200 if wide else None)
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print one error line on stderr and exit."""
+    from rich.text import Text
+
     from .redaction import scrub_message
+    from .terminal import SafeConsole
 
     line = " ".join(scrub_message(message).split())
     SafeConsole(stderr=True, soft_wrap=True).print(Text(f"error: {line}", style="bold red"))
@@ -118,6 +123,7 @@ _HTML_HELP = "Write a self-contained HTML report to FILE (links to Jaeger / Graf
 
 def _write_html(path: str, page: str, *, quiet: bool = False) -> None:
     from .report import write_report
+    from .terminal import SafeConsole
 
     written = write_report(path, page)
     SafeConsole(stderr=quiet, soft_wrap=True).print(f"wrote HTML report {written}")
@@ -144,6 +150,8 @@ def _output_to_stderr(active: bool) -> Iterator[None]:
 
 
 def _print_json(value: Any) -> None:
+    from .terminal import escape_json_text
+
     sys.stdout.write(escape_json_text(json.dumps(value, indent=2, ensure_ascii=False, default=str)) + "\n")
 
 
@@ -204,6 +212,7 @@ class KindFilter(str, Enum):
 
 def _runs_table(summaries: list[RunSummary]) -> Table:
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=f"{plural(len(summaries), 'run')}, newest first", title_justify="left")
     for column in ("trace id", "agent", "status", "kind", "started (UTC)", "ms", "steps", "replay of"):
@@ -250,6 +259,8 @@ def _preview(payload: Any, width: int = 110) -> str:
 
 
 def _step_label(step: Step) -> Text:
+    from rich.text import Text
+
     label = Text()
     label.append(f"#{step.index} ", style="bold")
     label.append(f"{step.kind} ", style="cyan")
@@ -271,6 +282,8 @@ def _step_label(step: Step) -> Text:
 
 
 def _add_snapshots(node: Tree, snapshots: Any) -> None:
+    from rich.text import Text
+
     for snap in sorted(snapshots, key=lambda s: s.seq):
         line = Text()
         line.append(f"{snap.kind}: ", style="blue")
@@ -286,6 +299,8 @@ def _add_snapshots(node: Tree, snapshots: Any) -> None:
 
 def render_run(run: Run) -> Tree:
     """A rich tree of a run: root, then steps nested as their spans nest, each with its snapshots."""
+    from rich.text import Text
+
     head = Text()
     head.append(f"invoke_agent {run.agent}  ", style="bold")
     head.append(run.status, style="green" if run.status == "ok" else "bold red")
@@ -395,6 +410,8 @@ def demo_command(
     sdk: DemoSdk = typer.Option(DemoSdk.builtin, "--sdk", help="builtin (no SDK), openai or langgraph."),
 ) -> None:
     """Run a bundled sample agent offline, record it, list and show its runs, and replay them."""
+    from rich.text import Text
+
     from . import settings
     from .demo.agent import QUESTIONS, run_demo
 
@@ -446,6 +463,8 @@ def demo_command(
 
 def _demo_case(fixed: Run, home: Any) -> None:
     """Freeze the fixed run into a regression case and run it, as CI would."""
+    from rich.text import Text
+
     from .cases import CASE_SUFFIX, case_document, describe_failure, load_case, run_case, write_case
     from .exporting.setup import runtime
 
@@ -484,6 +503,8 @@ def _where(step_index: int | None) -> str:
 def agent_error_line(error: dict[str, Any]) -> Text:
     """``agent raised Type: message at file:line in function``: what the replayed agent raised, and where in
     its own code."""
+    from rich.text import Text
+
     line = Text("agent raised ", style="bold red")
     line.append(error.get("type") or "an exception", style="bold red")
     if error.get("message"):
@@ -495,6 +516,8 @@ def agent_error_line(error: dict[str, Any]) -> Text:
 
 def _render_dry(result: ReplayResult, console: SafeConsole) -> None:
     """A dry replay ran nothing: it says whether the recording is intact and which modes it is ready for."""
+    from rich.text import Text
+
     readiness = result.readiness or {}
     problems = readiness.get("integrity", {}).get("problems", [])
     head = Text(f"dry replay of {result.original_trace_id}: ")
@@ -530,6 +553,8 @@ def _render_dry(result: ReplayResult, console: SafeConsole) -> None:
 def _render_refusal(result: ReplayResult, console: SafeConsole) -> None:
     """A refused live replay: what was refused and the exact flag that approves it; no diff (the replay
     stopped before that call, so a diff would only list what did not run)."""
+    from rich.text import Text
+
     console.print(Text(f"refused: {result.refusal}", style="red"))
     call = result.refused_call or {}
     flag = call.get("approve_with")
@@ -542,6 +567,8 @@ def _render_refusal(result: ReplayResult, console: SafeConsole) -> None:
 
 
 def _render_result(result: Any) -> None:
+    from rich.text import Text
+
     console = _out()
     if result.mode == "dry" and result.readiness is not None:
         _render_dry(result, console)
@@ -594,6 +621,10 @@ _ALLOW_SIDE_EFFECTS_HELP = ("Turn the side-effect guard off: the replayed code m
 
 def _warn_side_effects_allowed() -> None:
     """The loud line every run with --allow-side-effects prints on stderr before any code runs."""
+    from rich.text import Text
+
+    from .terminal import SafeConsole
+
     SafeConsole(stderr=True, soft_wrap=True).print(Text(
         "warning: --allow-side-effects: the side-effect guard is off; the replayed code may spawn processes, "
         "change files and open connections for real", style="bold yellow"))
@@ -662,6 +693,8 @@ def replay_tool_command(
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
     """Re-run one recorded tool call and compare its result. Exit 0 same, 1 different, 2 refused."""
+    from rich.text import Text
+
     from .replay.scopes import replay_tool
 
     args = None
@@ -762,7 +795,10 @@ def audit_command(
 ) -> None:
     """Every replay: when, who (actor and OS user), why, mode, from step, approvals and executions, original and
     replay trace, outcome, status, and whether its MAC verifies. Exit 1 with --verify when one does not."""
+    from rich.text import Text
+
     from .replay.audit import AUDIT_ALL, audit
+    from .terminal import SafeConsole
 
     # --verify checks every replay the store and the journal hold, not only the rows it prints.
     entries = audit(store=store_url, limit=AUDIT_ALL if verify else limit)
@@ -828,9 +864,12 @@ def case_export_command(
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
     """Write one self-contained, redacted case file for a recorded run."""
+    from rich.text import Text
+
     from .cases import CASE_SUFFIX, case_document, dumps_case, write_case
     from .exporting.setup import runtime
     from .records import parse_trace_id
+    from .terminal import SafeConsole, escape_json_text
 
     tid = parse_trace_id(trace_id)
     with _open_store(store_url) as store:
@@ -868,8 +907,17 @@ def case_run_command(
     """Replay case files against the current code, no store needed. Exit 0: all hold; 1: a case failed;
     2: a case could not run."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.text import Text
 
-    from .cases import CaseError, CaseResult, describe_failure, find_cases, load_case, run_case
+    from .cases import (
+        CaseError,
+        CaseResult,
+        describe_failure,
+        find_cases,
+        load_case,
+        run_case,
+    )
+    from .terminal import SafeConsole
 
     files = find_cases(paths)
     if not files:
@@ -941,7 +989,10 @@ class _WarningLines(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
+            from rich.text import Text
+
             from .redaction import ScrubbingLogFilter
+            from .terminal import SafeConsole
 
             if not ScrubbingLogFilter().filter(record):
                 return
@@ -974,10 +1025,14 @@ def main() -> None:
         if "UsageError" not in kinds and "ClickException" not in kinds:
             raise
         hint = f" (see `{context.command_path} --help`)" if context is not None else ""
+        from rich.text import Text
+
         from .errorlines import usage_line
         from .redaction import scrub_message
+        from .terminal import SafeConsole
 
-        message = usage_line(str(getattr(exc, "format_message", lambda: str(exc))()))
+        formatter = getattr(exc, "format_message", None)
+        message = usage_line(str(formatter() if callable(formatter) else exc))
         SafeConsole(stderr=True, soft_wrap=True).print(
             Text(f"error: {' '.join(scrub_message(message).split())}{hint}", style="bold red"))
         sys.exit(EXIT_ERROR if "UsageError" in kinds else getattr(exc, "exit_code", EXIT_ERROR) or EXIT_ERROR)
