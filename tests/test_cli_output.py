@@ -66,7 +66,7 @@ from otel_replay.cli import main
 main()
 """
 HEAVY = ("pydantic", "chdb", "clickhouse_connect", "opentelemetry", "otel_replay.storage", "otel_replay.redaction",
-         "otel_replay.recording", "otel_replay.replay", "otel_replay.exporting")
+         "otel_replay.recording", "otel_replay.replay", "otel_replay.exporting", "rich")
 
 
 def test_version_prints_the_installed_version_and_loads_nothing_heavy(home: Path) -> None:
@@ -80,7 +80,7 @@ def test_version_prints_the_installed_version_and_loads_nothing_heavy(home: Path
     (loaded_line,) = out.stderr.splitlines()  # nothing else on stderr
     loaded = loaded_line.removeprefix("loaded: ").split()
     assert "otel_replay.cli" in loaded
-    assert not [m for m in loaded if m.startswith(HEAVY)], "the command line loaded the store, SDK or engine"
+    assert not [m for m in loaded if m.startswith(HEAVY)], "the command line loaded the store, SDK, engine or Rich"
     assert not home.joinpath("store").exists()
 
 
