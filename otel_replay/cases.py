@@ -283,12 +283,18 @@ def dumps_case(document: dict[str, Any]) -> str:
 
 
 def write_case(document: dict[str, Any], path: str | os.PathLike[str], *, force: bool = False) -> Path:
-    """Write a case file atomically; an existing file is replaced only with ``force``."""
+    """Write a case file atomically, creating its missing folders; an existing file is replaced only with
+    ``force``."""
     target = Path(path)
     if target.exists() and not force:
         raise CaseError(f"{target} exists: pass --force to replace it")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CaseError(f"cannot write {target}: cannot create folder {target.parent} "
+                        f"({(exc.strerror or 'error').lower()})") from None
     if not target.parent.is_dir():
-        raise CaseError(f"cannot write {target}: folder {target.parent} does not exist")
+        raise CaseError(f"cannot write {target}: {target.parent} is not a folder")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

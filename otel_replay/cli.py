@@ -16,32 +16,34 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
-from rich.table import Table
-from rich.text import Text
-from rich.tree import Tree
 
-from . import errors
-from .records import parse_trace_id
-from .redaction import ScrubbingLogFilter, scrub_message
-from .terminal import SafeConsole, escape_json_text
+from .wording import plural
 
 if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.text import Text
+    from rich.tree import Tree
+
+    from .replay.engine import ReplayResult
     from .runs import Run, RunSummary, Step
+    from .terminal import SafeConsole
 
 app = typer.Typer(
     name="otel-replay",
-    help="Record AI-agent runs as OpenTelemetry traces, list them, show them.",
+    help="Record AI-agent runs as OpenTelemetry traces; list, show, replay and diff them.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: rendering it with Rich costs more than the 0.3 s --help may take
 )
-db_app = typer.Typer(help="Manage the ClickHouse schema.", no_args_is_help=True)
+db_app = typer.Typer(help="Manage the ClickHouse schema.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(db_app, name="db")
 case_app = typer.Typer(help="Regression cases: export a recorded run to a file, replay case files in CI.",
-                       no_args_is_help=True)
+                       no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(case_app, name="case")
 
 EXIT_ERROR = 2
@@ -50,14 +52,48 @@ F = TypeVar("F", bound=Callable[..., Any])
 _STORE_HELP = "Store URL (chdb:///path or http(s)://user:pass@host:8123/db); default: $OTEL_REPLAY_STORE or the embedded store."
 
 
+def version() -> str:
+    """The installed otel-replay version: the distribution's metadata, else the package's ``__version__``."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as distribution_version
+
+    try:
+        return distribution_version("otel-replay")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return __version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"otel-replay {version()}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main_options(
+    show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                      help="Print the version (otel-replay X.Y.Z) and exit."),
+) -> None:
+    """Record AI-agent runs as OpenTelemetry traces, list them, show them, replay them."""
+
+
 def _out() -> SafeConsole:
     # Piped output (files, CI logs) gets a wide console instead of Rich's 80-column default.
+    from .terminal import SafeConsole
+
     wide = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
     return SafeConsole(soft_wrap=True, width=200 if wide else None)
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print one error line on stderr and exit."""
+    from rich.text import Text
+
+    from .redaction import scrub_message
+    from .terminal import SafeConsole
+
     line = " ".join(scrub_message(message).split())
     SafeConsole(stderr=True, soft_wrap=True).print(Text(f"error: {line}", style="bold red"))
     raise typer.Exit(code)
@@ -72,14 +108,12 @@ def _handled(func: F) -> F:
             return func(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
-        except (errors.OtelReplayError, ValueError, OSError) as exc:
+        except Exception as exc:  # the CLI promises no tracebacks
             if os.environ.get("OTEL_REPLAY_DEBUG"):
                 raise
-            fail(str(exc))
-        except Exception as exc:  # noqa: BLE001 - the CLI promises no tracebacks
-            if os.environ.get("OTEL_REPLAY_DEBUG"):
-                raise
-            fail(f"unexpected {type(exc).__name__}: {exc} (set OTEL_REPLAY_DEBUG=1 for a traceback)")
+            from .errorlines import error_line
+
+            fail(error_line(exc))
 
     return wrapper  # type: ignore[return-value]
 
@@ -89,6 +123,7 @@ _HTML_HELP = "Write a self-contained HTML report to FILE (links to Jaeger / Graf
 
 def _write_html(path: str, page: str, *, quiet: bool = False) -> None:
     from .report import write_report
+    from .terminal import SafeConsole
 
     written = write_report(path, page)
     SafeConsole(stderr=quiet, soft_wrap=True).print(f"wrote HTML report {written}")
@@ -115,6 +150,8 @@ def _output_to_stderr(active: bool) -> Iterator[None]:
 
 
 def _print_json(value: Any) -> None:
+    from .terminal import escape_json_text
+
     sys.stdout.write(escape_json_text(json.dumps(value, indent=2, ensure_ascii=False, default=str)) + "\n")
 
 
@@ -122,6 +159,38 @@ def _open_store(url: str | None) -> Any:
     from .storage.store import Store
 
     return Store.open(url)
+
+
+def _nothing_stored(url: str | None) -> bool:
+    """True when the store this command would open is an embedded one that does not exist yet and no spool
+    segment waits to be ingested into it: then there is nothing to read, and the command answers without
+    starting chDB (which takes a second). The store is found as :meth:`Store.open` finds it (argument, the
+    runtime ``configure()`` built, ``OTEL_REPLAY_STORE``, the home's embedded store). Any doubt (a server URL,
+    a store folder or a spool file present) is False: the store is opened as usual."""
+    from . import settings
+
+    settings.resolve_lock_timeout()  # a bad setting is an error whether or not the store exists yet
+    given_home: Path | None = None
+    setup = sys.modules.get("otel_replay.exporting.setup")  # loaded when configure() may have run in-process
+    configured = setup.current_runtime() if setup is not None else None
+    if configured is not None:  # what the application passed to configure() rules, as in Store.open
+        given_home = configured.home if configured.home_given else None
+        url = url or configured.store_url
+    home = settings.resolve_home(given_home)
+    resolved = settings.resolve_store_url(url, home)
+    scheme, _, rest = resolved.partition("://")
+    if scheme.lower() != "chdb" or not rest.startswith("/") or "?" in rest or "#" in rest:
+        return False
+    from urllib.parse import unquote
+
+    path = Path(unquote(rest)).expanduser()
+    if not path.is_absolute() or path.exists():
+        return False
+    spool = home / "spool"
+    try:
+        return not spool.exists() or not any(spool.iterdir())
+    except OSError:
+        return False
 
 
 class StatusFilter(str, Enum):
@@ -142,7 +211,10 @@ class KindFilter(str, Enum):
 
 
 def _runs_table(summaries: list[RunSummary]) -> Table:
-    table = Table(title=f"{len(summaries)} run(s), newest first", title_justify="left")
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=f"{plural(len(summaries), 'run')}, newest first", title_justify="left")
     for column in ("trace id", "agent", "status", "kind", "started (UTC)", "ms", "steps", "replay of"):
         table.add_column(column, no_wrap=column in ("trace id", "replay of"))
     for s in summaries:
@@ -163,9 +235,12 @@ def runs_command(
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
     """List recorded runs (originals and replays), newest first."""
-    with _open_store(store_url) as store:
-        summaries = store.runs(agent=agent, status=status.value if status else None,
-                               kind=kind.value if kind else None, limit=limit)
+    if _nothing_stored(store_url):
+        summaries: list[RunSummary] = []
+    else:
+        with _open_store(store_url) as store:
+            summaries = store.runs(agent=agent, status=status.value if status else None,
+                                   kind=kind.value if kind else None, limit=limit)
     if as_json:
         _print_json([s.to_dict() for s in summaries])
         return
@@ -184,6 +259,8 @@ def _preview(payload: Any, width: int = 110) -> str:
 
 
 def _step_label(step: Step) -> Text:
+    from rich.text import Text
+
     label = Text()
     label.append(f"#{step.index} ", style="bold")
     label.append(f"{step.kind} ", style="cyan")
@@ -205,6 +282,8 @@ def _step_label(step: Step) -> Text:
 
 
 def _add_snapshots(node: Tree, snapshots: Any) -> None:
+    from rich.text import Text
+
     for snap in sorted(snapshots, key=lambda s: s.seq):
         line = Text()
         line.append(f"{snap.kind}: ", style="blue")
@@ -220,12 +299,16 @@ def _add_snapshots(node: Tree, snapshots: Any) -> None:
 
 def render_run(run: Run) -> Tree:
     """A rich tree of a run: root, then steps nested as their spans nest, each with its snapshots."""
+    from rich.text import Text
+
     head = Text()
     head.append(f"invoke_agent {run.agent}  ", style="bold")
     head.append(run.status, style="green" if run.status == "ok" else "bold red")
     head.append(f"  {run.summary.duration_ms:.1f} ms  trace {run.trace_id}  run {run.run_id}", style="dim")
     if run.summary.kind != "original":
         head.append(f"  replay of {run.summary.replay_of}", style="yellow")
+    from rich.tree import Tree
+
     tree = Tree(head)
     _add_snapshots(tree, run.snapshot_list)
     root_span = next((s.span_id for s in run.spans if not s.parent_span_id), "")
@@ -249,6 +332,8 @@ def show_command(
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
     """Show one run as a tree of steps and snapshots."""
+    from .records import parse_trace_id
+
     tid = parse_trace_id(trace_id)
     with _open_store(store_url) as store:
         run = store.load_run(tid)
@@ -325,6 +410,8 @@ def demo_command(
     sdk: DemoSdk = typer.Option(DemoSdk.builtin, "--sdk", help="builtin (no SDK), openai or langgraph."),
 ) -> None:
     """Run a bundled sample agent offline, record it, list and show its runs, and replay them."""
+    from rich.text import Text
+
     from . import settings
     from .demo.agent import QUESTIONS, run_demo
 
@@ -334,7 +421,7 @@ def demo_command(
 
     console = _out()
     home = settings.resolve_home()
-    console.print(f"Recording {len(QUESTIONS)} runs of the demo support agent into {home} …")
+    console.print(f"Recording {plural(len(QUESTIONS), 'run')} of the demo support agent into {home} …")
     outcomes = run_demo()
     for question, error in outcomes:
         mark = Text("ok   ", style="green") if error is None else Text("error", style="bold red")
@@ -376,6 +463,8 @@ def demo_command(
 
 def _demo_case(fixed: Run, home: Any) -> None:
     """Freeze the fixed run into a regression case and run it, as CI would."""
+    from rich.text import Text
+
     from .cases import CASE_SUFFIX, case_document, describe_failure, load_case, run_case, write_case
     from .exporting.setup import runtime
 
@@ -407,29 +496,109 @@ class ModeChoice(str, Enum):
     live = "live"
 
 
-def _render_result(result: Any) -> None:
-    console = _out()
-    style = {"matched": "green", "diverged": "yellow", "refused": "bold red"}[result.outcome]
-    head = Text()
-    head.append(f"{result.mode} replay of {result.original_trace_id}: ")
-    head.append(result.outcome, style=style)
+def _where(step_index: int | None) -> str:
+    return f"step {step_index}" if step_index is not None else "run"
+
+
+def agent_error_line(error: dict[str, Any]) -> Text:
+    """``agent raised Type: message at file:line in function``: what the replayed agent raised, and where in
+    its own code."""
+    from rich.text import Text
+
+    line = Text("agent raised ", style="bold red")
+    line.append(error.get("type") or "an exception", style="bold red")
+    if error.get("message"):
+        line.append(f": {error['message']}", style="red")
+    if error.get("file"):
+        line.append(f"  at {error['file']}:{error.get('line')} in {error.get('function')}", style="dim")
+    return line
+
+
+def _render_dry(result: ReplayResult, console: SafeConsole) -> None:
+    """A dry replay ran nothing: it says whether the recording is intact and which modes it is ready for."""
+    from rich.text import Text
+
+    readiness = result.readiness or {}
+    problems = readiness.get("integrity", {}).get("problems", [])
+    head = Text(f"dry replay of {result.original_trace_id}: ")
+    if problems:
+        head.append(f"recording damaged ({plural(len(problems), 'problem')})", style="bold red")
+    else:
+        head.append("recording intact", style="green")
+    head.append(", nothing ran")
     if result.replay_trace_id:
-        head.append(f"  → replay trace {result.replay_trace_id}", style="dim")
+        head.append(f"  → check recorded as trace {result.replay_trace_id}", style="dim")
     console.print(head)
+    for problem in problems:
+        console.print(Text(f"  problem: {problem}", style="red"))
+    ready = result.ready_modes or []
+    modes = readiness.get("modes", {})
+    waiting = [mode for mode in modes if mode not in ready]
+    summary = Text("ready to replay: ")
+    summary.append(", ".join(ready) if ready else "no mode", style="green" if ready else "bold red")
+    if waiting:
+        summary.append("; not ready: ")
+        summary.append(", ".join(waiting), style="yellow")
+    console.print(summary)
+    for mode, info in modes.items():
+        for missing in info.get("missing", []):
+            console.print(Text(f"  {mode}: {missing}", style="yellow"))
+    approvals = modes.get("live", {}).get("needs_approval") or []
+    if approvals:
+        flags = " ".join(f"--approve {name}" for name in approvals)
+        console.print(Text(f"live replay executes {plural(len(approvals), 'write/high tool')} only when approved: "
+                           f"{flags}", style="magenta"))
+
+
+def _render_refusal(result: ReplayResult, console: SafeConsole) -> None:
+    """A refused live replay: what was refused and the exact flag that approves it; no diff (the replay
+    stopped before that call, so a diff would only list what did not run)."""
+    from rich.text import Text
+
+    console.print(Text(f"refused: {result.refusal}", style="red"))
+    call = result.refused_call or {}
+    flag = call.get("approve_with")
+    if flag:
+        console.print(Text.assemble("to approve it, replay again with ", (flag, "bold"),
+                                    f" (the replay stopped before {_where(call.get('step_index'))}; nothing "
+                                    "after it ran)"))
+    elif call:
+        console.print(f"the replay stopped before {_where(call.get('step_index'))}; nothing after it ran")
+
+
+def _render_result(result: Any) -> None:
+    from rich.text import Text
+
+    console = _out()
+    if result.mode == "dry" and result.readiness is not None:
+        _render_dry(result, console)
+    else:
+        style = {"matched": "green", "diverged": "yellow", "refused": "bold red"}[result.outcome]
+        head = Text()
+        head.append(f"{result.mode} replay of {result.original_trace_id}: ")
+        head.append(result.outcome, style=style)
+        if result.replay_trace_id:
+            head.append(f"  → replay trace {result.replay_trace_id}", style="dim")
+        console.print(head)
+    error = getattr(result, "agent_error", None)
+    if error:
+        console.print(agent_error_line(error))
     if result.refusal:
-        console.print(Text(f"refused: {result.refusal}", style="red"))
-    first = result.first_divergence
-    if first is not None:
-        where = f"step {first.step_index}" if first.step_index is not None else "run"
-        console.print(Text(f"first divergence at {where}: {first.reason}", style="yellow"))
-        if first.diff:
-            for line in first.diff.splitlines():
-                style = "dim" if line.startswith(("---", "+++", "@@")) else \
-                    "red" if line.startswith("-") else "green" if line.startswith("+") else ""
-                console.print(Text(f"  {line}", style=style))
-    for d in result.divergences[1:6]:
-        where = f"step {d.step_index}" if d.step_index is not None else "run"
-        console.print(Text(f"  also at {where}: {d.reason}", style="dim"))
+        _render_refusal(result, console)
+    else:
+        first = result.first_divergence
+        if first is not None and result.mode != "dry":
+            console.print(Text(f"first divergence at {_where(first.step_index)}: {first.reason}", style="yellow"))
+            if first.diff:
+                for line in first.diff.splitlines():
+                    style = "dim" if line.startswith(("---", "+++", "@@")) else \
+                        "red" if line.startswith("-") else "green" if line.startswith("+") else ""
+                    console.print(Text(f"  {line}", style=style))
+        for d in result.divergences[1:6] if result.mode != "dry" else ():
+            console.print(Text(f"  also at {_where(d.step_index)}: {d.reason}", style="dim"))
+        hidden = len(result.divergences) - 6
+        if hidden > 0 and result.mode != "dry":
+            console.print(Text(f"  and {plural(hidden, 'more divergence')} (--json lists them all)", style="dim"))
     for change in getattr(result, "schema_changes", ()):
         console.print(Text(f"tool {change['tool']!r} (step {change['step_index']}) schema version changed: "
                            f"{change['recorded']} → {change['current']}", style="yellow"))
@@ -440,13 +609,7 @@ def _render_result(result: Any) -> None:
         console.print(Text(f"not firewalled: {', '.join(unfirewalled)} (the model called these tools and no tool step "
                            "recorded them: a replay runs them for real; decorate them with @otel_replay.tool)",
                            style="yellow"))
-    if result.readiness is not None:
-        for mode, info in result.readiness["modes"].items():
-            mark = Text("ready", style="green") if info["ready"] else Text("not ready", style="yellow")
-            console.print(Text.assemble(f"  {mode:<14}", mark, f"  {'; '.join(info['missing'])}" if info["missing"] else ""))
-        if result.readiness["modes"]["live"].get("needs_approval"):
-            console.print(f"  live replay needs --approve for: {', '.join(result.readiness['modes']['live']['needs_approval'])}")
-    if result.diff is not None and result.mode != "dry":
+    if result.diff is not None and result.mode != "dry" and not result.refusal:
         from .replay.diff import render_diff
 
         console.print(render_diff(result.diff))
@@ -458,6 +621,10 @@ _ALLOW_SIDE_EFFECTS_HELP = ("Turn the side-effect guard off: the replayed code m
 
 def _warn_side_effects_allowed() -> None:
     """The loud line every run with --allow-side-effects prints on stderr before any code runs."""
+    from rich.text import Text
+
+    from .terminal import SafeConsole
+
     SafeConsole(stderr=True, soft_wrap=True).print(Text(
         "warning: --allow-side-effects: the side-effect guard is off; the replayed code may spawn processes, "
         "change files and open connections for real", style="bold yellow"))
@@ -497,7 +664,7 @@ def replay_command(
         _print_json(result.to_dict())
     else:
         _render_result(result)
-    if html:
+    if html and result.original is not None:
         from .report import Links, replay_report
 
         _write_html(html, replay_report(result, result.original, links=Links.from_env()), quiet=as_json)
@@ -526,6 +693,8 @@ def replay_tool_command(
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
     """Re-run one recorded tool call and compare its result. Exit 0 same, 1 different, 2 refused."""
+    from rich.text import Text
+
     from .replay.scopes import replay_tool
 
     args = None
@@ -597,6 +766,7 @@ def diff_command(
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
     """Diff two runs: output, state, tools, citations, cost, latency, safety. Exit 1 when they differ."""
+    from .records import parse_trace_id
     from .replay.diff import diff_runs, render_diff
 
     a, b = parse_trace_id(trace_a), parse_trace_id(trace_b)
@@ -625,7 +795,10 @@ def audit_command(
 ) -> None:
     """Every replay: when, who (actor and OS user), why, mode, from step, approvals and executions, original and
     replay trace, outcome, status, and whether its MAC verifies. Exit 1 with --verify when one does not."""
+    from rich.text import Text
+
     from .replay.audit import AUDIT_ALL, audit
+    from .terminal import SafeConsole
 
     # --verify checks every replay the store and the journal hold, not only the rows it prints.
     entries = audit(store=store_url, limit=AUDIT_ALL if verify else limit)
@@ -633,7 +806,9 @@ def audit_command(
     if as_json:
         _print_json([e.to_dict() for e in entries])
     else:
-        table = Table(title=f"{len(entries)} replay(s), newest first", title_justify="left")
+        from rich.table import Table
+
+        table = Table(title=f"{plural(len(entries), 'replay')}, newest first", title_justify="left")
         for column in ("when (UTC)", "actor", "os user", "mode", "from", "approvals", "ran", "outcome", "status",
                        "mac", "original", "replay", "reason"):
             table.add_column(column, no_wrap=column in ("original", "replay"))
@@ -650,7 +825,7 @@ def audit_command(
     if verify and not all(e.mac_valid for e in checked):
         bad = sum(not e.mac_valid for e in checked)
         SafeConsole(stderr=True, soft_wrap=True).print(Text(
-            f"audit: {bad} row(s) whose MAC does not verify (written outside otel-replay, edited, or made with "
+            f"audit: {plural(bad, 'row')} whose MAC does not verify (written outside otel-replay, edited, or made with "
             "another installation's key)", style="bold red"))
         raise typer.Exit(1)
 
@@ -689,8 +864,12 @@ def case_export_command(
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
     """Write one self-contained, redacted case file for a recorded run."""
+    from rich.text import Text
+
     from .cases import CASE_SUFFIX, case_document, dumps_case, write_case
     from .exporting.setup import runtime
+    from .records import parse_trace_id
+    from .terminal import SafeConsole, escape_json_text
 
     tid = parse_trace_id(trace_id)
     with _open_store(store_url) as store:
@@ -700,14 +879,19 @@ def case_export_command(
     if output == "-":
         sys.stdout.write(escape_json_text(dumps_case(document)))
         return
-    path = write_case(document, output or f"{document['name']}{CASE_SUFFIX}", force=force)
+    target = output or f"{document['name']}{CASE_SUFFIX}"
+    if not Path(target).name.endswith(CASE_SUFFIX):
+        SafeConsole(stderr=True, soft_wrap=True).print(Text(
+            f"warning: {Path(target).name} does not end in {CASE_SUFFIX}: `otel-replay case run FOLDER` and the "
+            f"pytest plugin will not collect it (name it NAME{CASE_SUFFIX}, or pass the file itself)", style="yellow"))
+    path = write_case(document, target, force=force)
     summary = {"path": str(path), "name": document["name"], "trace_id": tid, "entrypoint": document["entrypoint"],
                "mode": document["mode"], "expect": document["expect"], "convention": document["convention"],
                "spans": sum(len(ss["spans"]) for rs in document["trace"]["resourceSpans"] for ss in rs["scopeSpans"])}
     if as_json:
         _print_json(summary)
     else:
-        _out().print(f"wrote case {summary['name']} ({summary['spans']} spans, {summary['mode']}, expect "
+        _out().print(f"wrote case {summary['name']} ({plural(summary['spans'], 'span')}, {summary['mode']}, expect "
                      f"{', '.join(summary['expect'])}) to {path}")
 
 
@@ -723,8 +907,17 @@ def case_run_command(
     """Replay case files against the current code, no store needed. Exit 0: all hold; 1: a case failed;
     2: a case could not run."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.text import Text
 
-    from .cases import CaseError, CaseResult, describe_failure, find_cases, load_case, run_case
+    from .cases import (
+        CaseError,
+        CaseResult,
+        describe_failure,
+        find_cases,
+        load_case,
+        run_case,
+    )
+    from .terminal import SafeConsole
 
     files = find_cases(paths)
     if not files:
@@ -759,7 +952,8 @@ def case_run_command(
             else:
                 label = ("FAIL ", "bold red") if result.status == "failed" else ("ERROR ", "bold red")
                 console.print(Text.assemble(label, describe_failure(result).removeprefix("case ")))
-        console.print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} could not run")
+        console.print(f"{plural(len(results), 'case')}: {counts['passed']} passed, {counts['failed']} failed, "
+                      f"{counts['error']} could not run")
     if counts["error"]:
         raise typer.Exit(EXIT_ERROR)
     if counts["failed"]:
@@ -790,10 +984,18 @@ def db_init_command(
 
 class _WarningLines(logging.Handler):
     """otel-replay's own warnings (an ingest that skipped a torn record, say) as ``warning:`` lines on stderr:
-    one line each, no traceback, apart from the one ``error:`` line a failing command prints."""
+    one line each, no traceback, apart from the one ``error:`` line a failing command prints. Every record
+    is scrubbed of secrets first (the redaction module is imported with the first record, not at start)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
+            from rich.text import Text
+
+            from .redaction import ScrubbingLogFilter
+            from .terminal import SafeConsole
+
+            if not ScrubbingLogFilter().filter(record):
+                return
             text = " ".join(record.getMessage().split()).removeprefix("otel-replay ingest: ")
             SafeConsole(stderr=True, soft_wrap=True).print(Text(f"warning: {text}", style="yellow"))
         except Exception:  # noqa: BLE001 - a warning never breaks a command
@@ -806,9 +1008,7 @@ def main() -> None:
     logging.getLogger("clickhouse_connect").setLevel(logging.CRITICAL)
     ours = logging.getLogger("otel_replay")
     if not ours.handlers:
-        handler = _WarningLines(logging.WARNING)
-        handler.addFilter(ScrubbingLogFilter())  # also a record of a logger the package forgot to filter
-        ours.addHandler(handler)
+        ours.addHandler(_WarningLines(logging.WARNING))
         ours.propagate = False
     try:
         code = app(standalone_mode=False)
@@ -825,8 +1025,16 @@ def main() -> None:
         if "UsageError" not in kinds and "ClickException" not in kinds:
             raise
         hint = f" (see `{context.command_path} --help`)" if context is not None else ""
+        from rich.text import Text
+
+        from .errorlines import usage_line
+        from .redaction import scrub_message
+        from .terminal import SafeConsole
+
+        formatter = getattr(exc, "format_message", None)
+        message = usage_line(str(formatter() if callable(formatter) else exc))
         SafeConsole(stderr=True, soft_wrap=True).print(
-            Text(f"error: {' '.join(scrub_message(exc.format_message()).split())}{hint}", style="bold red"))
+            Text(f"error: {' '.join(scrub_message(message).split())}{hint}", style="bold red"))
         sys.exit(EXIT_ERROR if "UsageError" in kinds else getattr(exc, "exit_code", EXIT_ERROR) or EXIT_ERROR)
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -329,8 +329,10 @@ def test_export_refusals_are_one_line(world: dict[str, Any]) -> None:
     assert_one_line_error(cli(world, "case", "export", "1 OR 1=1"), "trace id")
     assert_one_line_error(cli(world, "case", "export", world["ids"]["flex-agent"], "--mode", "live"), "live")
     assert_one_line_error(cli(world, "case", "export", world["ids"]["flex-agent"], "--expect", "vibes"), "vibes")
+    # Missing folders are created now; a file where a folder must go is still one error line.
+    (world["cases"] / "a-file").write_text("not a folder")
     assert_one_line_error(cli(world, "case", "export", world["ids"]["flex-agent"], "-o",
-                              str(world["cases"] / "no" / "such" / "x.case.json")), "does not exist")
+                              str(world["cases"] / "a-file" / "x.case.json")), "cannot create folder")
     assert_one_line_error(cli(world, "case", "run", str(world["cases"] / "missing")), "no such file")
     empty = world["cases"] / "empty"
     empty.mkdir(exist_ok=True)

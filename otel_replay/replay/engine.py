@@ -46,6 +46,7 @@ from . import guard
 from . import journal as audit_journal
 from . import volatile
 from .approvals import Approvals
+from .raised import agent_exception
 from .session import ApprovalRequired, Divergence, ReplaySession, _captured, callable_mocks, os_user, revive
 from .volatile import VolatileRule
 
@@ -90,6 +91,19 @@ class ReplayResult:
     not_firewalled: tuple[str, ...] = ()
     """Tools the model asked for in the original run that no tool step recorded (an undecorated tool of a
     plain tool loop): no replay answers them from the recording (see :mod:`otel_replay.replay.toolcalls`)."""
+    agent_error: dict[str, Any] | None = None
+    """What the replayed agent raised, if it raised: ``{type, message, file, line, function}`` with the
+    agent's own frame (see :mod:`otel_replay.replay.raised`); None when it returned or was stopped."""
+    refused_call: dict[str, Any] | None = None
+    """The call a live replay refused: ``{kind, name, step_index, risk, approve_with}``, ``approve_with``
+    being the exact ``--approve`` flag that allows it (None when no approval can: a redaction marker)."""
+
+    @property
+    def ready_modes(self) -> list[str] | None:
+        """Dry replays: the modes the run can be replayed in now (nothing missing); None for other modes."""
+        if self.readiness is None:
+            return None
+        return [mode for mode, info in self.readiness.get("modes", {}).items() if info.get("ready")]
 
     @property
     def diverged(self) -> bool:
@@ -127,6 +141,9 @@ class ReplayResult:
             "allow_side_effects": self.allow_side_effects,
             "notes": list(self.notes),
             "not_firewalled": list(self.not_firewalled),
+            "agent_error": self.agent_error,
+            "refused_call": self.refused_call,
+            "ready_modes": self.ready_modes,
         }
 
 
@@ -503,6 +520,7 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
 
     journal = audit_journal.started(session) if audit_journal.needs_record(session) else None
     stopped: ReplayInterrupt | None = None
+    raised: dict[str, Any] | None = None
     with replaying(session), setup.tap(keep), \
             identity(tenant=inp.get("tenant"), role=inp.get("role"), session=inp.get("session")):
         try:
@@ -510,8 +528,8 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
                 _call(func, args, kwargs)
         except ReplayInterrupt as stop:
             stopped = stop
-        except Exception:  # noqa: BLE001 - the agent raising is a result, compared with the original
-            pass
+        except Exception as exc:  # noqa: BLE001 - the agent raising is a result, compared with the original
+            raised = agent_exception(exc, scrub=lambda text: _scrubbed(text) or "")
         setup.flush()
     audit_journal.finished(journal, session, outcome=None if session.run_id is not None else "refused")
     if session.run_id is None:
@@ -532,7 +550,8 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         divergences=tuple(session.divergences), approvals=session.approvals, actor=session.actor,
         reason=session.reason, refusal=refusal, executions=session.executions(), diff=diff,
         schema_changes=tuple(session.schema_changes),
-        replay=replayed, original=original, allow_side_effects=session.allow_side_effects)
+        replay=replayed, original=original, allow_side_effects=session.allow_side_effects,
+        agent_error=raised, refused_call=session.refused_call if refusal is not None else None)
 
 
 _collector_lock = threading.Lock()

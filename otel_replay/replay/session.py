@@ -17,6 +17,7 @@ import ast
 import builtins
 import difflib
 import json
+import shlex
 import sys
 import threading
 import uuid
@@ -240,6 +241,9 @@ class ReplaySession:
         self.executed: list[tuple[str, str]] = []
         self.schema_changes: list[dict[str, Any]] = []
         self.refusal: str | None = None
+        self.refused_call: dict[str, Any] | None = None
+        """The call a live replay refused: ``{kind, name, step_index, risk, approve_with}`` (``approve_with``
+        is the exact ``--approve`` flag that allows it, None when no approval can)."""
         self.volatile_rules = volatile.current_rules()
         """The rules that put volatile ids aside when recorded and replayed values are compared."""
         self.run_id: str | None = None
@@ -430,6 +434,7 @@ class ReplaySession:
         self.refusal = (f"model {name!r} would be sent a redaction marker at {where}: the recording holds no secret "
                         "there, and a live replay never sends a marker to a model; have the agent take the value "
                         "from the current environment, or replay in mock or deterministic mode")
+        self.refused_call = {"kind": "model", "name": name, "step_index": index, "risk": None, "approve_with": None}
         self._diverge(index, "redacted", self.refusal)
         raise MarkerRefused(self.refusal)
 
@@ -525,13 +530,16 @@ class ReplaySession:
                 index = recorded.index if recorded is not None else self._closest(kind, name)
                 if denied == "used up":
                     limit = self.approval_budget.limit(name)
+                    flag = f"--approve {shlex.quote(f'{name}:{(limit or 0) + 1}')}"
                     self.refusal = (f"tool {name!r} has risk {risk} and its approval for this replay is used up "
-                                    f"({limit} execution{'s' if limit != 1 else ''} approved): pass --approve "
-                                    f"{name}:{(limit or 0) + 1} (or {name}:*) to let the live replay execute it "
-                                    "again")
+                                    f"({limit} execution{'s' if limit != 1 else ''} approved): pass {flag} "
+                                    f"(or {name}:*) to let the live replay execute it again")
                 else:
+                    flag = f"--approve {shlex.quote(name)}"
                     self.refusal = (f"tool {name!r} has risk {risk} and no approval was given for this replay: "
-                                    f"add --approve {name} to let the live replay execute it")
+                                    f"add {flag} to let the live replay execute it")
+                self.refused_call = {"kind": "tool", "name": name, "step_index": index, "risk": risk,
+                                     "approve_with": flag}
                 self._diverge(index, "approval", self.refusal)
                 raise ApprovalRequired(self.refusal)
             with self._lock:

@@ -398,7 +398,7 @@ def test_forged_and_edited_audit_rows_are_marked_and_fail_verify(ledger: Path, h
     assert text.returncode == 0 and text.stdout.count("INVALID") == 3
     verified = cli(home, "audit", "--verify")
     assert verified.returncode == 1 and verified.stdout.count("INVALID") == 3
-    assert "3 row(s)" in verified.stderr
+    assert "3 rows whose MAC does not verify" in verified.stderr
     as_json, rows = audit_rows(home, "--verify")
     assert as_json.returncode == 1 and len(rows) == 4
 
@@ -430,7 +430,7 @@ def test_verify_checks_every_row_not_only_those_it_prints(ledger: Path, home: Pa
     assert listed.returncode == 0 and len(rows) == 1 and rows[0]["mac_valid"] is True
     verified, rows = audit_rows(home, "--limit", "1", "--verify")
     assert verified.returncode == 1 and len(rows) == 1, verified.stderr
-    assert "1 row(s) whose MAC does not verify" in verified.stderr
+    assert "1 row whose MAC does not verify" in verified.stderr
 
 
 def test_a_store_edit_cannot_hide_a_journaled_replay(ledger: Path, home: Path) -> None:
