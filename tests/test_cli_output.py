@@ -38,7 +38,7 @@ INTERNALS = ("Traceback", "pydantic", "ValidationError", "DB::Exception", "Code:
 
 def run(*args: str) -> Any:
     """One `otel-replay` command in this process; stdout and stderr apart."""
-    return RUNNER.invoke(app, list(args))
+    return RUNNER.invoke(app, list(args), env={"COLUMNS": "200"})  # tables as wide as a pipe's, whatever the shell
 
 
 def record_billing(invoice: str = "INV-7") -> str:
