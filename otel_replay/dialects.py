@@ -447,7 +447,7 @@ def _model_call(span: SpanRecord, dialect: str) -> _ModelCall:
         if outputs is None and new_out is not None:
             outputs = _from_genai_parts(new_out)
             if outputs is not None and isinstance(new_out, list):
-                for msg, raw in zip(outputs, new_out):
+                for msg, raw in zip(outputs, new_out, strict=False):
                     if isinstance(raw, dict) and raw.get("finish_reason"):
                         msg["finish_reason"] = raw["finish_reason"]
         if messages is None:  # GenAI conventions up to v1.26: span events with JSON lists

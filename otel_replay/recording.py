@@ -28,8 +28,8 @@ import json
 import logging
 import mimetypes
 import os
-import re
 import random as _random
+import re
 import sys
 import threading
 import time
@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final, Literal, ParamSpec, TypeVar, cast, overload
 
 from opentelemetry import context as otel_context
@@ -113,7 +114,7 @@ class _Step:
 
 _current_run: ContextVar[_Run | None] = ContextVar("otel_replay_run", default=None)
 _current_step: ContextVar[_Step | None] = ContextVar("otel_replay_step", default=None)
-_identity: ContextVar[dict[str, str]] = ContextVar("otel_replay_identity", default={})
+_identity: ContextVar[Mapping[str, str]] = ContextVar("otel_replay_identity", default=MappingProxyType({}))
 
 
 def current_run_id() -> str | None:
@@ -267,7 +268,7 @@ def _signature(func: Callable[..., Any]) -> inspect.Signature | None:
 class _ArgNames:
     """Names a call's arguments by parameter; precomputed per decorated function (this is on the hot path)."""
 
-    __slots__ = ("sig", "names", "simple")
+    __slots__ = ("names", "sig", "simple")
 
     def __init__(self, func: Callable[..., Any]) -> None:
         self.sig = _signature(func)
@@ -278,7 +279,7 @@ class _ArgNames:
 
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         if self.simple and len(args) <= len(self.names):
-            named = dict(zip(self.names, args))
+            named = dict(zip(self.names, args, strict=False))
             if kwargs:
                 named.update(kwargs)
             if self.names and self.names[0] in ("self", "cls"):
@@ -475,7 +476,7 @@ def _input_fields(rt: Runtime, meta: _AgentMeta, args: tuple[Any, ...], kwargs: 
     """Input snapshot fields of a call, serialised now, and the number of redactions."""
     redactions = 0
     positional: list[Any] = []
-    for name, value in zip(_positional_names(meta.sig, len(args)), args):
+    for name, value in zip(_positional_names(meta.sig, len(args)), args, strict=False):
         tree, _, n = _encode(rt, {name: value}, "input.args")
         positional.append(tree.get(name) if isinstance(tree, dict) else tree)
         redactions += n
@@ -494,7 +495,9 @@ def _input_fields(rt: Runtime, meta: _AgentMeta, args: tuple[Any, ...], kwargs: 
     }, redactions
 
 
-def _output_payload(run: _Run | None, result: Any, error: dict[str, str] | None, rt: Runtime) -> tuple[dict[str, Any], int]:
+def _output_payload(
+    run: _Run | None, result: Any, error: dict[str, str] | None, rt: Runtime
+) -> tuple[dict[str, Any], int]:
     tree, text, n = _encode(rt, result, "output")
     answer = structured = citations = None
     if isinstance(tree, str):
@@ -707,7 +710,7 @@ def _begin_call(step: _Step, state: dict[str, Any], key: str | None) -> _Call:
             call.served = session.intercept(step=step, key=key, arguments=arguments,
                                             sent=sent if isinstance(sent, str) else None,
                                             **({"markers": markers} if markers else {}))
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - any failure to answer stops the replay
             stop = exc if isinstance(exc, ReplayInterrupt) else ReplayInterrupt(
                 f"replay stopped at {step.kind.value} {step.name!r}: answering it failed "
                 f"({type(exc).__name__}: {exc}); nothing was executed")
@@ -737,7 +740,7 @@ def _wrap(
             return before(args, kwargs)
         except ReplayInterrupt:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             if _replay_session.get() is not None or _ACTIVE_REPLAYS:
                 # During a replay a call that cannot be recorded cannot be answered either: fail closed,
                 # never run the real function unchecked.
@@ -1152,7 +1155,8 @@ def _retrieval_begin(retriever_name: str, named: dict[str, Any], instrumentation
     if query is None and isinstance(arguments, dict) and arguments:
         query = next(iter(arguments.values()))
     query_text = canonical_json(query)
-    state = {"end": _retrieval_end, "name": retriever_name, "arguments": RawJSON(text), "query": RawJSON(query_text), "redactions": n,
+    state = {"end": _retrieval_end, "name": retriever_name, "arguments": RawJSON(text), "query": RawJSON(query_text),
+             "redactions": n,
              "rewritten_query": RawJSON(canonical_json(_get(arguments, "rewritten_query"))),
              "filters": RawJSON(canonical_json(_get(arguments, "filters", "filter", "where"))),
              "top_k": RawJSON(canonical_json(_get(arguments, "top_k", "k", "limit")))}
@@ -1260,7 +1264,8 @@ def _model_begin(step_name: str, provider: str | None, model_name: str | None,
         semconv.MODEL_REQUEST_HASH: request_hash,
         semconv.MODEL_PROMPT_VERSION: _scalar_text(prompt_version),
     })
-    state = {"end": _model_end, "provider": provider, "request": request, "request_hash": request_hash, "redactions": n, "model": requested,
+    state = {"end": _model_end, "provider": provider, "request": request, "request_hash": request_hash,
+             "redactions": n, "model": requested,
              "prompt_version": prompt_version, "arguments": request}
     session = _replay_session.get()
     if session is not None and getattr(getattr(session, "mode", None), "value", None) == "live":
@@ -1409,7 +1414,8 @@ def record_approval(approval_id: str, *, status: str, approver: str | None = Non
         step = _current_step.get()
         attrs = {semconv.APPROVAL_ID: approval_id, semconv.APPROVAL_STATUS: status_value,
                  semconv.APPROVAL_APPROVER: _scrub(run.rt, str(approver), "approval.approver") if approver else None,
-                 semconv.GEN_AI_TOOL_NAME: tool or (step.name if step is not None and step.kind is StepKind.TOOL else None)}
+                 semconv.GEN_AI_TOOL_NAME: tool or (step.name if step is not None and step.kind is StepKind.TOOL
+                                                    else None)}
         span.add_event(semconv.EVENT_APPROVAL, {k: v for k, v in attrs.items() if v is not None})
         if step is not None and step.kind is StepKind.TOOL and (tool is None or tool == step.name):
             _set_attrs(step.span, {semconv.APPROVAL_ID: approval_id, semconv.APPROVAL_STATUS: status_value})

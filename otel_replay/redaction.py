@@ -41,6 +41,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import itertools
 import json
 import logging
 import os
@@ -56,12 +57,12 @@ from typing import Any, Final
 from .files import private_dir, private_file
 
 __all__ = [
+    "CONTENT_HASH_PREFIX",
     "DEFAULT_NEUTRAL_KEY_WORDS",
     "DEFAULT_PATTERNS",
     "DEFAULT_SAFE_KEYS",
     "DEFAULT_SECRET_KEY_WORDS",
     "DEFAULT_USAGE_KEY_WORDS",
-    "CONTENT_HASH_PREFIX",
     "FINGERPRINT_PREFIX",
     "KEY_FILE_NAME",
     "LOGGER_NAMES",
@@ -238,7 +239,7 @@ def _reduce_hints(words: Iterable[str]) -> tuple[str, ...]:
     while changed:
         changed = False
         ordered = sorted(hints)
-        for a, b in zip(ordered, ordered[1:]):
+        for a, b in itertools.pairwise(ordered):
             n = 0
             while n < min(len(a), len(b)) and a[n] == b[n]:
                 n += 1
@@ -1637,7 +1638,7 @@ class ScrubbingLogFilter(logging.Filter):
     """Scrubs every record of otel-replay's loggers before any handler formats it: the message (with its
     arguments), the formatted exception and the stack. Never drops a record, never raises."""
 
-    def filter(self, record: logging.LogRecord) -> bool:  # noqa: A003 - logging's name
+    def filter(self, record: logging.LogRecord) -> bool:
         try:
             redactor = _message_redactor()
             clean, n = _scrubbed_message(redactor, record.getMessage())

@@ -106,7 +106,7 @@ def scrub_span(span: ReadableSpan, redactor: Redactor,
     for i, event in enumerate(events):
         skip = _PAYLOAD_SKIP if ours and event.name.startswith(_SNAPSHOT_PREFIX) else _NO_SKIP
         event_name, n1 = redactor.scrub_text(event.name, "span.events.name")
-        clean, n2 = redactor.scrub_attributes(event.attributes or {}, f"span.events.{event_name}",
+        clean, _ = redactor.scrub_attributes(event.attributes or {}, f"span.events.{event_name}",
                                               known_keys=KNOWN_KEYS, skip_keys=skip)
         if n1 or clean is not None:
             events[i] = Event(event_name, clean if clean is not None else event.attributes, event.timestamp,

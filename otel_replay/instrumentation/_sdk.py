@@ -152,7 +152,7 @@ def redact_stream(chunks: list[Any], api: SdkApi, redactor: Any) -> int:
         clean, n = redactor.scrub_pieces(pieces, f"model.response.stream.{channel}")
         if n:
             total += n
-            for (container, key), piece in zip(slots, clean):
+            for (container, key), piece in zip(slots, clean, strict=False):
                 container[key] = piece
     return total
 
@@ -208,7 +208,7 @@ class _Plan:
     instead of starting traces of their own).
     """
 
-    __slots__ = ("api", "ctx", "stream", "run", "call", "done", "raw")
+    __slots__ = ("api", "call", "ctx", "done", "raw", "run", "stream")
 
     def __init__(self, api: SdkApi, stream: bool, raw: bool = False) -> None:
         self.api = api
@@ -481,7 +481,7 @@ class ReplayedRequest:
 
     method = "POST"
 
-    def __init__(self, url: str) -> None:  # noqa: D107
+    def __init__(self, url: str) -> None:
         self.url = url
         self.headers: dict[str, str] = {}
         self.content = b""
@@ -503,7 +503,7 @@ class ReplayedRawResponse:
     is_closed = True
     request_id = None
 
-    def __init__(self, parsed: Any, body: Any, api: SdkApi) -> None:  # noqa: D107
+    def __init__(self, parsed: Any, body: Any, api: SdkApi) -> None:
         import datetime
 
         self._parsed = parsed
@@ -671,7 +671,7 @@ class ReplayedResponse:
     headers: Mapping[str, str] = {}
     http_version = "HTTP/1.1"
 
-    def __init__(self, on_close: Callable[[], None]) -> None:  # noqa: D107
+    def __init__(self, on_close: Callable[[], None]) -> None:
         self._on_close = on_close
         self.is_closed = False
 
@@ -688,7 +688,7 @@ class ReplayedResponse:
 class _ReplayedItems:
     """What the sync and async replayed streams share: the recorded items and ending the step once."""
 
-    def __init__(self, items: Iterable[Any], on_done: Callable[[], None]) -> None:  # noqa: D107
+    def __init__(self, items: Iterable[Any], on_done: Callable[[], None]) -> None:
         self._otel_replay_items = iter(list(items))
         self._otel_replay_on_done = on_done
         self._otel_replay_done = False
@@ -782,7 +782,7 @@ class _Switch:
     read, and ``ChatOpenAI`` calls it). Switched off, such a method calls the SDK straight through.
     """
 
-    __slots__ = ("wrapper", "on")
+    __slots__ = ("on", "wrapper")
 
     def __init__(self, wrapper: Callable[..., Any]) -> None:
         self.wrapper, self.on = wrapper, True

@@ -305,7 +305,7 @@ def _tool_function(tool: Any, func: Any) -> str | None:
 
 
 class _ToolParts:
-    __slots__ = ("name", "arguments", "risk", "function", "decorated")
+    __slots__ = ("arguments", "decorated", "function", "name", "risk")
 
     def __init__(self, instrumentor: OpenAIAgentsInstrumentor, tool: Any, raw_arguments: Any) -> None:
         self.name = str(getattr(tool, "name", None) or type(tool).__name__)

@@ -374,7 +374,7 @@ def _tools(a: Run, b: Run) -> SectionDiff:
     changed: list[dict[str, Any]] = []
     for op, i1, i2, j1, j2 in opcodes:
         if op == "equal":
-            for x, y in zip(ca[i1:i2], cb[j1:j2]):
+            for x, y in zip(ca[i1:i2], cb[j1:j2], strict=True):
                 fields = _compare_calls(x, y)
                 if fields:
                     changed.append({"name": x.step.name, "a_index": x.step.index, "b_index": y.step.index,

@@ -211,7 +211,7 @@ def _spawn(event: str) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
 
 
 def _open(state: _Guard, args: tuple[Any, ...]) -> str | None:
-    path, mode, flags = (tuple(args) + (None, None, None))[:3]
+    path, mode, flags = (*args, None, None, None)[:3]
     if isinstance(path, int) or path is None or not _writes(mode, flags):
         return None
     if _is_devnull(path):

@@ -22,29 +22,29 @@ from typing import Any, Final
 from opentelemetry.sdk.trace import ReadableSpan
 
 from .. import semconv
-from ..instrumentation import _sdk_installed
 from ..exporting import setup
+from ..instrumentation import _sdk_installed
 from ..recording import ReplayInterrupt, agent, replaying
 from ..records import parse_trace_id
 from ..runs import Run, Step
 from ..semconv import ReplayMode
 from ..snapshots import canonical_json, to_jsonable
-from .hashing import MISSING, same_content, stored_text
+from . import journal as audit_journal
+from .approvals import Approvals
 from .engine import (
     ReplayRefused,
     ReplayResult,
     _call,
+    _entrypoint_module,
     _ingest,
     _instrumented,
     _load_replay,
     _open_store,
-    _entrypoint_module,
     _scrubbed,
     load_entrypoint,
     replay,
 )
-from . import journal as audit_journal
-from .approvals import Approvals
+from .hashing import MISSING, same_content, stored_text
 from .session import ReplaySession, os_user, revive
 
 
@@ -143,7 +143,7 @@ def _find_langchain_tool(obj: Any, name: str, base: type, depth: int, seen: set[
         if getattr(child, "name", None) == name:
             return child
     for child in children:
-        if isinstance(child, base) or isinstance(child, (str, bytes, int, float, bool, type(None))):
+        if isinstance(child, (base, str, bytes, int, float, bool, type(None))):
             continue
         if not isinstance(child, (types.ModuleType, Mapping, list, tuple)) and not any(
                 hasattr(type(child), a) or hasattr(child, a) for a in _CONTAINER_ATTRS):
@@ -154,7 +154,9 @@ def _find_langchain_tool(obj: Any, name: str, base: type, depth: int, seen: set[
     return None
 
 
-def langchain_tool(recorded: Step, original: Run, *, app: str | None) -> tuple[Callable[..., Any], dict[str, Any]] | None:
+def langchain_tool(
+    recorded: Step, original: Run, *, app: str | None
+) -> tuple[Callable[..., Any], dict[str, Any]] | None:
     """The current code's LangChain ``BaseTool`` behind tool step ``recorded`` (recorded by the LangChain
     instrumentor), as ``(call, meta)`` for :func:`replay_tool`; None for a step of another kind of tool.
 
