@@ -270,10 +270,13 @@ def _encode(value: Any, depth: int, active: set[int]) -> Any:  # noqa: C901 - on
         active.discard(ident)
 
 
+_BUILTIN_CONTAINERS: Final[tuple[type[Any], ...]] = (dict, list, tuple, set, frozenset)
+
+
 def _held(value: Any, iterable: Any) -> Any:
     """``iterable`` cut at the number of items ``value`` holds: a subclass of a built-in container whose
     iterator never ends (or yields more than it holds) cannot make encoding run forever."""
-    for base in (dict, list, tuple, set, frozenset):
+    for base in _BUILTIN_CONTAINERS:
         if isinstance(value, base):
             return itertools.islice(iterable, base.__len__(value))
     return itertools.islice(iterable, len(value))

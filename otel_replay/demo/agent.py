@@ -56,7 +56,7 @@ def _words(text: str) -> set[str]:
 def kb_search(query: str, *, top_k: int = 2, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Score the bundled corpus by word overlap with the query."""
     wanted = _words(query)
-    scored = []
+    scored: list[dict[str, Any]] = []
     for doc in _corpus():
         overlap = len(wanted & _words(doc["content"]))
         if overlap:

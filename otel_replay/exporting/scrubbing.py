@@ -38,7 +38,7 @@ KNOWN_KEYS: Final[frozenset[str]] = frozenset(
 
 _SNAPSHOT_PREFIX: Final = semconv.snapshot_event_name(semconv.SnapshotKind.INPUT).rsplit(".", 1)[0] + "."
 _PAYLOAD_SKIP: Final = frozenset({semconv.SNAPSHOT_PAYLOAD})
-_NO_SKIP: Final = frozenset()
+_NO_SKIP: Final[frozenset[str]] = frozenset()
 
 
 def _resource(resource: Resource, redactor: Redactor, cache: dict[int, tuple[Resource, Resource]]) -> Resource:
@@ -85,7 +85,7 @@ def scrub_span(span: ReadableSpan, redactor: Redactor,
     ``resources`` caches scrubbed resources (most spans of a process share one). Raises only on an internal
     failure, which the caller must treat as "do not export this span"."""
     ours = span.instrumentation_scope is not None and span.instrumentation_scope.name == TRACER_NAME
-    resource = span.resource
+    resource: Resource | None = span.resource  # typed Resource, but None on a span made without one
     if resource is not None:
         scrubbed = _resource(resource, redactor, resources if resources is not None else {})
         if scrubbed is resource and not _suspicious(span, ours, redactor):

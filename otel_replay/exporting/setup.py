@@ -227,7 +227,7 @@ def _provider(service_name: str | None) -> TracerProvider:
     attributes = {SERVICE_NAME: service_name} if service_name else {}
     resource = Resource.create(attributes)
     if not service_name and not os.environ.get(OTEL_SERVICE_NAME) and \
-            resource.attributes.get(SERVICE_NAME, "").startswith("unknown_service"):
+            str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: _DEFAULT_SERVICE_NAME}))
     # A run root carries one event per snapshot; the SDK's default of 128 events per span would silently
     # drop snapshots of long runs. OTEL_SPAN_EVENT_COUNT_LIMIT still wins when set.

@@ -26,7 +26,7 @@ import contextvars
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import wrapt
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
@@ -43,7 +43,12 @@ TRANSPORT_ONLY: Final = frozenset({
 """Keyword arguments that shape the HTTP exchange, not what the model is asked: left out of the recorded
 request so its hash (what deterministic replay matches on) does not change with a timeout or a header."""
 
-_PROXY: Final[type] = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)  # wrapt 2 splits the two
+_PROXY: Final[type[Any]] = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)  # wrapt 2 splits the two
+
+if TYPE_CHECKING:
+    _ObjectProxy = wrapt.ObjectProxy[Any]
+else:
+    _ObjectProxy = wrapt.ObjectProxy  # not subscriptable before wrapt 2
 _RAW_RESPONSE_HEADER: Final = "x-stainless-raw-response"
 STREAM_ENVELOPE: Final = "otel_replay.stream"
 """Key marking a recorded streamed response: ``{"otel_replay.stream": 1, "chunks": [...], "response": {...},
@@ -464,7 +469,7 @@ async def stream_request_async(api: SdkApi, request: dict[str, Any], original: A
 # ------------------------------------------------------------------------------------------ raw responses
 
 
-class _RawRecording(wrapt.ObjectProxy):  # type: ignore[misc]
+class _RawRecording(_ObjectProxy):
     """The SDK's raw response of a recorded streamed call: ``parse()`` returns the recording stream."""
 
     def __init__(self, wrapped: Any, stream: Any) -> None:
@@ -554,7 +559,7 @@ class ReplayedRawResponse:
 # --------------------------------------------------------------------------------------------- streams
 
 
-class _ClosingResponse(wrapt.ObjectProxy):  # type: ignore[misc]
+class _ClosingResponse(_ObjectProxy):
     """The stream's HTTP response; closing it (as the SDKs' stream helpers do) also ends the step."""
 
     def __init__(self, wrapped: Any, on_close: Callable[[], None]) -> None:
@@ -576,7 +581,7 @@ class _ClosingResponse(wrapt.ObjectProxy):  # type: ignore[misc]
             self._self_on_close()
 
 
-class _RecordingStreamBase(wrapt.ObjectProxy):  # type: ignore[misc]
+class _RecordingStreamBase(_ObjectProxy):
     """What the sync and async recording streams share: the chunks seen so far and the HTTP response."""
 
     def __init__(self, wrapped: Any, plan: _Plan) -> None:
@@ -812,7 +817,7 @@ def unwrap(owner: type, name: str) -> None:
     ``opentelemetry.instrumentation.utils.unwrap`` removes the outermost wrapper, which is another
     instrumentor's when it wrapped the method after us; this one splices ours out and leaves theirs.
     """
-    current = owner.__dict__.get(name)
+    current: Any = owner.__dict__.get(name)
     if _is_ours(current):
         _switch_off(current)
         setattr(owner, name, current.__wrapped__)

@@ -194,7 +194,9 @@ def _plain_tools(params: dict[str, Any]) -> dict[str, Any]:
     return {**params, "tools": converted}
 
 
-def _model_request(instance: Any, messages: Any, stop: Any, extra: dict[str, Any]) -> tuple[dict, dict[str, Any]]:
+def _model_request(
+    instance: Any, messages: Any, stop: Any, extra: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The model request (messages + invocation parameters) and the LangSmith params (provider, model)."""
     params = _plain_tools(dict(instance._get_invocation_params(stop=stop, **extra)))
     try:
@@ -596,7 +598,11 @@ def _end_stream(ctx: contextvars.Context, call: Any, chunks: list[Any]) -> None:
 
 def _served_chunks(ctx: contextvars.Context, call: Any, parts: Any, served: Any) -> list[Any]:
     """The chunks of a streamed model call answered from the recording (or its recorded error, raised)."""
-    return _served_answer(call, "model", parts.name, served, _chunks_from, end=functools.partial(ctx.run, end_call))
+    def end(*args: Any, **kwargs: Any) -> None:
+        ctx.run(end_call, *args, **kwargs)
+
+    chunks: list[Any] = _served_answer(call, "model", parts.name, served, _chunks_from, end=end)
+    return chunks
 
 
 def _astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

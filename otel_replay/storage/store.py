@@ -443,7 +443,8 @@ class Store:
         upper: int | None = None  # exclusive upper bound of the next window (None: no bound)
         width = _LIST_FIRST_WINDOW_NS
         for window in range(_LIST_MAX_WINDOWS + 1):
-            lower: int | None = newest - width
+            lower: int | None
+            lower = newest - width
             if window == _LIST_MAX_WINDOWS or lower <= oldest:
                 lower = None  # this window reaches the oldest span: the last query
             bounds, window_params = [], {**params, "limit": limit - len(rows)}
