@@ -139,8 +139,7 @@ def from_otlp_json(doc: Any) -> list[SpanRecord]:
     """The records of an OTLP JSON ``ExportTraceServiceRequest`` (:class:`OtlpJsonError` when it is not one)."""
     message = ExportTraceServiceRequest()
     try:
-        # protobuf ships no annotations (its stubs are the separate types-protobuf)
-        json_format.ParseDict(_ids_to_base64(doc), message, ignore_unknown_fields=True)  # type: ignore[no-untyped-call]
+        json_format.ParseDict(_ids_to_base64(doc), message, ignore_unknown_fields=True)
     except json_format.ParseError as exc:
         raise OtlpJsonError(f"not OTLP JSON: {' '.join(str(exc).split())[:300]}") from None
     return records_from_request(message)

@@ -802,8 +802,9 @@ def _mark(wrapped: Callable[P, R], marker: dict[str, Any]) -> Callable[P, R]:
     return wrapped
 
 
-def _decorator(name_or_func: str | Callable[..., Any] | None,
-               build: Callable[[Callable[..., Any], str], Callable[..., Any]]) -> Any:
+def _decorator(
+    name_or_func: str | Callable[..., Any] | None, build: Callable[[Callable[..., Any], str], Callable[..., Any]]
+) -> Any:
     """Support ``@deco``, ``@deco()`` and ``@deco("name")``."""
     if callable(name_or_func) and not isinstance(name_or_func, str):
         func = name_or_func

@@ -180,8 +180,11 @@ class FakeLLMServer:
                 "system_fingerprint": self._id("fp_fake")}
         name, args = self._call(body.get("tools"), lambda t: t["function"]["name"])
         call_id = self._id("call_fake_1")
-        tool_call: dict[str, Any] = {"id": call_id, "type": "function",
-                                     "function": {"name": name, "arguments": json.dumps(args)}}
+        tool_call: dict[str, Any] = {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args)},
+        }
         finish = "tool_calls" if call else "stop"
         if not body.get("stream"):
             message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
