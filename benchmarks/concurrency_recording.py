@@ -51,7 +51,7 @@ def lookup_order(step: int, request: dict) -> dict:
     return {"order_id": request["customer_id"], "status": "shipped", "step": step}
 
 
-def make_agent(steps: int):  # noqa: ANN201 - a decorated function
+def make_agent(steps: int):
     @orp.agent("concurrent-agent")
     def support_agent(worker: int, index: int) -> str:
         orp.record_state({"worker": worker, "index": index})
@@ -65,7 +65,7 @@ def make_agent(steps: int):  # noqa: ANN201 - a decorated function
     return support_agent
 
 
-def timed(agent, runs: int, threads: int) -> float:  # noqa: ANN001
+def timed(agent, runs: int, threads: int) -> float:
     """Seconds to record ``runs`` runs split over ``threads`` threads, flush included."""
     share = [runs // threads + (1 if t < runs % threads else 0) for t in range(threads)]
     barrier = threading.Barrier(threads + 1)

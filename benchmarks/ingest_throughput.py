@@ -15,7 +15,8 @@ What is timed:
   pauses it, a stricter floor.
 
 Each contender runs ``--rounds`` times, alternating, and its best time is reported (the machine may be
-shared). Run: ``python benchmarks/ingest_throughput.py [--spans 60000] [--rounds 3]``. It never touches ``~/.otel-replay``.
+shared). Run: ``python benchmarks/ingest_throughput.py [--spans 60000] [--rounds 3]``. It never touches
+``~/.otel-replay``.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def bare(steps: int) -> float:
         for _ in range(steps):
             with tracer.start_as_current_span("execute_tool lookup") as span:
                 span.set_attribute("payload", json.dumps(PAYLOAD))
-                {"ok": True}  # the same (trivial) work as the tool body
+                {"ok": True}  # noqa: B018 - the same (trivial) work as the tool body
     orp.flush()
     return time.perf_counter() - start
 

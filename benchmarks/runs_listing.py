@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,7 @@ def measure_worker(folder: Path, rounds: int) -> dict[str, Any]:
                 store.runs(limit=50, **kwargs)
                 times.append(time.perf_counter() - t0)
             answer[label] = {"first": first, "median": statistics.median(times), "listed": len(listed),
-                             "newest_first": all(a.started_at >= b.started_at for a, b in zip(listed, listed[1:]))}
+                             "newest_first": all(a.started_at >= b.started_at for a, b in pairwise(listed))}
     return answer
 
 
@@ -178,7 +179,7 @@ def main() -> int:
     for label, (times, output) in cli.items():
         rows = sum(1 for line in output.splitlines() if line.startswith("│"))
         median = statistics.median(times)
-        added = statistics.median(t - f for t, f in zip(times, fixed))
+        added = statistics.median(t - f for t, f in zip(times, fixed, strict=False))
         ok = median < 1.0 and rows == 50
         verdicts.append(ok)
         print(f"otel-replay runs {label:15} ({rows:2} rows)   : {median * 1000:7.0f} ms   "

@@ -139,7 +139,7 @@ class FillerRuns:
         values = list(dict.fromkeys(_UNIQUE.findall(payload)))
         text = payload.replace("{", "{{").replace("}", "}}")
         for index, value in enumerate(values):
-            text = text.replace(value, "{%d}" % index)
+            text = text.replace(value, f"{{{index}}}")
         keys = [key for key, value in row[11].items() if value in values]
         return text, keys, values
 
@@ -205,7 +205,7 @@ class FillerRuns:
             sizes.append(size)
             left -= size
         starts = sorted(self.rng.randrange(first_ns, last_ns) for _ in sizes)
-        for start, size in zip(starts, sizes):
+        for start, size in zip(starts, sizes, strict=True):
             yield self.run(start, size)
 
 
@@ -357,7 +357,7 @@ def main() -> int:
     for what in ("load_spans", "load_run"):
         small = [answer[what] for answer in results["small"]]
         large = [answer[what] for answer in results["large"]]
-        ratio = statistics.median(b / a for a, b in zip(small, large))
+        ratio = statistics.median(b / a for a, b in zip(small, large, strict=False))
         large_ms = statistics.median(large) * 1000
         print(f"{what:10} small store ({args.small:>9,} spans): {statistics.median(small) * 1000:7.1f} ms   "
               f"rounds: {', '.join(f'{s * 1000:.1f}' for s in small)}")

@@ -263,7 +263,7 @@ def _from_genai_parts(messages: Any) -> list[dict[str, Any]] | None:
         role = message.get("role") or "user"
         parts = message.get("parts")
         if not isinstance(parts, list):  # old-style {"role", "content"} objects in the same keys
-            msg = {k: v for k, v in message.items() if k != "finish_reason"}
+            msg: dict[str, Any] = {k: v for k, v in message.items() if k != "finish_reason"}
             out.append(msg)
             continue
         texts: list[str] = []
@@ -290,7 +290,7 @@ def _from_genai_parts(messages: Any) -> list[dict[str, Any]] | None:
         if responses:
             out.extend(responses)
             continue
-        msg: dict[str, Any] = {"role": role}
+        msg = {"role": role}
         if texts or not tool_calls:
             msg["content"] = "".join(texts) if not others else \
                 [{"type": "text", "text": t} for t in texts] + others
@@ -330,7 +330,8 @@ def _from_flat(messages: Any, *, wrapper: str | None) -> list[dict[str, Any]] | 
         calls = []
         for call in m.get("tool_calls") or []:
             c = call.get("tool_call", call) if isinstance(call, dict) else {}
-            function = c.get("function") if isinstance(c.get("function"), dict) else {}
+            given = c.get("function")
+            function = given if isinstance(given, dict) else {}
             calls.append({"id": c.get("id"), "type": "function",
                           "function": {"name": function.get("name", c.get("name")),
                                        "arguments": _arguments_text(function.get("arguments",
@@ -447,7 +448,7 @@ def _model_call(span: SpanRecord, dialect: str) -> _ModelCall:
         if outputs is None and new_out is not None:
             outputs = _from_genai_parts(new_out)
             if outputs is not None and isinstance(new_out, list):
-                for msg, raw in zip(outputs, new_out):
+                for msg, raw in zip(outputs, new_out, strict=False):
                     if isinstance(raw, dict) and raw.get("finish_reason"):
                         msg["finish_reason"] = raw["finish_reason"]
         if messages is None:  # GenAI conventions up to v1.26: span events with JSON lists
@@ -564,7 +565,7 @@ def _tool_io(span: SpanRecord, dialect: str) -> tuple[Any, Any, str | None]:
     """Arguments, result and call id of a tool span (None where not captured)."""
     attrs = span.span_attributes
     if dialect == DIALECT_OPENINFERENCE:
-        args = _json(attrs.get("input.value")) if attrs.get("input.mime_type") != "text/plain" \
+        args: Any = _json(attrs.get("input.value")) if attrs.get("input.mime_type") != "text/plain" \
             else attrs.get("input.value")
         if args is None:
             args = _json(attrs.get("tool_call.function.arguments"))
@@ -576,7 +577,7 @@ def _tool_io(span: SpanRecord, dialect: str) -> tuple[Any, Any, str | None]:
         if isinstance(entity, dict) and set(entity) <= {"args", "kwargs"}:
             positional = entity.get("args") or []
             kwargs = dict(entity.get("kwargs") or {})
-            args: Any = kwargs if not positional else {"args": positional, "kwargs": kwargs}
+            args = kwargs if not positional else {"args": positional, "kwargs": kwargs}
         else:
             args = entity
         return args, _json(attrs.get("traceloop.entity.output")), attrs.get("gen_ai.tool.call.id")
@@ -641,7 +642,8 @@ def _retrieval_step(span: SpanRecord, dialect: str, name: str, derived: dict[str
     for doc in documents if isinstance(documents, list) else []:
         doc = doc if isinstance(doc, dict) else {"content": doc}
         content = doc.get("content")
-        metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        given = doc.get("metadata")
+        metadata = given if isinstance(given, dict) else {}
         results.append({
             "id": doc.get("id"), "score": doc.get("score"), "rerank_score": None,
             "content_hash": sha256_hex(content if isinstance(content, str) else canonical_json(content))

@@ -28,18 +28,19 @@ import json
 import logging
 import mimetypes
 import os
-import re
 import random as _random
+import re
 import sys
 import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from types import MappingProxyType
+from typing import Any, Final, Literal, ParamSpec, TypeVar, cast, overload
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -60,7 +61,9 @@ from .snapshots import (
 
 _log = logging.getLogger("otel_replay")
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
 
 _INPUT_PARAM_NAMES: Final = ("input", "query", "question", "message", "prompt", "task", "request", "text")
 _RISKS: Final = frozenset(r.value for r in semconv.Risk)
@@ -111,7 +114,7 @@ class _Step:
 
 _current_run: ContextVar[_Run | None] = ContextVar("otel_replay_run", default=None)
 _current_step: ContextVar[_Step | None] = ContextVar("otel_replay_step", default=None)
-_identity: ContextVar[dict[str, str]] = ContextVar("otel_replay_identity", default={})
+_identity: ContextVar[Mapping[str, str]] = ContextVar("otel_replay_identity", default=MappingProxyType({}))
 
 
 def current_run_id() -> str | None:
@@ -176,7 +179,8 @@ def _emit_snapshot(run: _Run, span: trace.Span, kind: SnapshotKind, payload: dic
     for attrs in events:
         attrs[semconv.SNAPSHOT_SEQ] = seq
         span.add_event(name, attrs, timestamp=timestamp)
-    return events[0][semconv.SNAPSHOT_SHA256]
+    sha256: str = events[0][semconv.SNAPSHOT_SHA256]
+    return sha256
 
 
 def _scrubbed_fields(rt: Runtime, fields: dict[str, Any], scope: str) -> tuple[dict[str, Any], int]:
@@ -264,7 +268,7 @@ def _signature(func: Callable[..., Any]) -> inspect.Signature | None:
 class _ArgNames:
     """Names a call's arguments by parameter; precomputed per decorated function (this is on the hot path)."""
 
-    __slots__ = ("sig", "names", "simple")
+    __slots__ = ("names", "sig", "simple")
 
     def __init__(self, func: Callable[..., Any]) -> None:
         self.sig = _signature(func)
@@ -275,7 +279,7 @@ class _ArgNames:
 
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         if self.simple and len(args) <= len(self.names):
-            named = dict(zip(self.names, args))
+            named = dict(zip(self.names, args, strict=False))
             if kwargs:
                 named.update(kwargs)
             if self.names and self.names[0] in ("self", "cls"):
@@ -472,7 +476,7 @@ def _input_fields(rt: Runtime, meta: _AgentMeta, args: tuple[Any, ...], kwargs: 
     """Input snapshot fields of a call, serialised now, and the number of redactions."""
     redactions = 0
     positional: list[Any] = []
-    for name, value in zip(_positional_names(meta.sig, len(args)), args):
+    for name, value in zip(_positional_names(meta.sig, len(args)), args, strict=False):
         tree, _, n = _encode(rt, {name: value}, "input.args")
         positional.append(tree.get(name) if isinstance(tree, dict) else tree)
         redactions += n
@@ -491,7 +495,9 @@ def _input_fields(rt: Runtime, meta: _AgentMeta, args: tuple[Any, ...], kwargs: 
     }, redactions
 
 
-def _output_payload(run: _Run | None, result: Any, error: dict[str, str] | None, rt: Runtime) -> tuple[dict, int]:
+def _output_payload(
+    run: _Run | None, result: Any, error: dict[str, str] | None, rt: Runtime
+) -> tuple[dict[str, Any], int]:
     tree, text, n = _encode(rt, result, "output")
     answer = structured = citations = None
     if isinstance(tree, str):
@@ -704,7 +710,7 @@ def _begin_call(step: _Step, state: dict[str, Any], key: str | None) -> _Call:
             call.served = session.intercept(step=step, key=key, arguments=arguments,
                                             sent=sent if isinstance(sent, str) else None,
                                             **({"markers": markers} if markers else {}))
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - any failure to answer stops the replay
             stop = exc if isinstance(exc, ReplayInterrupt) else ReplayInterrupt(
                 f"replay stopped at {step.kind.value} {step.name!r}: answering it failed "
                 f"({type(exc).__name__}: {exc}); nothing was executed")
@@ -723,16 +729,18 @@ def _answer_of(served: Served) -> Any:
     return served.value
 
 
-def _wrap(func: F, before: Callable[[tuple, dict], Any], after: Callable[..., None]) -> F:
+def _wrap(
+    func: Callable[P, R], before: Callable[[tuple[Any, ...], dict[str, Any]], Any], after: Callable[..., None]
+) -> Callable[P, R]:
     """Wrap sync or async ``func`` so ``before(args, kwargs)`` runs first and ``after(handle, result=, exc=)``
     runs last; the function's own result and exceptions pass through unchanged."""
 
-    def start(args: tuple, kwargs: dict) -> Any:
+    def start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         try:
             return before(args, kwargs)
         except ReplayInterrupt:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             if _replay_session.get() is not None or _ACTIVE_REPLAYS:
                 # During a replay a call that cannot be recorded cannot be answered either: fail closed,
                 # never run the real function unchecked.
@@ -748,22 +756,25 @@ def _wrap(func: F, before: Callable[[tuple, dict], Any], after: Callable[..., No
             _log.warning("otel-replay: could not finish recording %s", qualname_of(func), exc_info=True)
 
     if inspect.iscoroutinefunction(func):
+        async_func = cast("Callable[P, Awaitable[Any]]", func)
+
         @functools.wraps(func)
-        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+        async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
             handle = start(args, kwargs)
             served = handle.served if type(handle) is _Call else None
             try:
-                result = await func(*args, **kwargs) if served is None else _answer_of(served)
+                result = await async_func(*args, **kwargs) if served is None else _answer_of(served)
             except BaseException as exc:
                 finish(handle, exc=exc)
                 raise
             finish(handle, result=result)
             return result
 
-        return async_wrapper  # type: ignore[return-value]
+        # an async function wrapped by an async function with the same parameters: R is its coroutine type
+        return cast("Callable[P, R]", async_wrapper)
 
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         handle = start(args, kwargs)
         served = handle.served if type(handle) is _Call else None
         try:
@@ -774,19 +785,36 @@ def _wrap(func: F, before: Callable[[tuple, dict], Any], after: Callable[..., No
         finish(handle, result=result)
         return result
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
-def _decorator(name_or_func: Any, build: Callable[[Callable[..., Any], str], Callable[..., Any]]) -> Any:
+def _name_of(func: Callable[..., Any]) -> str:
+    name: str = getattr(func, "__name__", "anonymous")
+    return name
+
+
+_MARKER: Final = "__otel_replay__"
+"""The attribute a decorated function carries: what it was marked as (kind, name, and the decorator's options)."""
+
+
+def _mark(wrapped: Callable[P, R], marker: dict[str, Any]) -> Callable[P, R]:
+    setattr(wrapped, _MARKER, marker)
+    return wrapped
+
+
+def _decorator(
+    name_or_func: str | Callable[..., Any] | None, build: Callable[[Callable[..., Any], str], Callable[..., Any]]
+) -> Any:
     """Support ``@deco``, ``@deco()`` and ``@deco("name")``."""
     if callable(name_or_func) and not isinstance(name_or_func, str):
         func = name_or_func
-        return build(func, getattr(func, "__name__", "anonymous"))
+        return build(func, _name_of(func))
     if name_or_func is not None and not isinstance(name_or_func, str):
         raise TypeError("the name must be a string")
+    step_name: str | None = name_or_func
 
-    def decorate(func: F) -> F:
-        return build(func, name_or_func or getattr(func, "__name__", "anonymous"))  # type: ignore[return-value]
+    def decorate(func: Callable[P, R]) -> Callable[P, R]:
+        return build(func, step_name or _name_of(func))
 
     return decorate
 
@@ -822,11 +850,11 @@ class AgentBlock:
         self.trace_id: str | None = None
         """Trace id (32 hex digits) of the block's run while it is open."""
 
-    def __call__(self, func: F) -> F:
+    def __call__(self, func: Callable[P, R]) -> Callable[P, R]:
         """Decorate ``func`` (as ``@orp.agent("name")``)."""
         if self._input is not _NO_INPUT:
             raise TypeError("input= is for the with-form of orp.agent; a decorated function records its arguments")
-        return _build_agent(func, self.name or getattr(func, "__name__", "anonymous"), self.config)  # type: ignore[return-value]
+        return _build_agent(func, self.name or _name_of(func), self.config)
 
     def __enter__(self) -> AgentBlock:
         handle = None
@@ -845,7 +873,7 @@ class AgentBlock:
             self.trace_id = f"{run.span.get_span_context().trace_id:032x}"
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         handle = self._handles.pop() if self._handles else None
         try:
             _end_run(handle, result=self.output if exc is None else None, exc=exc)
@@ -856,19 +884,27 @@ class AgentBlock:
     async def __aenter__(self) -> AgentBlock:
         return self.__enter__()
 
-    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         return self.__exit__(exc_type, exc, tb)
 
 
-def _build_agent(func: Callable[..., Any], agent_name: str, config: Any) -> Callable[..., Any]:
+def _build_agent(func: Callable[P, R], agent_name: str, config: Any) -> Callable[P, R]:
     entrypoint, script = _entrypoint_of(func)
     meta = _AgentMeta(name=agent_name, config=config, sig=_signature(func), entrypoint=entrypoint, script=script)
     wrapped = _wrap(func, lambda a, k: _start_run(meta, a, k), _end_run)
-    wrapped.__otel_replay__ = {"kind": "agent", "name": agent_name, "entrypoint": entrypoint}  # type: ignore[attr-defined]
-    return wrapped
+    return _mark(wrapped, {"kind": "agent", "name": agent_name, "entrypoint": entrypoint})
 
 
-def agent(name: str | Callable[..., Any] | None = None, *, config: Any = None, input: Any = _NO_INPUT) -> Any:  # noqa: A002
+@overload
+def agent(name: Callable[P, R], /, *, config: Any = None) -> Callable[P, R]: ...
+@overload
+def agent(name: str | None = None, *, config: Any = None, input: Any = _NO_INPUT) -> AgentBlock: ...
+def agent(
+    name: str | Callable[..., Any] | None = None,
+    *,
+    config: Any = None,
+    input: Any = _NO_INPUT,  # noqa: A002
+) -> Callable[..., Any] | AgentBlock:
     """Mark a function (sync or async) as an agent entrypoint: each call outside a run records one run.
 
     The call becomes the root span ``invoke_agent {name}`` of a new trace, with input, config and output
@@ -883,7 +919,7 @@ def agent(name: str | Callable[..., Any] | None = None, *, config: Any = None, i
     if callable(name) and not isinstance(name, str):
         if input is not _NO_INPUT:
             raise TypeError("input= is for the with-form of orp.agent; a decorated function records its arguments")
-        return _build_agent(name, getattr(name, "__name__", "anonymous"), config)
+        return _build_agent(name, _name_of(name), config)
     if name is not None and not isinstance(name, str):
         raise TypeError("the name must be a string")
     return AgentBlock(name, config=config, input=input)
@@ -1040,8 +1076,17 @@ def begin_tool_call(name: str, arguments: Mapping[str, Any], *, risk: str | None
     return _tool_begin(meta, dict(arguments), instrumentation)
 
 
-def tool(name: str | Callable[..., Any] | None = None, *, risk: str = _DEFAULT_RISK,
-         schema_version: str | None = None) -> Any:
+@overload
+def tool(
+    name: Callable[P, R], /, *, risk: str = _DEFAULT_RISK, schema_version: str | None = None
+) -> Callable[P, R]: ...
+@overload
+def tool(
+    name: str | None = None, *, risk: str = _DEFAULT_RISK, schema_version: str | None = None
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+def tool(
+    name: str | Callable[..., Any] | None = None, *, risk: str = _DEFAULT_RISK, schema_version: str | None = None
+) -> Any:
     """Mark a function (sync or async) as a tool: each call inside a run records an ``execute_tool`` step.
 
     ``risk`` is ``read``, ``write`` or ``high``; replay never executes a write or high tool without a fresh
@@ -1057,9 +1102,8 @@ def tool(name: str | Callable[..., Any] | None = None, *, risk: str = _DEFAULT_R
         meta = _ToolMeta(name=tool_name, risk=effective_risk(tool_name, declared_risk),
                          schema_version=schema_version, function=qualname_of(func))
         wrapped = _wrap(func, lambda args, kwargs: _tool_begin(meta, name_args(args, kwargs)), end_call)
-        wrapped.__otel_replay__ = {"kind": "tool", "name": tool_name, "risk": meta.risk,  # type: ignore[attr-defined]
-                                   "function": meta.function, "schema_version": schema_version}
-        return wrapped
+        marker = {"kind": "tool", "name": tool_name, "risk": meta.risk, "function": meta.function}
+        return _mark(wrapped, {**marker, "schema_version": schema_version})
 
     declared_risk = risk
     return _decorator(name, build)
@@ -1074,6 +1118,10 @@ def _approval_of(step: _Step) -> tuple[str, str] | None:
     return None
 
 
+@overload
+def retriever(name: Callable[P, R], /) -> Callable[P, R]: ...
+@overload
+def retriever(name: str | None = None) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 def retriever(name: str | Callable[..., Any] | None = None) -> Any:
     """Mark a function (sync or async) as a retriever: each call inside a run records a ``retrieval`` step.
 
@@ -1087,8 +1135,7 @@ def retriever(name: str | Callable[..., Any] | None = None) -> Any:
         name_args = _ArgNames(func)
         wrapped = _wrap(func, lambda args, kwargs: _retrieval_begin(retriever_name, name_args(args, kwargs)),
                         end_call)
-        wrapped.__otel_replay__ = {"kind": "retrieval", "name": retriever_name}  # type: ignore[attr-defined]
-        return wrapped
+        return _mark(wrapped, {"kind": "retrieval", "name": retriever_name})
 
     return _decorator(name, build)
 
@@ -1109,7 +1156,8 @@ def _retrieval_begin(retriever_name: str, named: dict[str, Any], instrumentation
     if query is None and isinstance(arguments, dict) and arguments:
         query = next(iter(arguments.values()))
     query_text = canonical_json(query)
-    state = {"end": _retrieval_end, "name": retriever_name, "arguments": RawJSON(text), "query": RawJSON(query_text), "redactions": n,
+    state = {"end": _retrieval_end, "name": retriever_name, "arguments": RawJSON(text), "query": RawJSON(query_text),
+             "redactions": n,
              "rewritten_query": RawJSON(canonical_json(_get(arguments, "rewritten_query"))),
              "filters": RawJSON(canonical_json(_get(arguments, "filters", "filter", "where"))),
              "top_k": RawJSON(canonical_json(_get(arguments, "top_k", "k", "limit")))}
@@ -1164,11 +1212,19 @@ def _document(rt: Runtime, doc: Any, position: int) -> dict[str, Any]:
                              "citation": citation}, f"retrieval.results.{position}")
     fields = dict(fields) if isinstance(fields, dict) else {"value": fields}
     fields["content_hash"] = rt.redactor.content_hash(_safe_str(content)) if content is not None else None
-    return json.loads(canonical_json(fields))  # detached from the agent's documents
+    detached: dict[str, Any] = json.loads(canonical_json(fields))  # detached from the agent's documents
+    return detached
 
 
-def model(name: str | Callable[..., Any] | None = None, *, provider: str | None = None,
-          model: str | None = None) -> Any:  # noqa: A002 - the contract names it "model"
+@overload
+def model(name: Callable[P, R], /, *, provider: str | None = None, model: str | None = None) -> Callable[P, R]: ...
+@overload
+def model(
+    name: str | None = None, *, provider: str | None = None, model: str | None = None
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+def model(
+    name: str | Callable[..., Any] | None = None, *, provider: str | None = None, model: str | None = None
+) -> Any:
     """Mark a function (sync or async) that performs one model call: each call inside a run records a
     ``chat {model}`` step with the request, response, usage tokens and request hash (deterministic replay
     matches on the hash). Usage is read from ``usage.input_tokens``/``prompt_tokens`` and
@@ -1180,9 +1236,7 @@ def model(name: str | Callable[..., Any] | None = None, *, provider: str | None 
         name_args = _ArgNames(func)
         wrapped = _wrap(func, lambda args, kwargs: _model_begin(step_name, provider, model_name,
                                                                 name_args(args, kwargs)), end_call)
-        wrapped.__otel_replay__ = {"kind": "model", "name": step_name, "provider": provider,  # type: ignore[attr-defined]
-                                   "model": model_name}
-        return wrapped
+        return _mark(wrapped, {"kind": "model", "name": step_name, "provider": provider, "model": model_name})
 
     return _decorator(name, build)
 
@@ -1211,7 +1265,8 @@ def _model_begin(step_name: str, provider: str | None, model_name: str | None,
         semconv.MODEL_REQUEST_HASH: request_hash,
         semconv.MODEL_PROMPT_VERSION: _scalar_text(prompt_version),
     })
-    state = {"end": _model_end, "provider": provider, "request": request, "request_hash": request_hash, "redactions": n, "model": requested,
+    state = {"end": _model_end, "provider": provider, "request": request, "request_hash": request_hash,
+             "redactions": n, "model": requested,
              "prompt_version": prompt_version, "arguments": request}
     session = _replay_session.get()
     if session is not None and getattr(getattr(session, "mode", None), "value", None) == "live":
@@ -1360,7 +1415,8 @@ def record_approval(approval_id: str, *, status: str, approver: str | None = Non
         step = _current_step.get()
         attrs = {semconv.APPROVAL_ID: approval_id, semconv.APPROVAL_STATUS: status_value,
                  semconv.APPROVAL_APPROVER: _scrub(run.rt, str(approver), "approval.approver") if approver else None,
-                 semconv.GEN_AI_TOOL_NAME: tool or (step.name if step is not None and step.kind is StepKind.TOOL else None)}
+                 semconv.GEN_AI_TOOL_NAME: tool or (step.name if step is not None and step.kind is StepKind.TOOL
+                                                    else None)}
         span.add_event(semconv.EVENT_APPROVAL, {k: v for k, v in attrs.items() if v is not None})
         if step is not None and step.kind is StepKind.TOOL and (tool is None or tool == step.name):
             _set_attrs(step.span, {semconv.APPROVAL_ID: approval_id, semconv.APPROVAL_STATUS: status_value})
@@ -1473,14 +1529,15 @@ def identity(*, tenant: str | None = None, role: str | None = None, session: str
 # ------------------------------------------------------------------------------------- non-determinism
 
 
-def _drawn(kind: str, fresh: Callable[[], Any]) -> Any:
+def _drawn(kind: str, fresh: Callable[[], T]) -> T:
     """A non-deterministic value: from the recording during a replay that can answer it, else fresh and
     recorded as an ``otel_replay.value`` event on the current span."""
     session = _replay_session.get()
     if session is not None:
         recorded = session.next_value(kind)
         if recorded is not None:
-            return recorded[0]
+            replayed: T = recorded[0]  # the session revives the recorded value as the kind it was drawn as
+            return replayed
     value = fresh()
     try:
         target = _target_span()

@@ -41,6 +41,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import itertools
 import json
 import logging
 import os
@@ -56,12 +57,12 @@ from typing import Any, Final
 from .files import private_dir, private_file
 
 __all__ = [
+    "CONTENT_HASH_PREFIX",
     "DEFAULT_NEUTRAL_KEY_WORDS",
     "DEFAULT_PATTERNS",
     "DEFAULT_SAFE_KEYS",
     "DEFAULT_SECRET_KEY_WORDS",
     "DEFAULT_USAGE_KEY_WORDS",
-    "CONTENT_HASH_PREFIX",
     "FINGERPRINT_PREFIX",
     "KEY_FILE_NAME",
     "LOGGER_NAMES",
@@ -238,7 +239,7 @@ def _reduce_hints(words: Iterable[str]) -> tuple[str, ...]:
     while changed:
         changed = False
         ordered = sorted(hints)
-        for a, b in zip(ordered, ordered[1:]):
+        for a, b in itertools.pairwise(ordered):
             n = 0
             while n < min(len(a), len(b)) and a[n] == b[n]:
                 n += 1
@@ -736,8 +737,8 @@ class Redactor:
             validate = _valid_card if name == "card_number" else _valid_bearer if name == "bearer" else None
             rules.append(_Rule(name, pattern, hints, lower, group, validate))
         self._custom: list[re.Pattern[str]] = []
-        for name, source in config.extra_patterns.items():
-            pattern = _compile_user_pattern(name, source)
+        for name, user_source in config.extra_patterns.items():
+            pattern = _compile_user_pattern(name, user_source)
             self._custom.append(pattern)
             group = "secret" if "secret" in pattern.groupindex else 0
             rules.append(_Rule(name, pattern, None, False, group, None))
@@ -1112,12 +1113,12 @@ class Redactor:
                         s1, e1 = start + offsets[s0], start + (offsets[e0] if e0 < len(offsets) else len(run))
                     found.append((s1, e1, s1, e1, f"{rule}.percent", plain[s0:e0]))
             else:
-                plain = _base64_text(run)
-                if plain is None or not self._suspect_plain(plain):
+                b64_plain = _base64_text(run)
+                if b64_plain is None or not self._suspect_plain(b64_plain):
                     continue
-                inner = self._found(plain)
+                inner = self._found(b64_plain)
                 if inner:
-                    secret = plain[inner[0][0]:inner[0][1]] if len(inner) == 1 else plain
+                    secret = b64_plain[inner[0][0]:inner[0][1]] if len(inner) == 1 else b64_plain
                     found.append((start, end, start, end, f"{inner[0][4]}.base64", secret))
         return found
 
@@ -1157,7 +1158,7 @@ class Redactor:
             return None
         return start, end
 
-    def scrub_text(self, text: str, scope: str) -> tuple[str, int]:
+    def scrub_text(self, text: object, scope: str) -> tuple[str, int]:
         """``text`` with every shape-matching secret replaced inline by ``[REDACTED:<rule>:<fingerprint>]``.
 
         Returns the new text and the number of replacements. ``scope`` names where the text came from (it is
@@ -1295,7 +1296,7 @@ class Redactor:
             return self.fingerprint("".join(ch for ch in hit.secret if ch.isdigit()))
         return self.fingerprint(hit.secret)
 
-    def classify(self, text: str) -> str | None:
+    def classify(self, text: object) -> str | None:
         """The rule name if the whole of ``text`` (stripped) is one secret, else None.
 
         ``"sk-proj-…"`` -> ``"openai_api_key"``, ``"Bearer abc123…"`` -> ``"bearer"``,
@@ -1637,7 +1638,7 @@ class ScrubbingLogFilter(logging.Filter):
     """Scrubs every record of otel-replay's loggers before any handler formats it: the message (with its
     arguments), the formatted exception and the stack. Never drops a record, never raises."""
 
-    def filter(self, record: logging.LogRecord) -> bool:  # noqa: A003 - logging's name
+    def filter(self, record: logging.LogRecord) -> bool:
         try:
             redactor = _message_redactor()
             clean, n = _scrubbed_message(redactor, record.getMessage())

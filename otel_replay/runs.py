@@ -119,7 +119,8 @@ class RunSummary:
             from . import dialects
 
             if dialects.span_dialect(root) not in (None, dialects.DIALECT_OTEL_REPLAY):
-                return dialects.summary_from_root(root)
+                foreign: RunSummary = dialects.summary_from_root(root)
+                return foreign
         name = attrs.get(semconv.GEN_AI_AGENT_NAME) or root.span_name.removeprefix(semconv.SPAN_AGENT).strip()
         return cls(
             trace_id=root.trace_id,
@@ -303,7 +304,8 @@ def build_run(spans: Iterable[SpanRecord], *, trace_id: str | None = None) -> Ru
         from . import dialects
 
         if dialects.find_foreign_root(spans) is not None:
-            return dialects.build_foreign_run(spans, trace_id=tid)
+            foreign_run: Run = dialects.build_foreign_run(spans, trace_id=tid)
+            return foreign_run
         raise OtelReplayError(
             f"trace {tid} has {len(spans)} spans but no otel-replay run root: the run may still be in progress "
             "(call otel_replay.flush() in the agent) or was recorded by an instrumentation whose spans otel-replay "

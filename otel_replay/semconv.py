@@ -25,6 +25,8 @@ SCHEMA_MAJOR: Final = 1
 class StrEnum(str, Enum):
     """A closed value set whose members compare equal to their string values."""
 
+    _value_: str
+
     def __str__(self) -> str:
         return self.value
 

@@ -145,7 +145,7 @@ def _safe_repr(value: Any) -> str:
     the whole text later, and a cut could split a secret so that no rule sees it."""
     try:
         text = repr(value)
-    except Exception:  # a broken __repr__ must not break recording
+    except Exception:  # noqa: BLE001 - a broken __repr__ must not break recording
         return f"<unrepresentable {type(value).__qualname__}>"
     text = _ADDRESS.sub("", text)
     return text if len(text) <= _MAX_REPR else text[:_MAX_REPR] + "…"
@@ -188,7 +188,7 @@ def to_jsonable(value: Any) -> Any:
         return _encode(value, 0, set())
     except RecursionError:
         return {TYPE_TAG: "depth_limit", "class": type(value).__qualname__}
-    except Exception:  # pragma: no cover - last line of defence, _encode handles its own cases
+    except Exception:  # pragma: no cover  # noqa: BLE001 - last line of defence, _encode handles its own cases
         return {TYPE_TAG: "object", "class": type(value).__qualname__, "repr": "<unencodable>"}
 
 
@@ -256,7 +256,7 @@ def _encode(value: Any, depth: int, active: set[int]) -> Any:  # noqa: C901 - on
         if isinstance(value, BaseModel):
             try:
                 dumped = value.model_dump(mode="python")
-            except Exception:
+            except Exception:  # noqa: BLE001 - a model whose dump fails is encoded field by field
                 dumped = None
             if isinstance(dumped, dict):
                 # model_dump made a new tree: when it is plain JSON already (most models), it is used as it is
@@ -270,10 +270,13 @@ def _encode(value: Any, depth: int, active: set[int]) -> Any:  # noqa: C901 - on
         active.discard(ident)
 
 
+_BUILTIN_CONTAINERS: Final[tuple[type[Any], ...]] = (dict, list, tuple, set, frozenset)
+
+
 def _held(value: Any, iterable: Any) -> Any:
     """``iterable`` cut at the number of items ``value`` holds: a subclass of a built-in container whose
     iterator never ends (or yields more than it holds) cannot make encoding run forever."""
-    for base in (dict, list, tuple, set, frozenset):
+    for base in _BUILTIN_CONTAINERS:
         if isinstance(value, base):
             return itertools.islice(iterable, base.__len__(value))
     return itertools.islice(iterable, len(value))

@@ -56,7 +56,7 @@ def _words(text: str) -> set[str]:
 def kb_search(query: str, *, top_k: int = 2, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Score the bundled corpus by word overlap with the query."""
     wanted = _words(query)
-    scored = []
+    scored: list[dict[str, Any]] = []
     for doc in _corpus():
         overlap = len(wanted & _words(doc["content"]))
         if overlap:
@@ -144,7 +144,9 @@ def _support(question: str, *, customer: str, receipt: bytes | None, fixed: bool
         text = f"Order {order['order_id']} ({order['item']}) is {order['status']}; {stock['in_stock']} in stock."
     elif decision["action"] == "refund":
         order = lookup_order(decision["order_id"])
-        orp.record_approval(f"appr-{order['order_id']}", status="approved", approver="lead@support", tool="issue_refund")
+        orp.record_approval(
+            f"appr-{order['order_id']}", status="approved", approver="lead@support", tool="issue_refund"
+        )
         refund = issue_refund(order["order_id"], order["amount_eur"])
         text = f"Refund of {refund['refunded_eur']} EUR for order {order['order_id']} is {refund['status']}."
     else:
@@ -185,7 +187,7 @@ def run_demo() -> list[tuple[str, str | None]]:
         with orp.identity(tenant="acme-eu", role="customer", session=f"demo-session-{i + 1}"):
             try:
                 support_agent(question, customer=customer, receipt=receipt)
-            except Exception as exc:  # the demo's third run fails on purpose
+            except Exception as exc:  # noqa: BLE001 - the demo's third run fails on purpose
                 outcomes.append((question, f"{type(exc).__name__}: {exc}"))
                 continue
         outcomes.append((question, None))

@@ -70,7 +70,7 @@ class FakeLLMServer:
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with server._lock:
@@ -180,7 +180,11 @@ class FakeLLMServer:
                 "system_fingerprint": self._id("fp_fake")}
         name, args = self._call(body.get("tools"), lambda t: t["function"]["name"])
         call_id = self._id("call_fake_1")
-        tool_call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+        tool_call: dict[str, Any] = {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args)},
+        }
         finish = "tool_calls" if call else "stop"
         if not body.get("stream"):
             message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
@@ -292,8 +296,7 @@ class FakeLLMServer:
                  "cache_creation_input_tokens": 0}
         if call:
             name, args = self._call(body.get("tools"), lambda t: t["name"])
-            block: dict[str, Any] = {"type": "tool_use", "id": self._id("toolu_fake_1"), "name": name,
-                                     "input": dict(args)}
+            block = {"type": "tool_use", "id": self._id("toolu_fake_1"), "name": name, "input": dict(args)}
             stop = "tool_use"
         else:
             text = f"The weather: {result}" if result is not None else f"echo: {user}"

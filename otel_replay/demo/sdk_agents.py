@@ -8,11 +8,14 @@ its ``@orp.agent`` entrypoint: the SDK calls are recorded (and answered during r
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import otel_replay as orp
 
-WEATHER_TOOL = {
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMessageParam
+
+WEATHER_TOOL: ChatCompletionFunctionToolParam = {
     "type": "function",
     "function": {
         "name": "get_weather",
@@ -35,11 +38,14 @@ def openai_weather_agent(question: str, *, base_url: str) -> str:
 
     # A placeholder key: the fake server ignores it, and the recorder never stores a key in clear anyway.
     client = OpenAI(base_url=base_url, api_key="sk-demo-" + "0" * 32, max_retries=0)
-    messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
+    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": question}]
     first = client.chat.completions.create(model="gpt-demo", messages=messages, tools=[WEATHER_TOOL])
-    call = first.choices[0].message.tool_calls[0]
+    call = (first.choices[0].message.tool_calls or [])[0]
+    if call.type != "function":
+        raise RuntimeError(f"the model asked for a {call.type} tool; this agent has only functions")
     result = get_weather(**json.loads(call.function.arguments))
-    messages.append(first.choices[0].message.model_dump(exclude_none=True))
+    # the assistant message as its plain JSON (model_dump is typed dict[str, Any], not the message TypedDict)
+    messages.append(first.choices[0].message.model_dump(exclude_none=True))  # type: ignore[arg-type]
     messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
     final = client.chat.completions.create(model="gpt-demo", messages=messages, tools=[WEATHER_TOOL])
     return final.choices[0].message.content or ""
@@ -79,10 +85,11 @@ def _weather_graph() -> Any:
 
     model = ScriptedChatModel()
 
-    def call_model(state):  # noqa: ANN001 - LangGraph reads annotations at run time; the state schema is the graph's
+    # unannotated on purpose: LangGraph reads annotations at run time, and the state schema is the graph's
+    def call_model(state):  # type: ignore[no-untyped-def]
         return {"messages": [model.invoke(state["messages"])]}
 
-    def route(state):  # noqa: ANN001
+    def route(state):  # type: ignore[no-untyped-def]
         return "tools" if state["messages"][-1].tool_calls else END
 
     graph = StateGraph(MessagesState)

@@ -38,7 +38,7 @@ KNOWN_KEYS: Final[frozenset[str]] = frozenset(
 
 _SNAPSHOT_PREFIX: Final = semconv.snapshot_event_name(semconv.SnapshotKind.INPUT).rsplit(".", 1)[0] + "."
 _PAYLOAD_SKIP: Final = frozenset({semconv.SNAPSHOT_PAYLOAD})
-_NO_SKIP: Final = frozenset()
+_NO_SKIP: Final[frozenset[str]] = frozenset()
 
 
 def _resource(resource: Resource, redactor: Redactor, cache: dict[int, tuple[Resource, Resource]]) -> Resource:
@@ -85,7 +85,7 @@ def scrub_span(span: ReadableSpan, redactor: Redactor,
     ``resources`` caches scrubbed resources (most spans of a process share one). Raises only on an internal
     failure, which the caller must treat as "do not export this span"."""
     ours = span.instrumentation_scope is not None and span.instrumentation_scope.name == TRACER_NAME
-    resource = span.resource
+    resource: Resource | None = span.resource  # typed Resource, but None on a span made without one
     if resource is not None:
         scrubbed = _resource(resource, redactor, resources if resources is not None else {})
         if scrubbed is resource and not _suspicious(span, ours, redactor):
@@ -106,7 +106,7 @@ def scrub_span(span: ReadableSpan, redactor: Redactor,
     for i, event in enumerate(events):
         skip = _PAYLOAD_SKIP if ours and event.name.startswith(_SNAPSHOT_PREFIX) else _NO_SKIP
         event_name, n1 = redactor.scrub_text(event.name, "span.events.name")
-        clean, n2 = redactor.scrub_attributes(event.attributes or {}, f"span.events.{event_name}",
+        clean, _ = redactor.scrub_attributes(event.attributes or {}, f"span.events.{event_name}",
                                               known_keys=KNOWN_KEYS, skip_keys=skip)
         if n1 or clean is not None:
             events[i] = Event(event_name, clean if clean is not None else event.attributes, event.timestamp,

@@ -124,7 +124,7 @@ class _DeliveryWatch(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
             result = self.inner.export(spans)
-        except Exception:  # the telemetry path never raises into the host program
+        except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
             _log.exception("otel-replay: the %s exporter raised; %d span(s) not exported", self.name, len(spans))
             result = SpanExportResult.FAILURE
         with self._mutex:
@@ -227,7 +227,7 @@ def _provider(service_name: str | None) -> TracerProvider:
     attributes = {SERVICE_NAME: service_name} if service_name else {}
     resource = Resource.create(attributes)
     if not service_name and not os.environ.get(OTEL_SERVICE_NAME) and \
-            resource.attributes.get(SERVICE_NAME, "").startswith("unknown_service"):
+            str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: _DEFAULT_SERVICE_NAME}))
     # A run root carries one event per snapshot; the SDK's default of 128 events per span would silently
     # drop snapshots of long runs. OTEL_SPAN_EVENT_COUNT_LIMIT still wins when set.
@@ -343,7 +343,7 @@ def flush(timeout_millis: int = 30000) -> bool:
             ok = current.exporter.force_flush(timeout_millis) and ok
         if watch is not None:
             ok = not watch.take_failed() and ok
-    except Exception:  # the telemetry path never raises into the host program
+    except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
         _log.exception("otel-replay: flush failed")
         return False
     return ok
@@ -372,7 +372,7 @@ def _drain(processor: SpanProcessor, timeout_millis: int) -> bool:
     def run() -> None:
         try:
             outcome.append(bool(processor.force_flush(timeout_millis)))
-        except Exception:  # the telemetry path never raises into the host program
+        except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
             _log.exception("otel-replay: flush failed")
             outcome.append(False)
 

@@ -49,7 +49,7 @@ def check_risks(tool_risks: Mapping[str, str] | None) -> dict[str, str]:
 class Guards:
     """``warn``, ``safely`` and ``begin`` for the instrumentation of one framework (its name in the log)."""
 
-    def __init__(self, framework: str) -> None:  # noqa: D107
+    def __init__(self, framework: str) -> None:
         self.framework = framework
 
     def warn(self, what: str) -> None:

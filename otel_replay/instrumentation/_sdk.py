@@ -26,7 +26,7 @@ import contextvars
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import wrapt
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
@@ -43,7 +43,12 @@ TRANSPORT_ONLY: Final = frozenset({
 """Keyword arguments that shape the HTTP exchange, not what the model is asked: left out of the recorded
 request so its hash (what deterministic replay matches on) does not change with a timeout or a header."""
 
-_PROXY: Final[type] = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)  # wrapt 2 splits the two
+_PROXY: Final[type[Any]] = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)  # wrapt 2 splits the two
+
+if TYPE_CHECKING:
+    _ObjectProxy = wrapt.ObjectProxy[Any]
+else:
+    _ObjectProxy = wrapt.ObjectProxy  # not subscriptable before wrapt 2
 _RAW_RESPONSE_HEADER: Final = "x-stainless-raw-response"
 STREAM_ENVELOPE: Final = "otel_replay.stream"
 """Key marking a recorded streamed response: ``{"otel_replay.stream": 1, "chunks": [...], "response": {...},
@@ -152,7 +157,7 @@ def redact_stream(chunks: list[Any], api: SdkApi, redactor: Any) -> int:
         clean, n = redactor.scrub_pieces(pieces, f"model.response.stream.{channel}")
         if n:
             total += n
-            for (container, key), piece in zip(slots, clean):
+            for (container, key), piece in zip(slots, clean, strict=False):
                 container[key] = piece
     return total
 
@@ -208,7 +213,7 @@ class _Plan:
     instead of starting traces of their own).
     """
 
-    __slots__ = ("api", "ctx", "stream", "run", "call", "done", "raw")
+    __slots__ = ("api", "call", "ctx", "done", "raw", "run", "stream")
 
     def __init__(self, api: SdkApi, stream: bool, raw: bool = False) -> None:
         self.api = api
@@ -464,7 +469,7 @@ async def stream_request_async(api: SdkApi, request: dict[str, Any], original: A
 # ------------------------------------------------------------------------------------------ raw responses
 
 
-class _RawRecording(wrapt.ObjectProxy):  # type: ignore[misc]
+class _RawRecording(_ObjectProxy):
     """The SDK's raw response of a recorded streamed call: ``parse()`` returns the recording stream."""
 
     def __init__(self, wrapped: Any, stream: Any) -> None:
@@ -481,7 +486,7 @@ class ReplayedRequest:
 
     method = "POST"
 
-    def __init__(self, url: str) -> None:  # noqa: D107
+    def __init__(self, url: str) -> None:
         self.url = url
         self.headers: dict[str, str] = {}
         self.content = b""
@@ -503,7 +508,7 @@ class ReplayedRawResponse:
     is_closed = True
     request_id = None
 
-    def __init__(self, parsed: Any, body: Any, api: SdkApi) -> None:  # noqa: D107
+    def __init__(self, parsed: Any, body: Any, api: SdkApi) -> None:
         import datetime
 
         self._parsed = parsed
@@ -554,7 +559,7 @@ class ReplayedRawResponse:
 # --------------------------------------------------------------------------------------------- streams
 
 
-class _ClosingResponse(wrapt.ObjectProxy):  # type: ignore[misc]
+class _ClosingResponse(_ObjectProxy):
     """The stream's HTTP response; closing it (as the SDKs' stream helpers do) also ends the step."""
 
     def __init__(self, wrapped: Any, on_close: Callable[[], None]) -> None:
@@ -576,7 +581,7 @@ class _ClosingResponse(wrapt.ObjectProxy):  # type: ignore[misc]
             self._self_on_close()
 
 
-class _RecordingStreamBase(wrapt.ObjectProxy):  # type: ignore[misc]
+class _RecordingStreamBase(_ObjectProxy):
     """What the sync and async recording streams share: the chunks seen so far and the HTTP response."""
 
     def __init__(self, wrapped: Any, plan: _Plan) -> None:
@@ -671,7 +676,7 @@ class ReplayedResponse:
     headers: Mapping[str, str] = {}
     http_version = "HTTP/1.1"
 
-    def __init__(self, on_close: Callable[[], None]) -> None:  # noqa: D107
+    def __init__(self, on_close: Callable[[], None]) -> None:
         self._on_close = on_close
         self.is_closed = False
 
@@ -688,7 +693,7 @@ class ReplayedResponse:
 class _ReplayedItems:
     """What the sync and async replayed streams share: the recorded items and ending the step once."""
 
-    def __init__(self, items: Iterable[Any], on_done: Callable[[], None]) -> None:  # noqa: D107
+    def __init__(self, items: Iterable[Any], on_done: Callable[[], None]) -> None:
         self._otel_replay_items = iter(list(items))
         self._otel_replay_on_done = on_done
         self._otel_replay_done = False
@@ -782,7 +787,7 @@ class _Switch:
     read, and ``ChatOpenAI`` calls it). Switched off, such a method calls the SDK straight through.
     """
 
-    __slots__ = ("wrapper", "on")
+    __slots__ = ("on", "wrapper")
 
     def __init__(self, wrapper: Callable[..., Any]) -> None:
         self.wrapper, self.on = wrapper, True
@@ -812,7 +817,7 @@ def unwrap(owner: type, name: str) -> None:
     ``opentelemetry.instrumentation.utils.unwrap`` removes the outermost wrapper, which is another
     instrumentor's when it wrapped the method after us; this one splices ours out and leaves theirs.
     """
-    current = owner.__dict__.get(name)
+    current: Any = owner.__dict__.get(name)
     if _is_ours(current):
         _switch_off(current)
         setattr(owner, name, current.__wrapped__)

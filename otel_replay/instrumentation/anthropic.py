@@ -68,7 +68,7 @@ def _event(value: Any) -> Any:
     return _construct(RawMessageStreamEvent, value)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _stream_classes() -> tuple[type, type]:
     import anthropic
 

@@ -16,8 +16,8 @@ recording at that same boundary during a replay:
 * the top-level invocation outside a run: LangGraph ``Pregel.invoke`` / ``ainvoke`` / ``stream`` /
   ``astream``, LCEL ``RunnableSequence.invoke`` / ``ainvoke`` and legacy ``Chain.invoke`` / ``ainvoke``
   (``langchain_classic``: ``AgentExecutor``, whose whole loop is then one run) begin an implicit run, so
-  nothing is lost when the application has no ``@orp.agent``; a model, tool or retriever called alone outside any run is an
-  implicit run of one step.
+  nothing is lost when the application has no ``@orp.agent``; a model, tool or retriever called alone outside any
+  run is an implicit run of one step.
 
 What it must never do: raise into the host program from its own bookkeeping (every failure is logged and the
 real call goes ahead), swallow or wrap the host's exceptions (they are recorded and re-raised unchanged),
@@ -37,6 +37,7 @@ import logging
 import operator
 import sys
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
+from types import ModuleType
 from typing import Any, Final
 
 import wrapt
@@ -44,7 +45,6 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.instrumentation.utils import unwrap
 
 from .. import semconv
-from . import _lazy
 from ..recording import (
     ReplayInterrupt,
     begin_model_call,
@@ -56,6 +56,7 @@ from ..recording import (
     in_run,
 )
 from ..snapshots import qualname_of
+from . import _lazy
 from ._guarded import RISKS as _RISKS
 from ._guarded import Guards
 from ._guarded import check_risks as _check_risks
@@ -146,7 +147,7 @@ def _served_answer(call: Any, kind: str, name: str, served: Any, build: Callable
         raise served.error
     try:
         value = build(served.value)
-    except Exception as exc:  # noqa: BLE001 - a recording that cannot answer stops the replay
+    except Exception as exc:  # a recording that cannot answer stops the replay
         stop = _unbuildable(kind, name, exc)
         end(call, exc=stop)
         raise stop from exc
@@ -193,7 +194,9 @@ def _plain_tools(params: dict[str, Any]) -> dict[str, Any]:
     return {**params, "tools": converted}
 
 
-def _model_request(instance: Any, messages: Any, stop: Any, extra: dict[str, Any]) -> tuple[dict, dict[str, Any]]:
+def _model_request(
+    instance: Any, messages: Any, stop: Any, extra: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The model request (messages + invocation parameters) and the LangSmith params (provider, model)."""
     params = _plain_tools(dict(instance._get_invocation_params(stop=stop, **extra)))
     try:
@@ -210,7 +213,7 @@ def _response_plain(messages: list[Any], generation_info: list[Any], llm_output:
 
     out: dict[str, Any] = {
         "generations": [{"message": message_to_dict(m), "generation_info": info}
-                        for m, info in zip(messages, generation_info)],
+                        for m, info in zip(messages, generation_info, strict=False)],
         "llm_output": llm_output,
     }
     first = messages[0] if messages else None
@@ -250,7 +253,7 @@ def _recorded_messages(value: Any) -> list[tuple[Any, Any]]:
         raise ValueError("the recorded response has no generations")
     gens = value["generations"]
     messages = messages_from_dict([g["message"] for g in gens])
-    return [(m, g.get("generation_info")) for m, g in zip(messages, gens)]
+    return [(m, g.get("generation_info")) for m, g in zip(messages, gens, strict=True)]
 
 
 def _chat_result_from(value: Any) -> Any:
@@ -466,7 +469,7 @@ def _entry_wrappers() -> tuple[Callable[..., Any], ...]:
 class _ModelCall:
     """What a chat model wrapper needs to begin a step: name, request, provider and model."""
 
-    __slots__ = ("name", "request", "provider", "model")
+    __slots__ = ("model", "name", "provider", "request")
 
     def __init__(self, instance: Any, messages: Any, stop: Any, extra: dict[str, Any]) -> None:
         self.name = _name_of(instance, type(instance).__name__)
@@ -595,7 +598,11 @@ def _end_stream(ctx: contextvars.Context, call: Any, chunks: list[Any]) -> None:
 
 def _served_chunks(ctx: contextvars.Context, call: Any, parts: Any, served: Any) -> list[Any]:
     """The chunks of a streamed model call answered from the recording (or its recorded error, raised)."""
-    return _served_answer(call, "model", parts.name, served, _chunks_from, end=functools.partial(ctx.run, end_call))
+    def end(*args: Any, **kwargs: Any) -> None:
+        ctx.run(end_call, *args, **kwargs)
+
+    chunks: list[Any] = _served_answer(call, "model", parts.name, served, _chunks_from, end=end)
+    return chunks
 
 
 def _astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -690,7 +697,7 @@ def _tool_output_from(value: Any, tool_call_id: Any) -> Any:
 
 
 class _ToolParts:
-    __slots__ = ("name", "arguments", "risk", "function", "tool_call_id")
+    __slots__ = ("arguments", "function", "name", "risk", "tool_call_id")
 
     def __init__(self, instrumentor: LangChainInstrumentor, tool: Any, args: tuple[Any, ...],
                  kwargs: dict[str, Any]) -> None:
@@ -953,7 +960,7 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     @staticmethod
     def _optional_targets(module: str) -> list[tuple[str, str, str, Callable[..., Any]]]:
         """(module, class, method, wrapper) of the :data:`OPTIONAL_ENTRY_POINTS` of ``module``."""
-        entry = dict(zip(("invoke", "ainvoke", "stream", "astream"), _entry_wrappers()))
+        entry = dict(zip(("invoke", "ainvoke", "stream", "astream"), _entry_wrappers(), strict=True))
         return [(mod, cls, method, entry[method]) for mod, cls, method in OPTIONAL_ENTRY_POINTS if mod == module]
 
     def _instrument(self, **kwargs: Any) -> None:
@@ -964,8 +971,16 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         _register_models()
         # LangGraph and legacy chains are patched after their own import (at once when imported already),
         # never imported here
-        self._hooks = [_lazy.when_imported(module, lambda _m, module=module: self._patch(self._optional_targets(module)))
-                       for module in dict.fromkeys(m for m, _, _ in OPTIONAL_ENTRY_POINTS) if _installed(module)]
+        modules = [module for module in dict.fromkeys(m for m, _, _ in OPTIONAL_ENTRY_POINTS) if _installed(module)]
+        self._hooks = [_lazy.when_imported(module, self._patch_optional(module)) for module in modules]
+
+    def _patch_optional(self, module: str) -> Callable[[ModuleType], None]:
+        """The import hook that patches the optional entry points of ``module``."""
+
+        def patch(_module: ModuleType) -> None:
+            self._patch(self._optional_targets(module))
+
+        return patch
 
     def _patch(self, targets: list[tuple[str, str, str, Callable[..., Any]]]) -> None:
         for module, cls, method, wrapper in targets:

@@ -50,7 +50,7 @@ def _construct(type_: Any, value: Any) -> Any:
     return construct_type(type_=type_, value=value)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _stream_classes() -> tuple[type, type]:
     import openai
 

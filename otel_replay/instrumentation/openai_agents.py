@@ -61,6 +61,7 @@ from ._guarded import RISKS as _RISKS
 from ._guarded import Guards
 from ._guarded import check_risks as _check_risks
 from ._guarded import enabled as _enabled
+from ._sdk import _ObjectProxy
 
 _log = logging.getLogger("otel_replay")
 _guards = Guards("OpenAI Agents SDK")
@@ -305,7 +306,7 @@ def _tool_function(tool: Any, func: Any) -> str | None:
 
 
 class _ToolParts:
-    __slots__ = ("name", "arguments", "risk", "function", "decorated")
+    __slots__ = ("arguments", "decorated", "function", "name", "risk")
 
     def __init__(self, instrumentor: OpenAIAgentsInstrumentor, tool: Any, raw_arguments: Any) -> None:
         self.name = str(getattr(tool, "name", None) or type(tool).__name__)
@@ -471,7 +472,7 @@ def _handoff_init_wrapper(instrumentor: OpenAIAgentsInstrumentor) -> Callable[..
 # ------------------------------------------------------------------------------------- model client
 
 
-class _ResponsesWithoutRawStreaming(wrapt.ObjectProxy):  # type: ignore[misc]
+class _ResponsesWithoutRawStreaming(_ObjectProxy):
     """A client's ``responses`` resource without ``with_streaming_response``: the SDK then streams through
     ``responses.create(stream=True)``, which the OpenAI instrumentor records and answers."""
 
@@ -481,7 +482,7 @@ class _ResponsesWithoutRawStreaming(wrapt.ObjectProxy):  # type: ignore[misc]
         return getattr(self.__wrapped__, name)
 
 
-class _ClientWithoutRawStreaming(wrapt.ObjectProxy):  # type: ignore[misc]
+class _ClientWithoutRawStreaming(_ObjectProxy):
     """An ``AsyncOpenAI`` client whose ``responses`` hides ``with_streaming_response``."""
 
     @property
@@ -540,7 +541,7 @@ class OtelReplayTracingProcessor:
             if target is None:
                 return
             run, where = target
-            exported = data.export() if hasattr(data, "export") else None
+            exported = data.export() if data is not None and hasattr(data, "export") else None
             _, text, _ = _encode(run.rt, exported, f"openai_agents.{kind}")
             attrs = {SPAN_TYPE: str(kind), SPAN_DATA: text}
             error = getattr(span, "error", None)
@@ -558,6 +559,9 @@ class OtelReplayTracingProcessor:
 
 
 _BRIDGE: Final = OtelReplayTracingProcessor()
+"""The one processor registered with the SDK. It has the methods of ``agents.tracing.TracingProcessor`` without
+subclassing it (the SDK is an optional extra, and this module is imported without it), which is all the SDK
+calls; its annotations ask for the subclass, hence the two targeted ``type: ignore`` where it is registered."""
 """The one bridge processor registered with the SDK's trace provider."""
 
 
@@ -688,9 +692,9 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         current = list(getattr(multi, "_processors", ()) or ())
         if mode == "replace":
             self._set_aside = [p for p in current if p is not _BRIDGE]
-            provider.set_processors([_BRIDGE])
+            provider.set_processors([_BRIDGE])  # type: ignore[list-item]  # duck-typed: see _BRIDGE
         elif _BRIDGE not in current:
-            provider.register_processor(_BRIDGE)
+            provider.register_processor(_BRIDGE)  # type: ignore[arg-type]  # duck-typed: see _BRIDGE
         self._bridged = True
 
     def _unbridge(self) -> None:

@@ -366,7 +366,7 @@ def _tools(a: Run, b: Run) -> SectionDiff:
     cb = [_Call.of(s) for s in b.steps if s.kind == _TOOL]
     names_a, names_b = [c.step.name for c in ca], [c.step.name for c in cb]
     if names_a == names_b:  # the common case (a faithful replay): no alignment needed, and difflib is O(n^2) here
-        opcodes: list[tuple[str, int, int, int, int]] = [("equal", 0, len(ca), 0, len(cb))] if ca else []
+        opcodes: Sequence[tuple[str, int, int, int, int]] = [("equal", 0, len(ca), 0, len(cb))] if ca else []
     else:
         opcodes = difflib.SequenceMatcher(None, names_a, names_b, autojunk=False).get_opcodes()
     added: list[dict[str, Any]] = []
@@ -374,7 +374,7 @@ def _tools(a: Run, b: Run) -> SectionDiff:
     changed: list[dict[str, Any]] = []
     for op, i1, i2, j1, j2 in opcodes:
         if op == "equal":
-            for x, y in zip(ca[i1:i2], cb[j1:j2]):
+            for x, y in zip(ca[i1:i2], cb[j1:j2], strict=True):
                 fields = _compare_calls(x, y)
                 if fields:
                     changed.append({"name": x.step.name, "a_index": x.step.index, "b_index": y.step.index,
@@ -449,7 +449,8 @@ def _doc_content(doc: Any) -> Any:
     """The content text of one returned document as stored (a dict, or a tagged dataclass / pydantic model)."""
     if not isinstance(doc, dict):
         return MISSING
-    fields = doc.get("fields") if isinstance(doc.get("fields"), dict) and "$type" in doc else doc
+    given = doc.get("fields")
+    fields = given if isinstance(given, dict) and "$type" in doc else doc
     for name in ("content", "text", "page_content"):
         value = fields.get(name)
         if value is not None:

@@ -211,7 +211,7 @@ def _spawn(event: str) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
 
 
 def _open(state: _Guard, args: tuple[Any, ...]) -> str | None:
-    path, mode, flags = (tuple(args) + (None, None, None))[:3]
+    path, mode, flags = (*args, None, None, None)[:3]
     if isinstance(path, int) or path is None or not _writes(mode, flags):
         return None
     if _is_devnull(path):
@@ -484,7 +484,8 @@ def _step_reached(session: Any) -> int | None:
     if not recorded:
         return None
     cursor = int(getattr(session, "cursor", 0) or 0)
-    return recorded[min(max(cursor - 1, 0), len(recorded) - 1)].index
+    index: int | None = recorded[min(max(cursor - 1, 0), len(recorded) - 1)].index
+    return index
 
 
 # ------------------------------------------------------------------------------------- context in threads
@@ -503,7 +504,7 @@ def _thread_start(self: threading.Thread) -> None:
     if _carrying and _in_replay() and getattr(self, "_target", None) is not _cf_thread._worker:
         # The thread's run() (its own or a subclass's) runs inside a copy of the starter's context.
         self.run = functools.partial(contextvars.copy_context().run, self.run)  # type: ignore[method-assign]
-    return _originals["start"](self)
+    _originals["start"](self)
 
 
 def _pool_submit(self: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:

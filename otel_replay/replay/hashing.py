@@ -98,7 +98,7 @@ def steps_agree(x: Any, y: Any, attribute: str) -> bool:
     ids put aside, see :mod:`otel_replay.replay.volatile`). Other attributes compare as they are."""
     a, b = x.attributes.get(attribute), y.attributes.get(attribute)
     if a == b or attribute not in _STORED_FIELD:
-        return a == b
+        return bool(a == b)
     if same_content(a, b, text_a=step_text(x, attribute), text_b=step_text(y, attribute)):
         return True
     value_a, value_b = stored_value(x, attribute), stored_value(y, attribute)

@@ -17,34 +17,34 @@ import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from opentelemetry.sdk.trace import ReadableSpan
 
 from .. import semconv
-from ..instrumentation import _sdk_installed
 from ..exporting import setup
+from ..instrumentation import _sdk_installed
 from ..recording import ReplayInterrupt, agent, replaying
 from ..records import parse_trace_id
 from ..runs import Run, Step
 from ..semconv import ReplayMode
 from ..snapshots import canonical_json, to_jsonable
-from .hashing import MISSING, same_content, stored_text
+from . import journal as audit_journal
+from .approvals import Approvals
 from .engine import (
     ReplayRefused,
     ReplayResult,
     _call,
+    _entrypoint_module,
     _ingest,
     _instrumented,
     _load_replay,
     _open_store,
-    _entrypoint_module,
     _scrubbed,
     load_entrypoint,
     replay,
 )
-from . import journal as audit_journal
-from .approvals import Approvals
+from .hashing import MISSING, same_content, stored_text
 from .session import ReplaySession, os_user, revive
 
 
@@ -143,7 +143,7 @@ def _find_langchain_tool(obj: Any, name: str, base: type, depth: int, seen: set[
         if getattr(child, "name", None) == name:
             return child
     for child in children:
-        if isinstance(child, base) or isinstance(child, (str, bytes, int, float, bool, type(None))):
+        if isinstance(child, (base, str, bytes, int, float, bool, type(None))):
             continue
         if not isinstance(child, (types.ModuleType, Mapping, list, tuple)) and not any(
                 hasattr(type(child), a) or hasattr(child, a) for a in _CONTAINER_ATTRS):
@@ -154,7 +154,9 @@ def _find_langchain_tool(obj: Any, name: str, base: type, depth: int, seen: set[
     return None
 
 
-def langchain_tool(recorded: Step, original: Run, *, app: str | None) -> tuple[Callable[..., Any], dict[str, Any]] | None:
+def langchain_tool(
+    recorded: Step, original: Run, *, app: str | None
+) -> tuple[Callable[..., Any], dict[str, Any]] | None:
     """The current code's LangChain ``BaseTool`` behind tool step ``recorded`` (recorded by the LangChain
     instrumentor), as ``(call, meta)`` for :func:`replay_tool`; None for a step of another kind of tool.
 
@@ -223,10 +225,10 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
     The tool is the ``@otel_replay.tool`` function the step recorded, or a LangChain tool found by
     :func:`langchain_tool` (``app``: ``MODULE`` or ``MODULE:OBJECT`` to look in, for a run that recorded no
     entrypoint)."""
-    mode = ReplayMode(mode) if str(mode) in ("mock", "live") else None  # type: ignore[assignment]
-    if mode is None:
+    replay_mode = ReplayMode(mode) if str(mode) in ("mock", "live") else None
+    if replay_mode is None:
         raise ReplayRefused("replay-tool takes --mode mock or --mode live")
-    if mode is ReplayMode.LIVE and not (reason and reason.strip()):
+    if replay_mode is ReplayMode.LIVE and not (reason and reason.strip()):
         raise ReplayRefused("a live tool replay calls the real tool: give a reason (--reason TEXT)")
     tid = parse_trace_id(trace_id)
     actor, reason = _scrubbed(actor or os_user()), _scrubbed(reason)
@@ -242,7 +244,9 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
             raise ReplayRefused(f"step {step} of run {tid} is a {recorded.kind} step, not a tool call")
         function = recorded.attributes.get(semconv.TOOL_FUNCTION)
         # A tool recorded through an SDK's instrumentation is called through its wrapper: instrument that SDK.
-        instrumenting.enter_context(_instrumented(types.SimpleNamespace(steps=[recorded], trace_id=tid)))
+        # _instrumented reads only the run's steps and trace id
+        one_step = cast("Run", types.SimpleNamespace(steps=[recorded], trace_id=tid))
+        instrumenting.enter_context(_instrumented(one_step))
         framework = langchain_tool(recorded, original, app=app)
         if not function and framework is None:
             raise ReplayRefused(f"step {step} does not record which function the tool is (recorded before "
@@ -255,7 +259,7 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
             call_args, source = dict(args), "given"
         else:
             call_args, source = revive(snapshot.get("arguments") or {}), "recorded"
-            if mode is ReplayMode.LIVE and "$redacted" in canonical_json(snapshot.get("arguments")):
+            if replay_mode is ReplayMode.LIVE and "$redacted" in canonical_json(snapshot.get("arguments")):
                 raise ReplayRefused(f"the recorded arguments of step {step} hold redacted values a live call "
                                     "cannot restore: pass them with --args JSON")
         current = current or getattr(tool_func, "__otel_replay__", None)
@@ -264,8 +268,8 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
                                 "been wrapped under another name): it cannot be replayed through the firewall")
         approvals = (recorded.name,) if approve else ()
         # from_step records which step was replayed; the session knows only that one recorded call.
-        session = ReplaySession(original=original, mode=mode, from_step=step, approvals=approvals, mocks=None,
-                                actor=actor, reason=reason)
+        session = ReplaySession(original=original, mode=replay_mode, from_step=step, approvals=approvals, mocks=None,
+                                actor=actor or "", reason=reason)
         session.recorded = [recorded]
         spans: list[ReadableSpan] = []
 
@@ -273,12 +277,13 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
             if session.trace_id is not None and f"{span.context.trace_id:032x}" == session.trace_id:
                 spans.append(span)
 
+        agent_name: str = original.agent
         if inspect.iscoroutinefunction(tool_func):
-            @agent(original.agent)
+            @agent(agent_name)
             async def tool_replay() -> Any:
                 return await tool_func(**call_args)
         else:
-            @agent(original.agent)
+            @agent(agent_name)
             def tool_replay() -> Any:
                 return tool_func(**call_args)
 
@@ -310,12 +315,12 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
                              text_b=canonical_json(to_jsonable(result))))
             outcome = "matched" if same_error and (outcome_error is not None or same_result) else "diverged"
         return ToolReplayResult(
-            original_trace_id=tid, step=step, tool=recorded.name, mode=mode.value, args_source=source,
+            original_trace_id=tid, step=step, tool=recorded.name, mode=replay_mode.value, args_source=source,
             outcome=outcome, recorded_result=snapshot.get("result"), recorded_error=snapshot.get("error"),
             result=new_snapshot.get("result") if new_snapshot else None, error=outcome_error,
             schema_version={"recorded": recorded.attributes.get(semconv.TOOL_SCHEMA_VERSION),
                             "current": current.get("schema_version")},
-            replay_trace_id=session.trace_id, approvals=approvals, actor=actor, reason=reason, refusal=refusal)
+            replay_trace_id=session.trace_id, approvals=approvals, actor=actor or "", reason=reason, refusal=refusal)
     finally:
         instrumenting.close()
         if close_store:
@@ -394,7 +399,7 @@ def replay_session(session_id: str, *, mode: str | ReplayMode, approvals: Sequen
     the conversation replay."""
     if not session_id or not str(session_id).strip():
         raise ReplayRefused("a session id is required")
-    approvals = Approvals.of(approvals)  # one budget for the whole conversation: NAME is one call in all turns
+    budget = Approvals.of(approvals)  # one budget for the whole conversation: NAME is one call in all turns
     opened, close_store = _open_store(store)
     try:
         roots = opened.run_rows(session=str(session_id), kind=semconv.RunKind.ORIGINAL.value, limit=10_000)
@@ -402,7 +407,7 @@ def replay_session(session_id: str, *, mode: str | ReplayMode, approvals: Sequen
             raise ReplayRefused(f"no runs with session id {session_id!r} in the store; see `otel-replay runs`")
         turns: list[ReplayResult] = []
         for root in sorted(roots, key=lambda r: r.timestamp_ns):
-            result = replay(root.trace_id, mode=mode, approvals=approvals, actor=actor, reason=reason,
+            result = replay(root.trace_id, mode=mode, approvals=budget, actor=actor, reason=reason,
                             store=opened, entrypoint=entrypoint, mocks=mocks)
             turns.append(result)
             if result.outcome == "refused":

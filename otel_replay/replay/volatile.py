@@ -175,7 +175,7 @@ def extended(given: Iterable[str | VolatileRule] | None) -> Iterator[tuple[Volat
 class _Indexed:
     """The rules of one comparison, indexed by key, and the placeholders handed out so far."""
 
-    __slots__ = ("by_key", "anywhere", "seen")
+    __slots__ = ("anywhere", "by_key", "seen")
 
     def __init__(self, rules: tuple[VolatileRule, ...]) -> None:
         self.by_key: dict[str, list[VolatileRule]] = {}
@@ -257,7 +257,7 @@ def _align(a: Any, b: Any, *, loose: bool) -> tuple[Any, Any]:
                 out_b[k] = b[k]
         return out_a, out_b
     if isinstance(a, list) and isinstance(b, list):
-        pairs = [_align(x, y, loose=loose) for x, y in zip(a, b)]
+        pairs = [_align(x, y, loose=loose) for x, y in zip(a, b, strict=False)]
         n = len(pairs)
         return [p[0] for p in pairs] + a[n:], [p[1] for p in pairs] + b[n:]
     return a, b

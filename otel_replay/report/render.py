@@ -142,19 +142,19 @@ _EXPLAIN = {
 
 
 def _settings(result: ReplayResult, links: Links | None) -> views.Meta:
-    I = views.Inline
+    inline = views.Inline
     approvals: list[views.Inline] = []
     for i, spec in enumerate(result.approvals):
         approvals += [views.text(", ")] if i else []
         approvals.append(views.code(spec))
     refusal = (
-        (I("badge", badge=views.Badge("refused", "st-error badge")), views.text(" "), views.marked(result.refusal))
+        (inline("badge", badge=views.Badge("refused", "st-error badge")), views.text(" "), views.marked(result.refusal))
         if result.refusal
         else (views.text("—"),)
     )
     replay_tid = result.replay_trace_id
     settings: list[tuple[str, tuple[views.Inline, ...]]] = [
-        ("outcome", (I("badge", badge=views.Badge(result.outcome, f"outcome {result.outcome}", "")),)),
+        ("outcome", (inline("badge", badge=views.Badge(result.outcome, f"outcome {result.outcome}", "")),)),
         ("mode", (views.text(result.mode),)),
         ("from step", (views.text("—" if result.from_step is None else result.from_step),)),
         ("actor", (views.text(result.actor),)),
@@ -177,7 +177,7 @@ def _settings(result: ReplayResult, links: Links | None) -> views.Meta:
     if result.schema_changes:
         changes: list[views.Inline] = []
         for i, c in enumerate(result.schema_changes):
-            changes += [I("br")] if i else []
+            changes += [inline("br")] if i else []
             changes.append(
                 views.text(f"{c.get('tool')} (step {c.get('step_index')}): {c.get('recorded')} → {c.get('current')}")
             )

@@ -130,7 +130,7 @@ class _JsonTokens:
         else:
             self._token(Token(cls=cls, pieces=found))
 
-    def _value(self, value: Any, depth: int) -> None:
+    def _value(self, value: Any, depth: int) -> None:  # noqa: C901 - one flat dispatch over JSON value kinds
         if self.cut:
             return
         pad = "  " * (depth + 1)

@@ -385,7 +385,7 @@ def align(a: Run, b: Run) -> list[Row]:
     for op, i1, i2, j1, j2 in opcodes:
         xs, ys = list(a.steps[i1:i2]), list(b.steps[j1:j2])
         if op == "equal":
-            for x, y in zip(xs, ys):
+            for x, y in zip(xs, ys, strict=True):
                 differs = x.status != y.status or any(not steps_agree(x, y, k) for k in _HASH_KEYS)
                 rows.append(Row(x, y, "changed" if differs else "same"))
         elif op == "replace":

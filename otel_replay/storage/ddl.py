@@ -95,9 +95,8 @@ def render_ddl(*, database: str = DEFAULT_DATABASE, table: str = DEFAULT_TABLE, 
     table = check_identifier(table, what="table name")
     if cluster is not None:
         cluster = check_identifier(cluster, what="cluster name")
-    if ttl_days is not None:
-        if isinstance(ttl_days, bool) or not isinstance(ttl_days, int) or ttl_days < 1:
-            raise ValueError(f"ttl_days must be a positive whole number of days, got {ttl_days!r}")
+    if ttl_days is not None and (isinstance(ttl_days, bool) or not isinstance(ttl_days, int) or ttl_days < 1):
+        raise ValueError(f"ttl_days must be a positive whole number of days, got {ttl_days!r}")
     on_cluster = f" ON CLUSTER `{cluster}`" if cluster else ""
     engine = "ReplicatedMergeTree" if cluster else "MergeTree"
     agg_engine = "ReplicatedAggregatingMergeTree" if cluster else "AggregatingMergeTree"

@@ -174,7 +174,7 @@ class Store:
         try:
             try:
                 client = clickhouse_connect.get_client(dsn="chdb://memory" if memory else f"chdb://{path}")
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - classified below, raised as StoreError
                 text = str(exc)
                 if "already initialized" in text:
                     raise StoreError(
@@ -220,7 +220,7 @@ class Store:
                 host=parts.hostname or "localhost", port=port, username=unquote(parts.username or "default"),
                 password=password, database=database, secure=secure, connect_timeout=5,
                 send_receive_timeout=300)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - may quote the password: from None
             raise StoreUnavailableError(
                 f"cannot reach the ClickHouse store at {_redact_url(url)} ({_root_cause(exc, password)}): check that "
                 "the server is running and the URL, user and password are right") from None
@@ -286,7 +286,7 @@ class Store:
             return getattr(self.client, method)(sql, parameters=parameters or {})
         except StoreError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any driver failure becomes a StoreError with a scrubbed message
             raise self._error(exc) from None
 
     def _error(self, exc: Exception) -> StoreError:
@@ -333,7 +333,7 @@ class Store:
                                    column_type_names=list(INSERT_COLUMN_TYPES))
             except StoreError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any driver failure becomes a StoreError with a scrubbed message
                 raise self._error(exc) from None
             total += len(chunk)
         return total
@@ -449,7 +449,8 @@ class Store:
         upper: int | None = None  # exclusive upper bound of the next window (None: no bound)
         width = _LIST_FIRST_WINDOW_NS
         for window in range(_LIST_MAX_WINDOWS + 1):
-            lower: int | None = newest - width
+            lower: int | None
+            lower = newest - width
             if window == _LIST_MAX_WINDOWS or lower <= oldest:
                 lower = None  # this window reaches the oldest span: the last query
             bounds, window_params = [], {**params, "limit": limit - len(rows)}
