@@ -157,7 +157,7 @@ def _name_problem(name: Any) -> str | None:
         return "must not hold a path separator ('/' or '\\'): it names the case, not where its file goes"
     bad = next((c for c in name if unicodedata.category(c) in _NAME_BAD_CATEGORIES), None)
     if bad is not None:
-        return f"must not hold control or invisible characters (found {ascii(bad)})"
+        return f"must not hold control or invisible characters (found {bad!a})"
     if len(name.encode("utf-8")) > _NAME_MAX_BYTES:
         return f"is longer than {_NAME_MAX_BYTES} bytes"
     return None

@@ -40,11 +40,10 @@ from ..exporting.rows import records_from_spans
 from ..recording import ReplayInterrupt, agent, identity, replaying
 from ..records import SpanRecord
 from ..runs import Run, build_run
-from ..snapshots import register_module_alias
 from ..semconv import ReplayMode
-from . import guard
+from ..snapshots import register_module_alias
+from . import guard, volatile
 from . import journal as audit_journal
-from . import volatile
 from .approvals import Approvals
 from .raised import agent_exception
 from .session import ApprovalRequired, Divergence, ReplaySession, _captured, callable_mocks, os_user, revive
