@@ -216,8 +216,8 @@ def _sent_diff(recorded: Step, attribute: str, sent: str | None,
 class ReplaySession:
     """Matches and answers the calls of one replay; collects divergences and what was executed."""
 
-    def __init__(self, *, original: Run, mode: ReplayMode, from_step: int | None, approvals: Sequence[str],
-                 mocks: Mapping[str, Any] | None, actor: str, reason: str | None,
+    def __init__(self, *, original: Run, mode: ReplayMode, from_step: int | None,
+                 approvals: Approvals | Sequence[str], mocks: Mapping[str, Any] | None, actor: str, reason: str | None,
                  allow_side_effects: bool = False) -> None:
         self.original = original
         self.mode = mode
