@@ -97,7 +97,8 @@ def main() -> int:
     missed = store_created
     for name, values in times.items():
         median = statistics.median(values)
-        entry: dict[str, object] = {"median_s": round(median, 4), "cpu_median_s": round(statistics.median(cpu[name]), 4),
+        entry: dict[str, object] = {"median_s": round(median, 4),
+                                    "cpu_median_s": round(statistics.median(cpu[name]), 4),
                                     "times_s": [round(v, 4) for v in values]}
         if name in TARGETS_S:
             ratio = median / TARGETS_S[name]

@@ -35,9 +35,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from otel_replay.exporting.rows import INSERT_COLUMN_TYPES, INSERT_COLUMNS, rows_from_request
 from otel_replay.exporting.spool import SpoolExporter, read_segment, sealed_segments
 from otel_replay.storage import ddl
-from otel_replay.exporting.rows import INSERT_COLUMN_TYPES, INSERT_COLUMNS, rows_from_request
 from otel_replay.storage.store import Store
 
 PAYLOAD = '{"messages":[{"role":"user","content":"' + "x" * 900 + '"}],"model":"gpt-4o-mini"}'

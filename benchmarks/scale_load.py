@@ -95,8 +95,8 @@ def record_target(home: Path, spans: int = TARGET_SPANS) -> None:
 
 def target_rows(spool: Path) -> list[tuple[Any, ...]]:
     """Insert rows of the recorded target run, read from its spool with the ingest's mapping."""
-    from otel_replay.exporting.spool import read_segment, sealed_segments
     from otel_replay.exporting.rows import rows_from_request
+    from otel_replay.exporting.spool import read_segment, sealed_segments
 
     rows: list[tuple[Any, ...]] = []
     for path in sealed_segments(spool):

@@ -40,10 +40,10 @@ if TYPE_CHECKING:
     )
     from .redaction import RedactionConfig, Redactor
     from .replay.diff import RunDiff
-    from .revival import register_type
     from .replay.engine import ReplayRefused, ReplayResult, diff, replay
     from .replay.scopes import SessionReplayResult, ToolReplayResult, replay_session, replay_tool
     from .replay.session import Divergence
+    from .revival import register_type
     from .runs import Run, RunSummary, Snapshot, Step
     from .semconv import ApprovalStatus, ReplayMode, Risk, RunKind, SnapshotKind, StepKind
     from .storage.store import Store
@@ -114,8 +114,8 @@ __all__ = [
     "Run",
     "RunDiff",
     "RunKind",
-    "SessionReplayResult",
     "RunSummary",
+    "SessionReplayResult",
     "Snapshot",
     "SnapshotKind",
     "Step",

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from . import semconv
+from .errorlines import error_line
 from .errors import OtelReplayError
 from .otlp_json import OtlpJsonError, from_otlp_json, to_otlp_json
 from .records import EventRecord, SpanRecord
@@ -157,7 +158,7 @@ def _name_problem(name: Any) -> str | None:
         return "must not hold a path separator ('/' or '\\'): it names the case, not where its file goes"
     bad = next((c for c in name if unicodedata.category(c) in _NAME_BAD_CATEGORIES), None)
     if bad is not None:
-        return f"must not hold control or invisible characters (found {ascii(bad)})"
+        return f"must not hold control or invisible characters (found {bad!a})"
     if len(name.encode("utf-8")) > _NAME_MAX_BYTES:
         return f"is longer than {_NAME_MAX_BYTES} bytes"
     return None
@@ -186,6 +187,8 @@ def _scrub_spans(spans: Sequence[SpanRecord], redactor: Any) -> tuple[list[SpanR
 
     def scrub(text: str, scope: str) -> str:
         nonlocal total
+        clean: str
+        hits: int
         clean, hits = redactor.scrub_text(text, scope)
         total += hits
         return clean
@@ -333,9 +336,13 @@ def load_case(path: str | os.PathLike[str]) -> Case:
             raise CaseError(f"{_shown(file)}: no such case file")
         document = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise CaseError(f"{_shown(file)}: not a readable JSON case file ({type(exc).__name__}: "
-                        f"{_shown(reason)})") from None
+        if isinstance(exc, OSError):
+            reason = exc.strerror or error_line(exc)
+        elif isinstance(exc, UnicodeDecodeError):
+            reason = f"not UTF-8 text: byte {exc.start} cannot be decoded"
+        else:  # what the JSON decoder found, and where
+            reason = str(exc)
+        raise CaseError(f"{_shown(file)}: not a readable JSON case file ({_shown(reason)})") from None
     except RecursionError:
         raise CaseError(f"{_shown(file)}: not a readable JSON case file (nested too deeply)") from None
     return parse_case(document, path=file)
@@ -355,10 +362,12 @@ def parse_case(document: Any, *, path: Path | None = None) -> Case:
     problem = _version_problem(where, document.get("convention"), semconv.SCHEMA_VERSION)
     if problem:
         raise CaseError(problem)
-    fields = {key: document.get(key) for key in ("name", "entrypoint", "mode")}
-    for key, value in fields.items():
+    fields: dict[str, str] = {}
+    for key in ("name", "entrypoint", "mode"):
+        value = document.get(key)
         if not isinstance(value, str) or not value:
             raise CaseError(f"{where}: {key} must be a non-empty string")
+        fields[key] = value
     problem = _name_problem(fields["name"])
     if problem:
         raise CaseError(f"{where}: name {fields['name'][:80]!r} {problem}")
@@ -379,14 +388,14 @@ def parse_case(document: Any, *, path: Path | None = None) -> Case:
     except OtlpJsonError as exc:
         raise CaseError(f"{where}: trace: {exc}") from None
     trace_ids = {s.trace_id for s in spans}
-    source = document.get("source") if isinstance(document.get("source"), dict) else {}
-    named = source.get("trace_id")
+    source = document.get("source")
+    named = source.get("trace_id") if isinstance(source, dict) else None
     trace_id = named if isinstance(named, str) and named in trace_ids else None
     if trace_id is None:
         if len(trace_ids) != 1:
             raise CaseError(f"{where}: trace must hold exactly one trace, found {len(trace_ids)}")
         (trace_id,) = trace_ids
-    recorded = {s.span_attributes.get(semconv.SCHEMA_VERSION_ATTR) for s in spans} - {None}
+    recorded = {v for s in spans if (v := s.span_attributes.get(semconv.SCHEMA_VERSION_ATTR)) is not None}
     for version in sorted(recorded):
         problem = _version_problem(f"{where}: a span", version, semconv.SCHEMA_VERSION)
         if problem:
@@ -408,7 +417,7 @@ def find_cases(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
             else:
                 raise CaseError(f"{_shown(path)}: no such file or folder")
         except OSError as exc:
-            raise CaseError(f"{_shown(path)}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+            raise CaseError(f"{_shown(path)}: cannot be read ({exc.strerror or error_line(exc)})") from None
     unique: dict[Path, None] = {}
     for path in found:
         unique.setdefault(path, None)
@@ -446,7 +455,8 @@ def run_case(case: Case, *, mode: str | None = None, entrypoint: str | None = No
     Nothing is read from or written to a store: the replay's spans go nowhere but this process. The case's
     code runs under the side-effect guard; a side effect it blocked fails the case whatever it expects, unless
     ``allow_side_effects`` turned the guard off. Never raises for a case that cannot run; that is a result
-    with status ``error``.
+    with status ``error`` and one error line (with ``OTEL_REPLAY_DEBUG`` set, an error otel-replay did not
+    expect is raised instead, to show its traceback).
     """
     from .exporting import setup
     from .replay.engine import replay_run
@@ -454,7 +464,6 @@ def run_case(case: Case, *, mode: str | None = None, entrypoint: str | None = No
     from .replay.trust import project_root
 
     use_mode = mode or case.mode
-    base = {"name": case.name, "path": case.path, "mode": use_mode, "expect": case.expect}
     try:
         use_mode = _checked_mode(use_mode)
         # The case's entrypoint goes to the engine as recorded data (the entrypoint rule applies to it);
@@ -463,12 +472,17 @@ def run_case(case: Case, *, mode: str | None = None, entrypoint: str | None = No
             result = replay_run(case.run(), mode=use_mode, entrypoint=entrypoint,
                                 reason=f"regression case {case.name}", allow_side_effects=allow_side_effects)
     except OtelReplayError as exc:  # ReplayRefused, CaseError, a trace that holds no run …
-        return CaseResult(status="error", error=str(exc), **base)
-    except Exception as exc:  # noqa: BLE001 - one case that cannot run must not stop the others
-        return CaseResult(status="error", error=f"unexpected {type(exc).__name__}: {exc}", **base)
+        return CaseResult(name=case.name, path=case.path, mode=use_mode, expect=case.expect, status="error",
+                          error=str(exc))
+    except Exception as exc:  # one case that cannot run must not stop the others
+        if os.environ.get("OTEL_REPLAY_DEBUG"):
+            raise  # the traceback the error line tells people to ask for
+        return CaseResult(name=case.name, path=case.path, mode=use_mode, expect=case.expect, status="error",
+                          error=error_line(exc))
     failures = _failures(case.expect, result)
     failures += [f"no side effects: {d.reason}" for d in result.divergences if d.kind == DIVERGENCE_KIND]
-    return CaseResult(status="failed" if failures else "passed", failures=tuple(failures), replay=result, **base)
+    return CaseResult(name=case.name, path=case.path, mode=use_mode, expect=case.expect,
+                      status="failed" if failures else "passed", failures=tuple(failures), replay=result)
 
 
 def describe_failure(result: CaseResult) -> str:

@@ -49,7 +49,8 @@ app.add_typer(case_app, name="case")
 EXIT_ERROR = 2
 F = TypeVar("F", bound=Callable[..., Any])
 
-_STORE_HELP = "Store URL (chdb:///path or http(s)://user:pass@host:8123/db); default: $OTEL_REPLAY_STORE or the embedded store."
+_STORE_HELP = ("Store URL (chdb:///path or http(s)://user:pass@host:8123/db); default: $OTEL_REPLAY_STORE or the "
+               "embedded store.")
 
 
 def version() -> str:
@@ -118,7 +119,8 @@ def _handled(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-_HTML_HELP = "Write a self-contained HTML report to FILE (links to Jaeger / Grafana from $OTEL_REPLAY_JAEGER_URL / $OTEL_REPLAY_GRAFANA_URL)."
+_HTML_HELP = ("Write a self-contained HTML report to FILE (links to Jaeger / Grafana from $OTEL_REPLAY_JAEGER_URL / "
+              "$OTEL_REPLAY_GRAFANA_URL).")
 
 
 def _write_html(path: str, page: str, *, quiet: bool = False) -> None:
@@ -643,10 +645,12 @@ def replay_command(
     trace_id: str = typer.Argument(..., help="Trace id of the run to replay."),
     mode: ModeChoice = typer.Option(..., "--mode", help="dry, mock, deterministic or live."),
     from_step: int | None = typer.Option(None, "--from-step", min=0, help="Answer steps before N from the recording."),
-    approve: list[str] = typer.Option([], "--approve", help="A write/high tool this replay may execute: NAME (one call), NAME:N or NAME:* (repeatable)."),
+    approve: list[str] = typer.Option([], "--approve", help="A write/high tool this replay may execute: NAME (one "
+                                                            "call), NAME:N or NAME:* (repeatable)."),
     actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
     reason: str | None = typer.Option(None, "--reason", help="Why (required for live)."),
-    app_spec: str | None = typer.Option(None, "--app", help="Entrypoint module:function to run instead of the recorded one."),
+    app_spec: str | None = typer.Option(None, "--app",
+                                        help="Entrypoint module:function to run instead of the recorded one."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     html: str | None = typer.Option(None, "--html", metavar="FILE", help=_HTML_HELP),
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
@@ -683,12 +687,15 @@ class ToolModeChoice(str, Enum):
 def replay_tool_command(
     trace_id: str = typer.Argument(..., help="Trace id of the run."),
     step: int = typer.Option(..., "--step", min=0, help="Index of the tool step to re-run."),
-    mode: ToolModeChoice = typer.Option(ToolModeChoice.mock, "--mode", help="mock (answer from the recording) or live."),
-    args_json: str | None = typer.Option(None, "--args", help="Arguments as a JSON object instead of the recorded ones."),
+    mode: ToolModeChoice = typer.Option(ToolModeChoice.mock, "--mode",
+                                        help="mock (answer from the recording) or live."),
+    args_json: str | None = typer.Option(None, "--args",
+                                         help="Arguments as a JSON object instead of the recorded ones."),
     approve: bool = typer.Option(False, "--approve", help="Allow a write/high tool to execute (live)."),
     actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
     reason: str | None = typer.Option(None, "--reason", help="Why (required for live)."),
-    app_spec: str | None = typer.Option(None, "--app", help="Module (or module:object) holding the LangChain tool, for a run that recorded no entrypoint."),
+    app_spec: str | None = typer.Option(None, "--app", help="Module (or module:object) holding the LangChain tool, "
+                                                            "for a run that recorded no entrypoint."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
@@ -731,7 +738,8 @@ def replay_tool_command(
 def replay_session_command(
     session_id: str = typer.Argument(..., help="Session (conversation) id shared by the runs."),
     mode: ModeChoice = typer.Option(..., "--mode", help="dry, mock, deterministic or live."),
-    approve: list[str] = typer.Option([], "--approve", help="A write/high tool the replay may execute: NAME (one call in all turns), NAME:N or NAME:* (repeatable)."),
+    approve: list[str] = typer.Option([], "--approve", help="A write/high tool the replay may execute: NAME (one "
+                                                            "call in all turns), NAME:N or NAME:* (repeatable)."),
     actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
     reason: str | None = typer.Option(None, "--reason", help="Why (required for live)."),
     app_spec: str | None = typer.Option(None, "--app", help="Entrypoint module:function to run instead."),
@@ -853,9 +861,11 @@ class ExpectChoice(str, Enum):
 def case_export_command(
     trace_id: str = typer.Argument(..., help="Trace id of the run to freeze into a case."),
     output: str | None = typer.Option(None, "-o", "--output",
-                                      help="Case file to write ('-' for stdout; default: ./<agent>-<trace>.case.json)."),
+                                      help="Case file to write ('-' for stdout; default: "
+                                           "./<agent>-<trace>.case.json)."),
     expect: list[ExpectChoice] = typer.Option([], "--expect",
-                                              help="What must hold: output, tools, no-divergence (repeatable; default no-divergence)."),
+                                              help="What must hold: output, tools, no-divergence (repeatable; "
+                                                   "default no-divergence)."),
     mode: CaseModeChoice = typer.Option(CaseModeChoice.mock, "--mode", help="Replay mode the case runs in."),
     name: str | None = typer.Option(None, "--name", help="Case name (default: <agent>-<trace id prefix>)."),
     app_spec: str | None = typer.Option(None, "--app", help="Entrypoint module:function instead of the recorded one."),
@@ -899,8 +909,10 @@ def case_export_command(
 @_handled
 def case_run_command(
     paths: list[str] = typer.Argument(..., help="Case files, or folders searched for *.case.json."),
-    mode: CaseModeChoice | None = typer.Option(None, "--mode", help="Replay every case in this mode instead of its own."),
-    app_spec: str | None = typer.Option(None, "--app", help="Entrypoint module:function for every case instead of its own."),
+    mode: CaseModeChoice | None = typer.Option(None, "--mode",
+                                               help="Replay every case in this mode instead of its own."),
+    app_spec: str | None = typer.Option(None, "--app",
+                                        help="Entrypoint module:function for every case instead of its own."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
     allow_side_effects: bool = typer.Option(False, "--allow-side-effects", help=_ALLOW_SIDE_EFFECTS_HELP),
 ) -> None:
@@ -926,7 +938,8 @@ def case_run_command(
         _warn_side_effects_allowed()
     results: list[CaseResult] = []
     err = SafeConsole(stderr=True)
-    progress = Progress(TextColumn("cases"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}", markup=False),
+    progress = Progress(TextColumn("cases"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.description}", markup=False),
                         console=err, transient=True, disable=len(files) < 2 or not err.is_terminal)
     with progress, _output_to_stderr(as_json):
         task = progress.add_task("", total=len(files))

@@ -270,7 +270,7 @@ class ClickHouseSpanExporter(SpanExporter):
             payload = encode_request(spans)
             batch = _Batch(spans=spans, rows=rows_from_request(payload),
                            token=hashlib.sha256(payload).hexdigest())
-        except Exception:  # the telemetry path never raises into the host program
+        except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
             _log.exception("otel-replay clickhouse exporter: could not encode %d span(s)", len(spans))
             return SpanExportResult.FAILURE
         try:
@@ -278,7 +278,7 @@ class ClickHouseSpanExporter(SpanExporter):
                 self._drain_pending_locked(time.monotonic() + self.retry_seconds)
                 delivered = self._deliver_locked(batch, time.monotonic() + self.retry_seconds)
             return SpanExportResult.SUCCESS if delivered else SpanExportResult.FAILURE
-        except Exception:
+        except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
             _log.exception("otel-replay clickhouse exporter: unexpected failure; %d span(s) not exported", len(spans))
             return SpanExportResult.FAILURE
 
@@ -299,7 +299,7 @@ class ClickHouseSpanExporter(SpanExporter):
                 return ok
             finally:
                 self._lock.release()
-        except Exception:
+        except Exception:  # noqa: BLE001 - a flush never raises into the host program
             _log.exception("otel-replay clickhouse exporter: flush failed")
             return False
 
@@ -321,7 +321,7 @@ class ClickHouseSpanExporter(SpanExporter):
                     if spool is not None:
                         spool.shutdown()
                 self._close_target_locked()
-        except Exception:
+        except Exception:  # noqa: BLE001 - a shutdown never raises into the host program
             _log.exception("otel-replay clickhouse exporter: shutdown failed")
 
     # ---------------------------------------------------------------------------------------------- delivery
@@ -402,7 +402,7 @@ class ClickHouseSpanExporter(SpanExporter):
             if self._spool is None:
                 self._spool = SpoolExporter(self.spool_directory)
             return self._spool.export(batch.spans) is SpanExportResult.SUCCESS
-        except Exception:
+        except Exception:  # noqa: BLE001 - an unspoolable batch is logged, never raised into the host program
             _log.exception("otel-replay clickhouse exporter: could not spool %d span(s)", len(batch.rows))
             return False
 

@@ -169,13 +169,13 @@ class SpoolExporter(SpanExporter):
             return SpanExportResult.SUCCESS
         try:
             record = encode_record(encode_request(spans))
-        except Exception:  # the telemetry path never raises into the host program
+        except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
             _log.exception("otel-replay spool: could not encode %d span(s)", len(spans))
             return SpanExportResult.FAILURE
         with self._lock:
             try:
                 self._append(record)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a failed write is logged, never raised into the host program
                 self._write_failed(len(spans), exc)
                 return SpanExportResult.FAILURE
             if self._failing_spans:
@@ -235,7 +235,7 @@ class SpoolExporter(SpanExporter):
         try:
             self._seal_locked()
             return True
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a flush never raises into the host program; the next one seals
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             _log.warning("otel-replay spool: could not seal the segment in %s (%s); it stays open and the next "
                          "flush seals it", self.directory, reason, exc_info=not isinstance(exc, OSError))

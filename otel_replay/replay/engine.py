@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan
@@ -40,11 +40,10 @@ from ..exporting.rows import records_from_spans
 from ..recording import ReplayInterrupt, agent, identity, replaying
 from ..records import SpanRecord
 from ..runs import Run, build_run
-from ..snapshots import register_module_alias
 from ..semconv import ReplayMode
-from . import guard
+from ..snapshots import register_module_alias
+from . import guard, volatile
 from . import journal as audit_journal
-from . import volatile
 from .approvals import Approvals
 from .raised import agent_exception
 from .session import ApprovalRequired, Divergence, ReplaySession, _captured, callable_mocks, os_user, revive
@@ -194,7 +193,8 @@ def load_entrypoint(spec: str, *, script: str | None = None, given: bool = False
     if inspect.isgeneratorfunction(obj) or inspect.isasyncgenfunction(obj):
         raise ReplayRefused(f"entrypoint {spec!r} is a generator; replaying streaming agents is not supported yet: "
                             "pass --app with a function that consumes it")
-    return obj
+    func: Callable[..., Any] = obj
+    return func
 
 
 def _entrypoint_module(spec: str, module_name: str, script: str | None) -> types.ModuleType:
@@ -217,7 +217,7 @@ def _entrypoint_module(spec: str, module_name: str, script: str | None) -> types
             sys.path.insert(0, str(Path(script).parent))
             try:
                 spec_obj.loader.exec_module(module)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - whatever the script raises while loading refuses the replay
                 sys.modules.pop(alias, None)
                 raise ReplayRefused(f"loading the script {script!r} failed: {type(exc).__name__}: {exc}") from None
     else:
@@ -337,8 +337,9 @@ def _checked(mode: str | ReplayMode, from_step: int | None, reason: str | None) 
     return mode
 
 
-def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = None, approvals: Sequence[str] = (),
-           actor: str | None = None, reason: str | None = None, store: Any = None, entrypoint: str | None = None,
+def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = None,
+           approvals: Approvals | Sequence[str] = (), actor: str | None = None, reason: str | None = None,
+           store: Any = None, entrypoint: str | None = None,
            mocks: Mapping[str, Any] | None = None, allow_side_effects: bool = False,
            volatile_keys: Iterable[str | VolatileRule] = ()) -> ReplayResult:
     """Replay the run recorded as ``trace_id`` and compare it with the original.
@@ -364,7 +365,7 @@ def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = Non
     from ..records import parse_trace_id
 
     checked = _checked(mode, from_step, reason)
-    approvals = Approvals.of(approvals)  # a bad spec is refused before anything is opened
+    budget = Approvals.of(approvals)  # a bad spec is refused before anything is opened
     volatile_keys = volatile.as_rules(volatile_keys)
     tid = parse_trace_id(trace_id)
     opened, close_store = _open_store(store)
@@ -372,7 +373,7 @@ def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = Non
         with _collector_paused():
             original = opened.load_run(tid)
         with revival.noting() as unregistered, volatile.extended(volatile_keys):
-            result = _replay(original, checked, from_step=from_step, approvals=approvals, actor=actor,
+            result = _replay(original, checked, from_step=from_step, approvals=budget, actor=actor,
                              reason=reason, store=opened, entrypoint=entrypoint, mocks=mocks,
                              allow_side_effects=allow_side_effects)
         return _with_notes(result, unregistered)
@@ -402,7 +403,7 @@ def _with_notes(result: ReplayResult, unregistered: list[str]) -> ReplayResult:
     return dataclasses.replace(result, notes=(*result.notes, note)) if note else result
 
 
-def _replay(original: Run, mode: ReplayMode, *, from_step: int | None, approvals: Sequence[str],
+def _replay(original: Run, mode: ReplayMode, *, from_step: int | None, approvals: Approvals | Sequence[str],
             actor: str | None, reason: str | None, store: Any, entrypoint: str | None,
             mocks: Mapping[str, Any] | None, allow_side_effects: bool = False) -> ReplayResult:
     tid = original.trace_id
@@ -476,13 +477,22 @@ def _instrumented(original: Run) -> Iterator[None]:
     missing = [name for name in needed if name not in done]
     try:
         if missing:
+            extra = instrumentation.extra_of(missing[0])
             raise ReplayRefused(f"run {original.trace_id} was recorded through the {', '.join(missing)} SDK, which "
-                                f"is not installed here: pip install 'otel-replay[{instrumentation.extra_of(missing[0])}]'")
+                                f"is not installed here: pip install 'otel-replay[{extra}]'")
         yield
     finally:
         added = [name for name in done if name not in already]
         if added:
             instrumentation.uninstrument(*added)
+
+
+@overload
+def _scrubbed(text: str) -> str: ...
+
+
+@overload
+def _scrubbed(text: None) -> None: ...
 
 
 def _scrubbed(text: str | None) -> str | None:
@@ -627,9 +637,10 @@ def _load_replay(store: Any, trace_id: str | None, spans: list[ReadableSpan]) ->
         except OtelReplayError:
             pass  # the store's copy reads the same and fails the same way: fall through to the usual path
     try:
-        return store.load_run(trace_id)
+        stored: Run = store.load_run(trace_id)
     except OtelReplayError:
         return _build(spans)
+    return stored
 
 
 def _store_holds(store: Any, trace_id: str, records: list[SpanRecord]) -> bool:

@@ -216,8 +216,8 @@ def _sent_diff(recorded: Step, attribute: str, sent: str | None,
 class ReplaySession:
     """Matches and answers the calls of one replay; collects divergences and what was executed."""
 
-    def __init__(self, *, original: Run, mode: ReplayMode, from_step: int | None, approvals: Sequence[str],
-                 mocks: Mapping[str, Any] | None, actor: str, reason: str | None,
+    def __init__(self, *, original: Run, mode: ReplayMode, from_step: int | None,
+                 approvals: Approvals | Sequence[str], mocks: Mapping[str, Any] | None, actor: str, reason: str | None,
                  allow_side_effects: bool = False) -> None:
         self.original = original
         self.mode = mode
@@ -333,6 +333,8 @@ class ReplaySession:
             if not queue:
                 return None
             raw = queue.popleft()[2]
+        if raw is None:
+            return None
         try:
             import json
 
@@ -402,8 +404,8 @@ class ReplaySession:
             return
         with self._lock:
             if kind == "tool":
-                for i, (asked, _, _) in enumerate(self._asked):
-                    if asked == name:
+                for i, (asked_tool, _, _) in enumerate(self._asked):
+                    if asked_tool == name:
                         del self._asked[i]
                         break
                 return
@@ -576,7 +578,7 @@ class ReplaySession:
             self._diverge(None, "unanswerable", str(exc))
         self.compare_output(output_text)
         for d in self.divergences:
-            attrs = {semconv.DIVERGENCE_KIND: d.kind, semconv.DIVERGENCE_REASON: d.reason}
+            attrs: dict[str, str | int] = {semconv.DIVERGENCE_KIND: d.kind, semconv.DIVERGENCE_REASON: d.reason}
             if d.step_index is not None:
                 attrs[semconv.DIVERGENCE_STEP] = d.step_index
             span.add_event(semconv.EVENT_DIVERGENCE, attrs)

@@ -112,7 +112,7 @@ def _row_chunks(paths: list[Path], totals: _Totals, *, chunk_rows: int | None) -
         for index, payload in enumerate(read.payloads):
             try:
                 rows.extend(rows_from_request(payload))
-            except Exception as exc:  # a checksummed record that is still not OTLP: report, keep going
+            except Exception as exc:  # noqa: BLE001 - a checksummed record that is still not OTLP: report, keep going
                 totals.skipped += 1
                 totals.problems.append(f"{path.name}: record {index} is not an OTLP trace request ({exc})")
                 continue

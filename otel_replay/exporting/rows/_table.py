@@ -351,9 +351,9 @@ def rows_from_request(request: ExportTraceServiceRequest | bytes) -> list[tuple[
 def record_from_row(row: Sequence[Any]) -> SpanRecord:
     """The :class:`SpanRecord` of an insert row (or of a query row selected with :data:`SELECT_COLUMNS`)."""
     events = tuple(EventRecord(timestamp_ns=int(t), name=n, attributes=dict(a))
-                   for t, n, a in zip(row[15], row[16], row[17]))
+                   for t, n, a in zip(row[15], row[16], row[17], strict=False))
     links = tuple(LinkRecord(trace_id=t, span_id=s, trace_state=st, attributes=dict(a))
-                  for t, s, st, a in zip(row[18], row[19], row[20], row[21]))
+                  for t, s, st, a in zip(row[18], row[19], row[20], row[21], strict=False))
     return SpanRecord(
         timestamp_ns=int(row[0]), trace_id=row[1], span_id=row[2], parent_span_id=row[3], trace_state=row[4],
         span_name=row[5], span_kind=row[6], service_name=row[7], resource_attributes=dict(row[8]),
@@ -417,9 +417,9 @@ def record_from_query_row(row: Sequence[Any]) -> SpanRecord:
     """
     kind, code = row[6], row[13]
     events = tuple(EventRecord(timestamp_ns=int(t), name=n, attributes=_read_map(a))
-                   for t, n, a in zip(row[15], row[16], row[17]))
+                   for t, n, a in zip(row[15], row[16], row[17], strict=False))
     links = tuple(LinkRecord(trace_id=t, span_id=s, trace_state=st, attributes=_read_map(a))
-                  for t, s, st, a in zip(row[18], row[19], row[20], row[21]))
+                  for t, s, st, a in zip(row[18], row[19], row[20], row[21], strict=False))
     return SpanRecord(
         timestamp_ns=int(row[0]), trace_id=row[1], span_id=row[2], parent_span_id=row[3], trace_state=row[4],
         span_name=row[5], span_kind=_OLD_SPELLINGS.get(kind, kind), service_name=row[7],
