@@ -314,7 +314,9 @@ _CLEAN_MAX_CHARS: Final = 4 * 1024 * 1024
 """The strings a redactor remembers as clean (see :meth:`Redactor.clean_strings`) hold at most this many
 characters in all; past it the memory starts again empty."""
 _CLEAN_MAX_STRING: Final = 64 * 1024
-"""Longer strings are checked every time, never remembered."""
+"""Longer strings are checked every time, never remembered (and so are strings too short to hold a secret)."""
+_CLEAN_MAX_STRINGS: Final = 16_384
+"""The memory of clean strings holds at most this many strings (see :data:`_CLEAN_MAX_CHARS`)."""
 _QUIET_KEYS_MAX: Final = 4096
 """At most this many dict keys are remembered as quiet (see :meth:`Redactor._gather_key`)."""
 _MAX_GATHER_DEPTH: Final = 128
@@ -927,10 +929,10 @@ class Redactor:
 
     def _remember(self, fresh: list[str]) -> None:
         """Remember ``fresh`` strings as clean (the long ones excepted), within the memory's bound."""
-        kept = [text for text in fresh if len(text) <= _CLEAN_MAX_STRING]
+        kept = [text for text in fresh if self._min_len <= len(text) <= _CLEAN_MAX_STRING]
         chars = sum(map(len, kept))
         total = self._clean_chars + chars
-        if total > _CLEAN_MAX_CHARS:
+        if total > _CLEAN_MAX_CHARS or len(self._clean) + len(kept) > _CLEAN_MAX_STRINGS:
             self._clean = {}
             total = chars
         self._clean.update(dict.fromkeys(kept))
@@ -953,7 +955,9 @@ class Redactor:
         if depth > _MAX_GATHER_DEPTH:
             raise _Suspicious
         if kind is dict:
-            if REDACTED_KEY in value:
+            # a marker passed on takes the scope of where it is now; a dict in pair form (non-string keys) has its
+            # key names among its values, where only the full walk applies the key-name rule
+            if REDACTED_KEY in value or value.get("$type") == "dict":
                 raise _Suspicious
             quiet = self._quiet_keys
             clean = self._clean
@@ -1226,11 +1230,12 @@ class Redactor:
                 continue
             if key not in known_keys and self.is_secret_key(key):
                 return True
-            if type(value) is str:
-                if not self.is_digest(value):
-                    strings.append(value)
+            if isinstance(value, str):  # a str subclass is exported as its text: judged as that text
+                text = value if type(value) is str else str.__str__(value)
+                if not self.is_digest(text):
+                    strings.append(text)
             elif isinstance(value, (tuple, list)):
-                strings.extend(v for v in value if type(v) is str)
+                strings.extend(v if type(v) is str else str.__str__(v) for v in value if isinstance(v, str))
         return False
 
     def scrub_attributes(self, attributes: Mapping[str, Any], scope: str, *,
@@ -1341,87 +1346,14 @@ class Redactor:
         raises: on an internal failure the whole value is replaced by a marker with fingerprint ``"error"``.
         """
         try:
-            strings: list[str] = []
-            try:
-                copy = self._scan(value, strings)
-            except _Suspicious:
-                pass
-            else:
-                if self.clean_strings(strings):
-                    return copy, 0
+            if self.is_clean(value):
+                return _copy(value), 0
             counter = [0]
             result = self._walk(value, scope, counter, 0)
             return result, counter[0]
         except Exception:  # noqa: BLE001 - never leak, never raise
             _log.warning("redaction failed at %s; masked the whole value", scope, exc_info=True)
             return {REDACTED_KEY: _ERROR_FINGERPRINT, "scope": scope}, 1
-
-    def _scan(self, value: Any, strings: list[str]) -> Any:
-        """Fast path: copy a plain JSON tree, collecting its strings and keys for one substring pre-check.
-
-        Raises :class:`_Suspicious` as soon as something needs the full walk: a secret key, a large integer,
-        a type that is not plain JSON.
-        """
-        kind = type(value)
-        if kind is dict:
-            if REDACTED_KEY in value:  # a marker passed on takes the scope of where it is now
-                raise _Suspicious
-            out = {}
-            cache = self._key_cache
-            scrubbed_keys = self._key_scrub_cache
-            for k, v in value.items():
-                if type(k) is not str:
-                    raise _Suspicious
-                secret = cache.get(k)
-                if secret is None:
-                    secret = self.is_secret_key(k)
-                if secret:
-                    raise _Suspicious
-                # a key the walk leaves as it is (too short to scrub, or scrubbed before with no hit) is left out
-                # of the pre-check: usage keys such as "input_token_details" would otherwise always fail it
-                if len(k) >= self._min_len:
-                    known = scrubbed_keys.get(k)
-                    if known is None or known[1]:
-                        strings.append(k)
-                kv = type(v)
-                if kv is str:
-                    strings.append(v)
-                    out[k] = v
-                elif kv is dict or kv is list or kv is tuple:
-                    out[k] = self._scan(v, strings)
-                elif kv is int:
-                    if v >= 1_000_000_000_000 and self._cards:
-                        raise _Suspicious
-                    out[k] = v
-                elif v is None or kv is bool or kv is float:
-                    out[k] = v
-                else:
-                    raise _Suspicious
-            return out
-        if kind is list or kind is tuple:
-            items = []
-            for v in value:
-                kv = type(v)
-                if kv is str:
-                    strings.append(v)
-                    items.append(v)
-                elif kv is dict or kv is list or kv is tuple:
-                    items.append(self._scan(v, strings))
-                elif kv is int:
-                    if v >= 1_000_000_000_000 and self._cards:
-                        raise _Suspicious
-                    items.append(v)
-                elif v is None or kv is bool or kv is float:
-                    items.append(v)
-                else:
-                    raise _Suspicious
-            return items if kind is list else tuple(items)
-        if kind is str:
-            strings.append(value)
-            return value
-        if value is None or kind is bool or kind is float or (kind is int and value < 1_000_000_000_000):
-            return value
-        raise _Suspicious
 
     def _secret_value(self, value: Any, scope: str, counter: list[int]) -> Any:
         """Replacement of a value found under a secret key."""
@@ -1589,7 +1521,8 @@ _PATTERN_SOURCES["secret_assignment"] = _default_assignment_source()
 # -------------------------------------------------------------------------------------------------- logs
 
 LOGGER_NAMES: Final[tuple[str, ...]] = (
-    "otel_replay", "otel_replay.audit", "otel_replay.clickhouse", "otel_replay.ingest", "otel_replay.spool",
+    "otel_replay", "otel_replay.audit", "otel_replay.clickhouse", "otel_replay.ingest", "otel_replay.rows",
+    "otel_replay.spool",
     "otel_replay.store",
 )
 """The loggers otel-replay writes to; each carries a :class:`ScrubbingLogFilter` (records of a child logger do

@@ -282,6 +282,19 @@ def test_suppressed_instrumentation_and_uninstrument_record_nothing(home: Path, 
     assert server.count == 3
 
 
+def test_a_method_bound_before_uninstrumenting_records_again_once_instrumented_again(
+        home: Path, server: FakeLLMServer) -> None:
+    """A replay instruments and uninstruments; the SDK's cached raw-response method must follow both ways."""
+    client = openai.OpenAI(base_url=BASE_URL, api_key="sk-test", max_retries=0)
+    raw = client.chat.completions.with_raw_response  # cached, ``create`` bound while wrapped
+    OpenAIInstrumentor().uninstrument()
+    OpenAIInstrumentor().instrument()
+    with capture(home=home) as recorded:
+        raw.create(model=MODEL, messages=[{"role": "user", "content": "bound before"}]).parse()
+    (run,) = recorded.runs()
+    assert [step.kind for step in run.steps] == ["model"]
+
+
 def test_a_bookkeeping_failure_never_reaches_the_agent(home: Path, server: FakeLLMServer,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from otel_replay.instrumentation import _sdk

@@ -40,6 +40,24 @@ def test_a_secret_is_found_after_the_same_tree_was_remembered_clean() -> None:
         assert n >= 1 and SECRET not in json.dumps(tree) and "4111" not in json.dumps(tree)
 
 
+def test_a_secret_key_among_non_string_keys_is_masked() -> None:
+    """A dict with a non-string key is encoded in pair form: its key names are values of the tree."""
+    import enum
+
+    from otel_replay.snapshots import to_jsonable
+
+    class Field(enum.Enum):
+        PASSWORD = "password"
+
+    redactor = Redactor(key=b"k" * 32)
+    for value in ({1: "a", "password": "hunter2-SECRETVALUE"}, {Field.PASSWORD: "hunter2-SECRETVALUE"}):
+        tree = to_jsonable(value)
+        for _ in range(2):  # also once its strings were seen
+            assert not redactor.is_clean(tree)
+            out, n = redactor.redact(tree, "tool.args")
+            assert n == 1 and "hunter2" not in json.dumps(out)
+
+
 def test_random_ids_that_look_like_card_numbers_keep_a_tree_clean() -> None:
     """UUID digit groups pass the quick card test; the full test (the checksum) clears them."""
     redactor = Redactor(key=b"k" * 32)
@@ -76,9 +94,32 @@ def test_a_recorded_run_never_stores_a_secret_that_follows_remembered_messages(h
     def agent(questions: list[str]) -> list[dict]:
         return [lookup(q) for q in questions]
 
+    @orp.tool("configure", risk="read")
+    def configure(settings: dict) -> str:
+        return "ok"
+
     agent(["sunny in Lyon"] * 3)
     agent(["sunny in Lyon", f"my key is {SECRET}", "sunny in Lyon"])
+    configure({1: "a", "password": "hunter2-SECRETVALUE"})  # outside a run: nothing recorded, nothing leaks
+    with orp.agent("clean-memory-settings"):
+        configure({1: "a", "password": "hunter2-SECRETVALUE"})
     orp.flush()
     stored = b"".join(p.read_bytes() for p in home.rglob("*") if p.is_file())
     assert b"sunny in Lyon" in stored
-    assert SECRET.encode() not in stored
+    assert SECRET.encode() not in stored and b"hunter2-SECRETVALUE" not in stored
+
+
+class _Text(str):
+    """A str subclass, as some libraries put in span attributes."""
+
+
+def test_a_str_subclass_span_attribute_is_scrubbed(home: Path) -> None:
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer("some.library")
+    with tracer.start_as_current_span("library call") as span:
+        span.set_attribute("note", _Text(f"key {SECRET}"))
+        span.set_attribute("notes", [_Text(f"key {SECRET}"), "plain"])
+    orp.flush()
+    stored = b"".join(p.read_bytes() for p in home.rglob("*") if p.is_file())
+    assert b"library call" in stored and SECRET.encode() not in stored

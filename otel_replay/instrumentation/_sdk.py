@@ -23,6 +23,7 @@ What it must never do:
 from __future__ import annotations
 
 import contextvars
+import inspect
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -784,7 +785,9 @@ class _Switch:
 
     Unwrapping restores the class attribute, but a bound method taken while it was wrapped lives on: the
     SDKs cache them (``client.chat.completions.with_raw_response`` holds ``create`` as it was when first
-    read, and ``ChatOpenAI`` calls it). Switched off, such a method calls the SDK straight through.
+    read, and ``ChatOpenAI`` calls it). Switched off, such a method calls the SDK straight through; wrapped
+    again (a replay instruments and uninstruments), the same switch is turned back on, so it records again.
+    The switch of a method is kept on the SDK's function itself (attribute ``_otel_replay_switch``).
     """
 
     __slots__ = ("on", "wrapper")
@@ -798,9 +801,22 @@ class _Switch:
         return wrapped(*args, **kwargs)
 
 
+_SWITCH_ATTR: Final = "_otel_replay_switch"
+
+
 def wrap(owner: type, name: str, wrapper: Callable[..., Any]) -> None:
     """Wrap ``owner.name`` with ``wrapper`` (a ``wrapt`` wrapper), switched off again by :func:`unwrap`."""
-    wrapt.wrap_function_wrapper(owner, name, _Switch(wrapper))
+    original = inspect.getattr_static(owner, name, None)
+    switch = getattr(original, _SWITCH_ATTR, None)
+    if isinstance(switch, _Switch):
+        switch.wrapper, switch.on = wrapper, True
+    else:
+        switch = _Switch(wrapper)
+        try:
+            setattr(original, _SWITCH_ATTR, switch)
+        except (AttributeError, TypeError):  # not a plain function: methods bound before are not switched back
+            pass
+    wrapt.wrap_function_wrapper(owner, name, switch)
 
 
 def _is_ours(obj: Any) -> bool:
