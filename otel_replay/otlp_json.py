@@ -22,8 +22,8 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from .errors import OtelReplayError
-from .records import SpanRecord
 from .exporting.rows import records_from_request
+from .records import SpanRecord
 
 _SPAN_KINDS: Final = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")
 _STATUS_CODES: Final = ("Unset", "Ok", "Error")
