@@ -24,6 +24,8 @@ class _UndeclaredRisk(str):
 
 _DEFAULT_RISK: Final = _UndeclaredRisk("read")
 
+# The word sets are data: one line per group of related words (kept out of the formatter's one-word lines).
+# fmt: off
 _HIGH_RISK_WORDS: Final = frozenset({
     "send", "email", "mail", "sms", "message", "notify", "post", "publish", "tweet",
     "delete", "remove", "drop", "destroy", "purge", "erase", "wipe", "truncate",
@@ -48,6 +50,7 @@ _JOINED_OBJECTS: Final = frozenset({
     "shell", "script", "process", "key", "bucket", "repo", "branch",
 })
 """Objects a high-risk action may be joined with (each also with a plural ``s``)."""
+# fmt: on
 
 
 def _high_risk_word(word: str) -> bool:
@@ -57,9 +60,12 @@ def _high_risk_word(word: str) -> bool:
         return True
     for verb in _HIGH_RISK_VERBS:
         if word.startswith(verb):
-            rest = word[len(verb):]
-            if rest in _JOINED_OBJECTS or rest in _HIGH_RISK_WORDS or (
-                    rest.endswith("s") and rest[:-1] in _JOINED_OBJECTS):
+            rest = word[len(verb) :]
+            if (
+                rest in _JOINED_OBJECTS
+                or rest in _HIGH_RISK_WORDS
+                or (rest.endswith("s") and rest[:-1] in _JOINED_OBJECTS)
+            ):
                 return True
     return len(word) > 3 and word.startswith("re") and _high_risk_word(word[2:])
 

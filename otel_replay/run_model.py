@@ -49,10 +49,19 @@ class Snapshot:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"kind": self.kind, "seq": self.seq, "step_index": self.step_index, "span_id": self.span_id,
-                "at": _iso(self.timestamp_ns), "sha256": self.sha256, "size": self.size,
-                "truncated": self.truncated, "redactions": self.redactions, "intact": self.intact,
-                "payload": self.payload}
+        return {
+            "kind": self.kind,
+            "seq": self.seq,
+            "step_index": self.step_index,
+            "span_id": self.span_id,
+            "at": _iso(self.timestamp_ns),
+            "sha256": self.sha256,
+            "size": self.size,
+            "truncated": self.truncated,
+            "redactions": self.redactions,
+            "intact": self.intact,
+            "payload": self.payload,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,10 +95,18 @@ class Step:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the ``steps`` items of ``otel-replay show --json``)."""
         return {
-            "index": self.index, "kind": self.kind, "name": self.name, "status": self.status,
-            "span_id": self.span_id, "parent_span_id": self.parent_span_id, "attempt": self.attempt,
-            "started_at": _iso(self.start_ns), "duration_ms": round(self.duration_ms, 3),
-            "attributes": dict(self.attributes), "error": self.error, "snapshots": self.snapshots,
+            "index": self.index,
+            "kind": self.kind,
+            "name": self.name,
+            "status": self.status,
+            "span_id": self.span_id,
+            "parent_span_id": self.parent_span_id,
+            "attempt": self.attempt,
+            "started_at": _iso(self.start_ns),
+            "duration_ms": round(self.duration_ms, 3),
+            "attributes": dict(self.attributes),
+            "error": self.error,
+            "snapshots": self.snapshots,
         }
 
 
@@ -132,10 +149,19 @@ class RunSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the items of ``otel-replay runs --json``)."""
-        return {"trace_id": self.trace_id, "run_id": self.run_id, "agent": self.agent, "status": self.status,
-                "started_at": self.started_at.isoformat(timespec="microseconds"),
-                "duration_ms": round(self.duration_ms, 3), "kind": self.kind, "replay_of": self.replay_of,
-                "service_name": self.service_name, "step_count": self.step_count, "dialect": self.dialect}
+        return {
+            "trace_id": self.trace_id,
+            "run_id": self.run_id,
+            "agent": self.agent,
+            "status": self.status,
+            "started_at": self.started_at.isoformat(timespec="microseconds"),
+            "duration_ms": round(self.duration_ms, 3),
+            "kind": self.kind,
+            "replay_of": self.replay_of,
+            "service_name": self.service_name,
+            "step_count": self.step_count,
+            "dialect": self.dialect,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -197,17 +223,21 @@ class Run:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``otel-replay show --json``)."""
         out = self.summary.to_dict()
-        out.update({
-            "entrypoint": self.entrypoint,
-            "schema_version": self.schema_version,
-            "attributes": dict(self.attributes),
-            "snapshots": self.snapshots,
-            "steps": [s.to_dict() for s in self.steps],
-            "timeline": [{"seq": s.seq, "kind": s.kind, "step_index": s.step_index, "at": _iso(s.timestamp_ns)}
-                         for s in self.timeline],
-            "problems": list(self.problems),
-            "dialect": self.dialect,
-        })
+        out.update(
+            {
+                "entrypoint": self.entrypoint,
+                "schema_version": self.schema_version,
+                "attributes": dict(self.attributes),
+                "snapshots": self.snapshots,
+                "steps": [s.to_dict() for s in self.steps],
+                "timeline": [
+                    {"seq": s.seq, "kind": s.kind, "step_index": s.step_index, "at": _iso(s.timestamp_ns)}
+                    for s in self.timeline
+                ],
+                "problems": list(self.problems),
+                "dialect": self.dialect,
+            }
+        )
         return out
 
 
@@ -216,8 +246,10 @@ def span_error(span: SpanRecord) -> dict[str, str] | None:
     None when it did not fail."""
     for event in span.events:
         if event.name == semconv.EXCEPTION_EVENT:
-            return {"type": event.attributes.get(semconv.EXCEPTION_TYPE, ""),
-                    "message": event.attributes.get(semconv.EXCEPTION_MESSAGE, "")}
+            return {
+                "type": event.attributes.get(semconv.EXCEPTION_TYPE, ""),
+                "message": event.attributes.get(semconv.EXCEPTION_MESSAGE, ""),
+            }
     if span.is_error:
         return {"type": span.span_attributes.get(semconv.ERROR_TYPE, ""), "message": span.status_message}
     return None

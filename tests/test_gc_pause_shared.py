@@ -52,8 +52,9 @@ def test_an_ingest_leaves_the_collector_as_the_host_program_had_it(home: Path, c
         assert not gc.isenabled()  # never switched on by an ingest when the host had it off
 
 
-def test_an_ingest_ending_inside_another_pause_leaves_the_collector_off(home: Path, collector_restored: None,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_ingest_ending_inside_another_pause_leaves_the_collector_off(
+    home: Path, collector_restored: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     other = contextlib.ExitStack()  # another user of the pause (a replay in another thread) enters during the ingest
 
     def checkpoint(name: str) -> None:
