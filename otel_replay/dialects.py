@@ -18,15 +18,18 @@ JSON), so numbers and JSON are parsed back here.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from . import semconv
+from .errors import OtelReplayError, TraceNotFoundError
 from .records import EventRecord, SpanRecord
 from .records import stored_int as _int
-from .runs import span_error
+from .risk import effective_risk
+from .run_model import Run, RunSummary, Snapshot, Step, span_error
 from .snapshots import canonical_json, sha256_hex
 
 __all__ = [
@@ -235,12 +238,8 @@ def _agent_name(root: SpanRecord) -> str:
     return root.span_name
 
 
-def summary_from_root(root: SpanRecord, *, step_count: int | None = None) -> Any:
+def summary_from_root(root: SpanRecord, *, step_count: int | None = None) -> RunSummary:
     """The ``RunSummary`` of a foreign run from its root span (kind ``original``, no run id)."""
-    import datetime as _dt
-
-    from .runs import RunSummary
-
     return RunSummary(
         trace_id=root.trace_id, run_id="", agent=_agent_name(root), status="error" if root.is_error else "ok",
         started_at=_dt.datetime.fromtimestamp(root.timestamp_ns / 1e9, tz=_dt.timezone.utc),
@@ -586,8 +585,6 @@ def _tool_io(span: SpanRecord, dialect: str) -> tuple[Any, Any, str | None]:
 
 
 def _tool_step(span: SpanRecord, dialect: str, name: str, derived: dict[str, str]) -> dict[str, Any]:
-    from .recording import effective_risk
-
     args, result, call_id = _tool_io(span, dialect)
     if args is not None and not isinstance(args, dict):
         args = {"input": args}
@@ -782,7 +779,7 @@ def _is_descendant(span: SpanRecord, root: SpanRecord, parents: Mapping[str, str
     return False
 
 
-def build_foreign_run(spans: Iterable[SpanRecord], *, trace_id: str | None = None) -> Any:
+def build_foreign_run(spans: Iterable[SpanRecord], *, trace_id: str | None = None) -> Run:
     """Rebuild a run recorded by another GenAI instrumentation into a :class:`~otel_replay.runs.Run`.
 
     Steps are the root's descendants (and the root itself when it is a single model, tool or retrieval
@@ -791,9 +788,6 @@ def build_foreign_run(spans: Iterable[SpanRecord], *, trace_id: str | None = Non
     with ``content_captured`` false and an empty request / arguments (no request hash). Raises
     :class:`~otel_replay.errors.OtelReplayError` when no span is written in a known dialect.
     """
-    from .errors import OtelReplayError, TraceNotFoundError
-    from .runs import Run, Snapshot, Step
-
     spans = tuple(spans)
     if not spans:
         raise TraceNotFoundError(f"no run with trace id {trace_id} in the store; list runs with `otel-replay runs`")
@@ -886,11 +880,9 @@ def _is_content_event(event: EventRecord) -> bool:
     return event.name in (GENAI_INFERENCE_EVENT, GENAI_LEGACY_PROMPT_EVENT, GENAI_LEGACY_COMPLETION_EVENT)
 
 
-def _attempts(steps: list[Any]) -> None:
+def _attempts(steps: list[Step]) -> None:
     """Attempt numbers as the recorder counts them: a step directly following failed attempts of the same kind
     and name under the same parent is attempt n + 1."""
-    from dataclasses import replace
-
     last: dict[str, tuple[str, str, int, bool]] = {}
     for i, step in enumerate(steps):
         previous = last.get(step.parent_span_id)

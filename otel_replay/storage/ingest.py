@@ -25,14 +25,14 @@ It must never delete a segment before its spans are in the store, and never inse
 from __future__ import annotations
 
 import fcntl
-import gc
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
+from .._gc import gc_paused
 from ..errors import StoreError
 from ..exporting.rows import rows_from_request
 from ..exporting.spool import (
@@ -43,10 +43,7 @@ from ..exporting.spool import (
 )
 from ..files import fsync_dir
 
-if TYPE_CHECKING:
-    from .store import Store
-
-__all__ = ["BAD_SUFFIX", "IngestReport", "ingest_spool"]
+__all__ = ["BAD_SUFFIX", "IngestReport", "IngestTarget", "ingest_spool"]
 
 _log = logging.getLogger("otel_replay.ingest")
 
@@ -56,6 +53,23 @@ BAD_SUFFIX: Final = ".bad"
 _BATCH_BYTES: Final = 64 * 1024 * 1024  # claim sealed segments in batches of about this many bytes
 _LOCK_NAME: Final = ".ingest.lock"
 _INSERT_CHUNK_ROWS = 20_000  # rows per INSERT; a crash between chunks leaves a partial insert (recovery handles it)
+
+
+class IngestTarget(Protocol):
+    """What ingest needs of a store: :class:`~otel_replay.storage.store.Store` has it (ingest sits below the
+    store and never imports it)."""
+
+    def insert_rows(self, rows: Sequence[Sequence[Any]]) -> int:
+        """Insert rows in :data:`~otel_replay.exporting.rows.INSERT_COLUMNS` order; raise StoreError on failure."""
+        ...
+
+    def existing_span_ids(self, trace_ids: Iterable[str]) -> set[tuple[str, str]]:
+        """The ``(TraceId, SpanId)`` pairs already stored for any of ``trace_ids``."""
+        ...
+
+    def server_version(self) -> str:
+        """Version of the engine (any failure means the store does not answer)."""
+        ...
 
 
 def _checkpoint(name: str) -> None:
@@ -130,7 +144,7 @@ def _quarantine(path: Path) -> None:
         _log.warning("otel-replay ingest: could not set aside %s", path, exc_info=True)
 
 
-def _insert(store: Store, rows: list[tuple[Any, ...]]) -> None:
+def _insert(store: IngestTarget, rows: list[tuple[Any, ...]]) -> None:
     for start in range(0, len(rows), _INSERT_CHUNK_ROWS):
         store.insert_rows(rows[start:start + _INSERT_CHUNK_ROWS])
         _checkpoint("inserted_chunk")
@@ -144,7 +158,7 @@ def _delete(paths: list[Path], directory: Path) -> None:
     fsync_dir(directory, best_effort=True)
 
 
-def _recover(store: Store, directory: Path, totals: _Totals) -> None:
+def _recover(store: IngestTarget, directory: Path, totals: _Totals) -> None:
     for path in sealed_segments(directory, suffix=INGESTING_SUFFIX):
         rows = _rows_of([path], totals)
         if rows:
@@ -168,7 +182,7 @@ def _recover(store: Store, directory: Path, totals: _Totals) -> None:
             totals.recovered += 1
 
 
-def _store_answers(store: Store) -> bool:
+def _store_answers(store: IngestTarget) -> bool:
     try:
         store.server_version()
     except Exception:  # noqa: BLE001 - any failure means "not answering"
@@ -195,7 +209,7 @@ def _claim_batches(directory: Path) -> list[list[Path]]:
     return batches
 
 
-def ingest_spool(store: Store, directory: str | os.PathLike[str]) -> IngestReport:
+def ingest_spool(store: IngestTarget, directory: str | os.PathLike[str]) -> IngestReport:
     """Ingest every sealed, orphaned or half-ingested segment of spool ``directory`` into ``store``.
 
     Returns an :class:`IngestReport`; raises :class:`~otel_replay.errors.StoreError` when the store
@@ -210,20 +224,15 @@ def ingest_spool(store: Store, directory: str | os.PathLike[str]) -> IngestRepor
             fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return IngestReport(busy=True, problems=("another process is ingesting this spool right now",))
-        # Mapping and inserting build millions of small containers and no cycles: the cyclic GC would only
-        # rescan them again and again (measured: ~40% of ingest time), so it is paused for the ingest.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        # The collector only rescans the rows being built (no cycles among them): paused through the shared,
+        # counted pause of otel_replay._gc, which a replay running in another thread shares.
+        with gc_paused():
             return _ingest_locked(store, directory)
-        finally:
-            if gc_was_enabled:
-                gc.enable()
     finally:
         os.close(lock_fd)  # releases the flock
 
 
-def _ingest_locked(store: Store, directory: Path) -> IngestReport:
+def _ingest_locked(store: IngestTarget, directory: Path) -> IngestReport:
     totals = _Totals()
     adopted = adopt_orphaned_segments(directory)
     _recover(store, directory, totals)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from .. import semconv, settings
+from ..dialects import FOREIGN_ROOT_KEYS
 from ..errors import StoreError, StoreUnavailableError
 from ..exporting.rows import (
     INSERT_COLUMN_TYPES,
@@ -41,11 +42,11 @@ from ..exporting.rows import (
 )
 from ..files import private_dir
 from ..records import SpanRecord, parse_trace_id
+from ..runs import Run, RunSummary, build_run, summary_of
 from . import ddl
 from .lock import StoreLock
 
 if TYPE_CHECKING:
-    from ..runs import Run, RunSummary
     from .ingest import IngestReport
 
 __all__ = ["Store"]
@@ -401,8 +402,6 @@ class Store:
         ``original`` (also runs without the attribute) or ``replay``; ``session`` matches
         ``otel_replay.session.id``.
         """
-        from ..dialects import FOREIGN_ROOT_KEYS
-
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MAX_LIMIT:
             raise ValueError(f"limit must be a whole number from 1 to {_MAX_LIMIT}, got {limit!r}")
         where = ["ParentSpanId = ''", "(startsWith(SpanName, {prefix:String}) OR "
@@ -473,14 +472,9 @@ class Store:
     def runs(self, *, agent: str | None = None, status: str | None = None, kind: str | None = None,
              limit: int = 50) -> list[RunSummary]:
         """Run summaries, newest first (see :meth:`run_rows` for the filters)."""
-        from ..runs import RunSummary
-
-        return [RunSummary.from_root(root) for root in self.run_rows(agent=agent, status=status, kind=kind,
-                                                                     limit=limit)]
+        return [summary_of(root) for root in self.run_rows(agent=agent, status=status, kind=kind, limit=limit)]
 
     def load_run(self, trace_id: str) -> Run:
         """The run recorded in one trace (TraceNotFoundError when the store does not have it)."""
-        from ..runs import build_run
-
         tid = parse_trace_id(trace_id)
         return build_run(self.load_spans(tid), trace_id=tid)

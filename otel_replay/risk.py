@@ -1,0 +1,85 @@
+"""The risk a tool is treated with: as declared, or guessed from its name when undeclared.
+
+Why it exists: the recorder (:func:`otel_replay.tool`) and the readers of other GenAI instrumentations
+(:mod:`otel_replay.dialects`) must agree on which tools may send, delete, write, pay or run commands, and the
+replay guard refuses those outside an approved live replay. One rule in one leaf module serves both, so a
+reader of stored runs needs neither the recorder nor the OpenTelemetry SDK to classify a tool.
+
+What it must never do: import anything of otel_replay beyond the standard library (it sits below recording
+and dialects), or lower a risk a tool declared.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Final
+
+__all__ = ["effective_risk"]
+
+
+class _UndeclaredRisk(str):
+    """The default ``risk="read"`` of :func:`otel_replay.tool`, told apart from an explicit ``risk="read"``."""
+
+
+_DEFAULT_RISK: Final = _UndeclaredRisk("read")
+
+# The word sets are data: one line per group of related words (kept out of the formatter's one-word lines).
+# fmt: off
+_HIGH_RISK_WORDS: Final = frozenset({
+    "send", "email", "mail", "sms", "message", "notify", "post", "publish", "tweet",
+    "delete", "remove", "drop", "destroy", "purge", "erase", "wipe", "truncate",
+    "pay", "payment", "charge", "refund", "transfer", "wire", "withdraw", "payout",
+    "exec", "execute", "shell", "command", "cmd", "subprocess", "bash", "sudo", "eval",
+    "write", "overwrite", "rm", "rmdir", "unlink", "kill",
+})
+"""Words of a tool name that make an undeclared tool ``high``."""
+
+_HIGH_RISK_VERBS: Final = frozenset({
+    "send", "mail", "email", "post", "publish", "notify", "tweet",
+    "delete", "remove", "drop", "destroy", "purge", "erase", "wipe", "truncate",
+    "pay", "charge", "refund", "transfer", "wire", "withdraw",
+    "exec", "execute", "write", "overwrite", "rm", "kill",
+})
+"""Actions that also count written together with their object, in one word (``sendemail``, ``dropdb``)."""
+
+_JOINED_OBJECTS: Final = frozenset({
+    "email", "mail", "sms", "message", "msg", "text", "notification", "tweet", "post",
+    "file", "dir", "folder", "path", "table", "db", "database", "row", "record", "rf", "all", "everything",
+    "user", "account", "customer", "invoice", "payment", "card", "money", "funds", "order", "cmd", "command",
+    "shell", "script", "process", "key", "bucket", "repo", "branch",
+})
+"""Objects a high-risk action may be joined with (each also with a plural ``s``)."""
+# fmt: on
+
+
+def _high_risk_word(word: str) -> bool:
+    """True for a high-risk word (``send``), that word after ``re`` (``resend``), or a high-risk action joined
+    with an object (``sendemail``, ``rmrf``, ``writefile``, ``resendinvoice``)."""
+    if word in _HIGH_RISK_WORDS:
+        return True
+    for verb in _HIGH_RISK_VERBS:
+        if word.startswith(verb):
+            rest = word[len(verb) :]
+            if (
+                rest in _JOINED_OBJECTS
+                or rest in _HIGH_RISK_WORDS
+                or (rest.endswith("s") and rest[:-1] in _JOINED_OBJECTS)
+            ):
+                return True
+    return len(word) > 3 and word.startswith("re") and _high_risk_word(word[2:])
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_risk(name: str) -> str:
+    words = {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)}
+    return "high" if any(_high_risk_word(w) for w in words) else "read"
+
+
+def effective_risk(name: str, declared: str | None) -> str:
+    """The risk a tool is treated with: as declared, or ``high`` when undeclared and its name says it sends
+    messages, deletes, writes, pays or transfers, or runs commands (also joined, ``sendemail``, or after
+    ``re``, ``resend_invoice``; see docs/replay.md); else ``read``."""
+    if declared is not None and not isinstance(declared, _UndeclaredRisk):
+        return str(declared)
+    return _name_risk(str(name))
