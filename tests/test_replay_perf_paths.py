@@ -202,8 +202,10 @@ def test_the_garbage_collector_is_left_as_it_was(recorded: str) -> None:
             assert not gc.isenabled()  # not switched on by a replay when the caller had it off
         finally:
             gc.enable()
-        with engine._collector_paused():  # noqa: SLF001 - nested pauses share one
-            with engine._collector_paused():  # noqa: SLF001
+        from otel_replay._gc import gc_paused
+
+        with gc_paused():  # nested pauses (the engine's and ingest's) share one
+            with gc_paused():
                 assert not gc.isenabled()
             assert not gc.isenabled()
         assert gc.isenabled()

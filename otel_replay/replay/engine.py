@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
-import gc
 import importlib
 import importlib.util
 import inspect
@@ -34,6 +33,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .. import revival, semconv
+from .._gc import gc_paused
 from ..errors import OtelReplayError
 from ..exporting import setup
 from ..exporting.rows import records_from_spans
@@ -370,7 +370,7 @@ def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = Non
     tid = parse_trace_id(trace_id)
     opened, close_store = _open_store(store)
     try:
-        with _collector_paused():
+        with gc_paused():  # loading, ingesting, rebuilding and diffing: no cycles, see _gc
             original = opened.load_run(tid)
         with revival.noting() as unregistered, volatile.extended(volatile_keys):
             result = _replay(original, checked, from_step=from_step, approvals=budget, actor=actor,
@@ -547,7 +547,7 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
                             "@otel_replay.agent function the run was recorded with; pass --app module:function")
     from .diff import diff_runs
 
-    with _collector_paused():
+    with gc_paused():  # loading, ingesting, rebuilding and diffing: no cycles, see _gc
         _ingest(store)
         replayed = _load_replay(store, session.trace_id, spans)
         diff = diff_runs(original, replayed) if replayed is not None else None
@@ -562,34 +562,6 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         schema_changes=tuple(session.schema_changes),
         replay=replayed, original=original, allow_side_effects=session.allow_side_effects,
         agent_error=raised, refused_call=session.refused_call if refusal is not None else None)
-
-
-_collector_lock = threading.Lock()
-_collector_pauses = 0
-_collector_resume = False
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while the engine loads, ingests, rebuilds and diffs runs.
-
-    Those steps allocate tens of thousands of objects per thousand steps, none of them in reference cycles, and
-    enough of them survive (the runs) to set off full collections of the whole heap that find nothing to free:
-    about 40 ms per 1,000-step replay. The agent's own code never runs inside; nesting and threads share one
-    pause, and the collector is enabled again only if it was enabled when the first pause began."""
-    global _collector_pauses, _collector_resume
-    with _collector_lock:
-        if _collector_pauses == 0:
-            _collector_resume = gc.isenabled()
-            gc.disable()
-        _collector_pauses += 1
-    try:
-        yield
-    finally:
-        with _collector_lock:
-            _collector_pauses -= 1
-            if _collector_pauses == 0 and _collector_resume:
-                gc.enable()
 
 
 def _call(func: Callable[..., Any], args: Any, kwargs: Any) -> Any:
