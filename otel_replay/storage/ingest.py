@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from .. import faults
 from ..errors import StoreError
 from ..exporting.spool import (
     INGESTING_SUFFIX,
@@ -59,7 +60,8 @@ _INSERT_CHUNK_ROWS = 20_000  # rows per INSERT; a crash between chunks leaves a 
 
 
 def _checkpoint(name: str) -> None:
-    """No-op marker of a crash-relevant point (tests replace it to kill the process exactly there)."""
+    """A crash-relevant point, the fault point ``ingest.<name>`` (:mod:`otel_replay.faults`; no-op unarmed)."""
+    faults.reached("ingest." + name)
 
 
 @dataclass(frozen=True, kw_only=True)
