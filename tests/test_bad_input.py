@@ -424,9 +424,9 @@ def test_huge_values_and_many_attributes_map_in_bounded_time() -> None:
     attributes.update({"text": big_text, "bytes": big_bytes})
     wire = one_span_request(attributes=attributes).SerializeToString()
     assert len(wire) > 20 * MIB
-    started = time.perf_counter()
+    started = time.process_time()  # this process's CPU time: what other processes on the machine do is not counted
     (row,) = rows_from_request(wire)
-    assert time.perf_counter() - started < 10
+    assert time.process_time() - started < 10
     assert len(row[11]) == 50_002 and row[11]["text"] == big_text
     assert row[11]["bytes"] == base64.b64encode(big_bytes).decode()
 

@@ -130,12 +130,12 @@ def test_unreachable_store_is_one_line_error(tmp_path: Path) -> None:
 
 def test_busy_store_is_one_line_error_naming_the_holder(tmp_path: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
-        import sys, time
+        import sys
         from otel_replay.storage.store import Store
         store = Store.open()
         print("ready", flush=True)
-        time.sleep(30)
-    """)], stdout=subprocess.PIPE, text=True, env={**os.environ, "OTEL_REPLAY_HOME": str(tmp_path)})
+        sys.stdin.readline()  # holds the store until the test is done with it
+    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "OTEL_REPLAY_HOME": str(tmp_path)})
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
         out = cli(tmp_path, "runs", env={"OTEL_REPLAY_LOCK_TIMEOUT": "0.5"})
