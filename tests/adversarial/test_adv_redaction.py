@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from cli_in_process import run_cli, runs_in_process
 
 import adv_redaction_agents as agents
 from leak_checks import masked_bytes
@@ -67,6 +68,8 @@ def cli(home: Path, *args: str, env: dict[str, str] | None = None,
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_EXPORTER_OTLP_ENDPOINT"):
         full.pop(name, None)
     full.update(env or {})
+    if runs_in_process(args):  # the same main(), without a second of interpreter start-up
+        return run_cli(args, env=full, cwd=cwd or HERE)
     return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
                           env=full, timeout=180, cwd=cwd or HERE)
 
