@@ -32,6 +32,17 @@ OTHER_SECRET = "sk-proj-" + "Z9y8" * 10
 Call = tuple[str, dict[str, Any]]
 
 
+@pytest.fixture(autouse=True)
+def span_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    """Span times from a clock that moves only when an agent "sleeps" (``make_agent(sleep_s=...)``): a run takes
+    no time at all unless it sleeps, however busy the machine is, so no latency section changes by chance."""
+    clock = FakeClock()
+    monkeypatch.setattr(sdk_trace, "time_ns", clock.time_ns)
+    monkeypatch.setattr(recording, "time", clock)
+    monkeypatch.setattr(sys.modules[__name__], "_sleep", clock.sleep)
+    return clock
+
+
 def make_agent(*, answer: str = "Refund approved for A1.",
                calls: tuple[Call, ...] = (("lookup_order", {"order_id": "A1"}),
                                           ("issue_refund", {"order_id": "A1", "amount": 20})),
@@ -259,13 +270,7 @@ def test_missing_final_state_is_a_difference(tmp_path: Path) -> None:
     assert state.details["final_task_state"] == {"a": "done", "b": "refund"}
 
 
-def test_latency_changes_only_past_the_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Span times from a clock that moves only when the agent "sleeps": the fast run takes no time at all and the
-    # slow one exactly 0.3 s more, however busy the machine is.
-    clock = FakeClock()
-    monkeypatch.setattr(sdk_trace, "time_ns", clock.time_ns)
-    monkeypatch.setattr(recording, "time", clock)
-    monkeypatch.setattr(sys.modules[__name__], "_sleep", clock.sleep)
+def test_latency_changes_only_past_the_threshold(tmp_path: Path) -> None:
     fast, slow = record(tmp_path, make_agent()), record(tmp_path, make_agent(sleep_s=0.3))
     assert fast.summary.duration_ms == 0 and slow.summary.duration_ms == pytest.approx(300)
     diff = diff_runs(fast, slow)
