@@ -82,7 +82,7 @@ def run_cli(args: Sequence[str], *, env: Mapping[str, str] | None = None,
 
     if not _same_configuration(env if env is not None else os.environ):
         return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
-                              env=None if env is None else dict(env), cwd=cwd, timeout=300)
+                              env=None if env is None else dict(env), cwd=cwd, timeout=300, check=False)
     out, err = io.StringIO(), io.StringIO()
     code = 0
     environment = mock.patch.dict(os.environ, dict(env), clear=True) if env is not None else contextlib.nullcontext()

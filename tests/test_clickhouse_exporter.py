@@ -24,8 +24,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Status, StatusCode
 
 from otel_replay import configure
-from otel_replay.exporting import setup
 from otel_replay.exporting import clickhouse as clickhouse_module
+from otel_replay.exporting import setup
 from otel_replay.exporting.clickhouse import ClickHouseSpanExporter
 from otel_replay.exporting.spool import INGESTING_SUFFIX, SEALED_SUFFIX
 from otel_replay.storage.mapping import records_from_request
