@@ -113,6 +113,11 @@ def arm(faults: str | Iterable[Fault]) -> None:
         _armed = table
 
 
+def armed() -> tuple[Fault, ...]:
+    """The faults armed now (empty when none is)."""
+    return tuple(fault for faults in _armed.values() for fault in faults)
+
+
 def disarm() -> None:
     """Disarm every fault."""
     arm(())
