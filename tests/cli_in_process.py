@@ -59,13 +59,17 @@ def loggers_restored() -> Iterator[None]:
 
 
 def _same_configuration(env: Mapping[str, str]) -> bool:
-    from otel_replay.exporting.setup import current_runtime
+    """Whether this process is configured as a fresh one would be from ``env`` (when in doubt: not)."""
+    try:
+        from otel_replay.exporting.setup import current_runtime
 
-    configured = current_runtime()
-    home = env.get("OTEL_REPLAY_HOME")
-    if configured is None or not home or env.get("OTEL_REPLAY_STORE") or configured.store_url:
+        configured = current_runtime()
+        home = env.get("OTEL_REPLAY_HOME")
+        if configured is None or not home or env.get("OTEL_REPLAY_STORE") or configured.store_url:
+            return False
+        return Path(configured.home).resolve() == Path(home).resolve()
+    except (ImportError, AttributeError):  # the runtime's shape changed: run the command in a process of its own
         return False
-    return Path(configured.home).resolve() == Path(home).resolve()
 
 
 def run_cli(args: Sequence[str], *, env: Mapping[str, str] | None = None,
