@@ -18,7 +18,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	@sh scripts/ensure-chromium
-	$(BIN)/python -m pytest -q -n auto
+	$(BIN)/python -m pytest -q -n auto --dist worksteal
 
 bench: $(STAMP)
 	@# each benchmark exits 1 when it misses a target; "-" lets make run the rest and report it as ignored

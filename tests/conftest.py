@@ -1,4 +1,4 @@
-"""Shared fixtures.
+"""Shared fixtures and the suite-wide Hypothesis profile.
 
 chDB runs one embedded ClickHouse engine per process and one on-disk path at a time: every test that opens a
 store must close it (use the ``store`` fixture or ``with Store.open(...)``) before another path is opened.
@@ -9,8 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from otel_replay import configure
+
+# Property tests draw the same examples on every run and every machine (a random seed must not decide whether
+# the suite passes), keep no example database between runs, and have no wall-clock deadline per example.
+settings.register_profile("otel-replay", derandomize=True, database=None, deadline=None, print_blob=False)
+settings.load_profile("otel-replay")
 
 
 @pytest.fixture

@@ -46,6 +46,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 import case_agents as ca
+from cli_in_process import loggers_restored
 import otel_replay as orp
 from otel_replay import cli as cli_module
 from otel_replay import semconv
@@ -104,7 +105,7 @@ def cli(*args: str) -> Cli:
     """Run ``otel-replay ARGS`` in this process, as the console script does (``main``), capturing output."""
     out, err = io.StringIO(), io.StringIO()
     code: int | str
-    with mock.patch.object(sys, "argv", ["otel-replay", *args]), contextlib.redirect_stdout(out), \
+    with loggers_restored(), mock.patch.object(sys, "argv", ["otel-replay", *args]), contextlib.redirect_stdout(out), \
             contextlib.redirect_stderr(err):
         try:
             cli_module.main()
@@ -424,9 +425,9 @@ def test_huge_values_and_many_attributes_map_in_bounded_time() -> None:
     attributes.update({"text": big_text, "bytes": big_bytes})
     wire = one_span_request(attributes=attributes).SerializeToString()
     assert len(wire) > 20 * MIB
-    started = time.perf_counter()
+    started = time.process_time()  # this process's CPU time: what other processes on the machine do is not counted
     (row,) = rows_from_request(wire)
-    assert time.perf_counter() - started < 10
+    assert time.process_time() - started < 10
     assert len(row[11]) == 50_002 and row[11]["text"] == big_text
     assert row[11]["bytes"] == base64.b64encode(big_bytes).decode()
 
@@ -1397,7 +1398,10 @@ def hostile_agent(value: Any, *, raise_it: BaseException | None = None) -> Any:
     return back
 
 
-def _call_with_deadline(function: Callable[[], Any], seconds: float) -> Any:
+HANG_S = 600  # a bound against a hang (an endless loop fails the test instead of stalling the suite), never a speed check
+
+
+def _call_with_deadline(function: Callable[[], Any], seconds: float = HANG_S) -> Any:
     """``function()`` in a thread; fails the test (instead of hanging it) if it does not return in time."""
     import threading
 
@@ -1425,7 +1429,7 @@ def test_hostile_values_never_change_what_the_agent_returns(name: str, tmp_path:
     recorded (with the value's encoding, a tag or a marker where it could not be kept)."""
     value = HOSTILE_VALUES[name]()
     with capture(home=tmp_path) as recorded:
-        returned = _call_with_deadline(lambda: hostile_agent(value), 30)
+        returned = _call_with_deadline(lambda: hostile_agent(value))
         assert returned is value
         (run,) = recorded.runs()
     assert [s.kind for s in run.steps] == ["tool", "model", "retrieval"]
@@ -1442,7 +1446,7 @@ def test_a_ten_mib_argument_with_a_secret_at_its_end_is_recorded_truncated_and_r
     gets its value back, and the secret at the end is nowhere in the run."""
     text = "x" * (10 * MIB) + " " + API_KEY
     with capture(home=tmp_path) as recorded:
-        assert _call_with_deadline(lambda: big_agent(text), 60) is text
+        assert _call_with_deadline(lambda: big_agent(text)) is text
         (run,) = recorded.runs()
     shown = json.dumps(run.to_dict())
     assert API_KEY not in shown and "Bq47Bq47" not in shown

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_in_process import run_cli, runs_in_process
 
 import case_agents as ca
 import otel_replay as orp
@@ -41,6 +42,8 @@ def cli(world: dict[str, Any], *args: str, cwd: Path | None = None,
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_EXPORTER_OTLP_ENDPOINT"):
         full.pop(name, None)
     full.update(env or {})
+    if runs_in_process(args):  # the same main(), without a second of interpreter start-up
+        return run_cli(args, env=full, cwd=cwd or world["cases"])
     return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
                           env=full, timeout=120, cwd=cwd or world["cases"])
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_in_process import run_cli, runs_in_process
 
 RUN_KEYS = {"trace_id", "run_id", "agent", "status", "started_at", "duration_ms", "kind", "replay_of"}
 SHOW_KEYS = {"trace_id", "run_id", "agent", "status", "snapshots", "steps"}
@@ -22,6 +23,8 @@ def cli(home: Path, *args: str, env: dict[str, str] | None = None, timeout: floa
     full_env.pop("OTEL_REPLAY_STORE", None)
     if env and "OTEL_REPLAY_STORE" in env:
         full_env["OTEL_REPLAY_STORE"] = env["OTEL_REPLAY_STORE"]
+    if runs_in_process(args):  # the same main(), without a second of interpreter start-up
+        return run_cli(args, env=full_env)
     return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout)
 
@@ -130,12 +133,12 @@ def test_unreachable_store_is_one_line_error(tmp_path: Path) -> None:
 
 def test_busy_store_is_one_line_error_naming_the_holder(tmp_path: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
-        import sys, time
+        import sys
         from otel_replay.storage.store import Store
         store = Store.open()
         print("ready", flush=True)
-        time.sleep(30)
-    """)], stdout=subprocess.PIPE, text=True, env={**os.environ, "OTEL_REPLAY_HOME": str(tmp_path)})
+        sys.stdin.readline()  # holds the store until the test is done with it
+    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "OTEL_REPLAY_HOME": str(tmp_path)})
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
         out = cli(tmp_path, "runs", env={"OTEL_REPLAY_LOCK_TIMEOUT": "0.5"})

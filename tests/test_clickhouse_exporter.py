@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from fake_clock import FakeClock
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -23,6 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Status, StatusCode
 
 from otel_replay import configure
+from otel_replay.exporting import clickhouse as clickhouse_module
 from otel_replay.exporting import setup
 from otel_replay.exporting.clickhouse import ClickHouseSpanExporter
 from otel_replay.exporting.spool import INGESTING_SUFFIX, SEALED_SUFFIX
@@ -120,20 +122,27 @@ def test_inserts_the_same_rows_as_the_store_on_the_real_engine(home, tmp_path):
     assert [e.name for e in root.events] == ["otel_replay.snapshot.input"]
 
 
-def test_server_down_spools_within_budget_and_ingest_stores_each_span_once(home, tmp_path):
+def test_server_down_spools_within_budget_and_ingest_stores_each_span_once(home, tmp_path, monkeypatch, caplog):
+    caplog.set_level(logging.DEBUG, logger="otel_replay")
     exporter = ClickHouseSpanExporter(url=f"http://127.0.0.1:{free_port()}/default", home=home, retry_seconds=0.5,
                                       timeout=1)
     memory = InMemorySpanExporter()
     record_spans(memory)
     spans = list(memory.get_finished_spans())
-    started = time.monotonic()
+    clock = FakeClock()  # the exporter's backoff sleeps and its budget, measured without waiting
+    monkeypatch.setattr(clickhouse_module, "time", clock)
     first = exporter.export(spans[:2])  # tries (refused), retries with backoff for 0.5 s, then spools
-    elapsed = time.monotonic() - started
     assert first is SpanExportResult.SUCCESS, "a spooled batch is delivered as far as the SDK is concerned"
-    assert elapsed < 3, f"the retry budget is 0.5 s but the export took {elapsed:.1f} s"
-    started = time.monotonic()
+    assert clock.slept and sum(clock.slept) <= 0.5, f"it retries within its 0.5 s budget: slept {clock.slept}"
+    retries = [r for r in caplog.records if "retrying in" in r.getMessage()]
+    assert len(retries) == len(clock.slept)
+    given_up = [r for r in caplog.records if "spooling to" in r.getMessage()]
+    assert len(given_up) == 1, caplog.text
+    slept = list(clock.slept)
     assert exporter.export(spans[2:]) is SpanExportResult.SUCCESS
-    assert time.monotonic() - started < 0.5, "while the server is known down, batches go to the spool at once"
+    assert clock.slept == slept, "while the server is known down, batches go to the spool at once"
+    assert [r for r in caplog.records if "spooling to" in r.getMessage()] == given_up, "and it is not tried again"
+    monkeypatch.setattr(clickhouse_module, "time", time)  # shutdown's own waits: real time again
     exporter.shutdown()
     assert exporter.dropped_spans == 0
     assert list((home / "spool").glob("*" + SEALED_SUFFIX)), "failed batches must be in the spool"

@@ -8,22 +8,39 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_clock import FakeClock
+from opentelemetry.sdk import trace as sdk_trace
 from rich.console import Console
 
 import otel_replay as orp
+from otel_replay import recording
 from otel_replay.replay.diff import SECTIONS, RunDiff, diff_runs, render_diff
 from otel_replay.testing import capture
+
+_sleep = time.sleep  # what make_agent(sleep_s=...) waits with (a test may swap in a fake clock)
 
 SECRET = "sk-proj-" + "A1b2" * 10
 OTHER_SECRET = "sk-proj-" + "Z9y8" * 10
 
 Call = tuple[str, dict[str, Any]]
+
+
+@pytest.fixture(autouse=True)
+def span_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    """Span times from a clock that moves only when an agent "sleeps" (``make_agent(sleep_s=...)``): a run takes
+    no time at all unless it sleeps, however busy the machine is, so no latency section changes by chance."""
+    clock = FakeClock()
+    monkeypatch.setattr(sdk_trace, "time_ns", clock.time_ns)
+    monkeypatch.setattr(recording, "time", clock)
+    monkeypatch.setattr(sys.modules[__name__], "_sleep", clock.sleep)
+    return clock
 
 
 def make_agent(*, answer: str = "Refund approved for A1.",
@@ -76,7 +93,7 @@ def make_agent(*, answer: str = "Refund approved for A1.",
         for verdict in verdicts:
             orp.record_safety({"verdict": verdict, "checker": "policy"})
         if sleep_s:
-            time.sleep(sleep_s)
+            _sleep(sleep_s)
         if fail:
             raise RuntimeError("refund service unavailable")
         return {"answer": answer, "citations": [d["id"] for d in found]}
@@ -255,6 +272,7 @@ def test_missing_final_state_is_a_difference(tmp_path: Path) -> None:
 
 def test_latency_changes_only_past_the_threshold(tmp_path: Path) -> None:
     fast, slow = record(tmp_path, make_agent()), record(tmp_path, make_agent(sleep_s=0.3))
+    assert fast.summary.duration_ms == 0 and slow.summary.duration_ms == pytest.approx(300)
     diff = diff_runs(fast, slow)
     latency = diff.sections["latency"]
     assert latency.changed and diff.changed

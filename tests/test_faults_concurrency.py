@@ -127,7 +127,10 @@ def test_16_threads_and_16_tasks_record_while_clis_read_no_cross_talk_nothing_lo
     stop = threading.Event()
     results: list = []
     progress = Progress()
-    readers = [threading.Thread(target=reader, args=(stop, results, timeout, progress)) for timeout in ("10", "0.2")]
+    # One patient reader (it waits as long as any wait here, so a loaded machine cannot make it fail) and one that
+    # gives up after 0.2 s and so meets the other holding the store.
+    readers = [threading.Thread(target=reader, args=(stop, results, timeout, progress))
+               for timeout in (str(WAIT_S), "0.2")]
     for thread in readers:
         thread.start()
     threads = [threading.Thread(target=thread_worker, args=(worker,)) for worker in range(THREADS)]

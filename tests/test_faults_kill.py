@@ -1,9 +1,11 @@
 """Faults: a process SIGKILLed while it records, while it flushes, and while the store ingests as it records.
 
 Real processes, the real spool and the real embedded store. A child agent records runs in a loop and, after each
-``otel_replay.flush()`` returns, appends the runs it flushed to a side file (one write, fsync). The parent kills
-it, then opens the store (which ingests) and checks: every span of every flushed run is stored exactly once, and
-whatever the kill left half-written is skipped and reported by the ingest, never a crash.
+``otel_replay.flush()`` returns, appends the runs it flushed to a side file (one write, fsync) and says so on
+stdout. It dies at a named fault point (``otel_replay.faults``, armed through ``OTEL_REPLAY_FAULTS`` or once it
+has flushed three times), or the parent kills it right after a flush it reported: no sleeps, no deadlines. The
+parent then opens the store (which ingests) and checks: every span of every flushed run is stored exactly once,
+and whatever the kill left half-written is skipped and reported by the ingest, never a crash.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -27,48 +28,21 @@ TESTS_DIR = Path(__file__).resolve().parent
 START_TIMEOUT_S = 60  # generous bounds on waits, never asserted as durations
 
 AGENT = textwrap.dedent("""
-    import os, random, signal, sys
+    import os, random, sys
     sys.path.insert(0, {tests_dir!r})
-    home, side, seed, kill_at, pace = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
-    import time
+    home, side, seed, arm_after, credits = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
     import otel_replay as orp
-    from otel_replay.exporting import spool
+    from otel_replay import faults
     from fault_agents import Expected, append_line, fault_agent, spans_of
-
-    flushes = 0
-
-    def die():
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    if kill_at == "mid-write":  # a record half on disk: the kill lands inside write()
-        real_write_all = spool._write_all
-        def _write_all(fd, data):
-            if flushes >= 3 and len(data) > len(spool.SEGMENT_MAGIC):
-                os.write(fd, data[:len(data) // 2])
-                die()
-            real_write_all(fd, data)
-        spool._write_all = _write_all
-    elif kill_at == "before-rename":  # sealing: fsynced, still .open
-        real_replace = os.replace
-        def replace(src, dst, *args, **kwargs):
-            if flushes >= 3 and str(src).endswith(spool.OPEN_SUFFIX):
-                die()
-            return real_replace(src, dst, *args, **kwargs)
-        os.replace = replace
-    elif kill_at == "after-rename":  # sealing: renamed to .seg, folder not fsynced yet
-        real_fsync_dir = spool.fsync_dir
-        def fsync_dir(directory, **kwargs):
-            if flushes >= 3:
-                die()
-            real_fsync_dir(directory, **kwargs)
-        spool.fsync_dir = fsync_dir
 
     orp.configure(home=home, exporter="spool")
     rng = random.Random(seed)
     fd = os.open(side, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     print("ready", flush=True)
-    run = 0
+    run = flushes = 0
     while True:
+        if credits == "credits" and not sys.stdin.read(1):  # one batch per byte the parent sends; EOF: stop
+            sys.exit(0)
         batch = []
         for _ in range(rng.randint(1, 4)):
             tools = rng.randint(0, 6)
@@ -81,51 +55,76 @@ AGENT = textwrap.dedent("""
             sys.exit(3)
         append_line(fd, batch)
         flushes += 1
-        time.sleep(pace)
+        print("flushed", flush=True)
+        if flushes == 3 and arm_after != "-":  # the next time the process passes the point, it dies there
+            faults.arm(arm_after)
 """)
 
 
-def start_agent(tmp_path: Path, home: Path, side: Path, seed: int, kill_at: str = "random",
-                pace: float = 0.0) -> subprocess.Popen:
-    """Start the agent child; ``pace``: seconds it sleeps after each flush (0: records flat out)."""
+def start_agent(tmp_path: Path, home: Path, side: Path, seed: int, *, faults: str = "", arm_after_three: str = "-",
+                credits: bool = False) -> subprocess.Popen:
+    """Start the agent child. ``faults``: armed from the start (``OTEL_REPLAY_FAULTS``); ``arm_after_three``:
+    armed once the child has flushed three times; ``credits``: the child records one batch per byte written to
+    its stdin (else flat out). It prints ``flushed`` after each flush it listed in the side file."""
     script = tmp_path / "fault_agent_child.py"
     if not script.exists():
         script.write_text(AGENT.format(tests_dir=str(TESTS_DIR)))
-    env = dict(os.environ, OTEL_BSP_SCHEDULE_DELAY="20")  # the exporter thread also writes while runs record
-    child = subprocess.Popen([sys.executable, str(script), str(home), str(side), str(seed), kill_at, str(pace)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    env = dict(os.environ, OTEL_BSP_SCHEDULE_DELAY="20", OTEL_REPLAY_FAULTS=faults)  # the exporter thread writes too
+    child = subprocess.Popen([sys.executable, str(script), str(home), str(side), str(seed), arm_after_three,
+                              "credits" if credits else "flat-out"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     assert child.stdout is not None
     line = child.stdout.readline()  # blocks until the child is recording (or died)
-    assert line == "ready\n", (line, child.stderr.read() if child.stderr else "")
+    assert line == b"ready\n", (line, child.stderr.read() if child.stderr else "")
     return child
 
 
-def wait_for_flushes(side: Path, count: int, child: subprocess.Popen) -> None:
-    """Bounded wait until the side file lists at least ``count`` flushed runs."""
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while len(read_side_file(side)) < count:
-        assert child.poll() is None, child.stderr.read() if child.stderr else ""
-        assert time.monotonic() < deadline, "the agent did not flush in time"
-        time.sleep(0.01)
+def wait_for_flushes(child: subprocess.Popen, count: int) -> None:
+    """Block until the child has reported ``count`` more flushes (each one already in the side file)."""
+    assert child.stdout is not None
+    for _ in range(count):
+        line = child.stdout.readline()
+        assert line == b"flushed\n", (line, child.stderr.read() if child.stderr else "")
+
+
+def grant(child: subprocess.Popen, batches: int) -> None:
+    """Let a child started with ``credits=True`` record ``batches`` more batches."""
+    assert child.stdin is not None
+    child.stdin.write(b"x" * batches)
+    child.stdin.flush()
+
+
+def wait_killed(child: subprocess.Popen) -> None:
+    """The child died of SIGKILL (its own fault point, or :func:`kill`)."""
+    child.wait(timeout=START_TIMEOUT_S)
+    assert child.returncode == -signal.SIGKILL, (child.returncode, child.stderr.read() if child.stderr else "")
+    for stream in (child.stdin, child.stdout, child.stderr):
+        if stream is not None:
+            stream.close()
 
 
 def kill(child: subprocess.Popen) -> None:
     child.send_signal(signal.SIGKILL)
-    child.wait(timeout=START_TIMEOUT_S)
-    assert child.returncode == -signal.SIGKILL, (child.returncode, child.stderr.read() if child.stderr else "")
-    child.stdout.close()
-    child.stderr.close()
+    wait_killed(child)
 
 
-def test_sigkill_at_random_moments_while_recording_and_flushing_loses_no_flushed_span(home, tmp_path):
+def test_sigkill_at_seeded_points_while_recording_and_flushing_loses_no_flushed_span(home, tmp_path):
+    """Six agents die in turn: three at a fault point of the spool chosen by a seeded draw (a record write, a
+    torn record write, or either side of a seal's rename, the n-th time it is passed), three killed by this test
+    right after they reported a flush, wherever they are then. Some kills pile up in the spool before an ingest."""
     rng = random.Random(20260515)
+    points = ["spool.append=kill", "spool.append=tear", "spool.seal.before_rename=kill",
+              "spool.seal.after_rename=kill"]
     side = tmp_path / "flushed.jsonl"
     for iteration in range(6):
-        child = start_agent(tmp_path, home, side, seed=iteration)
         if iteration % 2:
-            wait_for_flushes(side, len(read_side_file(side)) + 1, child)  # this child flushed at least once
-        time.sleep(rng.uniform(0.0, 0.6))
-        kill(child)
+            child = start_agent(tmp_path, home, side, seed=iteration)
+            wait_for_flushes(child, 1 + rng.randint(0, 2))  # this child flushed at least once
+            kill(child)
+        else:
+            point, action = rng.choice(points).split("=")
+            child = start_agent(tmp_path, home, side, seed=iteration, faults=f"{point}@{rng.randint(1, 6)}={action}")
+            wait_killed(child)
         flushed = read_side_file(side)
         if iteration in (2, 5):  # ingest after some kills, let others pile up in the spool
             with Store.open(home=home) as store:
@@ -140,14 +139,16 @@ def test_sigkill_at_random_moments_while_recording_and_flushing_loses_no_flushed
     assert not [p for p in (home / "spool").iterdir() if not p.name.startswith(".")], "every segment was ingested"
 
 
-@pytest.mark.parametrize("kill_at", ["mid-write", "before-rename", "after-rename"])
+KILL_POINTS = {"mid-write": "spool.append=tear",  # a record half on disk: the kill lands inside write()
+               "before-rename": "spool.seal.before_rename=kill",  # sealing: fsynced, still .open
+               "after-rename": "spool.seal.after_rename=kill"}  # sealing: renamed to .seg, folder not fsynced yet
+
+
+@pytest.mark.parametrize("kill_at", list(KILL_POINTS))
 def test_sigkill_inside_a_flush_keeps_every_earlier_flush_and_reports_the_torn_record(home, tmp_path, kill_at):
     side = tmp_path / "flushed.jsonl"
-    child = start_agent(tmp_path, home, side, seed=100, kill_at=kill_at)
-    child.wait(timeout=START_TIMEOUT_S)  # after three flushes the child kills itself at the chosen point
-    assert child.returncode == -signal.SIGKILL, child.stderr.read() if child.stderr else ""
-    child.stdout.close()
-    child.stderr.close()
+    child = start_agent(tmp_path, home, side, seed=100, arm_after_three=KILL_POINTS[kill_at])
+    wait_killed(child)  # after three flushes the child kills itself at the chosen point
     flushed = read_side_file(side)
     assert len(flushed) >= 3
     open_segments = list((home / "spool").glob("*.open"))
@@ -168,11 +169,8 @@ def test_sigkill_inside_a_flush_keeps_every_earlier_flush_and_reports_the_torn_r
 
 def test_after_a_kill_mid_write_the_cli_lists_every_flushed_run_and_reports_the_torn_record(home, tmp_path):
     side = tmp_path / "flushed.jsonl"
-    child = start_agent(tmp_path, home, side, seed=300, kill_at="mid-write")
-    child.wait(timeout=START_TIMEOUT_S)
-    assert child.returncode == -signal.SIGKILL, child.stderr.read() if child.stderr else ""
-    child.stdout.close()
-    child.stderr.close()
+    child = start_agent(tmp_path, home, side, seed=300, arm_after_three=KILL_POINTS["mid-write"])
+    wait_killed(child)
     listed = subprocess.run([sys.executable, "-m", "otel_replay.cli", "runs", "--json", "--limit", "1000"],
                             capture_output=True, text=True, timeout=START_TIMEOUT_S)
     assert listed.returncode == 0, listed.stderr
@@ -192,22 +190,27 @@ INGESTER = Path(__file__).resolve().parent / "ingest_killer.py"
 def test_sigkill_of_ingests_while_an_agent_keeps_recording_stores_each_flushed_span_once(home, tmp_path):
     rng = random.Random(7)
     side = tmp_path / "flushed.jsonl"
-    agent = start_agent(tmp_path, home, side, seed=200, pace=0.1)
+    agent = start_agent(tmp_path, home, side, seed=200, credits=True)
     interrupted = 0
     try:
-        # Each ingest dies at one point (the n-th time it passes there); the agent appends all along.
+        grant(agent, 4)
+        # Each ingest dies at one named point (the n-th time it passes there) with at least four sealed segments
+        # (15 rows or more) to ingest, while the agent records and flushes four more batches.
         for point, nth in [("claimed", 1), ("inserted_chunk", rng.randint(1, 3)), ("inserted", 1),
                            ("deleted_one", rng.randint(1, 3)), ("inserted_chunk", rng.randint(1, 3))]:
-            wait_for_flushes(side, len(read_side_file(side)) + 1, agent)
-            result = subprocess.run([sys.executable, str(INGESTER), str(home), point, str(nth), "50"],
-                                    capture_output=True, text=True, timeout=START_TIMEOUT_S)
+            wait_for_flushes(agent, 4)
+            grant(agent, 4)
+            env = dict(os.environ, OTEL_REPLAY_FAULTS=f"ingest.{point}@{nth}=kill")
+            result = subprocess.run([sys.executable, str(INGESTER), str(home), "5"],
+                                    capture_output=True, text=True, timeout=START_TIMEOUT_S, env=env, check=False)
             assert result.returncode in (0, -signal.SIGKILL), result.stderr
             if result.returncode:
                 interrupted += 1
                 assert list((home / "spool").glob("*.ingesting")), "the kill should have interrupted an ingest"
+        wait_for_flushes(agent, 4)
     finally:
         kill(agent)
-    assert interrupted >= 3, "most ingests should have been killed part-way"
+    assert interrupted == 5, "every ingest had enough to do to reach its point"
     flushed = read_side_file(side)
     with Store.open(home=home) as store:
         assert store.last_ingest is not None

@@ -106,8 +106,9 @@ KILLER = Path(__file__).resolve().parent / "ingest_killer.py"
 
 
 def ingest_and_die(home: Path, point: str, nth: int) -> None:
-    result = subprocess.run([sys.executable, str(KILLER), str(home), point, str(nth), "25"], capture_output=True,
-                            text=True, timeout=120)
+    env = dict(os.environ, OTEL_REPLAY_FAULTS=f"ingest.{point}@{nth}=kill")  # the named point of otel_replay.faults
+    result = subprocess.run([sys.executable, str(KILLER), str(home), "25"], capture_output=True,
+                            text=True, timeout=120, env=env)
     assert result.returncode == -9, (result.returncode, result.stdout, result.stderr)
 
 

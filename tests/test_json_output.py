@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_in_process import run_cli, runs_in_process
 
 import chatty_agents as agents
 import otel_replay as orp
@@ -26,6 +27,8 @@ def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OTEL_REPLAY_HOME": str(home),
            "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p)}
     env.pop("OTEL_REPLAY_STORE", None)
+    if runs_in_process(args):  # the same main(), without a second of interpreter start-up
+        return run_cli(args, env=env, cwd=TESTS_DIR.parent)
     return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
                           env=env, timeout=120, cwd=TESTS_DIR.parent)
 

@@ -318,7 +318,8 @@ def test_unchanged_agent_matches_in_mock_and_deterministic(rec: dict[str, str]) 
         result = orp.replay(rec["flex-agent"], mode=mode)
         assert result.outcome == "matched" and result.diverged is False, result.divergences
         assert result.divergences == () and result.first_divergence is None
-        assert result.diff is not None and result.diff.changed is False
+        # (latency is the machine's, not the agent's: a recording made on a busy machine is slower than its replay)
+        assert result.diff is not None and list(result.diff.changed_sections) in ([], ["latency"])
         assert [s.name for s in result.replay.steps] == ["kb", "planner", "lookup_order", "note", "planner"]
         assert {how for _, how in served(result)} == {"recording"}
 

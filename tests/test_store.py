@@ -9,6 +9,7 @@ import textwrap
 import time
 
 import pytest
+from fake_clock import FakeClock
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -19,6 +20,7 @@ from otel_replay.exporting.spool import SpoolExporter
 from otel_replay.records import EventRecord, LinkRecord, SpanRecord
 from otel_replay.storage import ddl
 from otel_replay.exporting.rows import INSERT_COLUMNS
+from otel_replay.storage import lock as lock_module
 from otel_replay.storage.store import Store
 
 
@@ -173,22 +175,25 @@ def test_runs_and_load_run_from_real_recordings(home):
 
 
 HOLDER = textwrap.dedent("""
-    import sys, time
+    import sys
     from otel_replay.storage.store import Store
     with Store.open(home=sys.argv[1]):
         print("open", flush=True)
-        time.sleep(30)
+        sys.stdin.readline()  # holds the store until the test says so (or its stdin closes)
 """)
 
 
-def test_second_process_gets_a_busy_error_naming_the_holder(home):
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(home)], stdout=subprocess.PIPE, text=True)
+def test_second_process_gets_a_busy_error_naming_the_holder(home, monkeypatch):
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(home)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "open"
-        started = time.monotonic()
-        with pytest.raises(StoreBusyError) as caught:
+        clock = FakeClock()
+        with monkeypatch.context() as patched, pytest.raises(StoreBusyError) as caught:
+            patched.setattr(lock_module, "time", clock)  # the lock's waits, measured without waiting
             Store.open(lock_timeout=0.5)
-        assert 0.4 <= time.monotonic() - started < 5
+        waited = round(sum(clock.slept), 9)
+        assert 0.5 <= waited < 0.5 + 2 * lock_module._POLL_S, f"it waits the whole timeout, then gives up: {waited}"
         message = str(caught.value)
         assert f"pid {holder.pid}" in message and "OTEL_REPLAY_LOCK_TIMEOUT" in message
         assert "\n" not in message

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_in_process import run_cli, runs_in_process
 
 pytest.importorskip("openai")
 
@@ -260,6 +261,8 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
                                                       if p)}
     for name in ("OTEL_REPLAY_STORE", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         env.pop(name, None)
+    if runs_in_process(args):  # the same main(), without a second of interpreter start-up
+        return run_cli(args, env=env, cwd=TESTS_DIR)
     return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
                           env=env, cwd=TESTS_DIR, timeout=180)
 

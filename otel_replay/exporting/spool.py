@@ -57,6 +57,7 @@ from typing import Final
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from .. import faults
 from ..files import fsync_dir, pid_alive, private_dir
 from ..settings import env_number, resolve_home
 from .rows import encode_request
@@ -262,6 +263,7 @@ class SpoolExporter(SpanExporter):
         if self._fd is None:
             self._open_locked()
         assert self._fd is not None
+        faults.reached("spool.append", fd=self._fd, data=record)
         try:
             _write_all(self._fd, record)
         except BaseException:
@@ -294,7 +296,9 @@ class SpoolExporter(SpanExporter):
             return
         if self.fsync != "never":
             os.fsync(fd)
+        faults.reached("spool.seal.before_rename")
         os.replace(path, path.with_suffix(SEALED_SUFFIX))
+        faults.reached("spool.seal.after_rename")
         self._fd, self._path = None, None
         try:
             if self.fsync != "never":

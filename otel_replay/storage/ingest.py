@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from .. import faults
 from .._gc import gc_paused
 from ..errors import StoreError
 from ..exporting.rows import rows_from_request
@@ -73,7 +74,8 @@ class IngestTarget(Protocol):
 
 
 def _checkpoint(name: str) -> None:
-    """No-op marker of a crash-relevant point (tests replace it to kill the process exactly there)."""
+    """A crash-relevant point, the fault point ``ingest.<name>`` (:mod:`otel_replay.faults`; no-op unarmed)."""
+    faults.reached("ingest." + name)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_in_process import run_cli, runs_in_process
 
 import adv_audit_agents as agents
 import otel_replay as orp
@@ -56,6 +57,8 @@ def record(func: Any, *args: Any) -> str:
 def cli(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "OTEL_REPLAY_HOME": str(home), "COLUMNS": "200",
             "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]), **(env or {})}
+    if runs_in_process(args):  # the same main(), without a second of interpreter start-up
+        return run_cli(args, env=full, cwd=ROOT)
     return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
                           env=full, cwd=ROOT, timeout=300)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_in_process import run_cli, runs_in_process
 
 import adv_code_agents as agents
 import otel_replay as orp
@@ -86,6 +87,8 @@ def cli(home: Path, *args: str, extra_path: Path | None = None, **env: str) -> s
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_REPLAY_TRUSTED_MODULES"):
         if name not in env:
             full.pop(name, None)
+    if runs_in_process(args):  # the same main(), without a second of interpreter start-up
+        return run_cli(args, env=full, cwd=PROJECT)
     return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
                           env=full, timeout=180, cwd=PROJECT)
 

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from cli_in_process import run_cli, runs_in_process
 
 import adv_side_effect_agents as agents
 import otel_replay as orp
@@ -151,6 +152,8 @@ def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_EXPORTER_OTLP_ENDPOINT",
                  "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         env.pop(name, None)
+    if runs_in_process(args):  # the same main(), without a second of interpreter start-up
+        return run_cli(args, env=env, cwd=ROOT)
     return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
                           env=env, timeout=300, cwd=ROOT)
 

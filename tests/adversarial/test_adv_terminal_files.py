@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_in_process import run_cli, runs_in_process
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -32,6 +33,9 @@ def cli(home: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "OTEL_REPLAY_HOME": str(home), "COLUMNS": "200",
            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     env.pop("OTEL_REPLAY_STORE", None)
+    if runs_in_process(args):  # the same main(), without a second of interpreter start-up; its text as UTF-8 bytes
+        out = run_cli(args, env=env)
+        return subprocess.CompletedProcess(out.args, out.returncode, out.stdout.encode(), out.stderr.encode())
     return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, env=env,
                           timeout=180)
 

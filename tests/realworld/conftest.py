@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_in_process import run_cli, runs_in_process
 
 from fake_llm_servers import FakeLLMServer
 
@@ -54,6 +55,8 @@ class RealWorld:
 
     def cli(self, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         """``otel-replay <args>`` in this world (working directory: ``tests/realworld``)."""
+        if runs_in_process(args):  # the same main(), without a second of interpreter start-up
+            return run_cli(args, env={**self.env, **(extra_env or {})}, cwd=HERE)
         return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
                               env={**self.env, **(extra_env or {})}, cwd=HERE, timeout=180)
 

@@ -76,7 +76,9 @@ def assert_matched_offline(world: RealWorld, shape: Shape, recorded: Recorded) -
         result = replay(world, shape, recorded, mode)
         assert result["outcome"] == "matched", (mode, result["divergences"], result["diff"])
         assert result["divergences"] == []
-        assert not [name for name, section in result["diff"].items() if section["changed"]], result["diff"]
+        # (latency is the machine's, not the agent's: a recording made on a busy machine is slower than its replay)
+        changed = [name for name, section in result["diff"].items() if section["changed"]]
+        assert changed in ([], ["latency"]), result["diff"]
     assert world.server.count == recorded.requests
     assert len(world.effects()) == recorded.effects
 
