@@ -80,7 +80,8 @@ def parse(spec: str) -> tuple[Fault, ...]:
         point, _, nth = where.partition("@")
         point, action = point.strip(), action.strip() or "kill"
         if point not in POINTS:
-            raise ValueError(f"{OTEL_REPLAY_FAULTS}: unknown fault point {point!r} (known: {', '.join(sorted(POINTS))})")
+            known = ", ".join(sorted(POINTS))
+            raise ValueError(f"{OTEL_REPLAY_FAULTS}: unknown fault point {point!r} (known: {known})")
         if action not in ACTIONS:
             raise ValueError(f"{OTEL_REPLAY_FAULTS}: unknown action {action!r} for {point} "
                              f"(known: {', '.join(sorted(ACTIONS))})")
