@@ -310,12 +310,13 @@ _END_ANCHORS: Final = ("$", "\\Z", "\\z")
 
 # ------------------------------------------------------------------------------------- encoded secrets
 
-_CLEAN_MAX_CHARS: Final = 4 * 1024 * 1024
+_CLEAN_MAX_CHARS: Final = 256 * 1024
 """The strings a redactor remembers as clean (see :meth:`Redactor.clean_strings`) hold at most this many
-characters in all; past it the memory starts again empty."""
-_CLEAN_MAX_STRING: Final = 64 * 1024
+characters in all; past it the memory starts again empty. Small on purpose: what a run repeats (its messages,
+names, keys) fits, and a long-running process recording unique texts keeps its memory flat."""
+_CLEAN_MAX_STRING: Final = 8 * 1024
 """Longer strings are checked every time, never remembered (and so are strings too short to hold a secret)."""
-_CLEAN_MAX_STRINGS: Final = 16_384
+_CLEAN_MAX_STRINGS: Final = 4096
 """The memory of clean strings holds at most this many strings (see :data:`_CLEAN_MAX_CHARS`)."""
 _QUIET_KEYS_MAX: Final = 4096
 """At most this many dict keys are remembered as quiet (see :meth:`Redactor._gather_key`)."""
