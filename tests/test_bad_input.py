@@ -1398,7 +1398,11 @@ def hostile_agent(value: Any, *, raise_it: BaseException | None = None) -> Any:
 
 
 def _call_with_deadline(function: Callable[[], Any], seconds: float) -> Any:
-    """``function()`` in a thread; fails the test (instead of hanging it) if it does not return in time."""
+    """``function()`` in a thread; fails the test (instead of hanging it) if it does not return in time.
+
+    The thread runs in a copy of the caller's context, so it records under the runtime of the caller's
+    ``capture()`` block (a runtime is active in a context, not process-wide)."""
+    import contextvars
     import threading
 
     box: dict[str, Any] = {}
@@ -1409,7 +1413,7 @@ def _call_with_deadline(function: Callable[[], Any], seconds: float) -> Any:
         except BaseException as exc:  # noqa: BLE001 - compared by the caller
             box["raised"] = exc
 
-    thread = threading.Thread(target=target, daemon=True)
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(target,), daemon=True)
     thread.start()
     thread.join(seconds)
     assert not thread.is_alive(), f"still running after {seconds} s"

@@ -52,7 +52,8 @@ from ..semconv import TRACER_NAME
 from ..snapshots import SnapshotLimits
 from .scrubbing import scrub_span
 
-__all__ = ["TRACER_NAME", "Runtime", "configure", "current_runtime", "exporting_to", "flush", "runtime", "tap"]
+__all__ = ["TRACER_NAME", "Runtime", "build_runtime", "close", "configure", "current_runtime", "exporting_to", "flush",
+           "runtime", "tap"]
 
 _log = logging.getLogger("otel_replay")
 
@@ -462,6 +463,35 @@ def tap(callback: Callable[[ReadableSpan], None], *, rt: Runtime | None = None) 
             processor.taps = tuple(t for t in processor.taps if t is not callback)
 
 
+def build_runtime(
+    *,
+    service_name: str | None = None,
+    store: str | None = None,
+    exporter: str | SpanExporter | None = None,
+    home: str | os.PathLike[str] | None = None,
+    redaction: Redactor | RedactionConfig | None = None,
+) -> Runtime:
+    """A runtime of its own, from the same arguments (and variables) as :func:`configure`, made neither the
+    default nor active: run a block under it with :func:`otel_replay.runtime.active`, flush it with
+    ``flush(rt=...)`` and :func:`close` it when done. Bad arguments raise :class:`ValueError`."""
+    with _lock:
+        return _build(service_name=service_name, store=store, exporter_choice=_resolve_exporter_name(exporter),
+                      home=home, resolved_home=settings.resolve_home(home), redaction=redaction, key=None)
+
+
+def close(rt: Runtime, timeout_millis: int = 30000) -> bool:
+    """Flush ``rt`` and shut its pipeline (and exporter) down; spans started under it later go nowhere.
+    Returns what :func:`flush` returned. Never raises."""
+    ok = flush(timeout_millis, rt=rt)
+    try:
+        if rt.processor is not None:
+            rt.processor.shutdown()
+    except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
+        _log.exception("otel-replay: could not shut a runtime's exporter down")
+        return False
+    return ok
+
+
 @contextmanager
 def exporting_to(exporter: str | SpanExporter, *, home: str | os.PathLike[str] | None = None) -> Iterator[None]:
     """Send the spans started inside the block to ``exporter`` (``"none"``: nowhere but the taps), then flush it.
@@ -471,21 +501,15 @@ def exporting_to(exporter: str | SpanExporter, *, home: str | os.PathLike[str] |
     the current runtime's home and redactor are kept. Used by :func:`otel_replay.testing.capture` and the case
     runner."""
     previous = current()
-    choice = _resolve_exporter_name(exporter)
-    with _lock:
-        if home is None and previous is not None:
-            rt = _build(service_name=None, store=None, exporter_choice=choice, home=previous.home,
-                        resolved_home=previous.home, redaction=previous.redactor, key=None)
-        else:
-            rt = _build(service_name=None, store=None, exporter_choice=choice, home=home,
-                        resolved_home=settings.resolve_home(home), redaction=None, key=None)
+    if home is None and previous is not None:
+        rt = build_runtime(exporter=exporter, home=previous.home, redaction=previous.redactor)
+    else:
+        rt = build_runtime(exporter=exporter, home=home)
     try:
         with active(rt):
             yield
     finally:
-        flush(rt=rt)
-        if rt.processor is not None:
-            rt.processor.shutdown()
+        close(rt)
 
 
 def _current_redactor() -> Redactor | None:
