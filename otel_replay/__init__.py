@@ -5,12 +5,12 @@ The public API is exactly what ``__all__`` lists; a test pins it. Everything els
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+from . import runtime as _runtime
+from ._version import __version__
 from .errors import (
     InvalidTraceIdError,
     OtelReplayError,
@@ -47,6 +47,17 @@ if TYPE_CHECKING:
     from .runs import Run, RunSummary, Snapshot, Step
     from .semconv import ApprovalStatus, ReplayMode, Risk, RunKind, SnapshotKind, StepKind
     from .storage.store import Store
+
+
+def _default_runtime() -> _runtime.Runtime:
+    """``configure()`` with defaults: what recording uses when the application never configured otel-replay
+    (imported here, on first use, so ``import otel_replay`` does not load the OTel SDK)."""
+    from .exporting.setup import default_runtime
+
+    return default_runtime()
+
+
+_runtime.set_factory(_default_runtime)
 
 # Names are imported on first use, so a command that only lists runs does not load the recorder, the OTel
 # SDK or the replay engine (``import otel_replay`` stays cheap; ``from otel_replay import agent`` works as usual).

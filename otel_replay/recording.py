@@ -47,8 +47,9 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from . import semconv
-from .exporting.setup import Runtime, runtime
 from .risk import _DEFAULT_RISK, effective_risk
+from .runtime import Runtime
+from .runtime import get as runtime
 from .semconv import SnapshotKind, StepKind
 from .snapshots import (
     RawJSON,

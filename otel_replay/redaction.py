@@ -19,7 +19,9 @@ It also owns the keyed content hash (:meth:`Redactor.content_hash`, HMAC-SHA256 
 that every recorded hash of content uses, so a hash never confirms a guessed secret without the key.
 
 Process-wide state: importing this module puts a :class:`ScrubbingLogFilter` on otel-replay's loggers
-(:data:`LOGGER_NAMES`), so what the library logs is scrubbed like what it records.
+(:data:`LOGGER_NAMES`), so what the library logs is scrubbed like what it records; and one message-redactor
+source (:func:`set_message_redactor_source`, set by ``exporting.setup``: the current runtime's redactor). This
+module never imports anything above it (recording, exporting, the runtime).
 
 What it must never do:
 
@@ -1531,19 +1533,25 @@ not pass through the filters of its parent, so every one needs its own). Every `
 name in the package must be listed here: a test reads the package's source and fails on a name missing."""
 
 _fallback: list[Redactor] = []
+_message_source: list[Callable[[], Redactor | None]] = []
+
+
+def set_message_redactor_source(source: Callable[[], Redactor | None]) -> None:
+    """Tell :func:`scrub_message` where the configured redactor is (``exporting.setup`` registers the current
+    runtime's redactor when it is loaded; this module never looks upwards itself)."""
+    _message_source[:] = [source]
 
 
 def _message_redactor() -> Redactor:
     """The configured redactor, or (before :func:`otel_replay.configure`) one with a key of this process only,
     so that scrubbing a message never creates a key file."""
-    try:
-        from .exporting.setup import current_runtime
-
-        current = current_runtime()
+    for source in _message_source:
+        try:
+            current = source()
+        except Exception:  # noqa: BLE001 - scrubbing a message never raises; the fallback does the job
+            current = None
         if current is not None:
-            return current.redactor
-    except Exception:  # noqa: BLE001 - an import cycle early at start-up: the fallback does the job
-        pass
+            return current
     if not _fallback:
         _fallback.append(Redactor(key=secrets.token_bytes(_KEY_BYTES)))
     return _fallback[0]

@@ -88,6 +88,10 @@ class ReplayMode(StrEnum):
 
 # --------------------------------------------------------------------------------------------- span names
 
+TRACER_NAME: Final = "otel_replay"
+"""Instrumentation scope name of every span otel-replay records (its tracer's name; the version is the
+package's). The scrubbing step tells otel-replay's own spans from other instrumentations' by it."""
+
 SPAN_AGENT: Final = "invoke_agent"
 """Span name prefix of a run root and of a nested agent step: ``invoke_agent {agent name}``."""
 

@@ -51,7 +51,9 @@ class Recorded:
 
 @contextmanager
 def capture(*, home: str | os.PathLike[str]) -> Iterator[Recorded]:
-    """Record into memory inside the block; the previous exporter is restored afterwards."""
+    """Record into memory what runs inside the block: its context, and the threads and tasks that inherit it
+    (start a plain thread with ``contextvars.copy_context().run``). The block has a runtime of its own, so the
+    application's configuration is neither changed nor restored, and other threads record as before."""
     exporter = InMemorySpanExporter()
     with setup.exporting_to(exporter, home=home):
         yield Recorded(exporter)

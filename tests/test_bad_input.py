@@ -1402,7 +1402,11 @@ HANG_S = 600  # a bound against a hang (an endless loop fails the test instead o
 
 
 def _call_with_deadline(function: Callable[[], Any], seconds: float = HANG_S) -> Any:
-    """``function()`` in a thread; fails the test (instead of hanging it) if it does not return in time."""
+    """``function()`` in a thread; fails the test (instead of hanging it) if it does not return in time.
+
+    The thread runs in a copy of the caller's context, so it records under the runtime of the caller's
+    ``capture()`` block (a runtime is active in a context, not process-wide)."""
+    import contextvars
     import threading
 
     box: dict[str, Any] = {}
@@ -1413,7 +1417,7 @@ def _call_with_deadline(function: Callable[[], Any], seconds: float = HANG_S) ->
         except BaseException as exc:  # noqa: BLE001 - compared by the caller
             box["raised"] = exc
 
-    thread = threading.Thread(target=target, daemon=True)
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(target,), daemon=True)
     thread.start()
     thread.join(seconds)
     assert not thread.is_alive(), f"still running after {seconds} s"

@@ -24,10 +24,7 @@ from opentelemetry.trace import Link, Status
 
 from .. import semconv
 from ..redaction import Redactor
-
-TRACER_NAME: Final = "otel_replay"
-"""Instrumentation scope name of every span otel-replay records: :mod:`.setup` names its tracer so (and
-re-exports this constant as ``setup.TRACER_NAME``); defined here, below setup, so both read one value."""
+from ..semconv import TRACER_NAME as TRACER_NAME  # re-exported: defined in the convention since it moved there
 
 KNOWN_KEYS: Final[frozenset[str]] = frozenset(
     value for name, value in vars(semconv).items()

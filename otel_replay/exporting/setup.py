@@ -1,16 +1,29 @@
-"""Wiring otel-replay into OpenTelemetry: one TracerProvider, one processor of ours, the chosen exporter.
+"""Wiring otel-replay into OpenTelemetry: one TracerProvider, one processor of ours on it, and per runtime its
+own pipeline (scrubbing, the chosen exporter, taps).
 
-:func:`configure` is idempotent and cheap to call again. If the application already installed an SDK
-``TracerProvider`` it is reused (our processor is added to it) instead of replaced, so the application's own
-exporters keep working. Our processor delegates to a swappable inner ``BatchSpanProcessor``; reconfiguring
-(another home, another exporter) flushes the old one and swaps it, because the SDK cannot remove a
-processor once added.
+:func:`configure` builds a :class:`~otel_replay.runtime.Runtime` and makes it the process default; it is
+idempotent and cheap to call again. If the application already installed an SDK ``TracerProvider`` it is reused
+(our processor is added to it) instead of replaced, so the application's own exporters keep working. Our one
+processor on the provider (``_Router``) hands each span to the pipeline of the runtime that was active where the
+span started (:func:`otel_replay.runtime.active`, a context variable), else to the default runtime's.
+Reconfiguring (another home, another exporter) builds a new runtime and shuts the old pipeline down (flushing
+it), because the SDK cannot remove a processor once added. :func:`exporting_to` runs a block under a runtime
+of its own instead: nothing global is reconfigured or restored, and two runtimes in one process do not see
+each other's spans.
 
-Every span that ends goes through one scrubbing step (:func:`.scrubbing.scrub_span` with the configured
-redactor) before the inner processor, the exporter or a tap sees it: otel-replay's own spans and those of
-other instrumentations alike.
+Every span that ends goes through one scrubbing step (:func:`.scrubbing.scrub_span` with its runtime's
+redactor) before the exporter or a tap sees it: otel-replay's own spans and those of other instrumentations
+alike.
 
-Nothing here raises into the host program after setup: exporters log and return FAILURE.
+Process-wide state: ``_lock`` (serialises building runtimes and changing taps) is this module's only global.
+The router sits on the provider it serves (attribute ``_otel_replay_router``, so a provider gets one router
+however often it is configured), and importing this module tells :mod:`otel_replay.redaction` where the current
+runtime's redactor is (for :func:`~otel_replay.redaction.scrub_message`). Everything else is a field of a
+runtime.
+
+What it must never do: raise into the host program after setup (exporters log and return FAILURE); keep a
+runtime in a module global (the default lives in :mod:`otel_replay.runtime`); import the package facade or
+anything above it (replay, storage, cases).
 """
 
 from __future__ import annotations
@@ -22,7 +35,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -33,9 +45,15 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcesso
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from .. import settings
-from ..redaction import RedactionConfig, Redactor
+from .._version import __version__
+from ..redaction import RedactionConfig, Redactor, set_message_redactor_source
+from ..runtime import Flusher, Runtime, active, current, default, get, in_context, set_default
+from ..semconv import TRACER_NAME
 from ..snapshots import SnapshotLimits
-from .scrubbing import TRACER_NAME, scrub_span
+from .scrubbing import scrub_span
+
+__all__ = ["TRACER_NAME", "Runtime", "build_runtime", "close", "configure", "current_runtime", "exporting_to", "flush",
+           "runtime", "tap"]
 
 _log = logging.getLogger("otel_replay")
 
@@ -45,30 +63,14 @@ _DEFAULT_MAX_EVENTS: Final = 100_000
 _EXPORTERS: Final = ("spool", "otlp", "clickhouse", "none")
 
 
-@dataclass(frozen=True, kw_only=True)
-class Runtime:
-    """What the recording API needs, resolved once per :func:`configure`."""
+class _Pipeline(SpanProcessor):
+    """The span processor of one runtime: scrubs each ended span once, then hands it to the runtime's batch
+    processor (its exporter) and to the taps."""
 
-    provider: TracerProvider
-    tracer: trace.Tracer
-    home: Path
-    home_given: bool
-    """True when ``home`` was passed to :func:`configure` (then it is the default of ``Store.open``)."""
-    store_url: str | None
-    exporter_name: str
-    redactor: Redactor
-    limits: SnapshotLimits
-    exporter: SpanExporter | None
-
-
-class _SwappableProcessor(SpanProcessor):
-    """Our one processor on the provider; scrubs each ended span once, then forwards it to whichever inner
-    processor is current and to the taps."""
-
-    def __init__(self) -> None:
-        self.inner: SpanProcessor | None = None
+    def __init__(self, inner: SpanProcessor | None, redactor: Redactor) -> None:
+        self.inner = inner
         self.taps: tuple[Callable[[ReadableSpan], None], ...] = ()
-        self.redactor: Redactor | None = None
+        self.redactor = redactor
         self._resources: dict[int, Any] = {}
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -77,13 +79,11 @@ class _SwappableProcessor(SpanProcessor):
             inner.on_start(span, parent_context=parent_context)
 
     def on_end(self, span: ReadableSpan) -> None:
-        redactor = self.redactor
-        if redactor is not None:
-            try:
-                span = scrub_span(span, redactor, self._resources)
-            except Exception:  # noqa: BLE001 - a span that could not be scrubbed is not exported
-                _log.warning("otel-replay: could not scrub a span; it is not exported", exc_info=True)
-                return
+        try:
+            span = scrub_span(span, self.redactor, self._resources)
+        except Exception:  # noqa: BLE001 - a span that could not be scrubbed is not exported
+            _log.warning("otel-replay: could not scrub a span; it is not exported", exc_info=True)
+            return
         inner = self.inner
         if inner is not None:
             inner.on_end(span)
@@ -101,6 +101,62 @@ class _SwappableProcessor(SpanProcessor):
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         inner = self.inner
         return True if inner is None else inner.force_flush(timeout_millis)
+
+
+_ROUTER_ATTR: Final = "_otel_replay_router"
+
+
+class _Router(SpanProcessor):
+    """otel-replay's one processor on a provider: each span goes to the pipeline of the runtime active in the
+    context that started it, else to the default runtime's pipeline (the one :func:`configure` set)."""
+
+    def __init__(self) -> None:
+        self.default: _Pipeline | None = None
+        self._owners: dict[int, _Pipeline] = {}  # span id -> pipeline, for spans started under another runtime
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        pipeline = self.default
+        rt = in_context()
+        if rt is not None:
+            own = rt.processor
+            if isinstance(own, _Pipeline) and own is not pipeline:
+                pipeline = own
+                self._owners[span.context.span_id] = own
+        if pipeline is not None:
+            pipeline.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        pipeline = self.default
+        if self._owners:
+            context = span.context
+            if context is not None:
+                pipeline = self._owners.pop(context.span_id, pipeline)
+        if pipeline is not None:
+            pipeline.on_end(span)
+
+    def shutdown(self) -> None:
+        pipeline = self.default
+        if pipeline is not None:
+            pipeline.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        pipeline = self.default
+        return True if pipeline is None else pipeline.force_flush(timeout_millis)
+
+
+def _router(provider: TracerProvider) -> _Router:
+    """The router on ``provider``, added (once per provider) when it has none."""
+    found = getattr(provider, _ROUTER_ATTR, None)
+    if isinstance(found, _Router):
+        return found
+    router = _Router()
+    provider.add_span_processor(router)
+    try:
+        setattr(provider, _ROUTER_ATTR, router)
+    except (AttributeError, TypeError):  # a provider class with __slots__: one router per configure() then
+        pass
+    atexit.register(_flush_at_exit)
+    return router
 
 
 class _DeliveryWatch(SpanExporter):
@@ -157,12 +213,6 @@ class _DeliveryWatch(SpanExporter):
 
 
 _lock = threading.RLock()
-_runtime: Runtime | None = None
-_processor: _SwappableProcessor | None = None
-_watch: _DeliveryWatch | None = None
-_key: tuple[Any, ...] | None = None
-_flush_lock = threading.Lock()
-_flushing: threading.Thread | None = None  # the helper thread of the latest flush (see _drain)
 
 
 def _resolve_exporter_name(exporter: str | SpanExporter | None) -> str | SpanExporter:
@@ -254,113 +304,123 @@ def configure(
     If the application already set a global SDK TracerProvider, otel-replay attaches to it.
     Bad arguments raise :class:`ValueError` here, at setup.
     """
-    global _runtime, _processor, _watch, _key
     with _lock:
         resolved_home = settings.resolve_home(home)
         exporter_choice = _resolve_exporter_name(exporter)
         key = (service_name, store, exporter_choice if isinstance(exporter_choice, str) else id(exporter_choice),
                resolved_home, id(redaction) if redaction is not None else None)
-        if _runtime is not None and (key == _key or (home is None and store is None and exporter is None
-                                                      and redaction is None and service_name is None)):
-            return _runtime.provider
-        if isinstance(redaction, Redactor):
-            redactor = redaction
-        else:
-            redactor = Redactor.for_home(resolved_home, redaction)
-        limits = SnapshotLimits.from_env()
-        provider = _provider(service_name)
-        if _processor is None:
-            _processor = _SwappableProcessor()
-            provider.add_span_processor(_processor)
-            atexit.register(_flush_at_exit)
-        span_exporter = _make_exporter(exporter_choice, resolved_home, store)
-        old = _processor.inner
-        _watch = None
-        if span_exporter is not None:  # the spool and clickhouse exporters log their failures themselves
-            _watch = _DeliveryWatch(span_exporter, exporter_choice if isinstance(exporter_choice, str) else
-                                    type(span_exporter).__name__, warn=exporter_choice not in ("spool", "clickhouse"))
-        _processor.inner = _batch_processor(_watch) if _watch is not None else None
-        _processor.redactor = redactor
+        previous = default()
+        if previous is not None and isinstance(previous.provider, TracerProvider) and (
+                key == previous.key or (home is None and store is None and exporter is None
+                                        and redaction is None and service_name is None)):
+            return previous.provider
+        rt = _build(service_name=service_name, store=store, exporter_choice=exporter_choice, home=home,
+                    resolved_home=resolved_home, redaction=redaction, key=key)
+        provider = rt.provider
+        assert isinstance(provider, TracerProvider)  # _build always takes an SDK provider
+        router = _router(provider)
+        old = router.default
+        router.default = rt.processor if isinstance(rt.processor, _Pipeline) else None
+        set_default(rt)
         if old is not None:
             old.shutdown()
-        _runtime = Runtime(
-            provider=provider,
-            tracer=provider.get_tracer(TRACER_NAME, _version()),
-            home=resolved_home,
-            home_given=home is not None,
-            store_url=store,
-            exporter_name=exporter_choice if isinstance(exporter_choice, str) else type(exporter_choice).__name__,
-            redactor=redactor,
-            limits=limits,
-            exporter=span_exporter,
-        )
-        _key = key
+        if previous is not None and previous.processor is not None and previous.processor is not old:
+            previous.processor.shutdown()
         return provider
 
 
-def _version() -> str:
-    from .. import __version__
+def _build(*, service_name: str | None, store: str | None, exporter_choice: str | SpanExporter,
+           home: str | os.PathLike[str] | None, resolved_home: Path, redaction: Redactor | RedactionConfig | None,
+           key: tuple[Any, ...] | None) -> Runtime:
+    """A new runtime with its own pipeline and exporter (made neither the default nor active here)."""
+    if isinstance(redaction, Redactor):
+        redactor = redaction
+    else:
+        redactor = Redactor.for_home(resolved_home, redaction)
+    limits = SnapshotLimits.from_env()
+    provider = _provider(service_name)
+    _router(provider)
+    span_exporter = _make_exporter(exporter_choice, resolved_home, store)
+    watch = None
+    if span_exporter is not None:  # the spool and clickhouse exporters log their failures themselves
+        watch = _DeliveryWatch(span_exporter, exporter_choice if isinstance(exporter_choice, str) else
+                               type(span_exporter).__name__, warn=exporter_choice not in ("spool", "clickhouse"))
+    pipeline = _Pipeline(_batch_processor(watch) if watch is not None else None, redactor)
+    return Runtime(
+        provider=provider,
+        tracer=provider.get_tracer(TRACER_NAME, __version__),
+        home=resolved_home,
+        home_given=home is not None,
+        store_url=store,
+        exporter_name=exporter_choice if isinstance(exporter_choice, str) else type(exporter_choice).__name__,
+        redactor=redactor,
+        limits=limits,
+        exporter=span_exporter,
+        processor=pipeline,
+        watch=watch,
+        key=key,
+    )
 
-    return __version__
+
+def default_runtime() -> Runtime:
+    """The process default runtime, configured from the environment on first use (the factory the package
+    registers with :func:`otel_replay.runtime.set_factory`)."""
+    configure()
+    built = default()
+    assert built is not None  # configure() always sets one
+    return built
 
 
-def runtime() -> Runtime:
-    """The current runtime, configuring with defaults on first use."""
-    current = _runtime
-    if current is None:
-        configure()
-        current = _runtime
-        assert current is not None
-    return current
+runtime = get
+"""The current runtime (this context's, else the default), configuring with defaults on first use."""
+
+current_runtime = current
+"""The current runtime if :func:`configure` ran or a block made one active, else None (never configures)."""
 
 
-def current_runtime() -> Runtime | None:
-    """The runtime if :func:`configure` ran, else None (never configures)."""
-    return _runtime
-
-
-def flush(timeout_millis: int = 30000) -> bool:
+def flush(timeout_millis: int = 30000, *, rt: Runtime | None = None) -> bool:
     """Export everything recorded so far and make it visible to the store (seals the spool segment).
 
-    Waits at most ``timeout_millis`` for the exporter (then returns False; the spans stay queued for it).
-    False when an export failed since the previous flush (a full disk, an unreachable Collector: those spans
-    were dropped, or held in memory by the ClickHouse exporter for a later attempt) or sealing the spool
-    failed; the failure itself is logged on the ``otel_replay`` logger. Spans the SDK's queue dropped because
-    it was full (``OTEL_BSP_MAX_QUEUE_SIZE``) are logged by the SDK, not seen here. Never raises.
+    Flushes ``rt``, by default the current runtime (the one of this context, else the default); other
+    runtimes are left alone. Waits at most ``timeout_millis`` for the exporter (then returns False; the spans
+    stay queued for it). False when an export failed since the previous flush (a full disk, an unreachable
+    Collector: those spans were dropped, or held in memory by the ClickHouse exporter for a later attempt) or
+    sealing the spool failed; the failure itself is logged on the ``otel_replay`` logger. Spans the SDK's
+    queue dropped because it was full (``OTEL_BSP_MAX_QUEUE_SIZE``) are logged by the SDK, not seen here.
+    Never raises.
     """
-    current = _runtime
-    watch = _watch
-    processor = _processor
-    if current is None or processor is None:
+    target = rt if rt is not None else current()
+    if target is None or target.processor is None:
         return True
+    processor = target.processor
     ok = True
     try:
-        if current.exporter_name == "spool":  # appends to a local file: never waits on anybody
+        if target.exporter_name == "spool":  # appends to a local file: never waits on anybody
             ok = processor.force_flush(timeout_millis)
         else:
-            ok = _drain(processor, timeout_millis)
-        if current.exporter is not None:
-            ok = current.exporter.force_flush(timeout_millis) and ok
-        if watch is not None:
-            ok = not watch.take_failed() and ok
+            ok = _drain(processor, timeout_millis, target.flusher)
+        if target.exporter is not None:
+            ok = target.exporter.force_flush(timeout_millis) and ok
+        if isinstance(target.watch, _DeliveryWatch):
+            ok = not target.watch.take_failed() and ok
     except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
         _log.exception("otel-replay: flush failed")
         return False
     return ok
 
 
-def _drain(processor: SpanProcessor, timeout_millis: int) -> bool:
+def _drain(processor: SpanProcessor, timeout_millis: int, flusher: Flusher) -> bool:
     """``processor.force_flush()``, waiting at most ``timeout_millis``.
 
     The SDK's ``BatchSpanProcessor.force_flush`` ignores its timeout and exports the whole queue in the calling
     thread, for as long as the exporter takes (minutes with a Collector that accepts connections and never
     answers). So for exporters that talk to a server it runs in a helper thread, and while one is still stuck,
-    later flushes wait for that one instead of starting more (the number of helper threads stays bounded).
+    later flushes of the same runtime wait for that one instead of starting more (the number of helper threads
+    stays bounded).
     """
-    global _flushing
     deadline = time.monotonic() + max(timeout_millis, 0) / 1000
-    with _flush_lock:
-        previous = _flushing
+    with flusher.lock:
+        previous = flusher.thread
     if previous is not None and previous.is_alive():
         previous.join(max(deadline - time.monotonic(), 0))
         if previous.is_alive():
@@ -377,8 +437,8 @@ def _drain(processor: SpanProcessor, timeout_millis: int) -> bool:
             outcome.append(False)
 
     helper = threading.Thread(target=run, name="otel-replay-flush", daemon=True)
-    with _flush_lock:
-        _flushing = helper
+    with flusher.lock:
+        flusher.thread = helper
     helper.start()
     helper.join(max(deadline - time.monotonic(), 0))
     if helper.is_alive():
@@ -389,12 +449,11 @@ def _drain(processor: SpanProcessor, timeout_millis: int) -> bool:
 
 
 @contextmanager
-def tap(callback: Callable[[ReadableSpan], None]) -> Iterator[None]:
-    """Call ``callback`` with every span otel-replay's processor sees inside the block (the replay engine
-    uses it to read the replay it just ran without waiting for the store)."""
-    runtime()
-    processor = _processor
-    assert processor is not None
+def tap(callback: Callable[[ReadableSpan], None], *, rt: Runtime | None = None) -> Iterator[None]:
+    """Call ``callback`` with every span of ``rt`` (default: the current runtime) inside the block (the replay
+    engine uses it to read the replay it just ran without waiting for the store)."""
+    processor = (rt if rt is not None else get()).processor
+    assert isinstance(processor, _Pipeline)  # every runtime is built by _build
     with _lock:
         processor.taps = (*processor.taps, callback)
     try:
@@ -404,39 +463,62 @@ def tap(callback: Callable[[ReadableSpan], None]) -> Iterator[None]:
             processor.taps = tuple(t for t in processor.taps if t is not callback)
 
 
+def build_runtime(
+    *,
+    service_name: str | None = None,
+    store: str | None = None,
+    exporter: str | SpanExporter | None = None,
+    home: str | os.PathLike[str] | None = None,
+    redaction: Redactor | RedactionConfig | None = None,
+) -> Runtime:
+    """A runtime of its own, from the same arguments (and variables) as :func:`configure`, made neither the
+    default nor active: run a block under it with :func:`otel_replay.runtime.active`, flush it with
+    ``flush(rt=...)`` and :func:`close` it when done. Bad arguments raise :class:`ValueError`."""
+    with _lock:
+        return _build(service_name=service_name, store=store, exporter_choice=_resolve_exporter_name(exporter),
+                      home=home, resolved_home=settings.resolve_home(home), redaction=redaction, key=None)
+
+
+def close(rt: Runtime, timeout_millis: int = 30000) -> bool:
+    """Flush ``rt`` and shut its pipeline (and exporter) down; spans started under it later go nowhere.
+    Returns what :func:`flush` returned. Never raises."""
+    ok = flush(timeout_millis, rt=rt)
+    try:
+        if rt.processor is not None:
+            rt.processor.shutdown()
+    except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
+        _log.exception("otel-replay: could not shut a runtime's exporter down")
+        return False
+    return ok
+
+
 @contextmanager
 def exporting_to(exporter: str | SpanExporter, *, home: str | os.PathLike[str] | None = None) -> Iterator[None]:
-    """Send spans to ``exporter`` inside the block (``"none"``: nowhere but the taps), then flush and restore
-    the configuration in place before it. Used by :func:`otel_replay.testing.capture` and the case runner."""
-    previous = current_runtime()
+    """Send the spans started inside the block to ``exporter`` (``"none"``: nowhere but the taps), then flush it.
+
+    The block runs under a runtime of its own (:func:`otel_replay.runtime.active`): the default runtime and
+    other blocks are not touched, and spans started elsewhere meanwhile go where they went. Without ``home``,
+    the current runtime's home and redactor are kept. Used by :func:`otel_replay.testing.capture` and the case
+    runner."""
+    previous = current()
     if home is None and previous is not None:
-        configure(exporter=exporter, home=previous.home, redaction=previous.redactor)
+        rt = build_runtime(exporter=exporter, home=previous.home, redaction=previous.redactor)
     else:
-        configure(exporter=exporter, home=home)
+        rt = build_runtime(exporter=exporter, home=home)
     try:
-        yield
+        with active(rt):
+            yield
     finally:
-        flush()
-        if previous is not None:
-            named = previous.exporter_name in _EXPORTERS
-            configure(exporter=previous.exporter_name if named else previous.exporter,
-                      home=previous.home if previous.home_given else None, store=previous.store_url,
-                      redaction=previous.redactor)
-        else:
-            _unconfigure()
+        close(rt)
 
 
-def _unconfigure() -> None:
-    """Back to "never configured": the next recording configures from the environment again."""
-    global _runtime, _watch, _key
-    with _lock:
-        _watch = None
-        if _processor is not None:
-            inner, _processor.inner = _processor.inner, None
-            if inner is not None:
-                inner.shutdown()
-        _runtime, _key = None, None
+def _current_redactor() -> Redactor | None:
+    rt = current()
+    return rt.redactor if rt is not None else None
 
 
 def _flush_at_exit() -> None:
     flush(5000)
+
+
+set_message_redactor_source(_current_redactor)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from jinja2.ext import Extension
 
-from .. import __version__
+from .._version import __version__
 from ..runs import Run
 from . import compare, views
 from . import values as v
