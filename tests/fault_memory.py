@@ -41,7 +41,7 @@ def _hanging_collector() -> tuple[str, dict]:
     state: dict = {"mode": "hang", "release": threading.Event(), "held": threading.Event()}
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if state["mode"] == "hang":
                 state["held"].set()

@@ -54,9 +54,8 @@ def test_the_block_is_one_run_with_its_input_output_and_steps(mem: InMemorySpanE
 
 
 def test_an_exception_ends_the_run_as_error_and_propagates_unchanged(mem: InMemorySpanExporter) -> None:
-    with pytest.raises(KeyError, match="missing"):
-        with orp.agent("loop-agent", input="x"):
-            raise KeyError("missing")
+    with pytest.raises(KeyError, match="missing"), orp.agent("loop-agent", input="x"):
+        raise KeyError("missing")
     root = next(s for s in _spans(mem) if s.parent is None)
     assert root.status.status_code is StatusCode.ERROR
 

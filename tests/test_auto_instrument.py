@@ -11,9 +11,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from fake_llm_servers import FakeLLMServer
 
 import otel_replay as orp
-from fake_llm_servers import FakeLLMServer
 
 pytest.importorskip("openai")
 

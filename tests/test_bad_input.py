@@ -38,23 +38,19 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import case_agents as ca
 import pytest
+from cli_in_process import loggers_restored
 from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-import case_agents as ca
-from cli_in_process import loggers_restored
 import otel_replay as orp
 from otel_replay import cli as cli_module
 from otel_replay import semconv
 from otel_replay.cases import CaseError, case_document, dumps_case, load_case, parse_case, run_case
-from otel_replay.exporting.setup import runtime
-from otel_replay.exporting.spool import SEGMENT_MAGIC, encode_record, sealed_segments
-from otel_replay.otlp_json import OtlpJsonError, from_otlp_json
-from otel_replay.records import SpanRecord
 from otel_replay.exporting.rows import (
     INSERT_COLUMNS,
     any_value_to_string,
@@ -62,6 +58,10 @@ from otel_replay.exporting.rows import (
     records_from_request,
     rows_from_request,
 )
+from otel_replay.exporting.setup import runtime
+from otel_replay.exporting.spool import SEGMENT_MAGIC, encode_record, sealed_segments
+from otel_replay.otlp_json import OtlpJsonError, from_otlp_json
+from otel_replay.records import SpanRecord
 from otel_replay.storage.store import Store
 from otel_replay.testing import capture
 

@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import case_agents as ca
 import pytest
+import replay_agents as ra
 from cli_in_process import run_cli, runs_in_process
 
-import case_agents as ca
 import otel_replay as orp
-import replay_agents as ra
 from otel_replay import semconv
 from otel_replay.cases import CaseError, case_document, load_case, run_case, write_case
 from otel_replay.exporting.setup import runtime

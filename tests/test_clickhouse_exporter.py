@@ -27,8 +27,8 @@ from otel_replay import configure
 from otel_replay.exporting import clickhouse as clickhouse_module
 from otel_replay.exporting import setup
 from otel_replay.exporting.clickhouse import ClickHouseSpanExporter
-from otel_replay.exporting.spool import INGESTING_SUFFIX, SEALED_SUFFIX
 from otel_replay.exporting.rows import records_from_request
+from otel_replay.exporting.spool import INGESTING_SUFFIX, SEALED_SUFFIX
 from otel_replay.storage.store import Store
 
 

@@ -26,12 +26,12 @@ import pytest
 import otel_replay as orp
 from otel_replay import dialects, semconv
 from otel_replay.errors import OtelReplayError
+from otel_replay.exporting.rows import records_from_request
 from otel_replay.records import EventRecord, SpanRecord
 from otel_replay.replay.diff import diff_runs
 from otel_replay.replay.engine import readiness, replay
 from otel_replay.runs import build_run
 from otel_replay.snapshots import canonical_json, sha256_hex, to_jsonable
-from otel_replay.exporting.rows import records_from_request
 from otel_replay.storage.store import Store
 
 TOOLS = [{"type": "function", "function": {"name": "lookup_order", "description": "Look an order up.",
@@ -48,7 +48,7 @@ CHAT = "openai.chat.completions"
 class _FakeOpenAI(BaseHTTPRequestHandler):
     """``POST /v1/chat/completions``: a tool call first when tools are offered, then a text answer."""
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
         messages = body.get("messages", [])
         if body.get("tools") and not any(m.get("role") == "tool" for m in messages):

@@ -13,9 +13,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+from otel_replay.exporting.rows import rows_from_request
 from otel_replay.exporting.spool import SEGMENT_MAGIC, SpoolExporter, encode_record, read_segment, sealed_segments
 from otel_replay.storage.ingest import ingest_spool
-from otel_replay.exporting.rows import rows_from_request
 from otel_replay.storage.store import Store
 
 SEGMENTS = 3

@@ -19,8 +19,9 @@ import wrapt
 
 anthropic = pytest.importorskip("anthropic")
 
-import otel_replay as orp  # noqa: E402
 from fake_llm_servers import MISSING_MODEL, TOOL_ARGS, FakeLLMServer  # noqa: E402
+
+import otel_replay as orp  # noqa: E402
 from otel_replay import semconv  # noqa: E402
 from otel_replay.instrumentation.anthropic import AnthropicInstrumentor  # noqa: E402
 from otel_replay.storage.store import Store  # noqa: E402
@@ -198,9 +199,8 @@ def test_a_call_outside_a_run_is_a_single_call_run(home: Path, server: FakeLLMSe
 
 def test_sdk_errors_pass_through_unchanged_and_are_recorded(home: Path, server: FakeLLMServer) -> None:
     client = anthropic.Anthropic(base_url=BASE_URL, api_key="sk-ant-test", max_retries=0)
-    with capture(home=home) as recorded:
-        with pytest.raises(anthropic.NotFoundError):
-            client.messages.create(model=MISSING_MODEL, max_tokens=8, messages=[{"role": "user", "content": "x"}])
+    with capture(home=home) as recorded, pytest.raises(anthropic.NotFoundError):
+        client.messages.create(model=MISSING_MODEL, max_tokens=8, messages=[{"role": "user", "content": "x"}])
     (run,) = recorded.runs()
     assert run.steps[0].status == "error" and run.steps[0].error["type"] == "anthropic.NotFoundError"
 

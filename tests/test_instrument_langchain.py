@@ -28,10 +28,10 @@ import pytest
 pytest.importorskip("langchain_core")
 pytest.importorskip("langgraph")
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun  # noqa: E402
-from langchain_core.documents import Document  # noqa: E402
-from langchain_core.language_models.chat_models import BaseChatModel  # noqa: E402
-from langchain_core.messages import (  # noqa: E402
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
     BaseMessage,
@@ -39,20 +39,20 @@ from langchain_core.messages import (  # noqa: E402
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult  # noqa: E402
-from langchain_core.retrievers import BaseRetriever  # noqa: E402
-from langchain_core.tools import tool  # noqa: E402
-from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: E402
-from langgraph.graph import END, START, StateGraph  # noqa: E402
-from langgraph.graph.message import add_messages  # noqa: E402
-from langgraph.prebuilt import InjectedState, ToolNode, tools_condition  # noqa: E402
-from typing_extensions import TypedDict  # noqa: E402
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.tools import tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import InjectedState, ToolNode, tools_condition
+from typing_extensions import TypedDict
 
-import otel_replay as orp  # noqa: E402
-from otel_replay import semconv  # noqa: E402
-from otel_replay.instrumentation.langchain import LangChainInstrumentor  # noqa: E402
-from otel_replay.recording import in_run  # noqa: E402
-from otel_replay.storage.store import Store  # noqa: E402
+import otel_replay as orp
+from otel_replay import semconv
+from otel_replay.instrumentation.langchain import LangChainInstrumentor
+from otel_replay.recording import in_run
+from otel_replay.storage.store import Store
 
 SIDE_FILE_ENV = "LC_TEST_SETTLEMENTS"
 CALLS: Counter[str] = Counter()

@@ -24,8 +24,9 @@ import wrapt
 PROXY = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 openai = pytest.importorskip("openai")
 
-import otel_replay as orp  # noqa: E402
 from fake_llm_servers import MISSING_MODEL, TOOL_ARGS, FakeLLMServer  # noqa: E402
+
+import otel_replay as orp  # noqa: E402
 from otel_replay import semconv  # noqa: E402
 from otel_replay.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
 from otel_replay.storage.store import Store  # noqa: E402
@@ -256,9 +257,8 @@ def test_a_call_outside_a_run_is_a_single_call_run(home: Path, server: FakeLLMSe
 
 def test_sdk_errors_pass_through_unchanged_and_are_recorded(home: Path, server: FakeLLMServer) -> None:
     client = openai.OpenAI(base_url=BASE_URL, api_key="sk-test", max_retries=0)
-    with capture(home=home) as recorded:
-        with pytest.raises(openai.NotFoundError):
-            client.chat.completions.create(model=MISSING_MODEL, messages=[{"role": "user", "content": "x"}])
+    with capture(home=home) as recorded, pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model=MISSING_MODEL, messages=[{"role": "user", "content": "x"}])
     (run,) = recorded.runs()
     assert run.steps[0].status == "error" and run.steps[0].error["type"] == "openai.NotFoundError"
 

@@ -20,17 +20,17 @@ import pytest
 
 pytest.importorskip("agents")
 
-from agents import Agent, Runner, function_tool, handoff  # noqa: E402
-from agents.models.openai_responses import OpenAIResponsesModel  # noqa: E402
-from agents.tracing import TracingProcessor, get_trace_provider  # noqa: E402
-from openai import AsyncOpenAI  # noqa: E402
-from pydantic import BaseModel  # noqa: E402
+from agents import Agent, Runner, function_tool, handoff
+from agents.models.openai_responses import OpenAIResponsesModel
+from agents.tracing import TracingProcessor, get_trace_provider
+from fake_llm_servers import FakeLLMServer
+from openai import AsyncOpenAI
+from pydantic import BaseModel
 
-import otel_replay as orp  # noqa: E402
-from fake_llm_servers import FakeLLMServer  # noqa: E402
-from otel_replay import semconv  # noqa: E402
-from otel_replay.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
-from otel_replay.instrumentation.openai_agents import (  # noqa: E402
+import otel_replay as orp
+from otel_replay import semconv
+from otel_replay.instrumentation.openai import OpenAIInstrumentor
+from otel_replay.instrumentation.openai_agents import (
     SPAN_EVENT,
     SPAN_TYPE,
     TRACE_ID_ATTR,
@@ -38,8 +38,8 @@ from otel_replay.instrumentation.openai_agents import (  # noqa: E402
     OtelReplayTracingProcessor,
     declare_risk,
 )
-from otel_replay.recording import in_run  # noqa: E402
-from otel_replay.storage.store import Store  # noqa: E402
+from otel_replay.recording import in_run
+from otel_replay.storage.store import Store
 
 NOTES_ENV = "OA_TEST_NOTES"
 CALLS: Counter[str] = Counter()

@@ -13,10 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import chatty_agents as agents
 import pytest
 from cli_in_process import run_cli, runs_in_process
 
-import chatty_agents as agents
 import otel_replay as orp
 
 TESTS_DIR = Path(__file__).resolve().parent

@@ -13,16 +13,16 @@ import pytest
 pytest.importorskip("langchain_classic.agents")
 pytest.importorskip("langchain_openai")
 
-from langchain_classic.agents import AgentExecutor, create_tool_calling_agent  # noqa: E402
-from langchain_classic.chains.base import Chain  # noqa: E402
-from langchain_core.prompts import ChatPromptTemplate  # noqa: E402
-from langchain_core.tools import tool  # noqa: E402
-from langchain_openai import ChatOpenAI  # noqa: E402
+from fake_llm_servers import FakeLLMServer
+from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
+from langchain_classic.chains.base import Chain
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
 
-import otel_replay as orp  # noqa: E402
-from fake_llm_servers import FakeLLMServer  # noqa: E402
-from otel_replay.instrumentation.langchain import LangChainInstrumentor  # noqa: E402
-from otel_replay.storage.store import Store  # noqa: E402
+import otel_replay as orp
+from otel_replay.instrumentation.langchain import LangChainInstrumentor
+from otel_replay.storage.store import Store
 
 BASE_URL = ""
 """The fake server's URL; read when the executor is built (a replay re-imports this module)."""

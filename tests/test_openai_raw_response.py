@@ -18,8 +18,9 @@ import pytest
 openai = pytest.importorskip("openai")
 langchain_openai = pytest.importorskip("langchain_openai")
 
-import otel_replay as orp  # noqa: E402
 from fake_llm_servers import FakeLLMServer  # noqa: E402
+
+import otel_replay as orp  # noqa: E402
 from otel_replay import semconv  # noqa: E402
 from otel_replay.instrumentation.langchain import LangChainInstrumentor  # noqa: E402
 from otel_replay.instrumentation.openai import OpenAIInstrumentor  # noqa: E402

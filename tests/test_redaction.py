@@ -14,10 +14,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from leak_checks import without_keyed_hashes
 
-from otel_replay.snapshots import canonical_json
 from otel_replay.redaction import (
     DEFAULT_PATTERNS,
     DEFAULT_SAFE_KEYS,
@@ -26,6 +24,7 @@ from otel_replay.redaction import (
     RedactionConfig,
     Redactor,
 )
+from otel_replay.snapshots import canonical_json
 
 # ------------------------------------------------------------------------------------------ fake secrets
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import replay_agents as ra
 
 import otel_replay as orp
-import replay_agents as ra
 from otel_replay import semconv
 from otel_replay.errors import InvalidTraceIdError, TraceNotFoundError
 from otel_replay.recording import effective_risk

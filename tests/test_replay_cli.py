@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import replay_agents as ra
 
 import otel_replay as orp
-import replay_agents as ra
 
 TESTS_DIR = Path(__file__).resolve().parent
 RESULT_KEYS = {"replay_trace_id", "replay_run_id", "original_trace_id", "mode", "from_step", "diverged",
@@ -100,7 +100,7 @@ def test_mock_replay_json_has_the_contract_and_exits_0(world: dict[str, Any]) ->
     out = cli(world, "replay", tid, "--mode", "mock", "--json", "--actor", "ci-bot", "--reason", "nightly")
     assert out.returncode == 0, (out.stdout, out.stderr)
     data = json.loads(out.stdout)
-    assert RESULT_KEYS <= set(data)
+    assert set(data) >= RESULT_KEYS
     assert (data["original_trace_id"], data["mode"], data["from_step"], data["diverged"], data["first_divergence"],
             data["approvals"], data["actor"], data["reason"]) == (tid, "mock", None, False, None, [], "ci-bot",
                                                                   "nightly")
@@ -160,7 +160,7 @@ def test_live_replay_with_approvals_runs_each_tool_once_and_is_audited(world: di
     audit = cli(world, "audit", "--json")
     assert audit.returncode == 0, audit.stderr
     entries = json.loads(audit.stdout)
-    assert entries and all(AUDIT_KEYS <= set(e) for e in entries)
+    assert entries and all(set(e) >= AUDIT_KEYS for e in entries)
     entry = next(e for e in entries if e["replay_trace_id"] == data["replay_trace_id"])
     assert {k: entry[k] for k in AUDIT_KEYS - {"at"}} == {
         "actor": "alice", "reason": "verify the fix for real", "mode": "live", "from_step": None,

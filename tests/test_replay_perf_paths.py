@@ -86,7 +86,7 @@ def odd_spans() -> list[ReadableSpan]:
             ctx = root.get_span_context()
             state = TraceState([("vendor", "v1"), ("other", "x")])
             traced = tracer.start_span("with state", context=None)
-            traced._context = type(ctx)(ctx.trace_id, 0x1234, ctx.is_remote, ctx.trace_flags, state)  # noqa: SLF001
+            traced._context = type(ctx)(ctx.trace_id, 0x1234, ctx.is_remote, ctx.trace_flags, state)
             traced.end()
         spans.extend(memory.get_finished_spans())
         provider.shutdown()
@@ -98,7 +98,7 @@ def test_stored_records_equal_what_the_store_mapping_reads_of_the_sdk_encoded_sp
     expected = sorted((record_from_query_row(row) for row in rows_from_request(encode_spans(spans))),
                       key=lambda r: (r.timestamp_ns, r.span_id))
     assert len(expected) == len(spans) == 28
-    records = engine._stored_records(spans)  # noqa: SLF001
+    records = engine._stored_records(spans)
     assert records == expected
     # float text and key order are part of the equality, not only the values
     assert [list(r.span_attributes) for r in records] == [list(r.span_attributes) for r in expected]

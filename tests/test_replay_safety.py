@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import safety_agents as agents
 
 import otel_replay as orp
-import safety_agents as agents
 from otel_replay.replay import session as replay_session
 from otel_replay.replay.audit import audit
 from otel_replay.replay.scopes import replay_tool

@@ -12,13 +12,13 @@ import pytest
 
 pytest.importorskip("langchain_core")
 
-from langchain_core.tools import tool  # noqa: E402
+from langchain_core.tools import tool
 
-import otel_replay as orp  # noqa: E402
-from otel_replay.instrumentation.langchain import LangChainInstrumentor  # noqa: E402
-from otel_replay.recording import begin_tool_call, end_call  # noqa: E402
-from otel_replay.replay.engine import ReplayRefused  # noqa: E402
-from otel_replay.storage.store import Store  # noqa: E402
+import otel_replay as orp
+from otel_replay.instrumentation.langchain import LangChainInstrumentor
+from otel_replay.recording import begin_tool_call, end_call
+from otel_replay.replay.engine import ReplayRefused
+from otel_replay.storage.store import Store
 
 CALLS: list[str] = []
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import replay_agents as ra
 
 import otel_replay as orp
-import replay_agents as ra
 from otel_replay import semconv
 from otel_replay.replay.diff import SECTIONS, diff_runs
 from otel_replay.replay.engine import ReplayResult
@@ -343,7 +343,7 @@ def test_waterfall_bars_sit_where_the_steps_ran(sc: Scenarios) -> None:
     for step in run.steps:
         style = step_row(doc, step.index).one(cls="bar").attrs["style"]
         left, width = (float(v) for v in re.fullmatch(r"left:([\d.]+)%;width:([\d.]+)%", style).groups())
-        assert 0 <= left and left + width <= 100.001
+        assert left >= 0 and left + width <= 100.001
         bars.append((left, width))
     lefts = [b[0] for b in bars]
     assert lefts == sorted(lefts), "steps start in index order"

@@ -23,9 +23,10 @@ import pytest
 sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need playwright (pip install "
                                                              "playwright)")
 
+from test_report import PLANTED, Scenarios, record_scenarios, recording_home  # noqa: E402
+
 from otel_replay.replay.diff import diff_runs  # noqa: E402
 from otel_replay.report import diff_report, replay_report, run_report, write_report  # noqa: E402
-from test_report import PLANTED, Scenarios, record_scenarios, recording_home  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM_ENV = "OTEL_REPLAY_CHROMIUM"

@@ -8,8 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import otel_replay as orp
 import replay_agents as ra
+
+import otel_replay as orp
 from otel_replay.storage.store import Store
 
 TESTS_DIR = Path(__file__).resolve().parent

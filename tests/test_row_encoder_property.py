@@ -238,7 +238,7 @@ def test_every_path_gives_the_encoders_rows_byte_for_byte(example: dict[str, Any
     assert records_from_request(payload) == records
     assert all(repr(row_from_record(record)) == repr(row) for record, row in zip(records, rows))
     stored = sorted((record_from_query_row(row) for row in rows), key=lambda r: (r.timestamp_ns, r.span_id))
-    assert engine._stored_records(spans) == stored  # noqa: SLF001 - the replay's own path
+    assert engine._stored_records(spans) == stored
 
     # OTLP JSON (case files): records → JSON text → records, and the protobuf JSON form of the request.
     doc = json.loads(json.dumps(to_otlp_json(records)))
@@ -288,7 +288,7 @@ def test_the_store_holds_the_encoders_rows_whichever_path_wrote_them(example: di
     assert repr(stored_rows(store)) == expected
 
     # The replay engine's records of the spans it saw are what the store reads back, trace by trace.
-    built = engine._stored_records(spans)  # noqa: SLF001
+    built = engine._stored_records(spans)
     assert built is not None
     for trace_id in {row[1] for row in rows_from_spans(spans)}:
         assert store.load_spans(trace_id) == [r for r in built if r.trace_id == trace_id]

@@ -18,7 +18,6 @@ from enum import Enum
 from pathlib import Path
 from types import ModuleType
 
-
 ROOT = Path(__file__).resolve().parents[1]
 SEMCONV_PATH = ROOT / "otel_replay" / "semconv.py"
 DOC_PATH = ROOT / "docs" / "semconv.md"

@@ -13,6 +13,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExportResult
 
+from otel_replay.exporting.rows import records_from_request
 from otel_replay.exporting.spool import (
     SEGMENT_MAGIC,
     SpoolExporter,
@@ -21,7 +22,6 @@ from otel_replay.exporting.spool import (
     read_segment,
     sealed_segments,
 )
-from otel_replay.exporting.rows import records_from_request
 
 
 def provider_with(exporter, *, batch: bool = False) -> TracerProvider:
@@ -39,9 +39,8 @@ def test_force_flush_seals_the_segment_and_spans_read_back(tmp_path):
     exporter = SpoolExporter(tmp_path / "spool")
     provider = provider_with(exporter)
     tracer = provider.get_tracer("t")
-    with tracer.start_as_current_span("outer", attributes={"n": 1}):
-        with tracer.start_as_current_span("inner"):
-            pass
+    with tracer.start_as_current_span("outer", attributes={"n": 1}), tracer.start_as_current_span("inner"):
+        pass
     open_path = exporter.open_segment
     assert open_path is not None and open_path.suffix == ".open" and open_path.exists()
     assert exporter.force_flush()

@@ -16,10 +16,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Status, StatusCode
 
 from otel_replay.errors import InvalidTraceIdError, StoreBusyError, StoreError, StoreUnavailableError
+from otel_replay.exporting.rows import INSERT_COLUMNS
 from otel_replay.exporting.spool import SpoolExporter
 from otel_replay.records import EventRecord, LinkRecord, SpanRecord
 from otel_replay.storage import ddl
-from otel_replay.exporting.rows import INSERT_COLUMNS
 from otel_replay.storage import lock as lock_module
 from otel_replay.storage.store import Store
 

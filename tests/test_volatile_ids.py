@@ -25,12 +25,13 @@ from cli_in_process import run_cli, runs_in_process
 
 pytest.importorskip("openai")
 
-import otel_replay as orp  # noqa: E402
-import volatile_agents as va  # noqa: E402
-from fake_llm_servers import FakeLLMServer  # noqa: E402
-from otel_replay import semconv  # noqa: E402
-from otel_replay.replay import volatile  # noqa: E402
-from otel_replay.storage.store import Store  # noqa: E402
+import volatile_agents as va
+from fake_llm_servers import FakeLLMServer
+
+import otel_replay as orp
+from otel_replay import semconv
+from otel_replay.replay import volatile
+from otel_replay.storage.store import Store
 
 TESTS_DIR = Path(__file__).resolve().parent
 RANDOM_ID = re.compile(r"(chatcmpl-|call_|toolu_|msg_|resp_|fc_|fp_)[0-9a-f]{24}")

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import os
 from collections.abc import Callable, Mapping
+from os import system as run_shell  # noqa: F401 - a trusted module that imports a dangerous function
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,6 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 from pydantic import BaseModel
-
-from os import system as run_shell  # noqa: F401 - a trusted module that imports a dangerous function
 
 import otel_replay as orp
 from otel_replay import semconv

@@ -22,10 +22,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import adv_audit_agents as agents
 import pytest
 from cli_in_process import run_cli, runs_in_process
 
-import adv_audit_agents as agents
 import otel_replay as orp
 from otel_replay import semconv
 from otel_replay.recording import effective_risk

@@ -18,10 +18,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import adv_code_agents as agents
 import pytest
 from cli_in_process import run_cli, runs_in_process
 
-import adv_code_agents as agents
 import otel_replay as orp
 from otel_replay import semconv
 from otel_replay.cases import case_document, write_case

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import adv_redaction_agents as agents
 import pytest
 from cli_in_process import run_cli, runs_in_process
-
-import adv_redaction_agents as agents
 from leak_checks import masked_bytes
+
 import otel_replay as orp
 from otel_replay import semconv
 from otel_replay.redaction import Redactor

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import adv_side_effect_agents as agents
 import pytest
 from cli_in_process import run_cli, runs_in_process
 
-import adv_side_effect_agents as agents
 import otel_replay as orp
 from otel_replay import semconv
 from otel_replay.cases import case_document, write_case

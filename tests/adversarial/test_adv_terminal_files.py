@@ -15,13 +15,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import adv_terminal_agents as agents
 import pytest
 from cli_in_process import run_cli, runs_in_process
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-import adv_terminal_agents as agents
 import otel_replay as orp
 from otel_replay.exporting.spool import SpoolExporter
 

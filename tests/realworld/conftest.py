@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 from cli_in_process import run_cli, runs_in_process
-
 from fake_llm_servers import FakeLLMServer
 
 HERE = Path(__file__).resolve().parent

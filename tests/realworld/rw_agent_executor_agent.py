@@ -18,11 +18,11 @@ import otel_replay as orp
 if os.environ.get("RW_ZERO_CODE") != "1":
     orp.instrument()
 
-from langchain_classic.agents import AgentExecutor, create_tool_calling_agent  # noqa: E402
-from langchain_classic.agents.format_scratchpad.tools import format_to_tool_messages  # noqa: E402
-from langchain_core.prompts import ChatPromptTemplate  # noqa: E402
-from langchain_core.tools import tool  # noqa: E402
-from langchain_openai import ChatOpenAI  # noqa: E402
+from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
+from langchain_classic.agents.format_scratchpad.tools import format_to_tool_messages
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
 
 SYSTEM_PROMPT = os.environ.get("RW_SYSTEM_PROMPT", "You are a helpful travel assistant.")
 
@@ -41,7 +41,7 @@ def get_weather(city: str) -> str:
     return "It's 60 degrees and foggy." if city.lower() in ("sf", "san francisco") else "It's 90 degrees and sunny."
 
 
-def shown_results(intermediate_steps):  # noqa: ANN001, ANN201 - LangChain's message formatter signature
+def shown_results(intermediate_steps):
     """What the model is shown of the tools' results (``RW_TOOL_NOTE`` appends a note to each)."""
     note = os.environ.get("RW_TOOL_NOTE")
     if note:

@@ -18,9 +18,9 @@ import otel_replay as orp
 if os.environ.get("RW_ZERO_CODE") != "1":
     orp.instrument()
 
-from langchain_core.messages import ToolMessage  # noqa: E402
-from langchain_openai import ChatOpenAI  # noqa: E402
-from langgraph.prebuilt import ToolNode, create_react_agent  # noqa: E402
+from langchain_core.messages import ToolMessage
+from langchain_openai import ChatOpenAI
+from langgraph.prebuilt import ToolNode, create_react_agent
 
 SYSTEM_PROMPT = os.environ.get("RW_SYSTEM_PROMPT", "You are a helpful travel assistant.")
 
@@ -39,7 +39,7 @@ def get_weather(city: str) -> str:
     return "It's 90 degrees and sunny."
 
 
-def shown_result(request, execute):  # noqa: ANN001, ANN201 - LangGraph's tool-call wrapper signature
+def shown_result(request, execute):
     """What the model is shown of a tool's result (``RW_TOOL_NOTE`` appends a note to it)."""
     result = execute(request)
     note = os.environ.get("RW_TOOL_NOTE")

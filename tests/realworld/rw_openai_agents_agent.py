@@ -22,8 +22,8 @@ import otel_replay as orp
 if os.environ.get("RW_ZERO_CODE") != "1":
     orp.instrument()
 
-from agents import Agent, Runner, function_tool  # noqa: E402
-from pydantic import BaseModel, Field  # noqa: E402
+from agents import Agent, Runner, function_tool
+from pydantic import BaseModel, Field
 
 INSTRUCTIONS = os.environ.get("RW_INSTRUCTIONS", "You are a helpful agent.")
 

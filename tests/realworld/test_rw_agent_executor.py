@@ -9,8 +9,8 @@ import pytest
 pytest.importorskip("langchain_classic.agents")
 pytest.importorskip("langchain_openai")
 
-from conftest import RealWorld  # noqa: E402
-from rw_langchain_checks import (  # noqa: E402
+from conftest import RealWorld
+from rw_langchain_checks import (
     Shape,
     assert_live_replay,
     assert_matched_offline,

@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 
-
-
 AGENT = "rw_cookbook_sql_agent.py"
 QUERY = "SELECT Album.Title, COUNT(*) FROM Track JOIN Album USING (AlbumId) GROUP BY AlbumId ORDER BY 2 DESC LIMIT 1"
 SYSTEM_PROMPT = "Answer user questions by generating SQL queries against the Chinook Music Database."

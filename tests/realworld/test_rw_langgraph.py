@@ -8,8 +8,8 @@ import pytest
 pytest.importorskip("langgraph.prebuilt")
 pytest.importorskip("langchain_openai")
 
-from conftest import RealWorld  # noqa: E402
-from rw_langchain_checks import (  # noqa: E402
+from conftest import RealWorld
+from rw_langchain_checks import (
     Shape,
     assert_live_replay,
     assert_matched_offline,
