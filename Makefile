@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo lint test bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "otel-replay needs Python >= 3.10 (set PYTHON=...)")'
@@ -16,7 +16,14 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/otel-replay demo
 
-test: $(STAMP)
+# the quality gates, before any test: lint and format, types, the one-way import contract (pyproject.toml)
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: lint
 	@sh scripts/ensure-chromium
 	$(BIN)/python -m pytest -q -n auto --dist worksteal
 

@@ -72,11 +72,17 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
         home.mkdir()
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("PYTHONDONTWRITEBYTECODE", "OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG")}
-        env.update(OTEL_REPLAY_HOME=str(home), PYTHONPYCACHEPREFIX=str(Path(tmp) / "pycache"),
-                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-                   COLUMNS="100")
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("PYTHONDONTWRITEBYTECODE", "OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG")
+        }
+        env.update(
+            OTEL_REPLAY_HOME=str(home),
+            PYTHONPYCACHEPREFIX=str(Path(tmp) / "pycache"),
+            PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            COLUMNS="100",
+        )
         names = list(sides)
         for name in names:  # warm the bytecode cache; not counted
             timed(sides[name], env)
@@ -97,9 +103,11 @@ def main() -> int:
     missed = store_created
     for name, values in times.items():
         median = statistics.median(values)
-        entry: dict[str, object] = {"median_s": round(median, 4),
-                                    "cpu_median_s": round(statistics.median(cpu[name]), 4),
-                                    "times_s": [round(v, 4) for v in values]}
+        entry: dict[str, object] = {
+            "median_s": round(median, 4),
+            "cpu_median_s": round(statistics.median(cpu[name]), 4),
+            "times_s": [round(v, 4) for v in values],
+        }
         if name in TARGETS_S:
             ratio = median / TARGETS_S[name]
             entry.update(target_s=TARGETS_S[name], ratio=round(ratio, 3), met=ratio < 1)

@@ -121,22 +121,30 @@ def main() -> int:
             spans = store.client.query("SELECT count() FROM otel_traces").result_rows[0][0]
             odd_traces = store.client.query(
                 "SELECT count() FROM (SELECT TraceId FROM otel_traces GROUP BY TraceId "
-                "HAVING count() != {expected:UInt32})", parameters={"expected": args.steps + 1}).result_rows[0][0]
+                "HAVING count() != {expected:UInt32})",
+                parameters={"expected": args.steps + 1},
+            ).result_rows[0][0]
 
     spans_per_run = args.steps + 1
     ratio = statistics.median(ratios)
     run_ids = {s.run_id for s in summaries}
     wrong_steps = sum(1 for s in summaries if s.step_count != args.steps)
-    print(f"cpus: {os.cpu_count()}  {args.runs} runs x {args.steps} steps ({spans_per_run} spans a run) per "
-          f"measurement, {args.rounds} rounds (median)")
+    print(
+        f"cpus: {os.cpu_count()}  {args.runs} runs x {args.steps} steps ({spans_per_run} spans a run) per "
+        f"measurement, {args.rounds} rounds (median)"
+    )
     for label, rates in (("1 thread", single), (f"{args.threads} threads", multi)):
         rate = statistics.median(rates)
-        print(f"{label:11}: {rate:7.0f} runs/s  {rate * args.steps:8.0f} steps/s   "
-              f"rounds: {', '.join(f'{x:.0f}' for x in rates)} runs/s")
+        print(
+            f"{label:11}: {rate:7.0f} runs/s  {rate * args.steps:8.0f} steps/s   "
+            f"rounds: {', '.join(f'{x:.0f}' for x in rates)} runs/s"
+        )
     print(f"ratio {args.threads} threads / 1 thread: {ratio:.2f}x  (must not collapse; the GIL caps it near 1x)")
-    print(f"store after ingest ({ingest_s:.1f}s): {len(summaries)} runs ({len(run_ids)} distinct run ids) of "
-          f"{recorded} recorded, {spans} spans of {recorded * spans_per_run}, {odd_traces} traces with a wrong "
-          f"span count, {wrong_steps} runs with a wrong step count")
+    print(
+        f"store after ingest ({ingest_s:.1f}s): {len(summaries)} runs ({len(run_ids)} distinct run ids) of "
+        f"{recorded} recorded, {spans} spans of {recorded * spans_per_run}, {odd_traces} traces with a wrong "
+        f"span count, {wrong_steps} runs with a wrong step count"
+    )
     lost = len(summaries) != recorded or len(run_ids) != recorded or spans != recorded * spans_per_run
     ok = not lost and not odd_traces and not wrong_steps and ratio > 0.5
     print("no run lost, every trace whole: " + ("PASS" if not lost and not odd_traces and not wrong_steps else "FAIL"))

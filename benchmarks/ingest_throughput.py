@@ -47,29 +47,46 @@ def record_spans(spool: Path, spans: int) -> None:
     """Record ``spans`` spans (runs of 1 root + 7 steps; a ~1 KiB snapshot event on every other span)."""
     exporter = SpoolExporter(spool)
     provider = TracerProvider(resource=Resource.create({"service.name": "bench-agent"}))
-    provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=200_000, max_export_batch_size=2048,
-                                                   schedule_delay_millis=200))
+    provider.add_span_processor(
+        BatchSpanProcessor(exporter, max_queue_size=200_000, max_export_batch_size=2048, schedule_delay_millis=200)
+    )
     tracer = provider.get_tracer("otel_replay", "0.1.0")
     made = 0
     run = 0
     while made < spans:
         run += 1
-        with tracer.start_as_current_span("invoke_agent bench", attributes={
-                "otel_replay.run.id": f"run-{run}", "otel_replay.run.kind": "original",
-                "gen_ai.agent.name": "bench", "gen_ai.operation.name": "invoke_agent",
-                "otel_replay.schema.version": "1.0"}) as root:
-            root.add_event("otel_replay.snapshot.input", {"otel_replay.snapshot.payload": PAYLOAD,
-                                                          "otel_replay.snapshot.seq": 0})
+        with tracer.start_as_current_span(
+            "invoke_agent bench",
+            attributes={
+                "otel_replay.run.id": f"run-{run}",
+                "otel_replay.run.kind": "original",
+                "gen_ai.agent.name": "bench",
+                "gen_ai.operation.name": "invoke_agent",
+                "otel_replay.schema.version": "1.0",
+            },
+        ) as root:
+            root.add_event(
+                "otel_replay.snapshot.input", {"otel_replay.snapshot.payload": PAYLOAD, "otel_replay.snapshot.seq": 0}
+            )
             made += 1
             for step in range(7):
-                with tracer.start_as_current_span("execute_tool lookup", attributes={
-                        "otel_replay.step.index": step, "otel_replay.step.kind": "tool",
-                        "gen_ai.tool.name": "lookup", "otel_replay.tool.risk": "read",
-                        "gen_ai.usage.input_tokens": 123, "otel_replay.model.cost_usd": 0.00042,
-                        "gen_ai.response.finish_reasons": ["stop"]}) as span:
+                with tracer.start_as_current_span(
+                    "execute_tool lookup",
+                    attributes={
+                        "otel_replay.step.index": step,
+                        "otel_replay.step.kind": "tool",
+                        "gen_ai.tool.name": "lookup",
+                        "otel_replay.tool.risk": "read",
+                        "gen_ai.usage.input_tokens": 123,
+                        "otel_replay.model.cost_usd": 0.00042,
+                        "gen_ai.response.finish_reasons": ["stop"],
+                    },
+                ) as span:
                     if step % 2 == 0:
-                        span.add_event("otel_replay.snapshot.tool", {"otel_replay.snapshot.payload": PAYLOAD,
-                                                                     "otel_replay.snapshot.seq": step + 1})
+                        span.add_event(
+                            "otel_replay.snapshot.tool",
+                            {"otel_replay.snapshot.payload": PAYLOAD, "otel_replay.snapshot.seq": step + 1},
+                        )
                 made += 1
     provider.shutdown()  # flushes the batch processor and seals the last segment
 
@@ -108,9 +125,12 @@ def main() -> int:
                 try:
                     t0 = time.perf_counter()
                     for start in range(0, len(rows), 20_000):
-                        store.client.insert(raw_table, rows[start:start + 20_000],
-                                            column_names=list(INSERT_COLUMNS),
-                                            column_type_names=list(INSERT_COLUMN_TYPES))
+                        store.client.insert(
+                            raw_table,
+                            rows[start : start + 20_000],
+                            column_names=list(INSERT_COLUMNS),
+                            column_type_names=list(INSERT_COLUMN_TYPES),
+                        )
                     return time.perf_counter() - t0
                 finally:
                     gc.enable()
@@ -139,8 +159,7 @@ def main() -> int:
             return 1
         raw_rate = len(rows) / raw_s
         ingest_rate = len(rows) / ingest_s
-        print(f"cpus: {os.cpu_count()}  spans: {len(rows)}  segments: {report.segments}  "
-              f"best of {args.rounds} rounds")
+        print(f"cpus: {os.cpu_count()}  spans: {len(rows)}  segments: {report.segments}  best of {args.rounds} rounds")
         print(f"raw clickhouse-connect insert of pre-built rows: {raw_rate:>10,.0f} spans/s ({raw_s:.2f}s)")
         print(f"spool -> chDB ingest (Store.ingest):             {ingest_rate:>10,.0f} spans/s ({ingest_s:.2f}s)")
         raw_nogc_rate = len(rows) / raw_nogc_s

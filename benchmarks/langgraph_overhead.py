@@ -81,8 +81,7 @@ def main() -> int:
     home = tempfile.mkdtemp()
     # removed after otel-replay's own exit flush (atexit runs last-registered first)
     atexit.register(shutil.rmtree, home, ignore_errors=True)
-    with FakeLLMServer(tool_args_for={
-            "get_weather": {"city": "Lyon"}, "get_time": {"city": "Lyon"}}) as server:
+    with FakeLLMServer(tool_args_for={"get_weather": {"city": "Lyon"}, "get_time": {"city": "Lyon"}}) as server:
         orp.configure(home=home, exporter="spool")
         sdks = orp.instrument("langchain", "openai")
         agent = build_agent(server.openai_url)
@@ -92,7 +91,7 @@ def main() -> int:
         plain_s, recorded_s, ratios, plain_cpu, recorded_cpu = [], [], [], [], []
         for i in range(args.blocks):
             result: dict[bool, tuple[float, float]] = {}
-            for recorded in ((False, True) if i % 2 == 0 else (True, False)):
+            for recorded in (False, True) if i % 2 == 0 else (True, False):
                 if recorded:
                     orp.instrument("langchain", "openai")
                     result[True] = timed(agent, args.runs, recorded=True)
@@ -119,8 +118,10 @@ def main() -> int:
         "added_ms_per_run": round((recorded_ - plain) * 1e3, 3),
         "ratio": round(ratio, 3),
         "ratio_of_adjacent_blocks_median": round(statistics.median(ratios), 3),
-        "process_cpu_ms_per_run": {"uninstrumented": round(statistics.median(plain_cpu) * 1e3, 3),
-                                   "recorded": round(statistics.median(recorded_cpu) * 1e3, 3)},
+        "process_cpu_ms_per_run": {
+            "uninstrumented": round(statistics.median(plain_cpu) * 1e3, 3),
+            "recorded": round(statistics.median(recorded_cpu) * 1e3, 3),
+        },
         "process_cpu_ratio": round(statistics.median(recorded_cpu) / statistics.median(plain_cpu), 3),
         "target": TARGET,
         "requests_served": server.count,

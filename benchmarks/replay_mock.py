@@ -52,9 +52,13 @@ def long_agent(steps: int) -> int:
 class Phases:
     """Wall time of the replay engine's internal steps, and of full garbage collections, per replay."""
 
-    STEPS = (("engine", "_call", "run the agent"), ("setup", "flush", "flush the replay trace"),
-             ("engine", "_ingest", "ingest the spool"), ("engine", "_load_replay", "read the replay back"),
-             ("diff", "diff_runs", "diff"))
+    STEPS = (
+        ("engine", "_call", "run the agent"),
+        ("setup", "flush", "flush the replay trace"),
+        ("engine", "_ingest", "ingest the spool"),
+        ("engine", "_load_replay", "read the replay back"),
+        ("diff", "diff_runs", "diff"),
+    )
 
     def __init__(self) -> None:
         from otel_replay.exporting import setup
@@ -75,6 +79,7 @@ class Phases:
                 return func(*args, **kwargs)
             finally:
                 self.times[label].append(time.perf_counter() - start)
+
         return timed
 
     def _collection(self, phase: str, info: dict[str, Any]) -> None:
@@ -91,8 +96,10 @@ class Phases:
             print(f"  {label:26s}: {statistics.median(self.times[label]) * 1000:8.1f} ms")
         for what in ("replay", "load"):
             spent = self.times[f"full collections during a {what}"]
-            print(f"  full collections per {what:6s}: {sum(spent) / rounds * 1000:8.1f} ms "
-                  f"({len(spent)} in {rounds} rounds)")
+            print(
+                f"  full collections per {what:6s}: {sum(spent) / rounds * 1000:8.1f} ms "
+                f"({len(spent)} in {rounds} rounds)"
+            )
 
 
 def main() -> int:

@@ -45,8 +45,11 @@ from typing import Any
 from scale_load import AGENTS, DAY_NS, WINDOW_DAYS, FillerRuns, record_target, settle_merges, target_rows
 
 BATCH_ROWS = 200_000
-FILTERS: dict[str, tuple[str, ...]] = {"no filter": (), "--agent": ("--agent", AGENTS[0]),
-                                       "--status error": ("--status", "error")}
+FILTERS: dict[str, tuple[str, ...]] = {
+    "no filter": (),
+    "--agent": ("--agent", AGENTS[0]),
+    "--status error": ("--status", "error"),
+}
 
 
 def _store(folder: Path) -> Any:
@@ -73,8 +76,9 @@ def build_worker(folder: Path, spool: Path, runs: int, seed: int) -> dict[str, A
         build_s = time.perf_counter() - started
         settle_merges(store)
         spans, roots = store.client.query("SELECT count(), countIf(ParentSpanId = '') FROM otel_traces").result_rows[0]
-        parts = store.client.query("SELECT count() FROM system.parts WHERE active AND table = 'otel_traces'"
-                                   ).result_rows[0][0]
+        parts = store.client.query(
+            "SELECT count() FROM system.parts WHERE active AND table = 'otel_traces'"
+        ).result_rows[0][0]
     return {"spans": int(spans), "runs": int(roots), "parts": int(parts), "build_s": build_s}
 
 
@@ -92,14 +96,17 @@ def measure_worker(folder: Path, rounds: int) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 store.runs(limit=50, **kwargs)
                 times.append(time.perf_counter() - t0)
-            answer[label] = {"first": first, "median": statistics.median(times), "listed": len(listed),
-                             "newest_first": all(a.started_at >= b.started_at for a, b in pairwise(listed))}
+            answer[label] = {
+                "first": first,
+                "median": statistics.median(times),
+                "listed": len(listed),
+                "newest_first": all(a.started_at >= b.started_at for a, b in pairwise(listed)),
+            }
     return answer
 
 
 def _worker(*args: str) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, __file__, "--worker", *args], capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run([sys.executable, __file__, "--worker", *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"worker {args[0]} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -110,8 +117,11 @@ def _cli() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-c", "from otel_replay.cli import main; main()"]
 
 
-def time_cli(commands: dict[str, tuple[Path, tuple[str, ...]]], rounds: int, pycache: Path,
-             ) -> dict[str, tuple[list[float], str]]:
+def time_cli(
+    commands: dict[str, tuple[Path, tuple[str, ...]]],
+    rounds: int,
+    pycache: Path,
+) -> dict[str, tuple[list[float], str]]:
     """Wall times of ``otel-replay runs --store … extra`` per command over ``rounds`` rounds, and its output.
 
     One untimed run of each command first; then the commands alternate within each round, so that a busy
@@ -160,8 +170,10 @@ def main() -> int:
         folder, empty = work / "big", work / "empty"
         t0 = time.perf_counter()
         stats = _worker("build", str(folder), str(source / "spool"), str(args.runs), str(args.seed))
-        print(f"store: {stats['runs']:,} runs, {stats['spans']:,} spans, {stats['parts']} parts; inserted in "
-              f"{stats['build_s']:.1f}s, ready in {time.perf_counter() - t0:.1f}s")
+        print(
+            f"store: {stats['runs']:,} runs, {stats['spans']:,} spans, {stats['parts']} parts; inserted in "
+            f"{stats['build_s']:.1f}s, ready in {time.perf_counter() - t0:.1f}s"
+        )
         if stats["runs"] != args.runs:
             print(f"MISMATCH: the store holds {stats['runs']} runs, expected {args.runs}", file=sys.stderr)
             return 1
@@ -173,8 +185,10 @@ def main() -> int:
 
     print(f"cpus: {os.cpu_count()}  {args.rounds} rounds, commands alternating (median)")
     fixed = cli.pop("empty store")[0]
-    print(f"otel-replay runs, empty store (fixed cost)   : {statistics.median(fixed) * 1000:7.0f} ms   "
-          f"[{', '.join(f'{t * 1000:.0f}' for t in fixed)}]")
+    print(
+        f"otel-replay runs, empty store (fixed cost)   : {statistics.median(fixed) * 1000:7.0f} ms   "
+        f"[{', '.join(f'{t * 1000:.0f}' for t in fixed)}]"
+    )
     verdicts = []
     for label, (times, output) in cli.items():
         rows = sum(1 for line in output.splitlines() if line.startswith("│"))
@@ -182,13 +196,17 @@ def main() -> int:
         added = statistics.median(t - f for t, f in zip(times, fixed, strict=False))
         ok = median < 1.0 and rows == 50
         verdicts.append(ok)
-        print(f"otel-replay runs {label:15} ({rows:2} rows)   : {median * 1000:7.0f} ms   "
-              f"[{', '.join(f'{t * 1000:.0f}' for t in times)}]  {added * 1000:+5.0f} ms over the empty store  "
-              f"(target < 1 s): {'PASS' if ok else 'FAIL'}")
+        print(
+            f"otel-replay runs {label:15} ({rows:2} rows)   : {median * 1000:7.0f} ms   "
+            f"[{', '.join(f'{t * 1000:.0f}' for t in times)}]  {added * 1000:+5.0f} ms over the empty store  "
+            f"(target < 1 s): {'PASS' if ok else 'FAIL'}"
+        )
     for label, timing in in_process.items():
         order = "" if timing["newest_first"] else "  NOT NEWEST FIRST"
-        print(f"Store.runs(limit=50) {label:15}     : {timing['median'] * 1000:7.1f} ms   "
-              f"(first call {timing['first'] * 1000:.1f} ms, {timing['listed']} runs){order}")
+        print(
+            f"Store.runs(limit=50) {label:15}     : {timing['median'] * 1000:7.1f} ms   "
+            f"(first call {timing['first'] * 1000:.1f} ms, {timing['listed']} runs){order}"
+        )
         verdicts.append(timing["newest_first"] and timing["listed"] == 50)
     return 0 if all(verdicts) else 1
 

@@ -71,13 +71,21 @@ def record_target(home: Path, spans: int = TARGET_SPANS) -> None:
 
     @orp.model("plan", provider="openai", model="gpt-4o-mini")
     def plan(step: int, question: str) -> dict:
-        return {"tool": "lookup_order", "arguments": {"order_id": f"o-{step}"},
-                "usage": {"input_tokens": 412, "output_tokens": 38}}
+        return {
+            "tool": "lookup_order",
+            "arguments": {"order_id": f"o-{step}"},
+            "usage": {"input_tokens": 412, "output_tokens": 38},
+        }
 
     @orp.tool("lookup_order", risk="read")
     def lookup_order(order_id: str) -> dict:
-        return {"order_id": order_id, "status": "shipped", "carrier": "DHL", "eta": "2026-12-03",
-                "items": [{"sku": "KT-104", "qty": 1, "note": "replacement kettle"}]}
+        return {
+            "order_id": order_id,
+            "status": "shipped",
+            "carrier": "DHL",
+            "eta": "2026-12-03",
+            "items": [{"sku": "KT-104", "qty": 1, "note": "replacement kettle"}],
+        }
 
     @orp.agent("support-agent")
     def support_agent(question: str) -> str:
@@ -146,8 +154,14 @@ class FillerRuns:
     def _id(self, bits: int) -> str:
         return f"{self.rng.getrandbits(bits):0{bits // 4}x}"
 
-    def run(self, start_ns: int, size: int, *, agent: str | None = None, failed: bool | None = None,
-            ) -> list[tuple[Any, ...]]:
+    def run(
+        self,
+        start_ns: int,
+        size: int,
+        *,
+        agent: str | None = None,
+        failed: bool | None = None,
+    ) -> list[tuple[Any, ...]]:
         """Rows of one run of ``size`` spans starting at ``start_ns`` (root first)."""
         sc, rng = self.semconv, self.rng
         agent = agent or rng.choice(AGENTS)
@@ -177,21 +191,70 @@ class FillerRuns:
                 attrs[sc.STEP_NAME] = tool
                 name = f"execute_tool {tool}"
             duration = rng.randrange(2_000_000, 900_000_000 if template is self.model else 80_000_000)
-            rows.append((at, trace_id, self._id(64), root_id, "", name, template[6], service, resource,
-                         template[9], template[10], attrs, duration, "Ok" if template is self.model else "Unset",
-                         "", [at + duration - 1000], template[16], [event], [], [], [], []))
+            rows.append(
+                (
+                    at,
+                    trace_id,
+                    self._id(64),
+                    root_id,
+                    "",
+                    name,
+                    template[6],
+                    service,
+                    resource,
+                    template[9],
+                    template[10],
+                    attrs,
+                    duration,
+                    "Ok" if template is self.model else "Unset",
+                    "",
+                    [at + duration - 1000],
+                    template[16],
+                    [event],
+                    [],
+                    [],
+                    [],
+                    [],
+                )
+            )
             at += duration + rng.randrange(100_000, 5_000_000)
         if failed and rows:
             last = rows[-1]
             rows[-1] = (*last[:13], "Error", "TimeoutError: upstream did not answer", *last[15:])
         root_attrs = dict(self.root[11])
-        root_attrs.update({sc.RUN_ID: self._id(128), sc.GEN_AI_AGENT_NAME: agent,
-                           sc.RUN_STEP_COUNT: str(size - 1), sc.RUN_ENTRYPOINT: f"app.agents:{agent}"})
+        root_attrs.update(
+            {
+                sc.RUN_ID: self._id(128),
+                sc.GEN_AI_AGENT_NAME: agent,
+                sc.RUN_STEP_COUNT: str(size - 1),
+                sc.RUN_ENTRYPOINT: f"app.agents:{agent}",
+            }
+        )
         duration = at - start_ns
-        root = (start_ns, trace_id, root_id, "", "", f"invoke_agent {agent}", self.root[6], service, resource,
-                self.root[9], self.root[10], root_attrs, duration, "Error" if failed else "Unset",
-                "TimeoutError: upstream did not answer" if failed else "", [start_ns, at - 1000], self.root[16],
-                self.root[17], [], [], [], [])
+        root = (
+            start_ns,
+            trace_id,
+            root_id,
+            "",
+            "",
+            f"invoke_agent {agent}",
+            self.root[6],
+            service,
+            resource,
+            self.root[9],
+            self.root[10],
+            root_attrs,
+            duration,
+            "Error" if failed else "Unset",
+            "TimeoutError: upstream did not answer" if failed else "",
+            [start_ns, at - 1000],
+            self.root[16],
+            self.root[17],
+            [],
+            [],
+            [],
+            [],
+        )
         return [root, *rows]
 
     def runs(self, total_spans: int, first_ns: int, last_ns: int) -> Iterator[list[tuple[Any, ...]]]:
@@ -219,8 +282,10 @@ def _store(folder: Path) -> Any:
 
 
 def _active_parts(store: Any) -> int:
-    result = store.client.query("SELECT count() FROM system.parts WHERE active AND database = {db:String} AND "
-                                "table = {t:String}", parameters={"db": store.database, "t": store.table})
+    result = store.client.query(
+        "SELECT count() FROM system.parts WHERE active AND database = {db:String} AND table = {t:String}",
+        parameters={"db": store.database, "t": store.table},
+    )
     return int(result.result_rows[0][0])
 
 
@@ -229,8 +294,9 @@ def settle_merges(store: Any, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     last = -1
     while time.monotonic() < deadline:
-        merging = store.client.query("SELECT count() FROM system.merges WHERE database = {db:String}",
-                                     parameters={"db": store.database}).result_rows[0][0]
+        merging = store.client.query(
+            "SELECT count() FROM system.merges WHERE database = {db:String}", parameters={"db": store.database}
+        ).result_rows[0][0]
         parts = _active_parts(store)
         if not merging and parts == last:
             return
@@ -267,10 +333,18 @@ def build_worker(folder: Path, spool: Path, spans: int, seed: int) -> dict[str, 
         settle_merges(store)
         count, traces = store.client.query("SELECT count(), uniqExact(TraceId) FROM otel_traces").result_rows[0]
         parts = _active_parts(store)
-        size = store.client.query("SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND "
-                                  "table = 'otel_traces'").result_rows[0][0]
-    return {"spans": int(count), "inserted": inserted, "traces": int(traces), "parts": parts,
-            "mib": int(size) / 2**20, "build_s": build_s, "trace_id": target[0][1]}
+        size = store.client.query(
+            "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND table = 'otel_traces'"
+        ).result_rows[0][0]
+    return {
+        "spans": int(count),
+        "inserted": inserted,
+        "traces": int(traces),
+        "parts": parts,
+        "mib": int(size) / 2**20,
+        "build_s": build_s,
+        "trace_id": target[0][1],
+    }
 
 
 def measure_worker(folder: Path, trace_id: str, loads: int) -> dict[str, Any]:
@@ -286,14 +360,17 @@ def measure_worker(folder: Path, trace_id: str, loads: int) -> dict[str, Any]:
             t0 = time.perf_counter()
             run = store.load_run(trace_id)
             run_times.append(time.perf_counter() - t0)
-    return {"load_spans": statistics.median(spans_times), "load_run": statistics.median(run_times),
-            "spans": len(spans), "steps": len(run.steps)}
+    return {
+        "load_spans": statistics.median(spans_times),
+        "load_run": statistics.median(run_times),
+        "spans": len(spans),
+        "steps": len(run.steps),
+    }
 
 
 def _worker(*args: str) -> dict[str, Any]:
     """Run this script as a worker subprocess (its own chDB store) and return its JSON answer."""
-    done = subprocess.run([sys.executable, __file__, "--worker", *args], capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run([sys.executable, __file__, "--worker", *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"worker {args[0]} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -332,9 +409,11 @@ def main() -> int:
             t0 = time.perf_counter()
             stats = _worker("build", str(folder), str(source / "spool"), str(spans), str(args.seed))
             trace_id = stats["trace_id"]
-            print(f"{label:5} store: {stats['spans']:>9,} spans, {stats['traces']:>6,} traces, "
-                  f"{stats['parts']:>3} parts, {stats['mib']:7.1f} MiB on disk; inserted in {stats['build_s']:.1f}s, "
-                  f"ready in {time.perf_counter() - t0:.1f}s")
+            print(
+                f"{label:5} store: {stats['spans']:>9,} spans, {stats['traces']:>6,} traces, "
+                f"{stats['parts']:>3} parts, {stats['mib']:7.1f} MiB on disk; inserted in {stats['build_s']:.1f}s, "
+                f"ready in {time.perf_counter() - t0:.1f}s"
+            )
             if stats["spans"] != spans:
                 print(f"MISMATCH: {label} store holds {stats['spans']} spans, expected {spans}", file=sys.stderr)
                 return 1
@@ -345,24 +424,32 @@ def main() -> int:
         for label in results:
             for answer in results[label]:
                 if answer["spans"] != TARGET_SPANS or answer["steps"] != TARGET_SPANS - 1:
-                    print(f"MISMATCH: {label} store loaded {answer['spans']} spans / {answer['steps']} steps",
-                          file=sys.stderr)
+                    print(
+                        f"MISMATCH: {label} store loaded {answer['spans']} spans / {answer['steps']} steps",
+                        file=sys.stderr,
+                    )
                     return 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"cpus: {os.cpu_count()}  target run: {TARGET_SPANS} spans, trace {trace_id}  "
-          f"{args.rounds} rounds x {args.loads} loads (median per round)")
+    print(
+        f"cpus: {os.cpu_count()}  target run: {TARGET_SPANS} spans, trace {trace_id}  "
+        f"{args.rounds} rounds x {args.loads} loads (median per round)"
+    )
     verdicts = []
     for what in ("load_spans", "load_run"):
         small = [answer[what] for answer in results["small"]]
         large = [answer[what] for answer in results["large"]]
         ratio = statistics.median(b / a for a, b in zip(small, large, strict=False))
         large_ms = statistics.median(large) * 1000
-        print(f"{what:10} small store ({args.small:>9,} spans): {statistics.median(small) * 1000:7.1f} ms   "
-              f"rounds: {', '.join(f'{s * 1000:.1f}' for s in small)}")
-        print(f"{what:10} large store ({args.large:>9,} spans): {large_ms:7.1f} ms   "
-              f"rounds: {', '.join(f'{s * 1000:.1f}' for s in large)}")
+        print(
+            f"{what:10} small store ({args.small:>9,} spans): {statistics.median(small) * 1000:7.1f} ms   "
+            f"rounds: {', '.join(f'{s * 1000:.1f}' for s in small)}"
+        )
+        print(
+            f"{what:10} large store ({args.large:>9,} spans): {large_ms:7.1f} ms   "
+            f"rounds: {', '.join(f'{s * 1000:.1f}' for s in large)}"
+        )
         ok = ratio <= 2.0 and large_ms < 250
         verdicts.append(ok)
         print(f"{what:10} large / small: {ratio:.2f}x  (target <= 2x and < 250 ms): {'PASS' if ok else 'FAIL'}")

@@ -33,8 +33,15 @@ MESSAGES = [
     {"role": "system", "content": "You are a support agent. Cite the knowledge base. Never refund without approval."},
     {"role": "user", "content": "Where is my replacement kettle? It shipped last week to the Lyon address."},
 ]
-TOOLS = [{"type": "function", "function": {"name": "lookup_order", "parameters": {
-    "type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup_order",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+        },
+    }
+]
 
 
 def calls(client: openai.OpenAI, n: int) -> None:
@@ -63,8 +70,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--no-context", action="store_true",
-                        help="instrument with capture_context=False (no context snapshot per call)")
+    parser.add_argument(
+        "--no-context", action="store_true", help="instrument with capture_context=False (no context snapshot per call)"
+    )
     args = parser.parse_args()
     options = {"capture_context": not args.no_context}
     instrumentor = OpenAIInstrumentor()

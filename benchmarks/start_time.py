@@ -50,9 +50,12 @@ def source_tree_metadata(folder: Path) -> tuple[Path, list[str]] | None:
     info = folder / f"otel_replay-{project['version']}.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
-    (info / "entry_points.txt").write_text("".join(
-        f"[{group}]\n" + "".join(f"{name} = {value}\n" for name, value in points.items()) + "\n"
-        for group, points in project["entry-points"].items()))
+    (info / "entry_points.txt").write_text(
+        "".join(
+            f"[{group}]\n" + "".join(f"{name} = {value}\n" for name, value in points.items()) + "\n"
+            for group, points in project["entry-points"].items()
+        )
+    )
     return folder, sorted(project["entry-points"].get("opentelemetry_instrumentor", {}))
 
 
@@ -68,8 +71,11 @@ def timed(command: list[str], env: dict[str, str]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--keep-others", action="store_true",
-                        help="leave the other installed instrumentors enabled on both launcher sides")
+    parser.add_argument(
+        "--keep-others",
+        action="store_true",
+        help="leave the other installed instrumentors enabled on both launcher sides",
+    )
     args = parser.parse_args()
     python = sys.executable
     launcher = shutil.which("opentelemetry-instrument", path=os.path.dirname(python))
@@ -79,9 +85,14 @@ def main() -> int:
             launcher = None  # this checkout's entry points cannot be read: the launcher sides are skipped
         meta, ours = found or (ROOT, [])
         others = sorted({e.name for e in entry_points(group="opentelemetry_instrumentor")} - set(ours))
-        env = {**os.environ, "OTEL_REPLAY_HOME": str(Path(tmp) / "home"),
-               "PYTHONPATH": os.pathsep.join([str(meta), str(ROOT), os.environ.get("PYTHONPATH", "")]),
-               "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none"}
+        env = {
+            **os.environ,
+            "OTEL_REPLAY_HOME": str(Path(tmp) / "home"),
+            "PYTHONPATH": os.pathsep.join([str(meta), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+            "OTEL_TRACES_EXPORTER": "none",
+            "OTEL_METRICS_EXPORTER": "none",
+            "OTEL_LOGS_EXPORTER": "none",
+        }
         env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
         disabled = [] if args.keep_others else others
         sides: dict[str, tuple[list[str], dict[str, str]]] = {
@@ -92,37 +103,46 @@ def main() -> int:
         if launcher is not None:
             sides["opentelemetry-instrument, without ours"] = (
                 [launcher, python, "-c", "pass"],
-                {**env, "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": ",".join(disabled + ours) or "none"})
+                {**env, "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": ",".join(disabled + ours) or "none"},
+            )
             sides["opentelemetry-instrument, with ours"] = (
                 [launcher, python, "-c", "pass"],
-                {**env, "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": ",".join(disabled) or "none"})
+                {**env, "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": ",".join(disabled) or "none"},
+            )
         names = list(sides)
         for name in names:  # warm the file system caches and the bytecode of every side once
             timed(*sides[name])
         times: dict[str, list[float]] = {name: [] for name in names}
         for i in range(args.rounds):
-            for name in names[i % len(names):] + names[:i % len(names)]:
+            for name in names[i % len(names) :] + names[: i % len(names)]:
                 times[name].append(timed(*sides[name]))
     median = {name: statistics.median(values) for name, values in times.items()}
     base = median["python -c pass"]
-    print(f"{args.rounds} rounds, medians; other instrumentors "
-          f"{'enabled' if args.keep_others else 'disabled'}: {', '.join(others) or 'none'}")
+    print(
+        f"{args.rounds} rounds, medians; other instrumentors "
+        f"{'enabled' if args.keep_others else 'disabled'}: {', '.join(others) or 'none'}"
+    )
     for name in names:
         print(f"{name:40s}: {median[name]:6.3f} s")
     added = median["orp.instrument()"] - base
-    print(f"orp.instrument() adds                   : {added:6.3f} s  ({median['orp.instrument()'] / base:.2f}x "
-          f"python -c pass; target < {TARGET_S} s)")
+    print(
+        f"orp.instrument() adds                   : {added:6.3f} s  ({median['orp.instrument()'] / base:.2f}x "
+        f"python -c pass; target < {TARGET_S} s)"
+    )
     print(f"importing the SDKs would add            : {median['orp.instrument() + import the SDKs'] - base:6.3f} s")
     ok = added < TARGET_S
     if launcher is not None:
         without = median["opentelemetry-instrument, without ours"]
         with_ours = median["opentelemetry-instrument, with ours"]
-        print(f"otel-replay's entry points add          : {with_ours - without:6.3f} s  ({with_ours / without:.2f}x "
-              f"the launcher without them; target < {TARGET_S} s)")
+        print(
+            f"otel-replay's entry points add          : {with_ours - without:6.3f} s  ({with_ours / without:.2f}x "
+            f"the launcher without them; target < {TARGET_S} s)"
+        )
         ok = ok and with_ours - without < TARGET_S
     else:
-        print("opentelemetry-instrument is not installed next to this Python (or Python < 3.11): launcher sides "
-              "skipped")
+        print(
+            "opentelemetry-instrument is not installed next to this Python (or Python < 3.11): launcher sides skipped"
+        )
     return 0 if ok else 1
 
 

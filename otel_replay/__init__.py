@@ -21,6 +21,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
+    from .errors import ReplayRefused
     from .exporting.setup import configure, flush
     from .instrumentation import instrument, uninstrument
     from .recording import (
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     )
     from .redaction import RedactionConfig, Redactor
     from .replay.diff import RunDiff
-    from .replay.engine import ReplayRefused, ReplayResult, diff, replay
+    from .replay.engine import ReplayResult, diff, replay
     from .replay.scopes import SessionReplayResult, ToolReplayResult, replay_session, replay_tool
     from .replay.session import Divergence
     from .revival import register_type
@@ -64,12 +65,29 @@ _runtime.set_factory(_default_runtime)
 _LAZY: dict[str, str] = {
     **dict.fromkeys(("configure", "flush"), ".exporting.setup"),
     **dict.fromkeys(("instrument", "uninstrument"), ".instrumentation"),
-    **dict.fromkeys(("agent", "attach_file", "identity", "model", "new_uuid", "now", "random", "record_approval",
-                     "record_context", "record_safety", "record_state", "retriever", "tool"), ".recording"),
+    **dict.fromkeys(
+        (
+            "agent",
+            "attach_file",
+            "identity",
+            "model",
+            "new_uuid",
+            "now",
+            "random",
+            "record_approval",
+            "record_context",
+            "record_safety",
+            "record_state",
+            "retriever",
+            "tool",
+        ),
+        ".recording",
+    ),
     **dict.fromkeys(("RedactionConfig", "Redactor"), ".redaction"),
     "RunDiff": ".replay.diff",
     "register_type": ".revival",
-    **dict.fromkeys(("ReplayRefused", "ReplayResult", "diff", "replay"), ".replay.engine"),
+    **dict.fromkeys(("ReplayResult", "diff", "replay"), ".replay.engine"),
+    "ReplayRefused": ".errors",
     **dict.fromkeys(("SessionReplayResult", "ToolReplayResult", "replay_session", "replay_tool"), ".replay.scopes"),
     "Divergence": ".replay.session",
     **dict.fromkeys(("Run", "RunSummary", "Snapshot", "Step"), ".runs"),

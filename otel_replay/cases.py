@@ -137,8 +137,10 @@ def _checked_expectations(expect: Iterable[str]) -> tuple[str, ...]:
 
 def _checked_mode(mode: str) -> str:
     if mode not in CASE_MODES:
-        raise CaseError(f"mode {mode!r} cannot be used for a case: use {' or '.join(CASE_MODES)} "
-                        "(a case never calls real models or tools)")
+        raise CaseError(
+            f"mode {mode!r} cannot be used for a case: use {' or '.join(CASE_MODES)} "
+            "(a case never calls real models or tools)"
+        )
     return mode
 
 
@@ -169,7 +171,7 @@ def _shown(path: str | os.PathLike[str] | None) -> str:
     text = str(path) if path is not None else "case"
     if len(text) <= _SHOWN_PATH_CHARS:
         return text
-    return text[:_SHOWN_PATH_CHARS // 2] + "…" + text[-_SHOWN_PATH_CHARS // 4:]
+    return text[: _SHOWN_PATH_CHARS // 2] + "…" + text[-_SHOWN_PATH_CHARS // 4 :]
 
 
 def _schema_major(version: str) -> int | None:
@@ -216,26 +218,53 @@ def _scrub_spans(spans: Sequence[SpanRecord], redactor: Any) -> tuple[list[SpanR
             before = total
             clean = scrub(text, "export")
             if total == before:
-                events[position:position + 1] = [
-                    replace(e, attributes={k: v if k == semconv.SNAPSHOT_PAYLOAD else scrub(v, "export")
-                                           for k, v in e.attributes.items()}) for e in ordered]
+                events[position : position + 1] = [
+                    replace(
+                        e,
+                        attributes={
+                            k: v if k == semconv.SNAPSHOT_PAYLOAD else scrub(v, "export")
+                            for k, v in e.attributes.items()
+                        },
+                    )
+                    for e in ordered
+                ]
                 continue
-            attributes = {k: v for k, v in ordered[0].attributes.items()
-                          if k not in (semconv.SNAPSHOT_CHUNK_INDEX, semconv.SNAPSHOT_CHUNK_COUNT)}
+            attributes = {
+                k: v
+                for k, v in ordered[0].attributes.items()
+                if k not in (semconv.SNAPSHOT_CHUNK_INDEX, semconv.SNAPSHOT_CHUNK_COUNT)
+            }
             redactions = int(attributes.get(semconv.SNAPSHOT_REDACTIONS, "0") or 0) + total - before
-            attributes.update({semconv.SNAPSHOT_PAYLOAD: clean, semconv.SNAPSHOT_SHA256: sha256_hex(clean),
-                               semconv.SNAPSHOT_REDACTIONS: str(redactions)})
+            attributes.update(
+                {
+                    semconv.SNAPSHOT_PAYLOAD: clean,
+                    semconv.SNAPSHOT_SHA256: sha256_hex(clean),
+                    semconv.SNAPSHOT_REDACTIONS: str(redactions),
+                }
+            )
             events[position] = replace(ordered[0], attributes=attributes)
-        out.append(replace(
-            span, span_attributes=scrub_map(span.span_attributes, "export"),
-            resource_attributes=scrub_map(span.resource_attributes, "export"),
-            status_message=scrub(span.status_message, "export"), events=tuple(events),
-            links=tuple(replace(link, attributes=scrub_map(link.attributes, "export")) for link in span.links)))
+        out.append(
+            replace(
+                span,
+                span_attributes=scrub_map(span.span_attributes, "export"),
+                resource_attributes=scrub_map(span.resource_attributes, "export"),
+                status_message=scrub(span.status_message, "export"),
+                events=tuple(events),
+                links=tuple(replace(link, attributes=scrub_map(link.attributes, "export")) for link in span.links),
+            )
+        )
     return out, total
 
 
-def case_document(run: Run, *, expect: Iterable[str] = (), mode: str = "mock", name: str | None = None,
-                  entrypoint: str | None = None, redactor: Any = None) -> dict[str, Any]:
+def case_document(
+    run: Run,
+    *,
+    expect: Iterable[str] = (),
+    mode: str = "mock",
+    name: str | None = None,
+    entrypoint: str | None = None,
+    redactor: Any = None,
+) -> dict[str, Any]:
     """The case file content for a recorded run (see ``docs/cases.md``).
 
     ``entrypoint`` replaces the recorded one (needed when the run was started as a script). Raises
@@ -248,17 +277,19 @@ def case_document(run: Run, *, expect: Iterable[str] = (), mode: str = "mock", n
     case_name = name or default_case_name(run)
     problem = _name_problem(case_name)
     if problem:
-        raise CaseError(f"case name {case_name[:80]!r} {problem}: pass --name with letters, digits, '-', '_' "
-                        "or '.'")
+        raise CaseError(f"case name {case_name[:80]!r} {problem}: pass --name with letters, digits, '-', '_' or '.'")
     entry = entrypoint or run.entrypoint or ""
     if not entry or ":" not in entry:
         raise CaseError(f"run {run.trace_id} records no entrypoint: pass --app module:function")
     if entry.startswith("__main__:"):
-        raise CaseError(f"run {run.trace_id} was started as a script ({entry}); a case must name an importable "
-                        "function: pass --app module:function")
+        raise CaseError(
+            f"run {run.trace_id} was started as a script ({entry}); a case must name an importable "
+            "function: pass --app module:function"
+        )
     if not _ENTRYPOINT.fullmatch(entry):
-        raise CaseError(f"entrypoint {entry[:120]!r} is not module:function (dotted Python names): pass --app "
-                        "module:function")
+        raise CaseError(
+            f"entrypoint {entry[:120]!r} is not module:function (dotted Python names): pass --app module:function"
+        )
     missing = [m for m in readiness(run)["modes"][mode]["missing"] if not m.startswith("no entrypoint")]
     if missing:
         raise CaseError(f"run {run.trace_id} cannot be replayed in {mode} mode: {'; '.join(missing)}")
@@ -274,8 +305,12 @@ def case_document(run: Run, *, expect: Iterable[str] = (), mode: str = "mock", n
         "mode": mode,
         "expect": list(expectations),
         "convention": run.schema_version or semconv.SCHEMA_VERSION,
-        "source": {"trace_id": run.trace_id, "run_id": run.run_id, "kind": run.summary.kind,
-                   "redactions_at_export": redactions},
+        "source": {
+            "trace_id": run.trace_id,
+            "run_id": run.run_id,
+            "kind": run.summary.kind,
+            "redactions_at_export": redactions,
+        },
         "trace": to_otlp_json(spans),
     }
 
@@ -294,8 +329,9 @@ def write_case(document: dict[str, Any], path: str | os.PathLike[str], *, force:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise CaseError(f"cannot write {target}: cannot create folder {target.parent} "
-                        f"({(exc.strerror or 'error').lower()})") from None
+        raise CaseError(
+            f"cannot write {target}: cannot create folder {target.parent} ({(exc.strerror or 'error').lower()})"
+        ) from None
     if not target.parent.is_dir():
         raise CaseError(f"cannot write {target}: {target.parent} is not a folder")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -316,16 +352,22 @@ def _version_problem(what: str, version: Any, current: str) -> str | None:
     if version is None:
         return f"{what} names no convention version; export the case again with `otel-replay case export`"
     if not isinstance(version, str):
-        return (f"{what} names its convention version as a {type(version).__name__} ({str(version)[:40]}), not a "
-                f"string such as {current!r}; export the case again with `otel-replay case export`")
+        return (
+            f"{what} names its convention version as a {type(version).__name__} ({str(version)[:40]}), not a "
+            f"string such as {current!r}; export the case again with `otel-replay case export`"
+        )
     major = _schema_major(version)
     if major == semconv.SCHEMA_MAJOR:
         return None
     if major is not None and major > semconv.SCHEMA_MAJOR:
-        return (f"{what} was recorded with convention {version}, newer than this otel-replay reads "
-                f"({current}): upgrade otel-replay to run it")
-    return (f"{what} was recorded with convention {version!r}, which this otel-replay ({current}) cannot read; "
-            "re-record the run and export it again with `otel-replay case export`")
+        return (
+            f"{what} was recorded with convention {version}, newer than this otel-replay reads "
+            f"({current}): upgrade otel-replay to run it"
+        )
+    return (
+        f"{what} was recorded with convention {version!r}, which this otel-replay ({current}) cannot read; "
+        "re-record the run and export it again with `otel-replay case export`"
+    )
 
 
 def load_case(path: str | os.PathLike[str]) -> Case:
@@ -356,9 +398,14 @@ def parse_case(document: Any, *, path: Path | None = None) -> Case:
     version = document["otel_replay_case"]
     if type(version) is not int or version != CASE_FORMAT:
         newer = isinstance(version, int) and not isinstance(version, bool) and version > CASE_FORMAT
-        raise CaseError(f"{where}: case format {version!r} " + (
-            f"is newer than this otel-replay reads ({CASE_FORMAT}): upgrade otel-replay" if newer
-            else f"is not one this otel-replay reads ({CASE_FORMAT}): export the case again"))
+        raise CaseError(
+            f"{where}: case format {version!r} "
+            + (
+                f"is newer than this otel-replay reads ({CASE_FORMAT}): upgrade otel-replay"
+                if newer
+                else f"is not one this otel-replay reads ({CASE_FORMAT}): export the case again"
+            )
+        )
     problem = _version_problem(where, document.get("convention"), semconv.SCHEMA_VERSION)
     if problem:
         raise CaseError(problem)
@@ -373,8 +420,10 @@ def parse_case(document: Any, *, path: Path | None = None) -> Case:
         raise CaseError(f"{where}: name {fields['name'][:80]!r} {problem}")
     entry = fields["entrypoint"]
     if not _ENTRYPOINT.fullmatch(entry) or entry.startswith("__main__:"):
-        raise CaseError(f"{where}: entrypoint {entry[:120]!r} is not module:function naming an importable "
-                        "function (dotted Python names, not a script or a path)")
+        raise CaseError(
+            f"{where}: entrypoint {entry[:120]!r} is not module:function naming an importable "
+            "function (dotted Python names, not a script or a path)"
+        )
     expect = document.get("expect", list(DEFAULT_EXPECTATIONS))
     if not isinstance(expect, list) or not all(isinstance(e, str) for e in expect):
         raise CaseError(f"{where}: expect must be a list of {', '.join(EXPECTATIONS)}")
@@ -400,8 +449,16 @@ def parse_case(document: Any, *, path: Path | None = None) -> Case:
         problem = _version_problem(f"{where}: a span", version, semconv.SCHEMA_VERSION)
         if problem:
             raise CaseError(problem)
-    return Case(name=fields["name"], entrypoint=fields["entrypoint"], mode=mode, expect=expectations,
-                convention=document["convention"], trace_id=trace_id, spans=tuple(spans), path=path)
+    return Case(
+        name=fields["name"],
+        entrypoint=fields["entrypoint"],
+        mode=mode,
+        expect=expectations,
+        convention=document["convention"],
+        trace_id=trace_id,
+        spans=tuple(spans),
+        path=path,
+    )
 
 
 def find_cases(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
@@ -444,8 +501,14 @@ def _failures(expect: Sequence[str], result: Any) -> list[str]:
     return failures
 
 
-def run_case(case: Case, *, mode: str | None = None, entrypoint: str | None = None,
-             allow_side_effects: bool = False, root: str | os.PathLike[str] | None = None) -> CaseResult:
+def run_case(
+    case: Case,
+    *,
+    mode: str | None = None,
+    entrypoint: str | None = None,
+    allow_side_effects: bool = False,
+    root: str | os.PathLike[str] | None = None,
+) -> CaseResult:
     """Replay one case against the code importable now and check its expectations.
 
     The case's own entrypoint is data from the file: it runs only when it is the project's code (under
@@ -469,20 +532,34 @@ def run_case(case: Case, *, mode: str | None = None, entrypoint: str | None = No
         # The case's entrypoint goes to the engine as recorded data (the entrypoint rule applies to it);
         # only --app is the user's own choice.
         with project_root(root), setup.exporting_to("none"):
-            result = replay_run(case.run(), mode=use_mode, entrypoint=entrypoint,
-                                reason=f"regression case {case.name}", allow_side_effects=allow_side_effects)
+            result = replay_run(
+                case.run(),
+                mode=use_mode,
+                entrypoint=entrypoint,
+                reason=f"regression case {case.name}",
+                allow_side_effects=allow_side_effects,
+            )
     except OtelReplayError as exc:  # ReplayRefused, CaseError, a trace that holds no run …
-        return CaseResult(name=case.name, path=case.path, mode=use_mode, expect=case.expect, status="error",
-                          error=str(exc))
+        return CaseResult(
+            name=case.name, path=case.path, mode=use_mode, expect=case.expect, status="error", error=str(exc)
+        )
     except Exception as exc:  # one case that cannot run must not stop the others
         if os.environ.get("OTEL_REPLAY_DEBUG"):
             raise  # the traceback the error line tells people to ask for
-        return CaseResult(name=case.name, path=case.path, mode=use_mode, expect=case.expect, status="error",
-                          error=error_line(exc))
+        return CaseResult(
+            name=case.name, path=case.path, mode=use_mode, expect=case.expect, status="error", error=error_line(exc)
+        )
     failures = _failures(case.expect, result)
     failures += [f"no side effects: {d.reason}" for d in result.divergences if d.kind == DIVERGENCE_KIND]
-    return CaseResult(name=case.name, path=case.path, mode=use_mode, expect=case.expect,
-                      status="failed" if failures else "passed", failures=tuple(failures), replay=result)
+    return CaseResult(
+        name=case.name,
+        path=case.path,
+        mode=use_mode,
+        expect=case.expect,
+        status="failed" if failures else "passed",
+        failures=tuple(failures),
+        replay=result,
+    )
 
 
 def describe_failure(result: CaseResult) -> str:

@@ -42,15 +42,19 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Manage the ClickHouse schema.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(db_app, name="db")
-case_app = typer.Typer(help="Regression cases: export a recorded run to a file, replay case files in CI.",
-                       no_args_is_help=True, rich_markup_mode=None)
+case_app = typer.Typer(
+    help="Regression cases: export a recorded run to a file, replay case files in CI.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 app.add_typer(case_app, name="case")
 
 EXIT_ERROR = 2
 F = TypeVar("F", bound=Callable[..., Any])
 
-_STORE_HELP = ("Store URL (chdb:///path or http(s)://user:pass@host:8123/db); default: $OTEL_REPLAY_STORE or the "
-               "embedded store.")
+_STORE_HELP = (
+    "Store URL (chdb:///path or http(s)://user:pass@host:8123/db); default: $OTEL_REPLAY_STORE or the embedded store."
+)
 
 
 def version() -> str:
@@ -74,8 +78,13 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main_options(
-    show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                      help="Print the version (otel-replay X.Y.Z) and exit."),
+    show_version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the version (otel-replay X.Y.Z) and exit.",
+    ),
 ) -> None:
     """Record AI-agent runs as OpenTelemetry traces, list them, show them, replay them."""
 
@@ -119,8 +128,10 @@ def _handled(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-_HTML_HELP = ("Write a self-contained HTML report to FILE (links to Jaeger / Grafana from $OTEL_REPLAY_JAEGER_URL / "
-              "$OTEL_REPLAY_GRAFANA_URL).")
+_HTML_HELP = (
+    "Write a self-contained HTML report to FILE (links to Jaeger / Grafana from $OTEL_REPLAY_JAEGER_URL / "
+    "$OTEL_REPLAY_GRAFANA_URL)."
+)
 
 
 def _write_html(path: str, page: str, *, quiet: bool = False) -> None:
@@ -221,8 +232,16 @@ def _runs_table(summaries: list[RunSummary]) -> Table:
         table.add_column(column, no_wrap=column in ("trace id", "replay of"))
     for s in summaries:
         status = Text(s.status, style="green" if s.status == "ok" else "bold red")
-        table.add_row(s.trace_id, s.agent, status, s.kind, s.started_at.strftime("%Y-%m-%d %H:%M:%S"),
-                      f"{s.duration_ms:.1f}", "" if s.step_count is None else str(s.step_count), s.replay_of or "")
+        table.add_row(
+            s.trace_id,
+            s.agent,
+            status,
+            s.kind,
+            s.started_at.strftime("%Y-%m-%d %H:%M:%S"),
+            f"{s.duration_ms:.1f}",
+            "" if s.step_count is None else str(s.step_count),
+            s.replay_of or "",
+        )
     return table
 
 
@@ -241,8 +260,9 @@ def runs_command(
         summaries: list[RunSummary] = []
     else:
         with _open_store(store_url) as store:
-            summaries = store.runs(agent=agent, status=status.value if status else None,
-                                   kind=kind.value if kind else None, limit=limit)
+            summaries = store.runs(
+                agent=agent, status=status.value if status else None, kind=kind.value if kind else None, limit=limit
+            )
     if as_json:
         _print_json([s.to_dict() for s in summaries])
         return
@@ -435,8 +455,7 @@ def demo_command(
         if not summaries:
             fail("the demo runs did not reach the store")
         # Show the richest successful run (the refund: retrieval, approval, high-risk tool).
-        target = max((s for s in summaries if s.status == "ok"), key=lambda s: s.step_count or 0,
-                     default=summaries[0])
+        target = max((s for s in summaries if s.status == "ok"), key=lambda s: s.step_count or 0, default=summaries[0])
         run = store.load_run(target.trace_id)
     console.print()
     console.print(render_run(run))
@@ -450,17 +469,30 @@ def demo_command(
         _render_result(replay(failed.trace_id, mode="mock", reason="reproduce the demo failure"))
         console.print()
         console.rule("After the fix: partial live replay from step 2, refunds approved for this replay")
-        fixed = replay(failed.trace_id, mode="live", from_step=2, approvals=["issue_refund"],
-                       reason="verify the fix for unknown order ids",
-                       entrypoint="otel_replay.demo.agent:support_agent_fixed")
+        fixed = replay(
+            failed.trace_id,
+            mode="live",
+            from_step=2,
+            approvals=["issue_refund"],
+            reason="verify the fix for unknown order ids",
+            entrypoint="otel_replay.demo.agent:support_agent_fixed",
+        )
         _render_result(fixed)
         if fixed.replay is not None:
             _demo_case(fixed.replay, home)
     console.print()
-    commands = ["otel-replay runs", "otel-replay show TRACE_ID --json", "otel-replay replay TRACE_ID --mode mock",
-                "otel-replay audit", f"otel-replay case run {home / 'cases'}"]
-    console.print(Text.assemble("Next: ", *[part for i, command in enumerate(commands)
-                                            for part in ((", " if i else ""), (command, "bold"))]))
+    commands = [
+        "otel-replay runs",
+        "otel-replay show TRACE_ID --json",
+        "otel-replay replay TRACE_ID --mode mock",
+        "otel-replay audit",
+        f"otel-replay case run {home / 'cases'}",
+    ]
+    console.print(
+        Text.assemble(
+            "Next: ", *[part for i, command in enumerate(commands) for part in ((", " if i else ""), (command, "bold"))]
+        )
+    )
 
 
 def _demo_case(fixed: Run, home: Any) -> None:
@@ -548,8 +580,12 @@ def _render_dry(result: ReplayResult, console: SafeConsole) -> None:
     approvals = modes.get("live", {}).get("needs_approval") or []
     if approvals:
         flags = " ".join(f"--approve {name}" for name in approvals)
-        console.print(Text(f"live replay executes {plural(len(approvals), 'write/high tool')} only when approved: "
-                           f"{flags}", style="magenta"))
+        console.print(
+            Text(
+                f"live replay executes {plural(len(approvals), 'write/high tool')} only when approved: {flags}",
+                style="magenta",
+            )
+        )
 
 
 def _render_refusal(result: ReplayResult, console: SafeConsole) -> None:
@@ -561,9 +597,13 @@ def _render_refusal(result: ReplayResult, console: SafeConsole) -> None:
     call = result.refused_call or {}
     flag = call.get("approve_with")
     if flag:
-        console.print(Text.assemble("to approve it, replay again with ", (flag, "bold"),
-                                    f" (the replay stopped before {_where(call.get('step_index'))}; nothing "
-                                    "after it ran)"))
+        console.print(
+            Text.assemble(
+                "to approve it, replay again with ",
+                (flag, "bold"),
+                f" (the replay stopped before {_where(call.get('step_index'))}; nothing after it ran)",
+            )
+        )
     elif call:
         console.print(f"the replay stopped before {_where(call.get('step_index'))}; nothing after it ran")
 
@@ -593,8 +633,15 @@ def _render_result(result: Any) -> None:
             console.print(Text(f"first divergence at {_where(first.step_index)}: {first.reason}", style="yellow"))
             if first.diff:
                 for line in first.diff.splitlines():
-                    style = "dim" if line.startswith(("---", "+++", "@@")) else \
-                        "red" if line.startswith("-") else "green" if line.startswith("+") else ""
+                    style = (
+                        "dim"
+                        if line.startswith(("---", "+++", "@@"))
+                        else "red"
+                        if line.startswith("-")
+                        else "green"
+                        if line.startswith("+")
+                        else ""
+                    )
                     console.print(Text(f"  {line}", style=style))
         for d in result.divergences[1:6] if result.mode != "dry" else ():
             console.print(Text(f"  also at {_where(d.step_index)}: {d.reason}", style="dim"))
@@ -602,23 +649,33 @@ def _render_result(result: Any) -> None:
         if hidden > 0 and result.mode != "dry":
             console.print(Text(f"  and {plural(hidden, 'more divergence')} (--json lists them all)", style="dim"))
     for change in getattr(result, "schema_changes", ()):
-        console.print(Text(f"tool {change['tool']!r} (step {change['step_index']}) schema version changed: "
-                           f"{change['recorded']} → {change['current']}", style="yellow"))
+        console.print(
+            Text(
+                f"tool {change['tool']!r} (step {change['step_index']}) schema version changed: "
+                f"{change['recorded']} → {change['current']}",
+                style="yellow",
+            )
+        )
     for note in getattr(result, "notes", ()):
         console.print(Text(f"note: {note}", style="yellow"))
     unfirewalled = getattr(result, "not_firewalled", ())
     if unfirewalled:
-        console.print(Text(f"not firewalled: {', '.join(unfirewalled)} (the model called these tools and no tool step "
-                           "recorded them: a replay runs them for real; decorate them with @otel_replay.tool)",
-                           style="yellow"))
+        console.print(
+            Text(
+                f"not firewalled: {', '.join(unfirewalled)} (the model called these tools and no tool step "
+                "recorded them: a replay runs them for real; decorate them with @otel_replay.tool)",
+                style="yellow",
+            )
+        )
     if result.diff is not None and result.mode != "dry" and not result.refusal:
         from .replay.diff import render_diff
 
         console.print(render_diff(result.diff))
 
 
-_ALLOW_SIDE_EFFECTS_HELP = ("Turn the side-effect guard off: the replayed code may spawn processes, change files "
-                             "and open connections for real.")
+_ALLOW_SIDE_EFFECTS_HELP = (
+    "Turn the side-effect guard off: the replayed code may spawn processes, change files and open connections for real."
+)
 
 
 def _warn_side_effects_allowed() -> None:
@@ -627,9 +684,13 @@ def _warn_side_effects_allowed() -> None:
 
     from .terminal import SafeConsole
 
-    SafeConsole(stderr=True, soft_wrap=True).print(Text(
-        "warning: --allow-side-effects: the side-effect guard is off; the replayed code may spawn processes, "
-        "change files and open connections for real", style="bold yellow"))
+    SafeConsole(stderr=True, soft_wrap=True).print(
+        Text(
+            "warning: --allow-side-effects: the side-effect guard is off; the replayed code may spawn processes, "
+            "change files and open connections for real",
+            style="bold yellow",
+        )
+    )
 
 
 def _exit_for(result: Any) -> None:
@@ -645,12 +706,16 @@ def replay_command(
     trace_id: str = typer.Argument(..., help="Trace id of the run to replay."),
     mode: ModeChoice = typer.Option(..., "--mode", help="dry, mock, deterministic or live."),
     from_step: int | None = typer.Option(None, "--from-step", min=0, help="Answer steps before N from the recording."),
-    approve: list[str] = typer.Option([], "--approve", help="A write/high tool this replay may execute: NAME (one "
-                                                            "call), NAME:N or NAME:* (repeatable)."),
+    approve: list[str] = typer.Option(
+        [],
+        "--approve",
+        help="A write/high tool this replay may execute: NAME (one call), NAME:N or NAME:* (repeatable).",
+    ),
     actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
     reason: str | None = typer.Option(None, "--reason", help="Why (required for live)."),
-    app_spec: str | None = typer.Option(None, "--app",
-                                        help="Entrypoint module:function to run instead of the recorded one."),
+    app_spec: str | None = typer.Option(
+        None, "--app", help="Entrypoint module:function to run instead of the recorded one."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     html: str | None = typer.Option(None, "--html", metavar="FILE", help=_HTML_HELP),
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
@@ -662,8 +727,17 @@ def replay_command(
     if allow_side_effects:
         _warn_side_effects_allowed()
     with _output_to_stderr(as_json):
-        result = replay(trace_id, mode=mode.value, from_step=from_step, approvals=approve, actor=actor,
-                        reason=reason, store=store_url, entrypoint=app_spec, allow_side_effects=allow_side_effects)
+        result = replay(
+            trace_id,
+            mode=mode.value,
+            from_step=from_step,
+            approvals=approve,
+            actor=actor,
+            reason=reason,
+            store=store_url,
+            entrypoint=app_spec,
+            allow_side_effects=allow_side_effects,
+        )
     if as_json:
         _print_json(result.to_dict())
     else:
@@ -687,15 +761,20 @@ class ToolModeChoice(str, Enum):
 def replay_tool_command(
     trace_id: str = typer.Argument(..., help="Trace id of the run."),
     step: int = typer.Option(..., "--step", min=0, help="Index of the tool step to re-run."),
-    mode: ToolModeChoice = typer.Option(ToolModeChoice.mock, "--mode",
-                                        help="mock (answer from the recording) or live."),
-    args_json: str | None = typer.Option(None, "--args",
-                                         help="Arguments as a JSON object instead of the recorded ones."),
+    mode: ToolModeChoice = typer.Option(
+        ToolModeChoice.mock, "--mode", help="mock (answer from the recording) or live."
+    ),
+    args_json: str | None = typer.Option(
+        None, "--args", help="Arguments as a JSON object instead of the recorded ones."
+    ),
     approve: bool = typer.Option(False, "--approve", help="Allow a write/high tool to execute (live)."),
     actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
     reason: str | None = typer.Option(None, "--reason", help="Why (required for live)."),
-    app_spec: str | None = typer.Option(None, "--app", help="Module (or module:object) holding the LangChain tool, "
-                                                            "for a run that recorded no entrypoint."),
+    app_spec: str | None = typer.Option(
+        None,
+        "--app",
+        help="Module (or module:object) holding the LangChain tool, for a run that recorded no entrypoint.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
 ) -> None:
@@ -713,23 +792,36 @@ def replay_tool_command(
         if not isinstance(args, dict):
             fail("--args must be a JSON object of argument names to values")
     with _output_to_stderr(as_json):
-        result = replay_tool(trace_id, step, mode=mode.value, args=args, approve=approve, actor=actor,
-                             reason=reason, store=store_url, app=app_spec)
+        result = replay_tool(
+            trace_id,
+            step,
+            mode=mode.value,
+            args=args,
+            approve=approve,
+            actor=actor,
+            reason=reason,
+            store=store_url,
+            app=app_spec,
+        )
     if as_json:
         _print_json(result.to_dict())
     else:
         style = {"matched": "green", "diverged": "yellow", "refused": "bold red"}[result.outcome]
         console = _out()
-        console.print(Text.assemble(f"{result.mode} replay of tool {result.tool!r} (step {result.step}): ",
-                                    (result.outcome, style)))
+        console.print(
+            Text.assemble(
+                f"{result.mode} replay of tool {result.tool!r} (step {result.step}): ", (result.outcome, style)
+            )
+        )
         if result.refusal:
             console.print(Text(f"refused: {result.refusal}", style="red"))
         console.print(f"recorded: {_preview(result.recorded_error or result.recorded_result, 160)}")
         console.print(f"now:      {_preview(result.error or result.result, 160)}")
         versions = result.schema_version
         if versions["recorded"] != versions["current"]:
-            console.print(Text(f"tool schema version changed: {versions['recorded']} → {versions['current']}",
-                               style="yellow"))
+            console.print(
+                Text(f"tool schema version changed: {versions['recorded']} → {versions['current']}", style="yellow")
+            )
     _exit_for(result)
 
 
@@ -738,8 +830,11 @@ def replay_tool_command(
 def replay_session_command(
     session_id: str = typer.Argument(..., help="Session (conversation) id shared by the runs."),
     mode: ModeChoice = typer.Option(..., "--mode", help="dry, mock, deterministic or live."),
-    approve: list[str] = typer.Option([], "--approve", help="A write/high tool the replay may execute: NAME (one "
-                                                            "call in all turns), NAME:N or NAME:* (repeatable)."),
+    approve: list[str] = typer.Option(
+        [],
+        "--approve",
+        help="A write/high tool the replay may execute: NAME (one call in all turns), NAME:N or NAME:* (repeatable).",
+    ),
     actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
     reason: str | None = typer.Option(None, "--reason", help="Why (required for live)."),
     app_spec: str | None = typer.Option(None, "--app", help="Entrypoint module:function to run instead."),
@@ -750,8 +845,15 @@ def replay_session_command(
     from .replay.scopes import replay_session
 
     with _output_to_stderr(as_json):
-        result = replay_session(session_id, mode=mode.value, approvals=approve, actor=actor, reason=reason,
-                                store=store_url, entrypoint=app_spec)
+        result = replay_session(
+            session_id,
+            mode=mode.value,
+            approvals=approve,
+            actor=actor,
+            reason=reason,
+            store=store_url,
+            entrypoint=app_spec,
+        )
     if as_json:
         _print_json(result.to_dict())
     else:
@@ -759,8 +861,10 @@ def replay_session_command(
             _out().rule(f"turn {i}")
             _render_result(turn)
         first = result.first_diverged_turn
-        _out().print(f"session {session_id}: {result.outcome}"
-                     + (f" (first diverged turn: {first})" if first is not None else ""))
+        _out().print(
+            f"session {session_id}: {result.outcome}"
+            + (f" (first diverged turn: {first})" if first is not None else "")
+        )
     _exit_for(result)
 
 
@@ -817,24 +921,49 @@ def audit_command(
         from rich.table import Table
 
         table = Table(title=f"{plural(len(entries), 'replay')}, newest first", title_justify="left")
-        for column in ("when (UTC)", "actor", "os user", "mode", "from", "approvals", "ran", "outcome", "status",
-                       "mac", "original", "replay", "reason"):
+        for column in (
+            "when (UTC)",
+            "actor",
+            "os user",
+            "mode",
+            "from",
+            "approvals",
+            "ran",
+            "outcome",
+            "status",
+            "mac",
+            "original",
+            "replay",
+            "reason",
+        ):
             table.add_column(column, no_wrap=column in ("original", "replay"))
         for e in entries:
             style = {"matched": "green", "diverged": "yellow", "refused": "bold red"}.get(e.outcome, "")
-            table.add_row(e.at.strftime("%Y-%m-%d %H:%M:%S"), Text(e.actor), Text(e.os_user), Text(e.mode),
-                          "" if e.from_step is None else str(e.from_step), Text(",".join(e.approvals)),
-                          Text(",".join(f"{k}={v}" for k, v in e.executions.items())),
-                          Text(e.outcome, style=style),
-                          Text(e.status, style="" if e.status == "recorded" else "bold yellow"),
-                          Text("ok", style="green") if e.mac_valid else Text("INVALID", style="bold red"),
-                          Text(e.original_trace_id), Text(e.replay_trace_id), Text(e.reason or ""))
+            table.add_row(
+                e.at.strftime("%Y-%m-%d %H:%M:%S"),
+                Text(e.actor),
+                Text(e.os_user),
+                Text(e.mode),
+                "" if e.from_step is None else str(e.from_step),
+                Text(",".join(e.approvals)),
+                Text(",".join(f"{k}={v}" for k, v in e.executions.items())),
+                Text(e.outcome, style=style),
+                Text(e.status, style="" if e.status == "recorded" else "bold yellow"),
+                Text("ok", style="green") if e.mac_valid else Text("INVALID", style="bold red"),
+                Text(e.original_trace_id),
+                Text(e.replay_trace_id),
+                Text(e.reason or ""),
+            )
         _out().print(table)
     if verify and not all(e.mac_valid for e in checked):
         bad = sum(not e.mac_valid for e in checked)
-        SafeConsole(stderr=True, soft_wrap=True).print(Text(
-            f"audit: {plural(bad, 'row')} whose MAC does not verify (written outside otel-replay, edited, or made with "
-            "another installation's key)", style="bold red"))
+        SafeConsole(stderr=True, soft_wrap=True).print(
+            Text(
+                f"audit: {plural(bad, 'row')} whose MAC does not verify (written outside otel-replay, edited, "
+                "or made with another installation's key)",
+                style="bold red",
+            )
+        )
         raise typer.Exit(1)
 
 
@@ -860,12 +989,12 @@ class ExpectChoice(str, Enum):
 @_handled
 def case_export_command(
     trace_id: str = typer.Argument(..., help="Trace id of the run to freeze into a case."),
-    output: str | None = typer.Option(None, "-o", "--output",
-                                      help="Case file to write ('-' for stdout; default: "
-                                           "./<agent>-<trace>.case.json)."),
-    expect: list[ExpectChoice] = typer.Option([], "--expect",
-                                              help="What must hold: output, tools, no-divergence (repeatable; "
-                                                   "default no-divergence)."),
+    output: str | None = typer.Option(
+        None, "-o", "--output", help="Case file to write ('-' for stdout; default: ./<agent>-<trace>.case.json)."
+    ),
+    expect: list[ExpectChoice] = typer.Option(
+        [], "--expect", help="What must hold: output, tools, no-divergence (repeatable; default no-divergence)."
+    ),
     mode: CaseModeChoice = typer.Option(CaseModeChoice.mock, "--mode", help="Replay mode the case runs in."),
     name: str | None = typer.Option(None, "--name", help="Case name (default: <agent>-<trace id prefix>)."),
     app_spec: str | None = typer.Option(None, "--app", help="Entrypoint module:function instead of the recorded one."),
@@ -884,35 +1013,56 @@ def case_export_command(
     tid = parse_trace_id(trace_id)
     with _open_store(store_url) as store:
         run = store.load_run(tid)
-    document = case_document(run, expect=[e.value for e in expect], mode=mode.value, name=name,
-                             entrypoint=app_spec, redactor=runtime().redactor)
+    document = case_document(
+        run,
+        expect=[e.value for e in expect],
+        mode=mode.value,
+        name=name,
+        entrypoint=app_spec,
+        redactor=runtime().redactor,
+    )
     if output == "-":
         sys.stdout.write(escape_json_text(dumps_case(document)))
         return
     target = output or f"{document['name']}{CASE_SUFFIX}"
     if not Path(target).name.endswith(CASE_SUFFIX):
-        SafeConsole(stderr=True, soft_wrap=True).print(Text(
-            f"warning: {Path(target).name} does not end in {CASE_SUFFIX}: `otel-replay case run FOLDER` and the "
-            f"pytest plugin will not collect it (name it NAME{CASE_SUFFIX}, or pass the file itself)", style="yellow"))
+        SafeConsole(stderr=True, soft_wrap=True).print(
+            Text(
+                f"warning: {Path(target).name} does not end in {CASE_SUFFIX}: `otel-replay case run FOLDER` and the "
+                f"pytest plugin will not collect it (name it NAME{CASE_SUFFIX}, or pass the file itself)",
+                style="yellow",
+            )
+        )
     path = write_case(document, target, force=force)
-    summary = {"path": str(path), "name": document["name"], "trace_id": tid, "entrypoint": document["entrypoint"],
-               "mode": document["mode"], "expect": document["expect"], "convention": document["convention"],
-               "spans": sum(len(ss["spans"]) for rs in document["trace"]["resourceSpans"] for ss in rs["scopeSpans"])}
+    summary = {
+        "path": str(path),
+        "name": document["name"],
+        "trace_id": tid,
+        "entrypoint": document["entrypoint"],
+        "mode": document["mode"],
+        "expect": document["expect"],
+        "convention": document["convention"],
+        "spans": sum(len(ss["spans"]) for rs in document["trace"]["resourceSpans"] for ss in rs["scopeSpans"]),
+    }
     if as_json:
         _print_json(summary)
     else:
-        _out().print(f"wrote case {summary['name']} ({plural(summary['spans'], 'span')}, {summary['mode']}, expect "
-                     f"{', '.join(summary['expect'])}) to {path}")
+        _out().print(
+            f"wrote case {summary['name']} ({plural(summary['spans'], 'span')}, {summary['mode']}, expect "
+            f"{', '.join(summary['expect'])}) to {path}"
+        )
 
 
 @case_app.command("run")
 @_handled
 def case_run_command(
     paths: list[str] = typer.Argument(..., help="Case files, or folders searched for *.case.json."),
-    mode: CaseModeChoice | None = typer.Option(None, "--mode",
-                                               help="Replay every case in this mode instead of its own."),
-    app_spec: str | None = typer.Option(None, "--app",
-                                        help="Entrypoint module:function for every case instead of its own."),
+    mode: CaseModeChoice | None = typer.Option(
+        None, "--mode", help="Replay every case in this mode instead of its own."
+    ),
+    app_spec: str | None = typer.Option(
+        None, "--app", help="Entrypoint module:function for every case instead of its own."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
     allow_side_effects: bool = typer.Option(False, "--allow-side-effects", help=_ALLOW_SIDE_EFFECTS_HELP),
 ) -> None:
@@ -938,9 +1088,15 @@ def case_run_command(
         _warn_side_effects_allowed()
     results: list[CaseResult] = []
     err = SafeConsole(stderr=True)
-    progress = Progress(TextColumn("cases"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.description}", markup=False),
-                        console=err, transient=True, disable=len(files) < 2 or not err.is_terminal)
+    progress = Progress(
+        TextColumn("cases"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}", markup=False),
+        console=err,
+        transient=True,
+        disable=len(files) < 2 or not err.is_terminal,
+    )
     with progress, _output_to_stderr(as_json):
         task = progress.add_task("", total=len(files))
         for file in files:
@@ -948,11 +1104,18 @@ def case_run_command(
             try:
                 case = load_case(file)
             except CaseError as exc:
-                results.append(CaseResult(name=file.name.removesuffix(".case.json"), path=file, status="error",
-                                          error=str(exc)))
+                results.append(
+                    CaseResult(name=file.name.removesuffix(".case.json"), path=file, status="error", error=str(exc))
+                )
             else:
-                results.append(run_case(case, mode=mode.value if mode else None, entrypoint=app_spec,
-                                        allow_side_effects=allow_side_effects))
+                results.append(
+                    run_case(
+                        case,
+                        mode=mode.value if mode else None,
+                        entrypoint=app_spec,
+                        allow_side_effects=allow_side_effects,
+                    )
+                )
             progress.advance(task)
     counts = {status: sum(r.status == status for r in results) for status in ("passed", "failed", "error")}
     if as_json:
@@ -965,8 +1128,10 @@ def case_run_command(
             else:
                 label = ("FAIL ", "bold red") if result.status == "failed" else ("ERROR ", "bold red")
                 console.print(Text.assemble(label, describe_failure(result).removeprefix("case ")))
-        console.print(f"{plural(len(results), 'case')}: {counts['passed']} passed, {counts['failed']} failed, "
-                      f"{counts['error']} could not run")
+        console.print(
+            f"{plural(len(results), 'case')}: {counts['passed']} passed, {counts['failed']} failed, "
+            f"{counts['error']} could not run"
+        )
     if counts["error"]:
         raise typer.Exit(EXIT_ERROR)
     if counts["failed"]:
@@ -1047,7 +1212,8 @@ def main() -> None:
         formatter = getattr(exc, "format_message", None)
         message = usage_line(str(formatter() if callable(formatter) else exc))
         SafeConsole(stderr=True, soft_wrap=True).print(
-            Text(f"error: {' '.join(scrub_message(message).split())}{hint}", style="bold red"))
+            Text(f"error: {' '.join(scrub_message(message).split())}{hint}", style="bold red")
+        )
         sys.exit(EXIT_ERROR if "UsageError" in kinds else getattr(exc, "exit_code", EXIT_ERROR) or EXIT_ERROR)
     sys.exit(code if isinstance(code, int) else 0)
 

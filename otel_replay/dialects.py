@@ -68,8 +68,7 @@ OI_SPAN_KIND: Final = "openinference.span.kind"
 TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"
 TRACELOOP_REQUEST_TYPE: Final = "llm.request.type"
 
-FOREIGN_ROOT_KEYS: Final[tuple[str, ...]] = (GENAI_OPERATION, OI_SPAN_KIND, TRACELOOP_SPAN_KIND,
-                                             TRACELOOP_REQUEST_TYPE)
+FOREIGN_ROOT_KEYS: Final[tuple[str, ...]] = (GENAI_OPERATION, OI_SPAN_KIND, TRACELOOP_SPAN_KIND, TRACELOOP_REQUEST_TYPE)
 """A parentless span carrying one of these keys is listed as the root of a (foreign) run."""
 
 REDACTED_OI: Final = "__REDACTED__"
@@ -77,8 +76,14 @@ REDACTED_OI: Final = "__REDACTED__"
 
 _MODEL_OPS: Final = frozenset({"chat", "text_completion", "generate_content", "embeddings", "completion"})
 _AGENT_OPS: Final = frozenset({"invoke_agent", "create_agent"})
-_OI_KINDS: Final = {"LLM": "model", "EMBEDDING": "model", "TOOL": "tool", "RETRIEVER": "retrieval",
-                    "RERANKER": "retrieval", "AGENT": "agent"}
+_OI_KINDS: Final = {
+    "LLM": "model",
+    "EMBEDDING": "model",
+    "TOOL": "tool",
+    "RETRIEVER": "retrieval",
+    "RERANKER": "retrieval",
+    "AGENT": "agent",
+}
 _TRACELOOP_KINDS: Final = {"tool": "tool", "agent": "agent"}
 
 SDK_STEP_NAMES: Final[dict[tuple[str, str], str]] = {
@@ -92,9 +97,16 @@ foreign model step by kind and name, then by request hash."""
 
 _PARAMS: Final[tuple[tuple[str, str], ...]] = (
     # gen_ai.request.* suffix → OpenAI chat-completions argument name
-    ("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"), ("max_tokens", "max_tokens"),
-    ("stop_sequences", "stop"), ("seed", "seed"), ("frequency_penalty", "frequency_penalty"),
-    ("presence_penalty", "presence_penalty"), ("choice.count", "n"), ("stream", "stream"),
+    ("temperature", "temperature"),
+    ("top_p", "top_p"),
+    ("top_k", "top_k"),
+    ("max_tokens", "max_tokens"),
+    ("stop_sequences", "stop"),
+    ("seed", "seed"),
+    ("frequency_penalty", "frequency_penalty"),
+    ("presence_penalty", "presence_penalty"),
+    ("choice.count", "n"),
+    ("stream", "stream"),
 )
 
 
@@ -137,7 +149,7 @@ def _nest(attrs: Mapping[str, str], prefix: str) -> Any:
         if not key.startswith(head):
             continue
         node = root
-        parts = key[len(head):].split(".")
+        parts = key[len(head) :].split(".")
         for part in parts[:-1]:
             child = node.get(part)
             if not isinstance(child, dict):
@@ -183,9 +195,14 @@ def span_dialect(span: SpanRecord) -> str | None:
         return DIALECT_OTEL_REPLAY
     if OI_SPAN_KIND in attrs:
         return DIALECT_OPENINFERENCE
-    if (TRACELOOP_SPAN_KIND in attrs or TRACELOOP_REQUEST_TYPE in attrs or "traceloop.entity.name" in attrs
-            or "gen_ai.prompt.0.role" in attrs or "gen_ai.prompt.0.content" in attrs
-            or "gen_ai.completion.0.role" in attrs):
+    if (
+        TRACELOOP_SPAN_KIND in attrs
+        or TRACELOOP_REQUEST_TYPE in attrs
+        or "traceloop.entity.name" in attrs
+        or "gen_ai.prompt.0.role" in attrs
+        or "gen_ai.prompt.0.content" in attrs
+        or "gen_ai.completion.0.role" in attrs
+    ):
         return DIALECT_TRACELOOP
     if GENAI_OPERATION in attrs:
         return DIALECT_GENAI
@@ -221,30 +238,39 @@ def find_foreign_root(spans: Sequence[SpanRecord]) -> SpanRecord | None:
     roots = [s for s in spans if not s.parent_span_id and span_dialect(s) not in (None, DIALECT_OTEL_REPLAY)]
     if not roots:
         ids = {s.span_id for s in spans}
-        roots = [s for s in spans if s.parent_span_id and s.parent_span_id not in ids
-                 and span_dialect(s) not in (None, DIALECT_OTEL_REPLAY)]
+        roots = [
+            s
+            for s in spans
+            if s.parent_span_id and s.parent_span_id not in ids and span_dialect(s) not in (None, DIALECT_OTEL_REPLAY)
+        ]
     return min(roots, key=lambda s: (s.timestamp_ns, s.span_id)) if roots else None
 
 
 def _agent_name(root: SpanRecord) -> str:
     attrs = root.span_attributes
-    name = _first(attrs, semconv.GEN_AI_AGENT_NAME, "traceloop.workflow.name", "traceloop.entity.name",
-                  "agent.name")
+    name = _first(attrs, semconv.GEN_AI_AGENT_NAME, "traceloop.workflow.name", "traceloop.entity.name", "agent.name")
     if name:
         return name
     for prefix in ("invoke_agent ", "invoke_workflow ", "create_agent "):
         if root.span_name.startswith(prefix):
-            return root.span_name[len(prefix):].strip()
+            return root.span_name[len(prefix) :].strip()
     return root.span_name
 
 
 def summary_from_root(root: SpanRecord, *, step_count: int | None = None) -> RunSummary:
     """The ``RunSummary`` of a foreign run from its root span (kind ``original``, no run id)."""
     return RunSummary(
-        trace_id=root.trace_id, run_id="", agent=_agent_name(root), status="error" if root.is_error else "ok",
+        trace_id=root.trace_id,
+        run_id="",
+        agent=_agent_name(root),
+        status="error" if root.is_error else "ok",
         started_at=_dt.datetime.fromtimestamp(root.timestamp_ns / 1e9, tz=_dt.timezone.utc),
-        duration_ms=root.duration_ns / 1e6, kind=semconv.RunKind.ORIGINAL.value, replay_of=None,
-        service_name=root.service_name, step_count=step_count, dialect=span_dialect(root) or DIALECT_GENAI,
+        duration_ms=root.duration_ns / 1e6,
+        kind=semconv.RunKind.ORIGINAL.value,
+        replay_of=None,
+        service_name=root.service_name,
+        step_count=step_count,
+        dialect=span_dialect(root) or DIALECT_GENAI,
     )
 
 
@@ -276,14 +302,22 @@ def _from_genai_parts(messages: Any) -> list[dict[str, Any]] | None:
             if kind == "text":
                 texts.append(str(part.get("content", "")))
             elif kind == "tool_call":
-                tool_calls.append({"id": part.get("id"), "type": "function",
-                                   "function": {"name": part.get("name"),
-                                                "arguments": _arguments_text(part.get("arguments"))}})
+                tool_calls.append(
+                    {
+                        "id": part.get("id"),
+                        "type": "function",
+                        "function": {"name": part.get("name"), "arguments": _arguments_text(part.get("arguments"))},
+                    }
+                )
             elif kind == "tool_call_response":
                 response = part.get("response")
-                responses.append({"role": "tool", "tool_call_id": part.get("id"),
-                                  "content": response if isinstance(response, str) else
-                                  json.dumps(response, ensure_ascii=False)})
+                responses.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": part.get("id"),
+                        "content": response if isinstance(response, str) else json.dumps(response, ensure_ascii=False),
+                    }
+                )
             else:
                 others.append(part)
         if responses:
@@ -291,8 +325,7 @@ def _from_genai_parts(messages: Any) -> list[dict[str, Any]] | None:
             continue
         msg = {"role": role}
         if texts or not tool_calls:
-            msg["content"] = "".join(texts) if not others else \
-                [{"type": "text", "text": t} for t in texts] + others
+            msg["content"] = "".join(texts) if not others else [{"type": "text", "text": t} for t in texts] + others
         if tool_calls:
             msg["tool_calls"] = tool_calls
         out.append(msg)
@@ -303,8 +336,9 @@ def _system_messages(instructions: Any) -> list[dict[str, Any]]:
     if isinstance(instructions, str):
         return [{"role": "system", "content": instructions}]
     if isinstance(instructions, list):
-        text = "".join(str(p.get("content", "")) for p in instructions if isinstance(p, dict)
-                       and p.get("type", "text") == "text")
+        text = "".join(
+            str(p.get("content", "")) for p in instructions if isinstance(p, dict) and p.get("type", "text") == "text"
+        )
         return [{"role": "system", "content": text}]
     return []
 
@@ -331,10 +365,16 @@ def _from_flat(messages: Any, *, wrapper: str | None) -> list[dict[str, Any]] | 
             c = call.get("tool_call", call) if isinstance(call, dict) else {}
             given = c.get("function")
             function = given if isinstance(given, dict) else {}
-            calls.append({"id": c.get("id"), "type": "function",
-                          "function": {"name": function.get("name", c.get("name")),
-                                       "arguments": _arguments_text(function.get("arguments",
-                                                                                 c.get("arguments", "")))}})
+            calls.append(
+                {
+                    "id": c.get("id"),
+                    "type": "function",
+                    "function": {
+                        "name": function.get("name", c.get("name")),
+                        "arguments": _arguments_text(function.get("arguments", c.get("arguments", ""))),
+                    },
+                }
+            )
         if content is not None or not calls:
             msg["content"] = content
         if calls:
@@ -386,10 +426,24 @@ def _parameters(attrs: Mapping[str, str]) -> dict[str, Any]:
 
 def _usage(attrs: Mapping[str, str]) -> dict[str, int]:
     usage: dict[str, int] = {}
-    tokens_in = _int(_first(attrs, semconv.GEN_AI_USAGE_INPUT_TOKENS, "gen_ai.usage.prompt_tokens",
-                            "llm.token_count.prompt", "llm.usage.prompt_tokens"))
-    tokens_out = _int(_first(attrs, semconv.GEN_AI_USAGE_OUTPUT_TOKENS, "gen_ai.usage.completion_tokens",
-                             "llm.token_count.completion", "llm.usage.completion_tokens"))
+    tokens_in = _int(
+        _first(
+            attrs,
+            semconv.GEN_AI_USAGE_INPUT_TOKENS,
+            "gen_ai.usage.prompt_tokens",
+            "llm.token_count.prompt",
+            "llm.usage.prompt_tokens",
+        )
+    )
+    tokens_out = _int(
+        _first(
+            attrs,
+            semconv.GEN_AI_USAGE_OUTPUT_TOKENS,
+            "gen_ai.usage.completion_tokens",
+            "llm.token_count.completion",
+            "llm.usage.completion_tokens",
+        )
+    )
     if tokens_in is not None:
         usage["input_tokens"] = tokens_in
     if tokens_out is not None:
@@ -431,17 +485,23 @@ def _model_call(span: SpanRecord, dialect: str) -> _ModelCall:
             outputs = outputs or _from_flat(_nest(attrs, prefix), wrapper=None)
         functions = _nest(attrs, "llm.request.functions")
         if isinstance(functions, list) and tools is None:
-            tools = [{"type": "function", "function": {k: _json(v) if k == "parameters" else v
-                                                       for k, v in f.items()}}
-                     for f in functions if isinstance(f, dict)]
-        new_in = _json_or_none(attrs.get(GENAI_INPUT_MESSAGES) or
-                               _event_attr(span, GENAI_INFERENCE_EVENT, GENAI_INPUT_MESSAGES))
-        new_out = _json_or_none(attrs.get(GENAI_OUTPUT_MESSAGES) or
-                                _event_attr(span, GENAI_INFERENCE_EVENT, GENAI_OUTPUT_MESSAGES))
+            tools = [
+                {"type": "function", "function": {k: _json(v) if k == "parameters" else v for k, v in f.items()}}
+                for f in functions
+                if isinstance(f, dict)
+            ]
+        new_in = _json_or_none(
+            attrs.get(GENAI_INPUT_MESSAGES) or _event_attr(span, GENAI_INFERENCE_EVENT, GENAI_INPUT_MESSAGES)
+        )
+        new_out = _json_or_none(
+            attrs.get(GENAI_OUTPUT_MESSAGES) or _event_attr(span, GENAI_INFERENCE_EVENT, GENAI_OUTPUT_MESSAGES)
+        )
         if messages is None and new_in is not None:
             messages = _from_genai_parts(new_in)
-            system = _json(attrs.get(GENAI_SYSTEM_INSTRUCTIONS) or
-                           _event_attr(span, GENAI_INFERENCE_EVENT, GENAI_SYSTEM_INSTRUCTIONS))
+            system = _json(
+                attrs.get(GENAI_SYSTEM_INSTRUCTIONS)
+                or _event_attr(span, GENAI_INFERENCE_EVENT, GENAI_SYSTEM_INSTRUCTIONS)
+            )
             if messages is not None and system is not None:
                 messages = _system_messages(system) + messages
         if outputs is None and new_out is not None:
@@ -465,8 +525,13 @@ def _model_call(span: SpanRecord, dialect: str) -> _ModelCall:
         provider=_first(attrs, semconv.GEN_AI_PROVIDER_NAME, "gen_ai.system", "llm.provider", "llm.system"),
         model=model or _first(attrs, "llm.model_name"),
         response_model=_first(attrs, semconv.GEN_AI_RESPONSE_MODEL, "llm.model_name", "llm.response.model"),
-        messages=messages, outputs=outputs, parameters=params, tools=tools if isinstance(tools, list) else None,
-        exact_request=exact_request, exact_response=exact_response, usage=_usage(attrs),
+        messages=messages,
+        outputs=outputs,
+        parameters=params,
+        tools=tools if isinstance(tools, list) else None,
+        exact_request=exact_request,
+        exact_response=exact_response,
+        usage=_usage(attrs),
         finish_reasons=[str(f) for f in finish] if finish else None,
         response_id=_first(attrs, "gen_ai.response.id", "llm.response.id"),
         created=span.timestamp_ns // 1_000_000_000,
@@ -499,8 +564,9 @@ def _response(call: _ModelCall) -> tuple[Any, bool]:
         msg = {k: v for k, v in message.items() if k != "finish_reason"}
         msg.setdefault("role", "assistant")
         msg.setdefault("content", None)
-        reason = message.get("finish_reason") or (call.finish_reasons[i] if call.finish_reasons
-                                                  and i < len(call.finish_reasons) else None)
+        reason = message.get("finish_reason") or (
+            call.finish_reasons[i] if call.finish_reasons and i < len(call.finish_reasons) else None
+        )
         choices.append({"index": i, "message": msg, "finish_reason": reason})
     response: dict[str, Any] = {"object": "chat.completion", "created": call.created, "choices": choices}
     if call.response_id:
@@ -509,8 +575,11 @@ def _response(call: _ModelCall) -> tuple[Any, bool]:
         response["model"] = call.response_model
     if call.usage:
         prompt, completion = call.usage.get("input_tokens"), call.usage.get("output_tokens")
-        response["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
-                             "total_tokens": (prompt or 0) + (completion or 0)}
+        response["usage"] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": (prompt or 0) + (completion or 0),
+        }
     return response, False
 
 
@@ -538,24 +607,37 @@ def _model_step(span: SpanRecord, dialect: str, name: str, derived: dict[str, st
         derived[semconv.MODEL_REQUEST_HASH] = request_hash
     if response_hash is not None and error is None:
         derived[semconv.MODEL_RESPONSE_HASH] = response_hash
-    for key, value in ((semconv.GEN_AI_REQUEST_MODEL, call.model), (semconv.GEN_AI_PROVIDER_NAME, call.provider),
-                       (semconv.GEN_AI_RESPONSE_MODEL, call.response_model)):
+    for key, value in (
+        (semconv.GEN_AI_REQUEST_MODEL, call.model),
+        (semconv.GEN_AI_PROVIDER_NAME, call.provider),
+        (semconv.GEN_AI_RESPONSE_MODEL, call.response_model),
+    ):
         if value:
             derived[key] = value
     if call.finish_reasons:
         derived[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = json.dumps(call.finish_reasons, separators=(",", ":"))
-    for key, field in ((semconv.GEN_AI_USAGE_INPUT_TOKENS, "input_tokens"),
-                       (semconv.GEN_AI_USAGE_OUTPUT_TOKENS, "output_tokens")):
+    for key, field in (
+        (semconv.GEN_AI_USAGE_INPUT_TOKENS, "input_tokens"),
+        (semconv.GEN_AI_USAGE_OUTPUT_TOKENS, "output_tokens"),
+    ):
         if field in call.usage:
             derived[key] = str(call.usage[field])
     return {
-        "name": name, "provider": call.provider, "model": call.model,
-        "request": request if captured else {}, "request_hash": request_hash,
+        "name": name,
+        "provider": call.provider,
+        "model": call.model,
+        "request": request if captured else {},
+        "request_hash": request_hash,
         "response": None if error is not None and response is None else response,
-        "response_hash": response_hash, "usage": call.usage, "prompt_version": None, "error": error,
-        "parameters": call.parameters, "content_captured": captured,
+        "response_hash": response_hash,
+        "usage": call.usage,
+        "prompt_version": None,
+        "error": error,
+        "parameters": call.parameters,
+        "content_captured": captured,
         "response_captured": response is not None and not _has_redacted(response),
-        "request_exact": bool(exact_request and captured), "response_exact": exact_response,
+        "request_exact": bool(exact_request and captured),
+        "response_exact": exact_response,
         "dialect": dialect,
     }
 
@@ -564,12 +646,18 @@ def _tool_io(span: SpanRecord, dialect: str) -> tuple[Any, Any, str | None]:
     """Arguments, result and call id of a tool span (None where not captured)."""
     attrs = span.span_attributes
     if dialect == DIALECT_OPENINFERENCE:
-        args: Any = _json(attrs.get("input.value")) if attrs.get("input.mime_type") != "text/plain" \
+        args: Any = (
+            _json(attrs.get("input.value"))
+            if attrs.get("input.mime_type") != "text/plain"
             else attrs.get("input.value")
+        )
         if args is None:
             args = _json(attrs.get("tool_call.function.arguments"))
-        result = _json(attrs.get("output.value")) if attrs.get("output.mime_type") != "text/plain" \
+        result = (
+            _json(attrs.get("output.value"))
+            if attrs.get("output.mime_type") != "text/plain"
             else attrs.get("output.value")
+        )
         return args, result, _first(attrs, "tool_call.id", "gen_ai.tool.call.id")
     if dialect == DIALECT_TRACELOOP and "traceloop.entity.input" in attrs:
         entity = _json(attrs.get("traceloop.entity.input"))
@@ -580,8 +668,11 @@ def _tool_io(span: SpanRecord, dialect: str) -> tuple[Any, Any, str | None]:
         else:
             args = entity
         return args, _json(attrs.get("traceloop.entity.output")), attrs.get("gen_ai.tool.call.id")
-    return (_json(attrs.get("gen_ai.tool.call.arguments")), _json(attrs.get("gen_ai.tool.call.result")),
-            attrs.get("gen_ai.tool.call.id"))
+    return (
+        _json(attrs.get("gen_ai.tool.call.arguments")),
+        _json(attrs.get("gen_ai.tool.call.result")),
+        attrs.get("gen_ai.tool.call.id"),
+    )
 
 
 def _tool_step(span: SpanRecord, dialect: str, name: str, derived: dict[str, str]) -> dict[str, Any]:
@@ -601,10 +692,20 @@ def _tool_step(span: SpanRecord, dialect: str, name: str, derived: dict[str, str
     if result_hash is not None:
         derived[semconv.TOOL_RESULT_HASH] = result_hash
     return {
-        "tool": name, "call_id": call_id or "", "schema_version": None, "risk": risk,
-        "arguments": args if captured else {}, "args_hash": args_hash, "approval_id": None,
-        "approval_status": None, "result": result if error is None else None, "result_hash": result_hash,
-        "error": error, "content_captured": captured, "result_captured": result_captured, "dialect": dialect,
+        "tool": name,
+        "call_id": call_id or "",
+        "schema_version": None,
+        "risk": risk,
+        "arguments": args if captured else {},
+        "args_hash": args_hash,
+        "approval_id": None,
+        "approval_status": None,
+        "result": result if error is None else None,
+        "result_hash": result_hash,
+        "error": error,
+        "content_captured": captured,
+        "result_captured": result_captured,
+        "dialect": dialect,
     }
 
 
@@ -617,8 +718,7 @@ def _retrieval_step(span: SpanRecord, dialect: str, name: str, derived: dict[str
         if attrs.get("input.mime_type") == "application/json":
             query = _json(query)
         nested = _nest(attrs, "retrieval.documents")
-        documents = [d.get("document", d) for d in nested if isinstance(d, dict)] if isinstance(nested, list) \
-            else None
+        documents = [d.get("document", d) for d in nested if isinstance(d, dict)] if isinstance(nested, list) else None
         for doc in documents or []:
             if isinstance(doc.get("metadata"), str):
                 doc["metadata"] = _json(doc["metadata"])
@@ -641,12 +741,17 @@ def _retrieval_step(span: SpanRecord, dialect: str, name: str, derived: dict[str
         content = doc.get("content")
         given = doc.get("metadata")
         metadata = given if isinstance(given, dict) else {}
-        results.append({
-            "id": doc.get("id"), "score": doc.get("score"), "rerank_score": None,
-            "content_hash": sha256_hex(content if isinstance(content, str) else canonical_json(content))
-            if content is not None else None,
-            "citation": doc.get("source") or doc.get("url") or metadata.get("source") or metadata.get("url"),
-        })
+        results.append(
+            {
+                "id": doc.get("id"),
+                "score": doc.get("score"),
+                "rerank_score": None,
+                "content_hash": sha256_hex(content if isinstance(content, str) else canonical_json(content))
+                if content is not None
+                else None,
+                "citation": doc.get("source") or doc.get("url") or metadata.get("source") or metadata.get("url"),
+            }
+        )
     error = span_error(span)
     captured = query is not None and not _has_redacted(query)
     derived[semconv.GEN_AI_DATA_SOURCE_ID] = name
@@ -657,9 +762,17 @@ def _retrieval_step(span: SpanRecord, dialect: str, name: str, derived: dict[str
         derived[semconv.RETRIEVAL_RESULT_COUNT] = str(len(documents))
         derived[semconv.RETRIEVAL_RESULTS_HASH] = sha256_hex(canonical_json(documents))
     return {
-        "retriever": name, "query": query, "rewritten_query": None, "filters": None, "top_k": top_k,
-        "arguments": arguments, "results": results, "returned": documents if error is None else None,
-        "error": error, "content_captured": captured, "result_captured": isinstance(documents, list),
+        "retriever": name,
+        "query": query,
+        "rewritten_query": None,
+        "filters": None,
+        "top_k": top_k,
+        "arguments": arguments,
+        "results": results,
+        "returned": documents if error is None else None,
+        "error": error,
+        "content_captured": captured,
+        "result_captured": isinstance(documents, list),
         "dialect": dialect,
     }
 
@@ -671,8 +784,7 @@ def _provider(attrs: Mapping[str, str]) -> str:
 def _operation(attrs: Mapping[str, str], dialect: str) -> str:
     """``chat``, ``responses`` or another operation name of a model span."""
     if dialect == DIALECT_OPENINFERENCE:
-        value = _json_or_none(attrs.get("input.value")) if attrs.get("input.mime_type") == "application/json" \
-            else None
+        value = _json_or_none(attrs.get("input.value")) if attrs.get("input.mime_type") == "application/json" else None
         if isinstance(value, dict) and "input" in value and "messages" not in value:
             return "responses"
         return "chat" if attrs.get(OI_SPAN_KIND, "").upper() == "LLM" else "embeddings"
@@ -685,19 +797,22 @@ def _step_name(span: SpanRecord, kind: str, dialect: str) -> str:
         sdk = SDK_STEP_NAMES.get((_provider(attrs), _operation(attrs, dialect)))
         if sdk is not None:
             return sdk
-        invocation = _json_or_none(attrs.get("llm.invocation_parameters")) if dialect == DIALECT_OPENINFERENCE \
-            else None
+        invocation = _json_or_none(attrs.get("llm.invocation_parameters")) if dialect == DIALECT_OPENINFERENCE else None
         model = attrs.get(semconv.GEN_AI_REQUEST_MODEL) or (
-            invocation.get("model") if isinstance(invocation, dict) else None)
+            invocation.get("model") if isinstance(invocation, dict) else None
+        )
         return str(model or attrs.get("llm.model_name") or span.span_name)
     if kind == "tool":
-        return _first(attrs, semconv.GEN_AI_TOOL_NAME, "tool.name", "tool_call.function.name",
-                      "traceloop.entity.name") or span.span_name.removeprefix("execute_tool ").removesuffix(".tool")
+        return _first(
+            attrs, semconv.GEN_AI_TOOL_NAME, "tool.name", "tool_call.function.name", "traceloop.entity.name"
+        ) or span.span_name.removeprefix("execute_tool ").removesuffix(".tool")
     if kind == "retrieval":
-        return _first(attrs, semconv.GEN_AI_DATA_SOURCE_ID, "traceloop.entity.name") or \
-            span.span_name.removeprefix("retrieval ")
-    return _first(attrs, semconv.GEN_AI_AGENT_NAME, "traceloop.entity.name") or \
-        span.span_name.removeprefix("invoke_agent ").removesuffix(".agent")
+        return _first(attrs, semconv.GEN_AI_DATA_SOURCE_ID, "traceloop.entity.name") or span.span_name.removeprefix(
+            "retrieval "
+        )
+    return _first(attrs, semconv.GEN_AI_AGENT_NAME, "traceloop.entity.name") or span.span_name.removeprefix(
+        "invoke_agent "
+    ).removesuffix(".agent")
 
 
 # --------------------------------------------------------------------------------------- run-level io
@@ -707,17 +822,23 @@ def _root_io(root: SpanRecord, dialect: str) -> tuple[Any, bool, Any, bool]:
     """The root's input and output values, each with whether it was recorded."""
     attrs = root.span_attributes
     if dialect == DIALECT_OPENINFERENCE:
+
         def value(prefix: str) -> tuple[Any, bool]:
             raw = attrs.get(prefix + ".value")
             if raw is None:
                 return None, False
             return (raw if attrs.get(prefix + ".mime_type") != "application/json" else _json(raw)), True
+
         inp, has_in = value("input")
         out, has_out = value("output")
         return inp, has_in, out, has_out
     if dialect == DIALECT_TRACELOOP and ("traceloop.entity.input" in attrs or "traceloop.entity.output" in attrs):
-        return (_json(attrs.get("traceloop.entity.input")), "traceloop.entity.input" in attrs,
-                _json(attrs.get("traceloop.entity.output")), "traceloop.entity.output" in attrs)
+        return (
+            _json(attrs.get("traceloop.entity.input")),
+            "traceloop.entity.input" in attrs,
+            _json(attrs.get("traceloop.entity.output")),
+            "traceloop.entity.output" in attrs,
+        )
     inp = _json_or_none(attrs.get(GENAI_INPUT_MESSAGES))
     out = _json_or_none(attrs.get(GENAI_OUTPUT_MESSAGES))
     return inp, inp is not None, out, out is not None
@@ -739,8 +860,18 @@ def _input_payload(value: Any, dialect: str) -> dict[str, Any]:
         kwargs = value
     elif value is not None:
         args = [value]
-    return {"entrypoint": "", "script": None, "args": args, "kwargs": kwargs, "input": value, "files": [],
-            "session": None, "tenant": None, "role": None, "dialect": dialect}
+    return {
+        "entrypoint": "",
+        "script": None,
+        "args": args,
+        "kwargs": kwargs,
+        "input": value,
+        "files": [],
+        "session": None,
+        "tenant": None,
+        "role": None,
+        "dialect": dialect,
+    }
 
 
 def _output_payload(value: Any, dialect: str, error: dict[str, str] | None) -> dict[str, Any]:
@@ -761,8 +892,14 @@ def _output_payload(value: Any, dialect: str, error: dict[str, str] | None) -> d
                     answer = value[key]
                     break
     citations = value.get("citations") if isinstance(value, dict) else None
-    return {"answer": answer, "structured": structured, "citations": citations, "safety": None, "error": error,
-            "dialect": dialect}
+    return {
+        "answer": answer,
+        "structured": structured,
+        "citations": citations,
+        "safety": None,
+        "error": error,
+        "dialect": dialect,
+    }
 
 
 # ------------------------------------------------------------------------------------------- the run
@@ -797,7 +934,8 @@ def build_foreign_run(spans: Iterable[SpanRecord], *, trace_id: str | None = Non
         raise OtelReplayError(
             f"trace {tid} has {len(spans)} spans but no run root: neither an otel-replay run nor GenAI spans "
             "(OpenTelemetry GenAI, OpenInference, OpenLLMetry) this reader knows; the run may still be in "
-            "progress (call otel_replay.flush() in the agent)")
+            "progress (call otel_replay.flush() in the agent)"
+        )
     dialect = span_dialect(root) or DIALECT_GENAI
     parents = {s.span_id: s.parent_span_id for s in spans}
     candidates: list[tuple[SpanRecord, str, str]] = []
@@ -825,40 +963,75 @@ def build_foreign_run(spans: Iterable[SpanRecord], *, trace_id: str | None = Non
         elif kind == "retrieval":
             payload = _retrieval_step(span, d, name, derived)
         if payload is not None:
-            pending.append(_Pending(kind=kind, span_id=span.span_id, step_index=index,
-                                    timestamp_ns=span.end_ns, payload=payload))
+            pending.append(
+                _Pending(kind=kind, span_id=span.span_id, step_index=index, timestamp_ns=span.end_ns, payload=payload)
+            )
         raw_steps.append((span, kind, name, derived))
     root_is_step = any(span is root for span, *_ in raw_steps)
     if not root_is_step:
         inp, has_in, out, has_out = _root_io(root, dialect)
         if has_in:
-            pending.append(_Pending(kind="input", span_id=root.span_id, step_index=None,
-                                    timestamp_ns=root.timestamp_ns, payload=_input_payload(inp, dialect)))
+            pending.append(
+                _Pending(
+                    kind="input",
+                    span_id=root.span_id,
+                    step_index=None,
+                    timestamp_ns=root.timestamp_ns,
+                    payload=_input_payload(inp, dialect),
+                )
+            )
         error = span_error(root)
         if has_out or error is not None:
-            pending.append(_Pending(kind="output", span_id=root.span_id, step_index=None,
-                                    timestamp_ns=root.end_ns, payload=_output_payload(out, dialect, error)))
+            pending.append(
+                _Pending(
+                    kind="output",
+                    span_id=root.span_id,
+                    step_index=None,
+                    timestamp_ns=root.end_ns,
+                    payload=_output_payload(out, dialect, error),
+                )
+            )
     # snapshot order: by time (the input first); seq numbers them as the recorder would
     pending.sort(key=lambda p: (p.kind != "input", p.timestamp_ns, p.kind == "output"))
     snapshots: dict[tuple[str, int | None], list[Snapshot]] = {}
     for seq, item in enumerate(pending):
         text = canonical_json(item.payload)
-        snapshot = Snapshot(kind=item.kind, seq=seq, span_id=item.span_id, step_index=item.step_index,
-                            timestamp_ns=item.timestamp_ns, payload=json.loads(text), sha256=sha256_hex(text),
-                            size=len(text.encode("utf-8")), truncated=False, redactions=0, intact=True)
+        snapshot = Snapshot(
+            kind=item.kind,
+            seq=seq,
+            span_id=item.span_id,
+            step_index=item.step_index,
+            timestamp_ns=item.timestamp_ns,
+            payload=json.loads(text),
+            sha256=sha256_hex(text),
+            size=len(text.encode("utf-8")),
+            truncated=False,
+            redactions=0,
+            intact=True,
+        )
         snapshots.setdefault((item.span_id, item.step_index), []).append(snapshot)
     steps = []
     for index, (span, kind, name, derived) in enumerate(raw_steps):
         attrs = dict(span.span_attributes)
         for key, value in derived.items():
             attrs.setdefault(key, value)
-        steps.append(Step(
-            index=index, kind=kind, name=name, status="error" if span.is_error else "ok", span_id=span.span_id,
-            parent_span_id=span.parent_span_id, attempt=1, start_ns=span.timestamp_ns,
-            duration_ns=span.duration_ns, attributes=attrs,
-            snapshot_list=tuple(snapshots.get((span.span_id, index), ())),
-            events=tuple(e for e in span.events if not _is_content_event(e)), error=span_error(span),
-        ))
+        steps.append(
+            Step(
+                index=index,
+                kind=kind,
+                name=name,
+                status="error" if span.is_error else "ok",
+                span_id=span.span_id,
+                parent_span_id=span.parent_span_id,
+                attempt=1,
+                start_ns=span.timestamp_ns,
+                duration_ns=span.duration_ns,
+                attributes=attrs,
+                snapshot_list=tuple(snapshots.get((span.span_id, index), ())),
+                events=tuple(e for e in span.events if not _is_content_event(e)),
+                error=span_error(span),
+            )
+        )
     _attempts(steps)
     root_attrs = dict(root.span_attributes)
     usage = [s.snapshots.get("model", {}).get("usage", {}) for s in steps if s.kind == "model"]
@@ -868,11 +1041,16 @@ def build_foreign_run(spans: Iterable[SpanRecord], *, trace_id: str | None = Non
             root_attrs.setdefault(key, str(sum(values)))
     summary = summary_from_root(root, step_count=len(steps))
     return Run(
-        summary=summary, entrypoint=None,
+        summary=summary,
+        entrypoint=None,
         # the run is translated into convention 1.0 objects by this reader; the dialect says where it came from
-        schema_version=semconv.SCHEMA_VERSION, attributes=root_attrs,
-        snapshot_list=tuple(snapshots.get((root.span_id, None), ())), steps=tuple(steps), spans=spans,
-        problems=(), dialect=dialect,
+        schema_version=semconv.SCHEMA_VERSION,
+        attributes=root_attrs,
+        snapshot_list=tuple(snapshots.get((root.span_id, None), ())),
+        steps=tuple(steps),
+        spans=spans,
+        problems=(),
+        dialect=dialect,
     )
 
 

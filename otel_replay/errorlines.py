@@ -38,8 +38,10 @@ _ENGINE_NOISE: Final = (
 _ENGINE_TEXT: Final = re.compile(r"DB::Exception|ClickHouse (?:exception|error code)|HTTPDriver for |\bCode: \d+\.")
 """What says a text quotes a ClickHouse error."""
 
-_UNEXPECTED: Final = ("otel-replay stopped on an internal error it did not expect; run the command again with "
-                      "OTEL_REPLAY_DEBUG=1 to see the traceback, and report it")
+_UNEXPECTED: Final = (
+    "otel-replay stopped on an internal error it did not expect; run the command again with "
+    "OTEL_REPLAY_DEBUG=1 to see the traceback, and report it"
+)
 
 
 def without_engine_noise(text: str) -> str:
@@ -69,8 +71,7 @@ def _balanced(text: str) -> str:
 
 
 def _is_pydantic_validation(exc: BaseException) -> bool:
-    return any(cls.__name__ == "ValidationError" and cls.__module__.startswith("pydantic")
-               for cls in type(exc).__mro__)
+    return any(cls.__name__ == "ValidationError" and cls.__module__.startswith("pydantic") for cls in type(exc).__mro__)
 
 
 def _validation_line(exc: Any) -> str:
@@ -84,8 +85,10 @@ def _validation_line(exc: Any) -> str:
     where = ".".join(str(part) for part in first.get("loc", ())) or "the value"
     more = len(problems) - 1
     rest = f" (and {plural(more, 'more problem')})" if more else ""
-    return (f"a recorded value does not have the shape otel-replay expects: {where}: {first.get('msg', 'invalid')}"
-            f"{rest}; the recording may come from another tool or a newer otel-replay")
+    return (
+        f"a recorded value does not have the shape otel-replay expects: {where}: {first.get('msg', 'invalid')}"
+        f"{rest}; the recording may come from another tool or a newer otel-replay"
+    )
 
 
 def _os_error_line(exc: OSError) -> str:

@@ -23,6 +23,12 @@ class StoreUnavailableError(StoreError):
     """The store's server cannot be reached or refused the connection."""
 
 
+class ReplayRefused(OtelReplayError):
+    """The replay cannot start, or was stopped before a call it may not make (CLI exit code 2).
+
+    Also importable from :mod:`otel_replay.replay.engine` and as ``otel_replay.ReplayRefused``."""
+
+
 class TraceNotFoundError(OtelReplayError):
     """No run with that trace id is in the store."""
 

@@ -39,15 +39,17 @@ from typing import Final
 OTEL_REPLAY_FAULTS: Final = "OTEL_REPLAY_FAULTS"
 """Environment variable: the faults armed at process start (see the module docstring for the spec)."""
 
-POINTS: Final = frozenset({
-    "spool.append",              # a record is about to be written to the open segment (fd, data)
-    "spool.seal.before_rename",  # sealing: the segment is fsynced, still ``.open``
-    "spool.seal.after_rename",   # sealing: renamed to ``.seg``, the folder not fsynced yet
-    "ingest.claimed",            # segments renamed to ``.ingesting``, nothing inserted yet
-    "ingest.inserted_chunk",     # one INSERT of a claimed batch committed
-    "ingest.inserted",           # every row of a claimed batch committed, no segment deleted yet
-    "ingest.deleted_one",        # one ingested segment deleted
-})
+POINTS: Final = frozenset(
+    {
+        "spool.append",  # a record is about to be written to the open segment (fd, data)
+        "spool.seal.before_rename",  # sealing: the segment is fsynced, still ``.open``
+        "spool.seal.after_rename",  # sealing: renamed to ``.seg``, the folder not fsynced yet
+        "ingest.claimed",  # segments renamed to ``.ingesting``, nothing inserted yet
+        "ingest.inserted_chunk",  # one INSERT of a claimed batch committed
+        "ingest.inserted",  # every row of a claimed batch committed, no segment deleted yet
+        "ingest.deleted_one",  # one ingested segment deleted
+    }
+)
 """Every point the package passes, by name (docs/testing.md says where each one is)."""
 
 ACTIONS: Final = frozenset({"kill", "tear", "raise"})
@@ -83,8 +85,9 @@ def parse(spec: str) -> tuple[Fault, ...]:
             known = ", ".join(sorted(POINTS))
             raise ValueError(f"{OTEL_REPLAY_FAULTS}: unknown fault point {point!r} (known: {known})")
         if action not in ACTIONS:
-            raise ValueError(f"{OTEL_REPLAY_FAULTS}: unknown action {action!r} for {point} "
-                             f"(known: {', '.join(sorted(ACTIONS))})")
+            raise ValueError(
+                f"{OTEL_REPLAY_FAULTS}: unknown action {action!r} for {point} (known: {', '.join(sorted(ACTIONS))})"
+            )
         try:
             count = int(nth) if nth.strip() else 1
         except ValueError:
@@ -142,7 +145,7 @@ def _act(fault: Fault, *, fd: int | None, data: bytes | None) -> None:
     if fault.action == "raise":
         raise FaultInjected(errno.EIO, f"fault injected at {fault.point}")
     if fault.action == "tear" and fd is not None and data:
-        os.write(fd, data[:len(data) // 2])
+        os.write(fd, data[: len(data) // 2])
     os.kill(os.getpid(), signal.SIGKILL)
 
 

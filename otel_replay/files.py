@@ -47,8 +47,10 @@ def _make_private(path: Path, wanted: int, *, label: str = "") -> int | None:
     try:
         os.chmod(path, wanted)
     except OSError as exc:
-        raise ValueError(f"{label}{path} is open to other users (mode {mode:o}) and cannot be made private "
-                         f"({exc.strerror or exc}); run: chmod {wanted:o} {path}") from None
+        raise ValueError(
+            f"{label}{path} is open to other users (mode {mode:o}) and cannot be made private "
+            f"({exc.strerror or exc}); run: chmod {wanted:o} {path}"
+        ) from None
     return mode
 
 

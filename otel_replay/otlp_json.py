@@ -51,14 +51,24 @@ def _span(record: SpanRecord) -> dict[str, Any]:
     if record.span_attributes:
         span["attributes"] = _attributes(record.span_attributes)
     if record.events:
-        span["events"] = [{"timeUnixNano": str(e.timestamp_ns), "name": e.name,
-                           **({"attributes": _attributes(e.attributes)} if e.attributes else {})}
-                          for e in record.events]
+        span["events"] = [
+            {
+                "timeUnixNano": str(e.timestamp_ns),
+                "name": e.name,
+                **({"attributes": _attributes(e.attributes)} if e.attributes else {}),
+            }
+            for e in record.events
+        ]
     if record.links:
-        span["links"] = [{"traceId": link.trace_id, "spanId": link.span_id,
-                          **({"traceState": link.trace_state} if link.trace_state else {}),
-                          **({"attributes": _attributes(link.attributes)} if link.attributes else {})}
-                         for link in record.links]
+        span["links"] = [
+            {
+                "traceId": link.trace_id,
+                "spanId": link.span_id,
+                **({"traceState": link.trace_state} if link.trace_state else {}),
+                **({"attributes": _attributes(link.attributes)} if link.attributes else {}),
+            }
+            for link in record.links
+        ]
     status: dict[str, Any] = {}
     code = _STATUS_CODES.index(record.status_code) if record.status_code in _STATUS_CODES else 0
     if code:

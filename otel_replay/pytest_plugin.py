@@ -30,15 +30,29 @@ _FOLDERS = pytest.StashKey[list[Path]]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("otel-replay", "otel-replay regression cases")
-    group.addoption("--otel-replay-cases", action="append", default=[], metavar="FOLDER",
-                    help="Folder of *.case.json files to run as tests (repeatable; adds to the ini setting).")
-    group.addoption("--otel-replay-mode", choices=("mock", "deterministic"), default=None,
-                    help="Replay every case in this mode instead of the one it names.")
-    group.addoption("--otel-replay-allow-side-effects", action="store_true", default=False,
-                    help="Turn the side-effect guard off: case code may spawn processes, change files and open "
-                         "connections for real.")
-    parser.addini("otel_replay_cases", type="paths", default=[],
-                  help="Folders of otel-replay *.case.json files to run as tests.")
+    group.addoption(
+        "--otel-replay-cases",
+        action="append",
+        default=[],
+        metavar="FOLDER",
+        help="Folder of *.case.json files to run as tests (repeatable; adds to the ini setting).",
+    )
+    group.addoption(
+        "--otel-replay-mode",
+        choices=("mock", "deterministic"),
+        default=None,
+        help="Replay every case in this mode instead of the one it names.",
+    )
+    group.addoption(
+        "--otel-replay-allow-side-effects",
+        action="store_true",
+        default=False,
+        help="Turn the side-effect guard off: case code may spawn processes, change files and open "
+        "connections for real.",
+    )
+    parser.addini(
+        "otel_replay_cases", type="paths", default=[], help="Folders of otel-replay *.case.json files to run as tests."
+    )
     parser.addini("otel_replay_mode", default="", help="Replay every case in this mode (mock or deterministic).")
 
 
@@ -61,8 +75,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> str | None:
     if config.getoption("otel_replay_allow_side_effects", False):
-        return ("otel-replay: WARNING --otel-replay-allow-side-effects: the side-effect guard is off; case code "
-                "may spawn processes, change files and open connections for real")
+        return (
+            "otel-replay: WARNING --otel-replay-allow-side-effects: the side-effect guard is off; case code "
+            "may spawn processes, change files and open connections for real"
+        )
     return None
 
 
@@ -107,8 +123,12 @@ class CaseItem(pytest.Item):
         from .cases import describe_failure, run_case
 
         # The case's entrypoint is data: it runs only when it is code of the project under test (the rootdir).
-        result = run_case(self.case, mode=self.config.option.otel_replay_mode, root=self.config.rootpath,
-                          allow_side_effects=bool(self.config.getoption("otel_replay_allow_side_effects", False)))
+        result = run_case(
+            self.case,
+            mode=self.config.option.otel_replay_mode,
+            root=self.config.rootpath,
+            allow_side_effects=bool(self.config.getoption("otel_replay_allow_side_effects", False)),
+        )
         if not result.passed:
             raise CaseFailed(describe_failure(result))
 

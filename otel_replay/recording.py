@@ -47,6 +47,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from . import semconv
+from .markers import marker_paths
 from .risk import _DEFAULT_RISK, effective_risk
 from .runtime import Runtime
 from .runtime import get as runtime
@@ -163,8 +164,16 @@ def _encode(rt: Runtime, value: Any, scope: str, *, ordered: bool = False) -> tu
     return tree, dump(tree), n
 
 
-def _emit_snapshot(run: _Run, span: trace.Span, kind: SnapshotKind, payload: dict[str, Any] | RawJSON,
-                   redactions: int, *, timestamp: int | None = None, seq: int | None = None) -> str:
+def _emit_snapshot(
+    run: _Run,
+    span: trace.Span,
+    kind: SnapshotKind,
+    payload: dict[str, Any] | RawJSON,
+    redactions: int,
+    *,
+    timestamp: int | None = None,
+    seq: int | None = None,
+) -> str:
     """Add one snapshot (one event, or one per chunk) to ``span``; returns the payload's sha256.
 
     ``payload`` is an object whose values are plain JSON or :class:`RawJSON`, or a whole payload as RawJSON.
@@ -176,8 +185,9 @@ def _emit_snapshot(run: _Run, span: trace.Span, kind: SnapshotKind, payload: dic
     if seq is None:
         seq = next(run.snapshot_seq)
     name = _EVENT_NAMES[kind]
-    events = payload_events(text, limits=run.rt.limits, redactions=redactions,
-                            content_hash=run.rt.redactor.content_hash)
+    events = payload_events(
+        text, limits=run.rt.limits, redactions=redactions, content_hash=run.rt.redactor.content_hash
+    )
     for attrs in events:
         attrs[semconv.SNAPSHOT_SEQ] = seq
         span.add_event(name, attrs, timestamp=timestamp)
@@ -232,14 +242,16 @@ def _identity_of(rt: Runtime) -> dict[str, str]:
 def _record_exception(rt: Runtime, span: trace.Span, exc: BaseException, scope: str) -> dict[str, str]:
     """Exception event with a redacted message and stack trace; error status on the span."""
     message = _scrub(rt, _safe_str(exc), f"{scope}.message")
-    stack = _scrub(rt, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-                   f"{scope}.stacktrace")
+    stack = _scrub(rt, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), f"{scope}.stacktrace")
     type_name = qualname_of(type(exc)).replace(":", ".").removeprefix("builtins.")
-    span.add_event(semconv.EXCEPTION_EVENT, {
-        semconv.EXCEPTION_TYPE: type_name,
-        semconv.EXCEPTION_MESSAGE: message,
-        semconv.EXCEPTION_STACKTRACE: stack,
-    })
+    span.add_event(
+        semconv.EXCEPTION_EVENT,
+        {
+            semconv.EXCEPTION_TYPE: type_name,
+            semconv.EXCEPTION_MESSAGE: message,
+            semconv.EXCEPTION_STACKTRACE: stack,
+        },
+    )
     span.set_attribute(semconv.ERROR_TYPE, type_name)
     span.set_status(Status(StatusCode.ERROR, f"{type_name}: {message}"[:500]))
     return {"type": type_name, "message": message}
@@ -276,7 +288,8 @@ class _ArgNames:
         self.sig = _signature(func)
         params = list(self.sig.parameters.values()) if self.sig is not None else []
         self.simple = self.sig is not None and all(
-            p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY) for p in params)
+            p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY) for p in params
+        )
         self.names = [p.name for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
 
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -390,10 +403,16 @@ def _start_run(meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     """Open the root span of a run (or a nested agent step); None if recording is unavailable."""
     parent_run = _current_run.get()
     if parent_run is not None:
-        step = _start_step(StepKind.AGENT, meta.name, f"{semconv.SPAN_AGENT} {meta.name}", SpanKind.INTERNAL, {
-            semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_AGENT,
-            semconv.GEN_AI_AGENT_NAME: meta.name,
-        })
+        step = _start_step(
+            StepKind.AGENT,
+            meta.name,
+            f"{semconv.SPAN_AGENT} {meta.name}",
+            SpanKind.INTERNAL,
+            {
+                semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_AGENT,
+                semconv.GEN_AI_AGENT_NAME: meta.name,
+            },
+        )
         if step is None:
             return None
         with _guard("nested agent input"):
@@ -413,23 +432,31 @@ def _start_run(meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     run_id = (session.take_run_id() if session is not None else None) or str(uuid.uuid4())
     # A run is one trace: start from an empty context so an ambient span (a web request, say) does not
     # swallow it; the ambient span is linked instead.
-    span = rt.tracer.start_span(f"{semconv.SPAN_AGENT} {meta.name}", context=otel_context.Context(),
-                                kind=SpanKind.INTERNAL, links=links or None, start_time=start_ns)
+    span = rt.tracer.start_span(
+        f"{semconv.SPAN_AGENT} {meta.name}",
+        context=otel_context.Context(),
+        kind=SpanKind.INTERNAL,
+        links=links or None,
+        start_time=start_ns,
+    )
     run = _Run(run_id=run_id, agent=meta.name, entrypoint=meta.entrypoint, span=span, rt=rt, start_ns=start_ns)
     run.input_seq = next(run.snapshot_seq)  # the input snapshot is written last but ordered first
     with _guard("run start"):
-        _set_attrs(span, {
-            semconv.RUN_ID: run_id,
-            semconv.SCHEMA_VERSION_ATTR: semconv.SCHEMA_VERSION,
-            semconv.RUN_KIND: semconv.RunKind.ORIGINAL.value,
-            semconv.RUN_ENTRYPOINT: meta.entrypoint,
-            semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_AGENT,
-            semconv.GEN_AI_AGENT_NAME: meta.name,
-            semconv.TENANT_ID: ident.get("tenant"),
-            semconv.USER_ROLE: ident.get("role"),
-            semconv.SESSION_ID: ident.get("session"),
-            semconv.GEN_AI_CONVERSATION_ID: ident.get("session"),
-        })
+        _set_attrs(
+            span,
+            {
+                semconv.RUN_ID: run_id,
+                semconv.SCHEMA_VERSION_ATTR: semconv.SCHEMA_VERSION,
+                semconv.RUN_KIND: semconv.RunKind.ORIGINAL.value,
+                semconv.RUN_ENTRYPOINT: meta.entrypoint,
+                semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_AGENT,
+                semconv.GEN_AI_AGENT_NAME: meta.name,
+                semconv.TENANT_ID: ident.get("tenant"),
+                semconv.USER_ROLE: ident.get("role"),
+                semconv.SESSION_ID: ident.get("session"),
+                semconv.GEN_AI_CONVERSATION_ID: ident.get("session"),
+            },
+        )
         if session is not None:
             _set_attrs(span, session.root_attributes())
             session.run_started(run_id=run_id, span=span)
@@ -466,15 +493,19 @@ def _record_config(run: _Run, config: Any) -> None:
     digest = _emit_snapshot(run, run.span, SnapshotKind.CONFIG, payload, n)
     model = payload.get("model")
     prompt_version = payload.get("prompt_version")
-    _set_attrs(run.span, {
-        semconv.CONFIG_HASH: digest,
-        semconv.CONFIG_PROMPT_VERSION: _scalar_text(prompt_version),
-        semconv.GEN_AI_REQUEST_MODEL: model if isinstance(model, str) else None,
-    })
+    _set_attrs(
+        run.span,
+        {
+            semconv.CONFIG_HASH: digest,
+            semconv.CONFIG_PROMPT_VERSION: _scalar_text(prompt_version),
+            semconv.GEN_AI_REQUEST_MODEL: model if isinstance(model, str) else None,
+        },
+    )
 
 
-def _input_fields(rt: Runtime, meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any],
-                  ident: dict[str, str]) -> tuple[dict[str, Any], int]:
+def _input_fields(
+    rt: Runtime, meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any], ident: dict[str, str]
+) -> tuple[dict[str, Any], int]:
     """Input snapshot fields of a call, serialised now, and the number of redactions."""
     redactions = 0
     positional: list[Any] = []
@@ -506,16 +537,16 @@ def _output_payload(
         answer = tree
     elif isinstance(tree, dict) and "$type" not in tree:
         structured = RawJSON(text)  # encoded and redacted once: spliced in, not scrubbed and dumped again
-        answer = next((tree[k] for k in ("answer", "output", "final_answer", "text", "content", "response")
-                       if k in tree), None)
+        answer = next(
+            (tree[k] for k in ("answer", "output", "final_answer", "text", "content", "response") if k in tree), None
+        )
         citations = tree.get("citations")
     elif tree is not None:
         structured = RawJSON(text)
     safety = None
     if run is not None and run.safety:
         safety = run.safety[-1] if len(run.safety) == 1 else {"verdicts": run.safety, "last": run.safety[-1]}
-    return {"answer": answer, "structured": structured, "citations": citations, "safety": safety,
-            "error": error}, n
+    return {"answer": answer, "structured": structured, "citations": citations, "safety": safety, "error": error}, n
 
 
 def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseException | None = None) -> None:
@@ -535,8 +566,9 @@ def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseExc
         error = _record_exception(rt, run.span, exc, "run.exception") if exc is not None else None
         payload = dict(run.input_payload)
         payload["files"] = list(run.files)
-        _emit_snapshot(run, run.span, SnapshotKind.INPUT, payload, run.input_redactions, timestamp=run.start_ns,
-                       seq=run.input_seq)
+        _emit_snapshot(
+            run, run.span, SnapshotKind.INPUT, payload, run.input_redactions, timestamp=run.start_ns, seq=run.input_seq
+        )
         out, n = _output_payload(run, result, error, rt)
         _emit_snapshot(run, run.span, SnapshotKind.OUTPUT, out, n)
         session = _replay_session.get()
@@ -544,12 +576,15 @@ def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseExc
             session.close_root(span=run.span, exc=exc, output_text=compose_json(out))
         with run.lock:
             steps = next(run.step_counter)
-            _set_attrs(run.span, {
-                semconv.RUN_STEP_COUNT: steps,
-                semconv.RUN_INPUT_TOKENS: run.input_tokens,
-                semconv.RUN_OUTPUT_TOKENS: run.output_tokens,
-                semconv.RUN_COST_USD: run.cost_usd,
-            })
+            _set_attrs(
+                run.span,
+                {
+                    semconv.RUN_STEP_COUNT: steps,
+                    semconv.RUN_INPUT_TOKENS: run.input_tokens,
+                    semconv.RUN_OUTPUT_TOKENS: run.output_tokens,
+                    semconv.RUN_COST_USD: run.cost_usd,
+                },
+            )
         if exc is None:
             run.span.set_status(_OK)
     _detach(ctx_token)
@@ -559,8 +594,14 @@ def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseExc
         run.span.end()
 
 
-def begin_run(name: str, *, entrypoint: str | None = None, arguments: Mapping[str, Any] | None = None,
-              config: Any = None, script: str | None = None) -> Any:
+def begin_run(
+    name: str,
+    *,
+    entrypoint: str | None = None,
+    arguments: Mapping[str, Any] | None = None,
+    config: Any = None,
+    script: str | None = None,
+) -> Any:
     """Begin a run (or a nested ``agent`` step inside a run) for code that drives an agent it does not own,
     e.g. an instrumentor starting a run at a framework's top-level invocation. ``arguments`` are recorded as
     the input (keyword arguments of ``entrypoint``, ``module:qualname``, when the run can be called again);
@@ -604,8 +645,7 @@ def _reset(var: ContextVar[Any], token: Any) -> None:
 # ----------------------------------------------------------------------------------------------- steps
 
 
-def _start_step(kind: StepKind, name: str, span_name: str, span_kind: SpanKind,
-                attrs: dict[str, Any]) -> _Step | None:
+def _start_step(kind: StepKind, name: str, span_name: str, span_kind: SpanKind, attrs: dict[str, Any]) -> _Step | None:
     run = _current_run.get()
     if run is None:
         return None
@@ -621,8 +661,9 @@ def _start_step(kind: StepKind, name: str, span_name: str, span_kind: SpanKind,
     attrs[semconv.STEP_KIND] = kind.value
     attrs[semconv.STEP_NAME] = name
     attrs[semconv.STEP_ATTEMPT] = attempt
-    span = run.rt.tracer.start_span(span_name, context=trace.set_span_in_context(parent_span), kind=span_kind,
-                                    attributes=attrs)
+    span = run.rt.tracer.start_span(
+        span_name, context=trace.set_span_in_context(parent_span), kind=span_kind, attributes=attrs
+    )
     return _Step(run=run, span=span, kind=kind, name=name, index=index, attempt=attempt, attrs=attrs)
 
 
@@ -631,8 +672,12 @@ def _finish_step(step: _Step, *, failed: bool, step_token: Any = None, ctx_token
     try:
         parent = getattr(step.span, "parent", None)  # a non-recording span (sampled out) has none
         with run.lock:
-            run.last_child[parent.span_id if parent is not None else 0] = (step.kind.value, step.name, failed,
-                                                                          step.attempt)
+            run.last_child[parent.span_id if parent is not None else 0] = (
+                step.kind.value,
+                step.name,
+                failed,
+                step.attempt,
+            )
         if not failed:
             step.span.set_status(_OK)
     except Exception:  # noqa: BLE001 - never into the agent
@@ -679,6 +724,13 @@ class ReplayInterrupt(BaseException):
     """
 
 
+class DivergenceStop(ReplayInterrupt):
+    """The replay cannot go on without guessing (deterministic mismatch, or a call nothing can answer).
+
+    Defined here, beside :class:`ReplayInterrupt`, so instrumentors raise it without importing the replay
+    package; :mod:`otel_replay.replay.session` re-exports it."""
+
+
 _replay_session: ContextVar[Any] = ContextVar("otel_replay_replay_session", default=None)
 
 _ACTIVE_REPLAYS: set[int] = set()
@@ -709,13 +761,22 @@ def _begin_call(step: _Step, state: dict[str, Any], key: str | None) -> _Call:
             # What the call sends, as recorded: a model's request, else its arguments (for a readable diff).
             sent = state.get("request") if step.kind is StepKind.MODEL else arguments
             markers = state.get("markers")
-            call.served = session.intercept(step=step, key=key, arguments=arguments,
-                                            sent=sent if isinstance(sent, str) else None,
-                                            **({"markers": markers} if markers else {}))
+            call.served = session.intercept(
+                step=step,
+                key=key,
+                arguments=arguments,
+                sent=sent if isinstance(sent, str) else None,
+                **({"markers": markers} if markers else {}),
+            )
         except BaseException as exc:  # noqa: BLE001 - any failure to answer stops the replay
-            stop = exc if isinstance(exc, ReplayInterrupt) else ReplayInterrupt(
-                f"replay stopped at {step.kind.value} {step.name!r}: answering it failed "
-                f"({type(exc).__name__}: {exc}); nothing was executed")
+            stop = (
+                exc
+                if isinstance(exc, ReplayInterrupt)
+                else ReplayInterrupt(
+                    f"replay stopped at {step.kind.value} {step.name!r}: answering it failed "
+                    f"({type(exc).__name__}: {exc}); nothing was executed"
+                )
+            )
             _record_exception(step.run.rt, step.span, stop, f"{step.kind.value}.replay")
             step.span.set_attribute(semconv.REPLAY_SERVED, "refused")
             _finish_step(step, failed=True, step_token=call.tokens[0], ctx_token=call.tokens[1])
@@ -746,8 +807,10 @@ def _wrap(
             if _replay_session.get() is not None or _ACTIVE_REPLAYS:
                 # During a replay a call that cannot be recorded cannot be answered either: fail closed,
                 # never run the real function unchecked.
-                raise ReplayInterrupt(f"replay stopped at {qualname_of(func)}: recording the call failed "
-                                      f"({type(exc).__name__}: {exc}); nothing was executed") from exc
+                raise ReplayInterrupt(
+                    f"replay stopped at {qualname_of(func)}: recording the call failed "
+                    f"({type(exc).__name__}: {exc}); nothing was executed"
+                ) from exc
             _log.warning("otel-replay: could not start recording %s", qualname_of(func), exc_info=True)
             return None
 
@@ -939,8 +1002,10 @@ def _tool_begin(meta: _ToolMeta, named: dict[str, Any], instrumentation: str | N
     run = _current_run.get()
     if run is None:
         if _ACTIVE_REPLAYS and meta.risk in ("write", "high"):
-            raise ReplayInterrupt(f"tool {meta.name!r} (risk {meta.risk}) was called outside the replayed run "
-                                  "(a thread that did not inherit the replay's context): refused, not executed")
+            raise ReplayInterrupt(
+                f"tool {meta.name!r} (risk {meta.risk}) was called outside the replayed run "
+                "(a thread that did not inherit the replay's context): refused, not executed"
+            )
         return None
     _, arguments, n = _encode(run.rt, named, "tool.args")
     args_hash = run.rt.redactor.content_hash(arguments)
@@ -948,22 +1013,35 @@ def _tool_begin(meta: _ToolMeta, named: dict[str, Any], instrumentation: str | N
     if run.pending_approvals:  # read without the lock first: most runs record no approvals
         with run.lock:
             approval = run.pending_approvals.pop(meta.name, None)
-    step = _start_step(StepKind.TOOL, meta.name, f"{semconv.SPAN_TOOL} {meta.name}", SpanKind.INTERNAL, {
-        semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_TOOL,
-        semconv.GEN_AI_TOOL_NAME: meta.name,
-        semconv.GEN_AI_TOOL_TYPE: "function",
-        semconv.TOOL_RISK: meta.risk,
-        semconv.TOOL_SCHEMA_VERSION: meta.schema_version,
-        semconv.TOOL_FUNCTION: meta.function,
-        semconv.TOOL_ARGS_HASH: args_hash,
-        semconv.APPROVAL_ID: approval[0] if approval else None,
-        semconv.APPROVAL_STATUS: approval[1] if approval else None,
-        semconv.STEP_INSTRUMENTATION: instrumentation,
-    })
+    step = _start_step(
+        StepKind.TOOL,
+        meta.name,
+        f"{semconv.SPAN_TOOL} {meta.name}",
+        SpanKind.INTERNAL,
+        {
+            semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_TOOL,
+            semconv.GEN_AI_TOOL_NAME: meta.name,
+            semconv.GEN_AI_TOOL_TYPE: "function",
+            semconv.TOOL_RISK: meta.risk,
+            semconv.TOOL_SCHEMA_VERSION: meta.schema_version,
+            semconv.TOOL_FUNCTION: meta.function,
+            semconv.TOOL_ARGS_HASH: args_hash,
+            semconv.APPROVAL_ID: approval[0] if approval else None,
+            semconv.APPROVAL_STATUS: approval[1] if approval else None,
+            semconv.STEP_INSTRUMENTATION: instrumentation,
+        },
+    )
     if step is None:
         return None
-    state = {"end": _tool_end, "meta": meta, "arguments": arguments, "args_hash": args_hash, "redactions": n,
-             "approval": approval, "call_id": f"call_{step.span.get_span_context().span_id:016x}"}
+    state = {
+        "end": _tool_end,
+        "meta": meta,
+        "arguments": arguments,
+        "args_hash": args_hash,
+        "redactions": n,
+        "approval": approval,
+        "call_id": f"call_{step.span.get_span_context().span_id:016x}",
+    }
     return _begin_call(step, state, args_hash)
 
 
@@ -980,13 +1058,25 @@ def _tool_end(call: _Call, *, result: Any = None, exc: BaseException | None = No
         approval = state["approval"] or _approval_of(step)
         if result_hash is not None:
             step.span.set_attribute(semconv.TOOL_RESULT_HASH, result_hash)
-        _emit_snapshot(step.run, step.span, SnapshotKind.TOOL, {
-            "tool": meta.name, "call_id": state["call_id"], "schema_version": meta.schema_version,
-            "risk": meta.risk, "arguments": RawJSON(state["arguments"]), "args_hash": state["args_hash"],
-            "approval_id": approval[0] if approval else None,
-            "approval_status": approval[1] if approval else None,
-            "result": RawJSON(result_text), "result_hash": result_hash, "error": error,
-        }, state["redactions"] + n)
+        _emit_snapshot(
+            step.run,
+            step.span,
+            SnapshotKind.TOOL,
+            {
+                "tool": meta.name,
+                "call_id": state["call_id"],
+                "schema_version": meta.schema_version,
+                "risk": meta.risk,
+                "arguments": RawJSON(state["arguments"]),
+                "args_hash": state["args_hash"],
+                "approval_id": approval[0] if approval else None,
+                "approval_status": approval[1] if approval else None,
+                "result": RawJSON(result_text),
+                "result_hash": result_hash,
+                "error": error,
+            },
+            state["redactions"] + n,
+        )
     except Exception:  # noqa: BLE001 - never into the agent
         _log_failure("tool snapshot")
     _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
@@ -1003,9 +1093,15 @@ def end_call(call: _Call | None, *, result: Any = None, exc: BaseException | Non
         _log_failure("step end")
 
 
-def begin_tool_call(name: str, arguments: Mapping[str, Any], *, risk: str | None = None,
-                    schema_version: str | None = None, function: str | None = None,
-                    instrumentation: str | None = None) -> _Call | None:
+def begin_tool_call(
+    name: str,
+    arguments: Mapping[str, Any],
+    *,
+    risk: str | None = None,
+    schema_version: str | None = None,
+    function: str | None = None,
+    instrumentation: str | None = None,
+) -> _Call | None:
     """Begin a tool step for code that wraps a tool it does not own (instrumentors of agent frameworks).
 
     Returns None outside a run. During a replay, ``call.served`` holds the answer to use instead of calling
@@ -1040,8 +1136,12 @@ def tool(
 
     def build(func: Callable[..., Any], tool_name: str) -> Callable[..., Any]:
         name_args = _ArgNames(func)
-        meta = _ToolMeta(name=tool_name, risk=effective_risk(tool_name, declared_risk),
-                         schema_version=schema_version, function=qualname_of(func))
+        meta = _ToolMeta(
+            name=tool_name,
+            risk=effective_risk(tool_name, declared_risk),
+            schema_version=schema_version,
+            function=qualname_of(func),
+        )
         wrapped = _wrap(func, lambda args, kwargs: _tool_begin(meta, name_args(args, kwargs)), end_call)
         marker = {"kind": "tool", "name": tool_name, "risk": meta.risk, "function": meta.function}
         return _mark(wrapped, {**marker, "schema_version": schema_version})
@@ -1074,8 +1174,7 @@ def retriever(name: str | Callable[..., Any] | None = None) -> Any:
 
     def build(func: Callable[..., Any], retriever_name: str) -> Callable[..., Any]:
         name_args = _ArgNames(func)
-        wrapped = _wrap(func, lambda args, kwargs: _retrieval_begin(retriever_name, name_args(args, kwargs)),
-                        end_call)
+        wrapped = _wrap(func, lambda args, kwargs: _retrieval_begin(retriever_name, name_args(args, kwargs)), end_call)
         return _mark(wrapped, {"kind": "retrieval", "name": retriever_name})
 
     return _decorator(name, build)
@@ -1083,13 +1182,18 @@ def retriever(name: str | Callable[..., Any] | None = None) -> Any:
 
 def _retrieval_begin(retriever_name: str, named: dict[str, Any], instrumentation: str | None = None) -> _Call | None:
     top_k = _as_int(_get(named, "top_k", "k", "limit"))
-    step = _start_step(StepKind.RETRIEVAL, retriever_name, f"{semconv.SPAN_RETRIEVAL} {retriever_name}",
-                       SpanKind.CLIENT, {
-                           semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_RETRIEVAL,
-                           semconv.GEN_AI_DATA_SOURCE_ID: retriever_name,
-                           semconv.GEN_AI_REQUEST_TOP_K: top_k,
-                           semconv.STEP_INSTRUMENTATION: instrumentation,
-                       })
+    step = _start_step(
+        StepKind.RETRIEVAL,
+        retriever_name,
+        f"{semconv.SPAN_RETRIEVAL} {retriever_name}",
+        SpanKind.CLIENT,
+        {
+            semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_RETRIEVAL,
+            semconv.GEN_AI_DATA_SOURCE_ID: retriever_name,
+            semconv.GEN_AI_REQUEST_TOP_K: top_k,
+            semconv.STEP_INSTRUMENTATION: instrumentation,
+        },
+    )
     if step is None:
         return None
     arguments, text, n = _encode(step.run.rt, named, "retrieval.args")
@@ -1097,15 +1201,21 @@ def _retrieval_begin(retriever_name: str, named: dict[str, Any], instrumentation
     if query is None and isinstance(arguments, dict) and arguments:
         query = next(iter(arguments.values()))
     query_text = canonical_json(query)
-    state = {"end": _retrieval_end, "name": retriever_name, "arguments": RawJSON(text), "query": RawJSON(query_text),
-             "redactions": n,
-             "rewritten_query": RawJSON(canonical_json(_get(arguments, "rewritten_query"))),
-             "filters": RawJSON(canonical_json(_get(arguments, "filters", "filter", "where"))),
-             "top_k": RawJSON(canonical_json(_get(arguments, "top_k", "k", "limit")))}
+    state = {
+        "end": _retrieval_end,
+        "name": retriever_name,
+        "arguments": RawJSON(text),
+        "query": RawJSON(query_text),
+        "redactions": n,
+        "rewritten_query": RawJSON(canonical_json(_get(arguments, "rewritten_query"))),
+        "filters": RawJSON(canonical_json(_get(arguments, "filters", "filter", "where"))),
+        "top_k": RawJSON(canonical_json(_get(arguments, "top_k", "k", "limit"))),
+    }
     content_hash = step.run.rt.redactor.content_hash
     args_hash = content_hash(text)
-    _set_attrs(step.span, {semconv.RETRIEVAL_QUERY_HASH: content_hash(query_text),
-                           semconv.RETRIEVAL_ARGS_HASH: args_hash})
+    _set_attrs(
+        step.span, {semconv.RETRIEVAL_QUERY_HASH: content_hash(query_text), semconv.RETRIEVAL_ARGS_HASH: args_hash}
+    )
     return _begin_call(step, state, args_hash)
 
 
@@ -1122,20 +1232,36 @@ def _retrieval_end(call: _Call, *, result: Any = None, exc: BaseException | None
             docs = result if isinstance(result, (list, tuple)) else []
             for i, doc in enumerate(docs):
                 results.append(_document(rt, doc, i))
-            _set_attrs(step.span, {
-                semconv.RETRIEVAL_RESULT_COUNT: len(results),
-                semconv.RETRIEVAL_RESULTS_HASH: rt.redactor.content_hash(canonical_json(returned_tree)),
-            })
-        _emit_snapshot(step.run, step.span, SnapshotKind.RETRIEVAL, {
-            "retriever": retriever_name, "query": state["query"], "rewritten_query": state["rewritten_query"],
-            "filters": state["filters"], "top_k": state["top_k"], "arguments": state["arguments"],
-            "results": results, "returned": RawJSON(returned), "error": error,
-        }, state["redactions"] + n)
+            _set_attrs(
+                step.span,
+                {
+                    semconv.RETRIEVAL_RESULT_COUNT: len(results),
+                    semconv.RETRIEVAL_RESULTS_HASH: rt.redactor.content_hash(canonical_json(returned_tree)),
+                },
+            )
+        _emit_snapshot(
+            step.run,
+            step.span,
+            SnapshotKind.RETRIEVAL,
+            {
+                "retriever": retriever_name,
+                "query": state["query"],
+                "rewritten_query": state["rewritten_query"],
+                "filters": state["filters"],
+                "top_k": state["top_k"],
+                "arguments": state["arguments"],
+                "results": results,
+                "returned": RawJSON(returned),
+                "error": error,
+            },
+            state["redactions"] + n,
+        )
     _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
 
 
-def begin_retrieval_call(name: str, arguments: Mapping[str, Any], *,
-                         instrumentation: str | None = None) -> _Call | None:
+def begin_retrieval_call(
+    name: str, arguments: Mapping[str, Any], *, instrumentation: str | None = None
+) -> _Call | None:
     """Begin a retrieval step for instrumentors (see :func:`begin_tool_call`); finish with :func:`end_call`."""
     return _retrieval_begin(name, dict(arguments), instrumentation)
 
@@ -1149,8 +1275,11 @@ def _document(rt: Runtime, doc: Any, position: int) -> dict[str, Any]:
     doc_id = _get(doc, "id", "doc_id", "document_id")
     if doc_id is None and metadata is not None:
         doc_id = _get(metadata, "id", "doc_id")
-    fields, _, _ = _encode(rt, {"id": doc_id, "score": _get(doc, "score"), "rerank_score": _get(doc, "rerank_score"),
-                             "citation": citation}, f"retrieval.results.{position}")
+    fields, _, _ = _encode(
+        rt,
+        {"id": doc_id, "score": _get(doc, "score"), "rerank_score": _get(doc, "rerank_score"), "citation": citation},
+        f"retrieval.results.{position}",
+    )
     fields = dict(fields) if isinstance(fields, dict) else {"value": fields}
     fields["content_hash"] = rt.redactor.content_hash(_safe_str(content)) if content is not None else None
     detached: dict[str, Any] = json.loads(canonical_json(fields))  # detached from the agent's documents
@@ -1175,44 +1304,63 @@ def model(
 
     def build(func: Callable[..., Any], step_name: str) -> Callable[..., Any]:
         name_args = _ArgNames(func)
-        wrapped = _wrap(func, lambda args, kwargs: _model_begin(step_name, provider, model_name,
-                                                                name_args(args, kwargs)), end_call)
+        wrapped = _wrap(
+            func, lambda args, kwargs: _model_begin(step_name, provider, model_name, name_args(args, kwargs)), end_call
+        )
         return _mark(wrapped, {"kind": "model", "name": step_name, "provider": provider, "model": model_name})
 
     return _decorator(name, build)
 
 
-def _model_begin(step_name: str, provider: str | None, model_name: str | None,
-                 named: dict[str, Any], instrumentation: str | None = None) -> _Call | None:
+def _model_begin(
+    step_name: str,
+    provider: str | None,
+    model_name: str | None,
+    named: dict[str, Any],
+    instrumentation: str | None = None,
+) -> _Call | None:
     requested = model_name or _get(named, "model")
     if requested is None:
         run = _current_run.get()
         requested = run.config.get("model") if run is not None and run.config else None
     requested = requested if isinstance(requested, str) else None
-    step = _start_step(StepKind.MODEL, step_name, f"{semconv.SPAN_MODEL} {requested or step_name}",
-                       SpanKind.CLIENT, {
-                           semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_MODEL,
-                           semconv.GEN_AI_PROVIDER_NAME: provider,
-                           semconv.GEN_AI_REQUEST_MODEL: requested,
-                           semconv.STEP_INSTRUMENTATION: instrumentation,
-                       })
+    step = _start_step(
+        StepKind.MODEL,
+        step_name,
+        f"{semconv.SPAN_MODEL} {requested or step_name}",
+        SpanKind.CLIENT,
+        {
+            semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_MODEL,
+            semconv.GEN_AI_PROVIDER_NAME: provider,
+            semconv.GEN_AI_REQUEST_MODEL: requested,
+            semconv.STEP_INSTRUMENTATION: instrumentation,
+        },
+    )
     if step is None:
         return None
     _, request, n = _encode(step.run.rt, named, "model.request")
     request_hash = step.run.rt.redactor.content_hash(request)
     config = step.run.config or {}
     prompt_version = config.get("prompt_version")
-    _set_attrs(step.span, {
-        semconv.MODEL_REQUEST_HASH: request_hash,
-        semconv.MODEL_PROMPT_VERSION: _scalar_text(prompt_version),
-    })
-    state = {"end": _model_end, "provider": provider, "request": request, "request_hash": request_hash,
-             "redactions": n, "model": requested,
-             "prompt_version": prompt_version, "arguments": request}
+    _set_attrs(
+        step.span,
+        {
+            semconv.MODEL_REQUEST_HASH: request_hash,
+            semconv.MODEL_PROMPT_VERSION: _scalar_text(prompt_version),
+        },
+    )
+    state = {
+        "end": _model_end,
+        "provider": provider,
+        "request": request,
+        "request_hash": request_hash,
+        "redactions": n,
+        "model": requested,
+        "prompt_version": prompt_version,
+        "arguments": request,
+    }
     session = _replay_session.get()
     if session is not None and getattr(getattr(session, "mode", None), "value", None) == "live":
-        from .replay.markers import marker_paths
-
         # What the call would really send, before redaction: a marker here came from the recording.
         state["markers"] = marker_paths(to_jsonable(named))
     return _begin_call(step, state, request_hash)
@@ -1232,31 +1380,53 @@ def _model_end(call: _Call, *, result: Any = None, exc: BaseException | None = N
         usage = _usage(result) if exc is None else {}
         response_model = _get(result, "model") if exc is None else None
         finish = _finish_reasons(result) if exc is None else None
-        _set_attrs(step.span, {
-            semconv.MODEL_RESPONSE_HASH: response_hash,
-            semconv.GEN_AI_RESPONSE_MODEL: response_model if isinstance(response_model, str) else None,
-            semconv.GEN_AI_RESPONSE_FINISH_REASONS: finish,
-            semconv.GEN_AI_USAGE_INPUT_TOKENS: usage.get("input_tokens"),
-            semconv.GEN_AI_USAGE_OUTPUT_TOKENS: usage.get("output_tokens"),
-            semconv.MODEL_COST_USD: usage.get("cost_usd"),
-        })
+        _set_attrs(
+            step.span,
+            {
+                semconv.MODEL_RESPONSE_HASH: response_hash,
+                semconv.GEN_AI_RESPONSE_MODEL: response_model if isinstance(response_model, str) else None,
+                semconv.GEN_AI_RESPONSE_FINISH_REASONS: finish,
+                semconv.GEN_AI_USAGE_INPUT_TOKENS: usage.get("input_tokens"),
+                semconv.GEN_AI_USAGE_OUTPUT_TOKENS: usage.get("output_tokens"),
+                semconv.MODEL_COST_USD: usage.get("cost_usd"),
+            },
+        )
         with run.lock:
             run.input_tokens += usage.get("input_tokens") or 0
             run.output_tokens += usage.get("output_tokens") or 0
             if usage.get("cost_usd") is not None:
                 run.cost_usd = (run.cost_usd or 0.0) + usage["cost_usd"]
-        _emit_snapshot(run, step.span, SnapshotKind.MODEL, {
-            "name": step.name, "provider": provider, "model": state["model"], "request": RawJSON(state["request"]),
-            "request_hash": state["request_hash"], "response": RawJSON(response), "response_hash": response_hash,
-            "usage": usage, "prompt_version": state["prompt_version"], "error": error,
-        }, state["redactions"] + n)
+        _emit_snapshot(
+            run,
+            step.span,
+            SnapshotKind.MODEL,
+            {
+                "name": step.name,
+                "provider": provider,
+                "model": state["model"],
+                "request": RawJSON(state["request"]),
+                "request_hash": state["request_hash"],
+                "response": RawJSON(response),
+                "response_hash": response_hash,
+                "usage": usage,
+                "prompt_version": state["prompt_version"],
+                "error": error,
+            },
+            state["redactions"] + n,
+        )
     except Exception:  # noqa: BLE001 - never into the agent
         _log_failure("model snapshot")
     _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
 
 
-def begin_model_call(name: str, request: Mapping[str, Any], *, provider: str | None = None,
-                     model: str | None = None, instrumentation: str | None = None) -> _Call | None:
+def begin_model_call(
+    name: str,
+    request: Mapping[str, Any],
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    instrumentation: str | None = None,
+) -> _Call | None:
     """Begin a model step for instrumentors of model SDKs (see :func:`begin_tool_call`); ``request`` is
     what the SDK was asked (its hash is what deterministic replay matches on). Finish with :func:`end_call`,
     passing the response as plain data (e.g. the SDK object's ``model_dump()``).
@@ -1320,24 +1490,47 @@ def _snapshot_here(kind: SnapshotKind, fields: dict[str, Any]) -> None:
         _emit_snapshot(run, span, kind, RawJSON(text), n)
 
 
-def record_state(task_state: Any, *, step_state: Any = None, transition: Any = None, retry_count: int | None = None,
-                 **extra: Any) -> None:
+def record_state(
+    task_state: Any, *, step_state: Any = None, transition: Any = None, retry_count: int | None = None, **extra: Any
+) -> None:
     """Record the agent's state (a state snapshot on the current step, or on the run outside steps).
 
     Outside a run this does nothing. Never raises.
     """
-    _snapshot_here(SnapshotKind.STATE, {"task_state": task_state, "step_state": step_state, "transition": transition,
-                                        "retry_count": retry_count, "extra": extra})
+    _snapshot_here(
+        SnapshotKind.STATE,
+        {
+            "task_state": task_state,
+            "step_state": step_state,
+            "transition": transition,
+            "retry_count": retry_count,
+            "extra": extra,
+        },
+    )
 
 
-def record_context(*, system_rules: Any = None, rag_context: Any = None, memory: Any = None, history: Any = None,
-                   tool_results: Any = None) -> None:
+def record_context(
+    *,
+    system_rules: Any = None,
+    rag_context: Any = None,
+    memory: Any = None,
+    history: Any = None,
+    tool_results: Any = None,
+) -> None:
     """Record what the model is shown besides the request (a context snapshot on the current step or run).
 
     Outside a run this does nothing. Never raises.
     """
-    _snapshot_here(SnapshotKind.CONTEXT, {"system_rules": system_rules, "rag_context": rag_context, "memory": memory,
-                                          "history": history, "tool_results": tool_results})
+    _snapshot_here(
+        SnapshotKind.CONTEXT,
+        {
+            "system_rules": system_rules,
+            "rag_context": rag_context,
+            "memory": memory,
+            "history": history,
+            "tool_results": tool_results,
+        },
+    )
 
 
 def record_approval(approval_id: str, *, status: str, approver: str | None = None, tool: str | None = None) -> None:
@@ -1354,10 +1547,12 @@ def record_approval(approval_id: str, *, status: str, approver: str | None = Non
         status_value = str(status)
         approval_id = _scrub(run.rt, str(approval_id), "approval.id")
         step = _current_step.get()
-        attrs = {semconv.APPROVAL_ID: approval_id, semconv.APPROVAL_STATUS: status_value,
-                 semconv.APPROVAL_APPROVER: _scrub(run.rt, str(approver), "approval.approver") if approver else None,
-                 semconv.GEN_AI_TOOL_NAME: tool or (step.name if step is not None and step.kind is StepKind.TOOL
-                                                    else None)}
+        attrs = {
+            semconv.APPROVAL_ID: approval_id,
+            semconv.APPROVAL_STATUS: status_value,
+            semconv.APPROVAL_APPROVER: _scrub(run.rt, str(approver), "approval.approver") if approver else None,
+            semconv.GEN_AI_TOOL_NAME: tool or (step.name if step is not None and step.kind is StepKind.TOOL else None),
+        }
         span.add_event(semconv.EVENT_APPROVAL, {k: v for k, v in attrs.items() if v is not None})
         if step is not None and step.kind is StepKind.TOOL and (tool is None or tool == step.name):
             _set_attrs(step.span, {semconv.APPROVAL_ID: approval_id, semconv.APPROVAL_STATUS: status_value})
@@ -1387,8 +1582,13 @@ def record_safety(result: Any) -> None:
             run.safety.append(tree)
 
 
-def attach_file(path_or_bytes: str | os.PathLike[str] | bytes, *, name: str | None = None,
-                media_type: str | None = None, store_binary: bool = False) -> None:
+def attach_file(
+    path_or_bytes: str | os.PathLike[str] | bytes,
+    *,
+    name: str | None = None,
+    media_type: str | None = None,
+    store_binary: bool = False,
+) -> None:
     """Add a file the run was given as input to the run's input snapshot: name, media type, size and keyed
     hash (``sha256``: the redactor's HMAC of the bytes), and the content itself when it is at most
     ``OTEL_REPLAY_ATTACHMENT_MAX_BYTES``.
@@ -1413,11 +1613,14 @@ def attach_file(path_or_bytes: str | os.PathLike[str] | bytes, *, name: str | No
             media_type = mimetypes.guess_type(name)[0]
         rt = run.rt
         cap = rt.limits.attachment_max_bytes
-        ref: dict[str, Any] = {"name": _scrub(rt, name, "input.files.name") if name else None,
-                               "media_type": _scrub(rt, str(media_type), "input.files.media_type")
-                               if media_type else None,
-                               "size": len(data), "sha256": rt.redactor.content_hash(data), "content_text": None,
-                               "content_base64": None}
+        ref: dict[str, Any] = {
+            "name": _scrub(rt, name, "input.files.name") if name else None,
+            "media_type": _scrub(rt, str(media_type), "input.files.media_type") if media_type else None,
+            "size": len(data),
+            "sha256": rt.redactor.content_hash(data),
+            "content_text": None,
+            "content_base64": None,
+        }
         if len(data) <= cap:
             text = _attachment_text(data)
             if text is not None:
@@ -1484,11 +1687,14 @@ def _drawn(kind: str, fresh: Callable[[], T]) -> T:
         target = _target_span()
         if target is not None:
             run, span = target
-            span.add_event(semconv.EVENT_VALUE, {
-                semconv.VALUE_KIND: kind,
-                semconv.VALUE_PAYLOAD: canonical_json(to_jsonable(value)),
-                semconv.SNAPSHOT_SEQ: next(run.snapshot_seq),
-            })
+            span.add_event(
+                semconv.EVENT_VALUE,
+                {
+                    semconv.VALUE_KIND: kind,
+                    semconv.VALUE_PAYLOAD: canonical_json(to_jsonable(value)),
+                    semconv.SNAPSHOT_SEQ: next(run.snapshot_seq),
+                },
+            )
     except Exception:  # noqa: BLE001
         _log_failure("value")
     return value

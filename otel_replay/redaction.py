@@ -103,17 +103,42 @@ _KEY_CACHE_MAX: Final = 8192
 DEFAULT_SECRET_KEY_WORDS: Final[tuple[str, ...]] = (
     # single words (matched as whole words of a key; words of 5+ letters also as a word's suffix,
     # so ``pgpassword`` and ``bottoken`` match but ``tokenizer`` and ``tokens`` do not)
-    "password", "passwords", "passwd", "pwd", "passphrase",
-    "secret", "secrets",
+    "password",
+    "passwords",
+    "passwd",
+    "pwd",
+    "passphrase",
+    "secret",
+    "secrets",
     "token",
-    "authorization", "auth",
-    "cookie", "cookies",
-    "credential", "credentials",
-    "apikey", "apikeys", "privatekey", "sessionid", "jwt", "bearer",
+    "authorization",
+    "auth",
+    "cookie",
+    "cookies",
+    "credential",
+    "credentials",
+    "apikey",
+    "apikeys",
+    "privatekey",
+    "sessionid",
+    "jwt",
+    "bearer",
     # phrases (adjacent words of a key, in any separator style or camelCase)
-    "api_key", "api_keys", "private_key", "private_keys", "access_key", "secret_key",
-    "session_id", "session_key",
-    "access_tokens", "refresh_tokens", "id_tokens", "auth_tokens", "bearer_tokens", "api_tokens", "session_tokens",
+    "api_key",
+    "api_keys",
+    "private_key",
+    "private_keys",
+    "access_key",
+    "secret_key",
+    "session_id",
+    "session_key",
+    "access_tokens",
+    "refresh_tokens",
+    "id_tokens",
+    "auth_tokens",
+    "bearer_tokens",
+    "api_tokens",
+    "session_tokens",
 )
 """Key words whose presence makes a key secret. ``"api_key"`` means the adjacent words ``api`` ``key`` in any
 style (``api_key``, ``x-api-key``, ``apiKey``, ``API_KEY``); ``token`` covers ``access_token``,
@@ -121,16 +146,56 @@ style (``api_key``, ``x-api-key``, ``apiKey``, ``API_KEY``); ``token`` covers ``
 covers ``set-cookie``; ``secret`` covers ``client_secret`` and ``aws_secret_access_key``."""
 
 DEFAULT_NEUTRAL_KEY_WORDS: Final[tuple[str, ...]] = (
-    "count", "counts", "num", "number", "max", "min", "limit", "limits", "length", "len", "size",
-    "total", "usage", "budget", "estimate", "estimated", "type", "types", "expires", "expiry", "expiration",
-    "ttl", "url", "uri", "endpoint", "name", "names", "path", "domain",
+    "count",
+    "counts",
+    "num",
+    "number",
+    "max",
+    "min",
+    "limit",
+    "limits",
+    "length",
+    "len",
+    "size",
+    "total",
+    "usage",
+    "budget",
+    "estimate",
+    "estimated",
+    "type",
+    "types",
+    "expires",
+    "expiry",
+    "expiration",
+    "ttl",
+    "url",
+    "uri",
+    "endpoint",
+    "name",
+    "names",
+    "path",
+    "domain",
 )
 """Words that describe *about* a secret rather than hold one: a key containing any of them is not secret
 (``token_count``, ``max_token``, ``token_type``, ``password_max_length``, ``secret_name``, ``token_url``)."""
 
 DEFAULT_USAGE_KEY_WORDS: Final[tuple[str, ...]] = (
-    "input", "output", "prompt", "completion", "completions", "total", "cached", "cache", "reasoning", "audio",
-    "usage", "count", "counts", "accepted", "rejected", "prediction",
+    "input",
+    "output",
+    "prompt",
+    "completion",
+    "completions",
+    "total",
+    "cached",
+    "cache",
+    "reasoning",
+    "audio",
+    "usage",
+    "count",
+    "counts",
+    "accepted",
+    "rejected",
+    "prediction",
 )
 """Words that make a ``token`` key a *count*: a key whose words are ``token``/``tokens`` with at least one of
 these, and otherwise only these, ``details``/``detail`` or numbers (``input_token_details``,
@@ -142,23 +207,63 @@ _USAGE_FILLER_WORDS: Final = frozenset({"details", "detail", "token", "tokens"})
 
 DEFAULT_SAFE_KEYS: Final[tuple[str, ...]] = (
     # request limits
-    "max_tokens", "max_output_tokens", "max_completion_tokens", "max_new_tokens",
+    "max_tokens",
+    "max_output_tokens",
+    "max_completion_tokens",
+    "max_new_tokens",
     # counts in general
-    "num_tokens", "token_count", "tokens", "tokenizer", "token_usage", "token_type", "token_limit",
-    "usage", "usage_metadata", "cost", "cost_usd", "total_cost",
-    "gen_ai_usage_input_tokens", "gen_ai_usage_output_tokens",
+    "num_tokens",
+    "token_count",
+    "tokens",
+    "tokenizer",
+    "token_usage",
+    "token_type",
+    "token_limit",
+    "usage",
+    "usage_metadata",
+    "cost",
+    "cost_usd",
+    "total_cost",
+    "gen_ai_usage_input_tokens",
+    "gen_ai_usage_output_tokens",
     # OpenAI chat completions ``usage``
-    "prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details",
-    "cached_tokens", "audio_tokens", "reasoning_tokens", "accepted_prediction_tokens", "rejected_prediction_tokens",
-    "text_tokens", "image_tokens", "cache_write_tokens",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "prompt_tokens_details",
+    "completion_tokens_details",
+    "cached_tokens",
+    "audio_tokens",
+    "reasoning_tokens",
+    "accepted_prediction_tokens",
+    "rejected_prediction_tokens",
+    "text_tokens",
+    "image_tokens",
+    "cache_write_tokens",
     # OpenAI Responses ``usage``
-    "input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details", "cache_write_tokens_details",
-    "ttl_30m_tokens", "ttl_12h_tokens",
+    "input_tokens",
+    "output_tokens",
+    "input_tokens_details",
+    "output_tokens_details",
+    "cache_write_tokens_details",
+    "ttl_30m_tokens",
+    "ttl_12h_tokens",
     # Anthropic ``usage``
-    "cache_creation_input_tokens", "cache_read_input_tokens", "cache_creation", "ephemeral_5m_input_tokens",
-    "ephemeral_1h_input_tokens", "server_tool_use", "web_search_requests", "web_fetch_requests", "service_tier",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "cache_creation",
+    "ephemeral_5m_input_tokens",
+    "ephemeral_1h_input_tokens",
+    "server_tool_use",
+    "web_search_requests",
+    "web_fetch_requests",
+    "service_tier",
     # LangChain ``AIMessage.usage_metadata``
-    "input_token_details", "output_token_details", "cache_read", "audio", "reasoning",
+    "input_token_details",
+    "output_token_details",
+    "cache_read",
+    "audio",
+    "reasoning",
 )
 """Keys never redacted by name (compared after normalisation, so ``maxTokens`` equals ``max_tokens``): the
 usage, token-count and cost fields of every supported SDK's response, and request limits. Their values are
@@ -217,13 +322,23 @@ _HINTS: Final[Mapping[str, tuple[tuple[str, ...], bool]]] = {
     "bearer": (("bearer",), True),
     "card_number": ((), False),  # see _card_hint
     "secret_assignment": ((), True),  # key-word hints and a '=' or ':'
-
     "url_credentials": (("://",), False),
 }
 _MIN_LENGTH: Final[Mapping[str, int]] = {
-    "anthropic_api_key": 27, "openai_api_key": 23, "aws_access_key_id": 20, "github_token": 40,
-    "slack_token": 15, "google_api_key": 39, "stripe_key": 24, "jwt": 18, "private_key": 30,
-    "authorization_header": 17, "bearer": 15, "url_credentials": 8, "secret_assignment": 5, "card_number": 13,
+    "anthropic_api_key": 27,
+    "openai_api_key": 23,
+    "aws_access_key_id": 20,
+    "github_token": 40,
+    "slack_token": 15,
+    "google_api_key": 39,
+    "stripe_key": 24,
+    "jwt": 18,
+    "private_key": 30,
+    "authorization_header": 17,
+    "bearer": 15,
+    "url_credentials": 8,
+    "secret_assignment": 5,
+    "card_number": 13,
 }
 _CARD_TABLE: Final = bytes(48 if 48 <= i <= 57 else 120 if i in (32, 45) else 46 for i in range(256))
 
@@ -335,8 +450,9 @@ _MIN_BASE64: Final = 16
 _PERCENT: Final = re.compile(r"%[0-9A-Fa-f]{2}")
 _RUN_BREAK: Final = re.compile(r"[\s\"'<>\\]")
 _BASE64_RUN: Final = re.compile(r"[A-Za-z0-9+/_\-]{16,}={0,2}")
-_BASE64_TABLE: Final = bytes(97 if chr(i).isascii() and (chr(i).isalnum() or chr(i) in "+/") else 46
-                             for i in range(256))
+_BASE64_TABLE: Final = bytes(
+    97 if chr(i).isascii() and (chr(i).isalnum() or chr(i) in "+/") else 46 for i in range(256)
+)
 _BASE64_GATE: Final = b"a" * _MIN_BASE64  # 16 base64 characters in a row (after translating with the table)
 _URLSAFE: Final = str.maketrans("-_", "+/")
 
@@ -389,7 +505,7 @@ def _percent_decode(run: str) -> tuple[str, list[int] | None] | None:
     while i < n:
         ch = run[i]
         if ch == "%" and _PERCENT.match(run, i):
-            data.append(int(run[i + 1:i + 3], 16))
+            data.append(int(run[i + 1 : i + 3], 16))
             offsets.append(i)
             i += 3
             continue
@@ -449,10 +565,12 @@ def _is_card_digits(digits: str) -> bool:
 
 # ------------------------------------------------------------------------------------------------ config
 
+
 def _strings(name: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, (str, bytes)):
-        raise ValueError(f"RedactionConfig.{name} must be a sequence of strings, not a single string: "
-                         f"write ({value!r},)")
+        raise ValueError(
+            f"RedactionConfig.{name} must be a sequence of strings, not a single string: write ({value!r},)"
+        )
     try:
         items = tuple(value)
     except TypeError:
@@ -510,8 +628,14 @@ class RedactionConfig:
     """More keys never redacted by name, on top of :data:`DEFAULT_SAFE_KEYS` (normalised: any style)."""
 
     def __post_init__(self) -> None:
-        for name in ("extra_key_words", "disabled_key_words", "disabled_patterns", "allowed_values",
-                     "allowed_value_patterns", "safe_keys"):
+        for name in (
+            "extra_key_words",
+            "disabled_key_words",
+            "disabled_patterns",
+            "allowed_values",
+            "allowed_value_patterns",
+            "safe_keys",
+        ):
             object.__setattr__(self, name, _strings(name, getattr(self, name)))
         for word in self.extra_key_words:
             if not _words(word):
@@ -519,26 +643,33 @@ class RedactionConfig:
         defaults = {_normal_key(w) for w in DEFAULT_SECRET_KEY_WORDS}
         for word in self.disabled_key_words:
             if _normal_key(word) not in defaults:
-                raise ValueError(f"RedactionConfig.disabled_key_words: {word!r} is not a default key word; "
-                                 f"known: {', '.join(DEFAULT_SECRET_KEY_WORDS)}")
+                raise ValueError(
+                    f"RedactionConfig.disabled_key_words: {word!r} is not a default key word; "
+                    f"known: {', '.join(DEFAULT_SECRET_KEY_WORDS)}"
+                )
         for name in self.disabled_patterns:
             if name not in DEFAULT_PATTERNS:
-                raise ValueError(f"RedactionConfig.disabled_patterns: unknown rule {name!r}; "
-                                 f"known: {', '.join(DEFAULT_PATTERNS)}")
+                raise ValueError(
+                    f"RedactionConfig.disabled_patterns: unknown rule {name!r}; known: {', '.join(DEFAULT_PATTERNS)}"
+                )
         if not isinstance(self.extra_patterns, Mapping):
             raise ValueError("RedactionConfig.extra_patterns must be a mapping of rule name to regex")
         extra: dict[str, str | re.Pattern[str]] = {}
         for name, source in self.extra_patterns.items():
             if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.\-]*", name):
-                raise ValueError(f"RedactionConfig.extra_patterns: rule name {name!r} must start with a letter "
-                                 f"and hold only letters, digits, '_', '.', '-'")
+                raise ValueError(
+                    f"RedactionConfig.extra_patterns: rule name {name!r} must start with a letter "
+                    f"and hold only letters, digits, '_', '.', '-'"
+                )
             if name in DEFAULT_PATTERNS:
                 raise ValueError(f"RedactionConfig.extra_patterns: {name!r} is a default rule name; pick another")
             pattern = _compile_user_pattern(f"extra_patterns[{name!r}]", source)
             text = pattern.pattern
             if text.startswith(_ANCHORS) or text.endswith(_END_ANCHORS):
-                raise ValueError(f"RedactionConfig.extra_patterns[{name!r}]: do not anchor with ^ or $; the "
-                                 f"pattern is searched inside strings and inside payload JSON")
+                raise ValueError(
+                    f"RedactionConfig.extra_patterns[{name!r}]: do not anchor with ^ or $; the "
+                    f"pattern is searched inside strings and inside payload JSON"
+                )
             if pattern.fullmatch("") is not None:
                 raise ValueError(f"RedactionConfig.extra_patterns[{name!r}]: pattern matches the empty string")
             extra[name] = source
@@ -548,6 +679,7 @@ class RedactionConfig:
 
 
 # ---------------------------------------------------------------------------------------------- key file
+
 
 def _read_key_file(path: Path) -> bytes | None:
     """The key in ``path``, or None while the file is absent or still empty/partial (a writer is mid-way)."""
@@ -600,8 +732,10 @@ def _load_or_create_key(home: Path) -> bytes:
         if key_bytes is not None:
             break
         if time.monotonic() > deadline:
-            raise ValueError(f"redaction key {path} is not a hex-encoded key; delete it to create a new one "
-                             f"(fingerprints recorded with the old key will no longer match)")
+            raise ValueError(
+                f"redaction key {path} is not a hex-encoded key; delete it to create a new one "
+                f"(fingerprints recorded with the old key will no longer match)"
+            )
         time.sleep(0.01)
     if len(key_bytes) < _MIN_KEY_BYTES:
         raise ValueError(f"redaction key {path} is shorter than {_MIN_KEY_BYTES} bytes; delete it to create a new one")
@@ -612,6 +746,7 @@ def _load_or_create_key(home: Path) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------- redactor
+
 
 @dataclass(frozen=True, slots=True)
 class _Rule:
@@ -633,8 +768,9 @@ class _Hit:
     secret: str
 
 
-_canonical = json.JSONEncoder(ensure_ascii=False, allow_nan=True, sort_keys=True, separators=(",", ":"),
-                              default=repr).encode
+_canonical = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=True, sort_keys=True, separators=(",", ":"), default=repr
+).encode
 
 
 def _copy(value: Any) -> Any:
@@ -701,8 +837,9 @@ class Redactor:
         self._extra_phrases = tuple(sorted({p for p in extra if len(p) > 1}))
         self._safe = frozenset(_normal_key(k) for k in (*DEFAULT_SAFE_KEYS, *config.safe_keys))
         # Safe keys as they stand in canonical JSON (and their ``*_details`` objects), for the pre-check.
-        self._safe_json_keys = tuple(f'"{k.lower()}{suffix}":' for k in (*DEFAULT_SAFE_KEYS, *config.safe_keys)
-                                     for suffix in ("", "_details"))
+        self._safe_json_keys = tuple(
+            f'"{k.lower()}{suffix}":' for k in (*DEFAULT_SAFE_KEYS, *config.safe_keys) for suffix in ("", "_details")
+        )
         self._key_cache: dict[str, bool] = {}
         self._key_scrub_cache: dict[str, tuple[str, int]] = {}
         # Strings the pre-check passed (message texts, names, keys that recur in every step of a run): they
@@ -732,8 +869,11 @@ class Redactor:
             if name in config.disabled_patterns:
                 continue
             if name == "secret_assignment":  # follows the configured key words, not the default source
-                rules.append(_Rule(name, self._assignment_pattern(singles, phrases), None, True, "secret",
-                                   self._valid_assignment))
+                rules.append(
+                    _Rule(
+                        name, self._assignment_pattern(singles, phrases), None, True, "secret", self._valid_assignment
+                    )
+                )
                 continue
             flags = re.DOTALL if name == "private_key" else 0
             pattern = re.compile(source, flags)
@@ -750,9 +890,11 @@ class Redactor:
         self._rules = tuple(rules)
         self._shape_hints = _reduce_hints(h for r in rules if r.hints and not r.lower for h in r.hints)
         self._gated_shape_hints = _gated(self._shape_hints)
-        self._gated_lower_shape_hints = _gated(h for h in _reduce_hints(h for r in rules if r.hints and r.lower
-                                                                        for h in r.hints)
-                                               if not any(k in h for k in self._key_hints))
+        self._gated_lower_shape_hints = _gated(
+            h
+            for h in _reduce_hints(h for r in rules if r.hints and r.lower for h in r.hints)
+            if not any(k in h for k in self._key_hints)
+        )
         self._cards = "card_number" not in config.disabled_patterns
         self._assign = "secret_assignment" not in config.disabled_patterns
         self._min_len = 0 if self._custom else min((_MIN_LENGTH.get(r.name, 0) for r in rules), default=1 << 30)
@@ -816,8 +958,9 @@ class Redactor:
         return all(w in usage or w in _USAGE_FILLER_WORDS or w.isdigit() for w in words)
 
     @staticmethod
-    def _matched(words: tuple[str, ...], singles: frozenset[str], suffixes: tuple[str, ...],
-                 phrases: tuple[tuple[str, ...], ...]) -> set[int]:
+    def _matched(
+        words: tuple[str, ...], singles: frozenset[str], suffixes: tuple[str, ...], phrases: tuple[tuple[str, ...], ...]
+    ) -> set[int]:
         """Indices of ``words`` matched by the single words (and, for words of 5+ letters, suffixes) and the
         phrases (adjacent words) given."""
         matched: set[int] = set()
@@ -828,7 +971,7 @@ class Redactor:
         for phrase in phrases:
             size = len(phrase)
             for i in range(n - size + 1):
-                if words[i:i + size] == phrase:
+                if words[i : i + size] == phrase:
                     matched.update(range(i, i + size))
         return matched
 
@@ -1125,7 +1268,7 @@ class Redactor:
                     continue
                 inner = self._found(b64_plain)
                 if inner:
-                    secret = b64_plain[inner[0][0]:inner[0][1]] if len(inner) == 1 else b64_plain
+                    secret = b64_plain[inner[0][0] : inner[0][1]] if len(inner) == 1 else b64_plain
                     found.append((start, end, start, end, f"{inner[0][4]}.base64", secret))
         return found
 
@@ -1145,8 +1288,9 @@ class Redactor:
                 last = hits[-1]
                 if end <= last.end:  # wholly inside the previous hit
                     continue
-                hits[-1] = _Hit(last.start, end, min(mstart, last.mstart), max(mend, last.mend),
-                                last.rule, text[last.start:end])
+                hits[-1] = _Hit(
+                    last.start, end, min(mstart, last.mstart), max(mend, last.mend), last.rule, text[last.start : end]
+                )
                 continue
             hits.append(_Hit(start, end, mstart, mend, name, decoded if decoded is not None else text[start:end]))
         return hits
@@ -1222,9 +1366,14 @@ class Redactor:
             _log.warning("redaction failed at %s; masked the whole stream", scope, exc_info=True)
             return ["[REDACTED:error]"] + [""] * (len(pieces) - 1) if pieces else [], 1
 
-    def collect_strings(self, attributes: Mapping[str, Any], strings: list[str], *,
-                        known_keys: frozenset[str] | set[str] = frozenset(),
-                        skip_keys: frozenset[str] | set[str] = frozenset()) -> bool:
+    def collect_strings(
+        self,
+        attributes: Mapping[str, Any],
+        strings: list[str],
+        *,
+        known_keys: frozenset[str] | set[str] = frozenset(),
+        skip_keys: frozenset[str] | set[str] = frozenset(),
+    ) -> bool:
         """Add the string values of OpenTelemetry ``attributes`` (and the strings in sequence values) to
         ``strings``, for one pre-check over all of them; digests are left out, keys in ``skip_keys`` too. Returns
         True as soon as a key not in ``known_keys`` names a secret (then ``strings`` is incomplete)."""
@@ -1241,9 +1390,14 @@ class Redactor:
                 strings.extend(v if type(v) is str else str.__str__(v) for v in value if isinstance(v, str))
         return False
 
-    def scrub_attributes(self, attributes: Mapping[str, Any], scope: str, *,
-                         known_keys: frozenset[str] | set[str] = frozenset(),
-                         skip_keys: frozenset[str] | set[str] = frozenset()) -> tuple[dict[str, Any] | None, int]:
+    def scrub_attributes(
+        self,
+        attributes: Mapping[str, Any],
+        scope: str,
+        *,
+        known_keys: frozenset[str] | set[str] = frozenset(),
+        skip_keys: frozenset[str] | set[str] = frozenset(),
+    ) -> tuple[dict[str, Any] | None, int]:
         """OpenTelemetry attributes with every secret replaced: values under a secret key name (unless the key
         is in ``known_keys``) become ``[REDACTED:secret_key:<fingerprint>]``, strings (and strings in
         sequences) are scrubbed inline. Keys in ``skip_keys`` are passed on unchanged.
@@ -1263,8 +1417,12 @@ class Redactor:
                     out[key] = value
                     continue
                 where = f"{scope}.{key}"
-                if key not in known_keys and self.is_secret_key(key) and value not in ("", None) and \
-                        not isinstance(value, bool):
+                if (
+                    key not in known_keys
+                    and self.is_secret_key(key)
+                    and value not in ("", None)
+                    and not isinstance(value, bool)
+                ):
                     if isinstance(value, (tuple, list)):
                         out[key] = tuple(f"[REDACTED:secret_key:{self.fingerprint(str(v))}]" for v in value)
                         count += len(value)
@@ -1293,7 +1451,7 @@ class Redactor:
         parts: list[str] = []
         pos = 0
         for hit in hits:
-            parts.append(text[pos:hit.start])
+            parts.append(text[pos : hit.start])
             parts.append(f"[REDACTED:{hit.rule}:{self._hit_fingerprint(hit)}]")
             pos = hit.end
         parts.append(text[pos:])
@@ -1325,7 +1483,7 @@ class Redactor:
         if len(hits) != 1:
             return None
         hit = hits[0]
-        return hit if not text[:hit.mstart].strip() and not text[hit.mend:].strip() else None
+        return hit if not text[: hit.mstart].strip() and not text[hit.mend :].strip() else None
 
     def _is_allowed(self, value: str) -> bool:
         if value in self._allowed:
@@ -1382,8 +1540,15 @@ class Redactor:
         if type(pair) is not list or len(pair) != 2:
             return self._walk(pair, scope, counter, depth + 1)
         key, value = pair
-        names = [key] if type(key) is str else (
-            [str(key.get("name")), str(key.get("value"))] if type(key) is dict and key.get("$type") == "enum" else [])
+        names = (
+            [key]
+            if type(key) is str
+            else (
+                [str(key.get("name")), str(key.get("value"))]
+                if type(key) is dict and key.get("$type") == "enum"
+                else []
+            )
+        )
         label = names[0] if names else str(key)
         child = f"{scope}.{label}" if scope else label
         new_key = self._walk(key, scope, counter, depth + 1)
@@ -1464,8 +1629,11 @@ class Redactor:
     @staticmethod
     def _assignment_pattern(singles: Iterable[str], phrases: Iterable[tuple[str, ...]]) -> re.Pattern[str]:
         """``name = value`` / ``"name": "value"`` where name contains a secret key word (checked later)."""
-        alternatives = sorted({re.escape(w) for w in singles} | {r"[_.\s\-]?".join(map(re.escape, p))
-                                                                 for p in phrases}, key=len, reverse=True)
+        alternatives = sorted(
+            {re.escape(w) for w in singles} | {r"[_.\s\-]?".join(map(re.escape, p)) for p in phrases},
+            key=len,
+            reverse=True,
+        )
         words = "|".join(alternatives)
         return re.compile(
             r"(?i)(?<![A-Za-z0-9])(?P<q>[\"']?)(?P<key>[A-Za-z0-9_.\-]*?(?:" + words + r")[A-Za-z0-9_.\-]*?)(?P=q)"
@@ -1524,7 +1692,11 @@ _PATTERN_SOURCES["secret_assignment"] = _default_assignment_source()
 # -------------------------------------------------------------------------------------------------- logs
 
 LOGGER_NAMES: Final[tuple[str, ...]] = (
-    "otel_replay", "otel_replay.audit", "otel_replay.clickhouse", "otel_replay.ingest", "otel_replay.rows",
+    "otel_replay",
+    "otel_replay.audit",
+    "otel_replay.clickhouse",
+    "otel_replay.ingest",
+    "otel_replay.rows",
     "otel_replay.spool",
     "otel_replay.store",
 )
@@ -1570,9 +1742,17 @@ def scrub_message(text: Any) -> str:
 
 
 def _scrubbed_message(redactor: Redactor, text: str) -> tuple[str, int]:
-    hits = [h for h in redactor._hits(text)
-            if not (h.rule == "secret_assignment" and len(h.secret) <= 3 and h.secret.isalpha()
-                    and h.secret.islower() and ":" in text[h.mstart:h.start])]
+    hits = [
+        h
+        for h in redactor._hits(text)
+        if not (
+            h.rule == "secret_assignment"
+            and len(h.secret) <= 3
+            and h.secret.isalpha()
+            and h.secret.islower()
+            and ":" in text[h.mstart : h.start]
+        )
+    ]
     return (redactor._replace(text, hits), len(hits)) if hits else (text, 0)
 
 
@@ -1587,8 +1767,7 @@ class ScrubbingLogFilter(logging.Filter):
             if n:
                 record.msg, record.args = clean, ()
             if record.exc_info and not record.exc_text:
-                record.exc_text = _scrubbed_message(redactor,
-                                                    logging.Formatter().formatException(record.exc_info))[0]
+                record.exc_text = _scrubbed_message(redactor, logging.Formatter().formatException(record.exc_info))[0]
             if record.stack_info:
                 record.stack_info = _scrubbed_message(redactor, record.stack_info)[0]
         except Exception:  # noqa: BLE001 - a log record is never lost to its scrubbing

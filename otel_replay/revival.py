@@ -46,8 +46,7 @@ _lock = threading.Lock()
 _NOTE_NAMES_SHOWN: Final = 8
 _NAME_CHARS_SHOWN: Final = 120
 
-_met: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("otel_replay_unregistered_types",
-                                                                         default=None)
+_met: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("otel_replay_unregistered_types", default=None)
 
 
 def register_type(cls: T) -> T:
@@ -63,8 +62,10 @@ def register_type(cls: T) -> T:
     is_model = issubclass(cls, BaseModel)
     is_exception = issubclass(cls, Exception)
     if not (is_model or is_exception or dataclasses.is_dataclass(cls)):
-        raise TypeError(f"register_type takes a dataclass, a pydantic model or an exception class; "
-                        f"{cls.__qualname__} is none of them")
+        raise TypeError(
+            f"register_type takes a dataclass, a pydantic model or an exception class; "
+            f"{cls.__qualname__} is none of them"
+        )
     name = qualname_of(cls)
     with _lock:
         _REGISTRY[name] = cls
@@ -128,5 +129,7 @@ def unregistered_note(names: Iterable[str]) -> str | None:
         return None
     shown = ", ".join(repr(n[:_NAME_CHARS_SHOWN]) for n in names[:_NOTE_NAMES_SHOWN])
     more = f" and {len(names) - _NOTE_NAMES_SHOWN} more" if len(names) > _NOTE_NAMES_SHOWN else ""
-    return (f"recorded values of unregistered types were replayed as plain dicts: {shown}{more}; register a "
-            "class with otel_replay.register_type(cls) to have it rebuilt")
+    return (
+        f"recorded values of unregistered types were replayed as plain dicts: {shown}{more}; register a "
+        "class with otel_replay.register_type(cls) to have it rebuilt"
+    )

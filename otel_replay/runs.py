@@ -42,7 +42,7 @@ def _snapshots(span: SpanRecord, step_index: int | None, problems: list[str]) ->
     out: list[Snapshot] = []
     where = f"step {step_index}" if step_index is not None else "run"
     for key, events in groups.items():
-        kind = key[0][len(prefix):]
+        kind = key[0][len(prefix) :]
         first = events[0].attributes
         count = _int(first.get(semconv.SNAPSHOT_CHUNK_COUNT), 1) or 1
         if len(events) == 1:  # the usual case: one chunk
@@ -64,15 +64,25 @@ def _snapshots(span: SpanRecord, step_index: int | None, problems: list[str]) ->
             intact = False
             problems.append(f"{where}: {kind} snapshot is not valid JSON")
         truncated = first.get(semconv.SNAPSHOT_TRUNCATED) == "true" or (
-            isinstance(payload, dict) and payload.get(TRUNCATED_TAG) is True)
+            isinstance(payload, dict) and payload.get(TRUNCATED_TAG) is True
+        )
         if truncated:
             problems.append(f"{where}: {kind} snapshot was truncated at the size cap")
-        out.append(Snapshot(
-            kind=kind, seq=_int(first.get(semconv.SNAPSHOT_SEQ), -1) or 0, span_id=span.span_id,
-            step_index=step_index, timestamp_ns=events[0].timestamp_ns, payload=payload, sha256=digest,
-            size=_int(first.get(semconv.SNAPSHOT_SIZE), len(text)) or 0, truncated=truncated,
-            redactions=_int(first.get(semconv.SNAPSHOT_REDACTIONS), 0) or 0, intact=intact,
-        ))
+        out.append(
+            Snapshot(
+                kind=kind,
+                seq=_int(first.get(semconv.SNAPSHOT_SEQ), -1) or 0,
+                span_id=span.span_id,
+                step_index=step_index,
+                timestamp_ns=events[0].timestamp_ns,
+                payload=payload,
+                sha256=digest,
+                size=_int(first.get(semconv.SNAPSHOT_SIZE), len(text)) or 0,
+                truncated=truncated,
+                redactions=_int(first.get(semconv.SNAPSHOT_REDACTIONS), 0) or 0,
+                intact=intact,
+            )
+        )
     return tuple(out)
 
 
@@ -86,7 +96,9 @@ def summary_of(root: SpanRecord) -> RunSummary:
     """Summary of a run from its root span alone: an otel-replay root, or the root of another GenAI
     instrumentation (read by :func:`otel_replay.dialects.summary_from_root`)."""
     if semconv.RUN_ID not in root.span_attributes and dialects.span_dialect(root) not in (
-            None, dialects.DIALECT_OTEL_REPLAY):
+        None,
+        dialects.DIALECT_OTEL_REPLAY,
+    ):
         return dialects.summary_from_root(root)
     return RunSummary.from_root(root)
 
@@ -110,7 +122,8 @@ def build_run(spans: Iterable[SpanRecord], *, trace_id: str | None = None) -> Ru
         raise OtelReplayError(
             f"trace {tid} has {len(spans)} spans but no otel-replay run root: the run may still be in progress "
             "(call otel_replay.flush() in the agent) or was recorded by an instrumentation whose spans otel-replay "
-            "does not read (docs/dialects.md lists those it does)")
+            "does not read (docs/dialects.md lists those it does)"
+        )
     problems: list[str] = []
     steps: list[Step] = []
     for span in spans:
@@ -118,14 +131,23 @@ def build_run(spans: Iterable[SpanRecord], *, trace_id: str | None = None) -> Ru
         if index is None or span is root:
             continue
         attrs = span.span_attributes
-        steps.append(Step(
-            index=index, kind=attrs.get(semconv.STEP_KIND, ""), name=attrs.get(semconv.STEP_NAME, span.span_name),
-            status=_status(span), span_id=span.span_id, parent_span_id=span.parent_span_id,
-            attempt=_int(attrs.get(semconv.STEP_ATTEMPT), 1) or 1, start_ns=span.timestamp_ns,
-            duration_ns=span.duration_ns, attributes=dict(attrs), snapshot_list=_snapshots(span, index, problems),
-            events=tuple([e for e in span.events if not e.name.startswith(semconv.SNAPSHOT_EVENT_PREFIX)]),
-            error=span_error(span),
-        ))
+        steps.append(
+            Step(
+                index=index,
+                kind=attrs.get(semconv.STEP_KIND, ""),
+                name=attrs.get(semconv.STEP_NAME, span.span_name),
+                status=_status(span),
+                span_id=span.span_id,
+                parent_span_id=span.parent_span_id,
+                attempt=_int(attrs.get(semconv.STEP_ATTEMPT), 1) or 1,
+                start_ns=span.timestamp_ns,
+                duration_ns=span.duration_ns,
+                attributes=dict(attrs),
+                snapshot_list=_snapshots(span, index, problems),
+                events=tuple([e for e in span.events if not e.name.startswith(semconv.SNAPSHOT_EVENT_PREFIX)]),
+                error=span_error(span),
+            )
+        )
     steps.sort(key=lambda s: (s.index, s.start_ns))
     seen: set[int] = set()
     for step in steps:

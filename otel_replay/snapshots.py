@@ -83,6 +83,7 @@ class RedactedValue(str):
     def __reduce__(self) -> Any:
         return (RedactedValue, (self.fingerprint, self.scope))
 
+
 # A user dict holding one of these keys is encoded in the ``dict`` pair form, so it can never pose as a marker.
 _RESERVED_KEYS: Final = (TYPE_TAG, TRUNCATED_TAG, REDACTED_TAG)
 
@@ -101,10 +102,12 @@ class SnapshotLimits:
         ``OTEL_REPLAY_ATTACHMENT_MAX_BYTES``, or the defaults; bad values raise ValueError at setup."""
         return cls(
             max_bytes=env_number(OTEL_REPLAY_SNAPSHOT_MAX_BYTES, _DEFAULT_MAX_BYTES, minimum=1, unit="bytes"),
-            chunk_chars=env_number(OTEL_REPLAY_SNAPSHOT_CHUNK_CHARS, _DEFAULT_CHUNK_CHARS, minimum=1,
-                                   unit="characters"),
-            attachment_max_bytes=env_number(OTEL_REPLAY_ATTACHMENT_MAX_BYTES, _DEFAULT_ATTACHMENT_MAX_BYTES,
-                                            minimum=0, unit="bytes"),
+            chunk_chars=env_number(
+                OTEL_REPLAY_SNAPSHOT_CHUNK_CHARS, _DEFAULT_CHUNK_CHARS, minimum=1, unit="characters"
+            ),
+            attachment_max_bytes=env_number(
+                OTEL_REPLAY_ATTACHMENT_MAX_BYTES, _DEFAULT_ATTACHMENT_MAX_BYTES, minimum=0, unit="bytes"
+            ),
         )
 
 
@@ -218,8 +221,12 @@ def _encode(value: Any, depth: int, active: set[int]) -> Any:  # noqa: C901 - on
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, enum.Enum):
-        return {TYPE_TAG: "enum", "class": qualname_of(kind), "name": value.name,
-                "value": _encode(value.value, depth + 1, active)}
+        return {
+            TYPE_TAG: "enum",
+            "class": qualname_of(kind),
+            "name": value.name,
+            "value": _encode(value.value, depth + 1, active),
+        }
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
@@ -419,8 +426,9 @@ def from_jsonable(tree: Any) -> Any:
 # --------------------------------------------------------------------------------------- event payloads
 
 
-def payload_events(payload: str, *, limits: SnapshotLimits, redactions: int = 0,
-                   content_hash: Callable[[bytes], str] | None = None) -> list[dict[str, Any]]:
+def payload_events(
+    payload: str, *, limits: SnapshotLimits, redactions: int = 0, content_hash: Callable[[bytes], str] | None = None
+) -> list[dict[str, Any]]:
     """Event attribute sets carrying one canonical payload: one set, or one per chunk, or a truncation marker.
 
     The stored text is hashed with plain sha256 (``otel_replay.snapshot.sha256``: an integrity check of bytes
@@ -437,9 +445,12 @@ def payload_events(payload: str, *, limits: SnapshotLimits, redactions: int = 0,
     if redactions:
         common[semconv.SNAPSHOT_REDACTIONS] = redactions
     if size > limits.max_bytes:
-        marker = {TRUNCATED_TAG: True, "original_size": size,
-                  "original_sha256": content_hash(data) if content_hash is not None else None,
-                  "preview": payload[:min(_PREVIEW_CHARS, limits.chunk_chars // 2)]}
+        marker = {
+            TRUNCATED_TAG: True,
+            "original_size": size,
+            "original_sha256": content_hash(data) if content_hash is not None else None,
+            "preview": payload[: min(_PREVIEW_CHARS, limits.chunk_chars // 2)],
+        }
         payload = canonical_json(marker)
         data = payload.encode("utf-8")
         common[semconv.SNAPSHOT_TRUNCATED] = True
@@ -447,10 +458,14 @@ def payload_events(payload: str, *, limits: SnapshotLimits, redactions: int = 0,
     step = limits.chunk_chars
     if len(payload) <= step:
         return [{**common, semconv.SNAPSHOT_PAYLOAD: payload}]
-    chunks = [payload[i:i + step] for i in range(0, len(payload), step)]
+    chunks = [payload[i : i + step] for i in range(0, len(payload), step)]
     return [
-        {**common, semconv.SNAPSHOT_PAYLOAD: chunk, semconv.SNAPSHOT_CHUNK_INDEX: i,
-         semconv.SNAPSHOT_CHUNK_COUNT: len(chunks)}
+        {
+            **common,
+            semconv.SNAPSHOT_PAYLOAD: chunk,
+            semconv.SNAPSHOT_CHUNK_INDEX: i,
+            semconv.SNAPSHOT_CHUNK_COUNT: len(chunks),
+        }
         for i, chunk in enumerate(chunks)
     ]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = ["plural"]
 
+
 def plural(count: int, noun: str, plural_form: str | None = None) -> str:
     """``count`` and ``noun``, the noun in its plural form unless ``count`` is exactly 1.
 

@@ -15,8 +15,7 @@ DESK: dict[str, Any] = dict(DESK_DEFAULTS)
 
 @orp.model("desk_llm", provider="scripted", model="scripted-1")
 def desk_llm(prompt: str) -> dict[str, Any]:
-    return {"text": f"{DESK['greeting']}: {prompt}", "usage": {"input_tokens": len(prompt.split()),
-                                                               "output_tokens": 4}}
+    return {"text": f"{DESK['greeting']}: {prompt}", "usage": {"input_tokens": len(prompt.split()), "output_tokens": 4}}
 
 
 @orp.tool("find_order", risk="read")

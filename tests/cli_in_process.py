@@ -72,8 +72,9 @@ def _same_configuration(env: Mapping[str, str]) -> bool:
         return False
 
 
-def run_cli(args: Sequence[str], *, env: Mapping[str, str] | None = None,
-            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """``otel-replay ARGS`` in this process, as ``subprocess.run([... "-m", "otel_replay.cli", *args],
     capture_output=True, text=True, env=env, cwd=cwd)`` would have run it; an exception escaping ``main()``
     shows as a traceback on stderr and exit code 1, as it would in a process of its own.
@@ -85,13 +86,26 @@ def run_cli(args: Sequence[str], *, env: Mapping[str, str] | None = None,
     from otel_replay import cli as cli_module
 
     if not _same_configuration(env if env is not None else os.environ):
-        return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
-                              env=None if env is None else dict(env), cwd=cwd, timeout=300, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "otel_replay.cli", *args],
+            capture_output=True,
+            text=True,
+            env=None if env is None else dict(env),
+            cwd=cwd,
+            timeout=300,
+            check=False,
+        )
     out, err = io.StringIO(), io.StringIO()
     code = 0
     environment = mock.patch.dict(os.environ, dict(env), clear=True) if env is not None else contextlib.nullcontext()
-    with loggers_restored(), environment, _cwd(cwd), mock.patch.object(sys, "argv", ["otel-replay", *args]), \
-            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with (
+        loggers_restored(),
+        environment,
+        _cwd(cwd),
+        mock.patch.object(sys, "argv", ["otel-replay", *args]),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
         try:
             cli_module.main()
         except SystemExit as exc:

@@ -136,8 +136,9 @@ def read_side_file(path: Path) -> list[Expected]:
 
 def span_counts(store: orp.Store) -> Counter[tuple[str, str]]:
     """How many rows each (TraceId, SpanId) has in the store."""
-    rows = store.client.query(f"SELECT TraceId, SpanId, count() FROM {store.traces_table} "
-                              "GROUP BY TraceId, SpanId").result_rows
+    rows = store.client.query(
+        f"SELECT TraceId, SpanId, count() FROM {store.traces_table} GROUP BY TraceId, SpanId"
+    ).result_rows
     return Counter({(row[0], row[1]): int(row[2]) for row in rows})
 
 
@@ -147,8 +148,10 @@ def assert_stored_exactly_once(store: orp.Store, runs: list[Expected]) -> Counte
     duplicated = {key: n for key, n in counts.items() if n != 1}
     assert not duplicated, f"spans stored more than once: {sorted(duplicated.items())[:5]}"
     per_trace = Counter(trace_id for trace_id, _ in counts)
-    incomplete = [(run.marker, run.spans, per_trace[run.trace_id]) for run in runs
-                  if per_trace[run.trace_id] != run.spans]
-    assert not incomplete, f"{len(incomplete)} of {len(runs)} runs incomplete (marker, expected, stored): " \
-                           f"{incomplete[:5]}"
+    incomplete = [
+        (run.marker, run.spans, per_trace[run.trace_id]) for run in runs if per_trace[run.trace_id] != run.spans
+    ]
+    assert not incomplete, (
+        f"{len(incomplete)} of {len(runs)} runs incomplete (marker, expected, stored): {incomplete[:5]}"
+    )
     return counts

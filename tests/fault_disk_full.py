@@ -44,7 +44,7 @@ def disk_full(directory: Path, *, writes: bool = True, fsyncs: bool = True) -> I
         if writes and under(fd):
             if not short_write_done.is_set() and len(data) > 1:
                 short_write_done.set()
-                return real_write(fd, bytes(data[:len(data) // 2]))
+                return real_write(fd, bytes(data[: len(data) // 2]))
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real_write(fd, data)
 
@@ -106,8 +106,11 @@ def clickhouse_scenario(home: Path, url: str) -> dict:
     import otel_replay as orp
     from otel_replay.exporting import setup
 
-    os.environ.update(OTEL_REPLAY_CLICKHOUSE_RETRY_SECONDS="0", OTEL_REPLAY_CLICKHOUSE_MAX_PENDING_ROWS="60",
-                      OTEL_REPLAY_SPOOL_SEGMENT_BYTES="4096")  # every spooled batch also seals (fsyncs) its segment
+    os.environ.update(
+        OTEL_REPLAY_CLICKHOUSE_RETRY_SECONDS="0",
+        OTEL_REPLAY_CLICKHOUSE_MAX_PENDING_ROWS="60",
+        OTEL_REPLAY_SPOOL_SEGMENT_BYTES="4096",
+    )  # every spooled batch also seals (fsyncs) its segment
     orp.configure(home=home, store=url, exporter="clickhouse")
     exporter = setup.current_runtime().exporter
     spool = home / "spool"

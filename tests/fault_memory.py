@@ -75,9 +75,12 @@ def main(mode: str, home: str, rounds: int, per_round: int, url: str = "") -> di
         # Hanging: one longer than the whole test, so the exporter thread stays stuck in its request until the
         # Collector lets it go, however long the rounds take (with a shorter one, a busy machine would see the
         # request time out mid-test and the exporter take another batch out of the queue).
-        os.environ.update(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=url,
-                          OTEL_EXPORTER_OTLP_TRACES_TIMEOUT="600" if state else "0.5",
-                          OTEL_BSP_MAX_QUEUE_SIZE="512", OTEL_BSP_MAX_EXPORT_BATCH_SIZE="128")
+        os.environ.update(
+            OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=url,
+            OTEL_EXPORTER_OTLP_TRACES_TIMEOUT="600" if state else "0.5",
+            OTEL_BSP_MAX_QUEUE_SIZE="512",
+            OTEL_BSP_MAX_EXPORT_BATCH_SIZE="128",
+        )
         orp.configure(home=home, exporter="otlp")
 
     if state:  # one run, handed to the exporter by a flush: from then on its thread is held in that request, so

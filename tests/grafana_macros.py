@@ -24,8 +24,10 @@ from datetime import datetime
 
 ALL = "$__all"
 
-_VAR = re.compile(r"\$\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::(?P<fmt>[A-Za-z]+))?\}"
-                  r"|\$(?P<plain>[A-Za-z_][A-Za-z0-9_]*)")
+_VAR = re.compile(
+    r"\$\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::(?P<fmt>[A-Za-z]+))?\}"
+    r"|\$(?P<plain>[A-Za-z_][A-Za-z0-9_]*)"
+)
 
 
 class ExpansionError(ValueError):
@@ -120,11 +122,13 @@ def _time_macros(sql: str, start: datetime, end: datetime, interval_s: int) -> s
     from_ms, to_ms = int(start.timestamp() * 1000), int(end.timestamp() * 1000)
     interval_s = max(1, int(interval_s))
     with_column = {
-        "$__timeFilter_ms": lambda c: (f"{c} >= fromUnixTimestamp64Milli({from_ms}) AND "
-                                       f"{c} <= fromUnixTimestamp64Milli({to_ms})"),
+        "$__timeFilter_ms": lambda c: (
+            f"{c} >= fromUnixTimestamp64Milli({from_ms}) AND {c} <= fromUnixTimestamp64Milli({to_ms})"
+        ),
         "$__timeFilter": lambda c: f"{c} >= toDateTime({from_s}) AND {c} <= toDateTime({to_s})",
-        "$__timeInterval_ms": lambda c: (f"toStartOfInterval(toDateTime64({c}, 3), "
-                                         f"INTERVAL {interval_s * 1000} millisecond)"),
+        "$__timeInterval_ms": lambda c: (
+            f"toStartOfInterval(toDateTime64({c}, 3), INTERVAL {interval_s * 1000} millisecond)"
+        ),
         "$__timeInterval": lambda c: f"toStartOfInterval(toDateTime({c}), INTERVAL {interval_s} second)",
     }
     for macro, render in with_column.items():
@@ -145,8 +149,9 @@ def _time_macros(sql: str, start: datetime, end: datetime, interval_s: int) -> s
     return sql
 
 
-def expand(sql: str, *, start: datetime, end: datetime, interval_s: int = 60,
-           variables: Mapping[str, Variable] | None = None) -> str:
+def expand(
+    sql: str, *, start: datetime, end: datetime, interval_s: int = 60, variables: Mapping[str, Variable] | None = None
+) -> str:
     """``sql`` as the ClickHouse data source would send it for this time range and these variable values."""
     variables = dict(variables or {})
     sql = _conditional_all(sql, variables)

@@ -131,8 +131,15 @@ def matrix_agent(account: str) -> dict[str, Any]:
 
 # -------------------------------------------------------------------------------- changeable agent
 
-FLEX_DEFAULTS: dict[str, Any] = {"prompt": "v1", "order": "A1", "extra_call": False, "skip_lookup": False,
-                                 "top_k": 2, "docs": ("refund-policy", "shipping"), "skip_final": False}
+FLEX_DEFAULTS: dict[str, Any] = {
+    "prompt": "v1",
+    "order": "A1",
+    "extra_call": False,
+    "skip_lookup": False,
+    "top_k": 2,
+    "docs": ("refund-policy", "shipping"),
+    "skip_final": False,
+}
 FLEX: dict[str, Any] = dict(FLEX_DEFAULTS)
 
 

@@ -86,7 +86,7 @@ def query_db(client: Client, sql: str, big: int) -> int:
 
 @orp.agent("object-args")
 def object_args() -> int:
-    return query_db(Client(), "select 1", 7 ** 6000)
+    return query_db(Client(), "select 1", 7**6000)
 
 
 @orp.agent("inner-drawer")

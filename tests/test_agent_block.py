@@ -82,8 +82,10 @@ def test_a_block_inside_a_run_is_a_nested_agent_step_and_async_with_works(mem: I
 
 def test_input_is_only_for_the_with_form(home: Path) -> None:
     with pytest.raises(TypeError, match="with-form"):
+
         @orp.agent("x", input="q")
         def f() -> None: ...
+
     with pytest.raises(TypeError, match="string"):
         orp.agent(3)  # type: ignore[arg-type]
     assert orp.agent("named")(lambda: 1)() == 1

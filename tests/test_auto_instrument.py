@@ -33,13 +33,23 @@ def test_opentelemetry_instrument_records_an_unchanged_app(home: Path, tmp_path:
         pytest.skip("opentelemetry-instrument is not installed next to this Python")
     app = tmp_path / "app.py"
     app.write_text(APP)
-    env = {**os.environ, "OTEL_REPLAY_HOME": str(home), "OTEL_TRACES_EXPORTER": "none",
-           "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
-           "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai_v2,openai"}
+    env = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(home),
+        "OTEL_TRACES_EXPORTER": "none",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_LOGS_EXPORTER": "none",
+        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai_v2,openai",
+    }
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
     with FakeLLMServer() as server:
-        out = subprocess.run([launcher, sys.executable, str(app), server.openai_url], capture_output=True, text=True,
-                             env=env, timeout=120)
+        out = subprocess.run(
+            [launcher, sys.executable, str(app), server.openai_url],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stderr
         assert "echo: hello" in out.stdout
         assert server.count == 1

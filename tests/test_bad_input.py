@@ -72,8 +72,9 @@ I64 = 1 << 63
 U64 = (1 << 64) - 1
 API_KEY = "sk-live-" + "Bq47" * 8
 
-FUZZ = settings(deadline=None, derandomize=True, database=None, print_blob=False,
-                suppress_health_check=list(HealthCheck))
+FUZZ = settings(
+    deadline=None, derandomize=True, database=None, print_blob=False, suppress_health_check=list(HealthCheck)
+)
 """Every property test: reproducible examples, no example database, no wall-clock deadline."""
 
 
@@ -82,8 +83,16 @@ def fuzz(examples: int) -> settings:
     return settings(FUZZ, max_examples=examples)
 
 
-SQLISH = ["' OR 1=1 --", "'; DROP TABLE otel_traces; --", "x') UNION SELECT * FROM system.users --",
-          "{trace_id:String}", "`otel_traces`", "\\'; SELECT 1; --", "%s%s%s", "${jndi:ldap://x}"]
+SQLISH = [
+    "' OR 1=1 --",
+    "'; DROP TABLE otel_traces; --",
+    "x') UNION SELECT * FROM system.users --",
+    "{trace_id:String}",
+    "`otel_traces`",
+    "\\'; SELECT 1; --",
+    "%s%s%s",
+    "${jndi:ldap://x}",
+]
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -105,8 +114,12 @@ def cli(*args: str) -> Cli:
     """Run ``otel-replay ARGS`` in this process, as the console script does (``main``), capturing output."""
     out, err = io.StringIO(), io.StringIO()
     code: int | str
-    with loggers_restored(), mock.patch.object(sys, "argv", ["otel-replay", *args]), contextlib.redirect_stdout(out), \
-            contextlib.redirect_stderr(err):
+    with (
+        loggers_restored(),
+        mock.patch.object(sys, "argv", ["otel-replay", *args]),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
         try:
             cli_module.main()
             code = 0
@@ -132,7 +145,8 @@ def store_state(store: Store) -> list[tuple[Any, ...]]:
     rows = store.client.query(
         "SELECT TraceId, SpanId, toUnixTimestamp64Nano(Timestamp), cityHash64(SpanName, SpanAttributes, "
         "ResourceAttributes, StatusCode, StatusMessage, Duration), cityHash64(Events.Name, Events.Attributes), "
-        "cityHash64(Links.TraceId, Links.Attributes) FROM otel_traces ORDER BY TraceId, SpanId, 3").result_rows
+        "cityHash64(Links.TraceId, Links.Attributes) FROM otel_traces ORDER BY TraceId, SpanId, 3"
+    ).result_rows
     return [tuple(row) for row in rows]
 
 
@@ -153,8 +167,12 @@ def everything(records: list[SpanRecord]) -> str:
     parts: list[str] = []
     for r in records:
         parts += [r.span_name, r.status_message, r.trace_state, r.scope_name, r.scope_version, r.service_name]
-        for mapping in (r.span_attributes, r.resource_attributes, *(e.attributes for e in r.events),
-                        *(x.attributes for x in r.links)):
+        for mapping in (
+            r.span_attributes,
+            r.resource_attributes,
+            *(e.attributes for e in r.events),
+            *(x.attributes for x in r.links),
+        ):
             for key, value in mapping.items():
                 parts += [key, value]
         parts += [e.name for e in r.events]
@@ -171,10 +189,24 @@ def write_segment(path: Path, payloads: list[bytes]) -> Path:
 # A request is described by plain data (so hypothesis can shrink it) and built into a protobuf message in
 # place: protobuf copies nested messages by serialising them, which refuses values nested past its limit.
 
-KEYS = st.one_of(st.text(max_size=12), st.sampled_from(["", "\x00", "k\x00ey", "service.name", *SQLISH,
-                                                        "otel_replay.run.id", "a" * 300]))
-HOSTILE_STRINGS = ["", "\x00", "a\x00b", "\x00" * 64, "\u2028\u2029", "</script>", "\\u003c", "[\\u003c]",
-                   "\ufeff", "\U0001f600" * 10, "\r\n", *SQLISH]
+KEYS = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(["", "\x00", "k\x00ey", "service.name", *SQLISH, "otel_replay.run.id", "a" * 300]),
+)
+HOSTILE_STRINGS = [
+    "",
+    "\x00",
+    "a\x00b",
+    "\x00" * 64,
+    "\u2028\u2029",
+    "</script>",
+    "\\u003c",
+    "[\\u003c]",
+    "\ufeff",
+    "\U0001f600" * 10,
+    "\r\n",
+    *SQLISH,
+]
 SCALARS = st.one_of(
     st.text(max_size=40).map(lambda s: ("s", s)),
     st.sampled_from(HOSTILE_STRINGS).map(lambda s: ("s", s)),
@@ -185,29 +217,53 @@ SCALARS = st.one_of(
     st.binary(max_size=40).map(lambda b: ("y", b)),  # invalid UTF-8 welcome: bytes values are bytes
     st.just(("n", None)),
 )
-VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
-    st.lists(inner, max_size=4).map(lambda v: ("a", v)),
-    st.lists(st.tuples(KEYS, inner), max_size=4).map(lambda v: ("k", v))), max_leaves=12)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4).map(lambda v: ("a", v)),
+        st.lists(st.tuples(KEYS, inner), max_size=4).map(lambda v: ("k", v)),
+    ),
+    max_leaves=12,
+)
 ATTRIBUTES = st.lists(st.tuples(KEYS, VALUES), max_size=6)
 
 
 def ids(size: int) -> st.SearchStrategy[bytes]:
-    return st.one_of(st.binary(min_size=size, max_size=size), st.just(b""), st.just(b"\x00" * size),
-                     st.binary(max_size=size + 4))
+    return st.one_of(
+        st.binary(min_size=size, max_size=size), st.just(b""), st.just(b"\x00" * size), st.binary(max_size=size + 4)
+    )
 
 
 TIMES = st.one_of(st.integers(0, U64), st.sampled_from([0, 1, I64 - 1, I64, U64, 1_700_000_000_000_000_000]))
-SPANS = st.fixed_dictionaries({
-    "trace_id": ids(16), "span_id": ids(8), "parent_span_id": ids(8), "name": st.text(max_size=20) | KEYS,
-    "trace_state": st.text(max_size=10), "kind": st.integers(-(1 << 31), (1 << 31) - 1),
-    "start": TIMES, "end": TIMES, "attributes": ATTRIBUTES,
-    "events": st.lists(st.tuples(TIMES, st.text(max_size=10), ATTRIBUTES), max_size=3),
-    "links": st.lists(st.tuples(ids(16), ids(8), st.text(max_size=5), ATTRIBUTES), max_size=2),
-    "code": st.integers(-(1 << 31), (1 << 31) - 1), "message": st.text(max_size=20),
-})
-REQUESTS = st.lists(st.tuples(ATTRIBUTES, st.lists(st.tuples(st.text(max_size=8), st.text(max_size=8),
-                                                             st.lists(SPANS, min_size=1, max_size=3)),
-                                                   min_size=1, max_size=2)), min_size=1, max_size=2)
+SPANS = st.fixed_dictionaries(
+    {
+        "trace_id": ids(16),
+        "span_id": ids(8),
+        "parent_span_id": ids(8),
+        "name": st.text(max_size=20) | KEYS,
+        "trace_state": st.text(max_size=10),
+        "kind": st.integers(-(1 << 31), (1 << 31) - 1),
+        "start": TIMES,
+        "end": TIMES,
+        "attributes": ATTRIBUTES,
+        "events": st.lists(st.tuples(TIMES, st.text(max_size=10), ATTRIBUTES), max_size=3),
+        "links": st.lists(st.tuples(ids(16), ids(8), st.text(max_size=5), ATTRIBUTES), max_size=2),
+        "code": st.integers(-(1 << 31), (1 << 31) - 1),
+        "message": st.text(max_size=20),
+    }
+)
+REQUESTS = st.lists(
+    st.tuples(
+        ATTRIBUTES,
+        st.lists(
+            st.tuples(st.text(max_size=8), st.text(max_size=8), st.lists(SPANS, min_size=1, max_size=3)),
+            min_size=1,
+            max_size=2,
+        ),
+    ),
+    min_size=1,
+    max_size=2,
+)
 
 
 def fill(target: AnyValue, described: tuple[str, Any]) -> None:
@@ -310,9 +366,16 @@ def fill_nested(target: AnyValue, depth: int, kind: str) -> None:
     leaf.string_value = "leaf"
 
 
-def one_span_request(*, trace_id: bytes = b"\x0a" * 16, span_id: bytes = b"\x0b" * 8, name: str = "op",
-                     start: int = 1_700_000_000_000_000_000, end: int | None = None, event_at: int | None = None,
-                     attributes: dict[str, Any] | None = None) -> ExportTraceServiceRequest:
+def one_span_request(
+    *,
+    trace_id: bytes = b"\x0a" * 16,
+    span_id: bytes = b"\x0b" * 8,
+    name: str = "op",
+    start: int = 1_700_000_000_000_000_000,
+    end: int | None = None,
+    event_at: int | None = None,
+    attributes: dict[str, Any] | None = None,
+) -> ExportTraceServiceRequest:
     """A request holding one span; an attribute value is a string, bytes, or a function filling the AnyValue."""
     request = ExportTraceServiceRequest()
     span = request.resource_spans.add().scope_spans.add().spans.add()
@@ -337,12 +400,34 @@ def one_span_request(*, trace_id: bytes = b"\x0a" * 16, span_id: bytes = b"\x0b"
 
 
 def _real_request_bytes() -> bytes:
-    described = [([("service.name", ("s", "svc"))], [("lib", "1", [{
-        "trace_id": b"\x01" * 16, "span_id": b"\x02" * 8, "parent_span_id": b"", "name": "root",
-        "trace_state": "", "kind": 1, "start": 1_700_000_000_000_000_000, "end": 1_700_000_001_000_000_000,
-        "attributes": [("a", ("s", "x")), ("n", ("i", 3)), ("l", ("a", [("d", 0.5), ("b", True)]))],
-        "events": [(1_700_000_000_500_000_000, "e", [("k", ("s", "v"))])],
-        "links": [(b"\x03" * 16, b"\x04" * 8, "", [])], "code": 2, "message": "boom"}])])]
+    described = [
+        (
+            [("service.name", ("s", "svc"))],
+            [
+                (
+                    "lib",
+                    "1",
+                    [
+                        {
+                            "trace_id": b"\x01" * 16,
+                            "span_id": b"\x02" * 8,
+                            "parent_span_id": b"",
+                            "name": "root",
+                            "trace_state": "",
+                            "kind": 1,
+                            "start": 1_700_000_000_000_000_000,
+                            "end": 1_700_000_001_000_000_000,
+                            "attributes": [("a", ("s", "x")), ("n", ("i", 3)), ("l", ("a", [("d", 0.5), ("b", True)]))],
+                            "events": [(1_700_000_000_500_000_000, "e", [("k", ("s", "v"))])],
+                            "links": [(b"\x03" * 16, b"\x04" * 8, "", [])],
+                            "code": 2,
+                            "message": "boom",
+                        }
+                    ],
+                )
+            ],
+        )
+    ]
     return build_request(described).SerializeToString()
 
 
@@ -350,11 +435,14 @@ REAL_REQUEST = _real_request_bytes()
 
 
 @fuzz(300)
-@given(data=st.one_of(
-    st.binary(max_size=300),
-    st.tuples(st.integers(0, len(REAL_REQUEST)), st.integers(0, 30), st.binary(max_size=12)).map(
-        lambda m: REAL_REQUEST[:m[0]] + m[2] + REAL_REQUEST[m[0] + m[1]:]),
-))
+@given(
+    data=st.one_of(
+        st.binary(max_size=300),
+        st.tuples(st.integers(0, len(REAL_REQUEST)), st.integers(0, 30), st.binary(max_size=12)).map(
+            lambda m: REAL_REQUEST[: m[0]] + m[2] + REAL_REQUEST[m[0] + m[1] :]
+        ),
+    )
+)
 def test_random_protobuf_bytes_are_rows_or_a_decode_error(data: bytes) -> None:
     """Random bytes and mutated real requests: well-formed rows or DecodeError / ValueError, nothing else."""
     try:
@@ -405,8 +493,18 @@ def test_values_nested_past_the_recursion_limit_are_written_out(kind: str, depth
         rows_from_request(wire)
 
 
-@pytest.mark.parametrize(("field", "size"), [("trace_id", 3), ("trace_id", 17), ("span_id", 7), ("span_id", 9),
-                                             ("parent_span_id", 1), ("link_trace", 15), ("link_span", 20)])
+@pytest.mark.parametrize(
+    ("field", "size"),
+    [
+        ("trace_id", 3),
+        ("trace_id", 17),
+        ("span_id", 7),
+        ("span_id", 9),
+        ("parent_span_id", 1),
+        ("link_trace", 15),
+        ("link_span", 20),
+    ],
+)
 def test_ids_of_the_wrong_length_are_refused_naming_the_span(field: str, size: int) -> None:
     request = one_span_request(name="payment")
     span = request.resource_spans[0].scope_spans[0].spans[0]
@@ -434,8 +532,15 @@ def test_huge_values_and_many_attributes_map_in_bounded_time() -> None:
 
 # ================================================================================================== world
 
-VERSIONS = {"0.1": "re-record", "99.0": "upgrade otel-replay", "": "re-record", "abc": "re-record",
-            "'; DROP TABLE otel_traces; --": "re-record", "\u00b2.0": "re-record", "1" * 5000 + ".0": "re-record"}
+VERSIONS = {
+    "0.1": "re-record",
+    "99.0": "upgrade otel-replay",
+    "": "re-record",
+    "abc": "re-record",
+    "'; DROP TABLE otel_traces; --": "re-record",
+    "\u00b2.0": "re-record",
+    "1" * 5000 + ".0": "re-record",
+}
 """Convention versions no 1.x reader takes, and what the refusal tells the user to do."""
 
 
@@ -479,8 +584,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         document = case_document(run, redactor=runtime().redactor, expect=["output", "tools"])
         case_file = cases / "desk.case.json"
         case_file.write_text(dumps_case(document), encoding="utf-8")
-        yield {"home": home, "cases": cases, "good": good, "shown": shown, "versions": versions,
-               "case_file": case_file, "document": document}
+        yield {
+            "home": home,
+            "cases": cases,
+            "good": good,
+            "shown": shown,
+            "versions": versions,
+            "case_file": case_file,
+            "document": document,
+        }
 
 
 @pytest.fixture
@@ -521,7 +633,8 @@ def fresh_store(home: Path) -> Iterator[tuple[Store, str, dict[str, Any]]]:
 
 
 def test_hostile_requests_are_stored_as_mapped_and_earlier_runs_stay_unchanged(
-        fresh_store: tuple[Store, str, dict[str, Any]]) -> None:
+    fresh_store: tuple[Store, str, dict[str, Any]],
+) -> None:
     store, good, before = fresh_store
     good_rows = len(store.load_spans(good))
     inserted = 0
@@ -545,10 +658,14 @@ def test_hostile_requests_are_stored_as_mapped_and_earlier_runs_stay_unchanged(
 
     insert_hostile()
     specials = [
-        one_span_request(trace_id=b"\x11" * 16, name="big", attributes={
-            "text": "x" * (10 * MIB), "bytes": os.urandom(MIB), "nul\x00key": "nul\x00value"}),
-        one_span_request(trace_id=b"\x12" * 16, name="deep",
-                         attributes={"deep": lambda v: fill_nested(v, 2000, "kvlist")}),
+        one_span_request(
+            trace_id=b"\x11" * 16,
+            name="big",
+            attributes={"text": "x" * (10 * MIB), "bytes": os.urandom(MIB), "nul\x00key": "nul\x00value"},
+        ),
+        one_span_request(
+            trace_id=b"\x12" * 16, name="deep", attributes={"deep": lambda v: fill_nested(v, 2000, "kvlist")}
+        ),
         one_span_request(trace_id=b"\x13" * 16, name="late", start=U64, end=U64, event_at=U64),
         one_span_request(trace_id=b"\x14" * 16, name="2262", start=I64 - 1, end=I64 - 1),
         one_span_request(trace_id=b"\x15" * 16, name=SQLISH[1], attributes={k: k for k in SQLISH}),
@@ -594,8 +711,7 @@ def test_random_bytes_in_spool_segments_never_break_ingest(fresh_store: tuple[St
         return SEGMENT_MAGIC + encode_record(build_request(described).SerializeToString())
 
     @fuzz(25)
-    @given(kind=st.sampled_from(["raw", "header", "records", "otlp"]), raw=st.binary(max_size=200),
-           described=REQUESTS)
+    @given(kind=st.sampled_from(["raw", "header", "records", "otlp"]), raw=st.binary(max_size=200), described=REQUESTS)
     def ingest_garbage(kind: str, raw: bytes, described: list[Any]) -> None:
         n = next(counter)
         (spool / f"{n:020d}-x-1-{n:08x}.seg").write_bytes(segment_bytes(kind, raw, described))
@@ -619,8 +735,9 @@ def test_a_span_stamped_after_2262_is_stored_and_never_blocks_the_store(home: Pa
     write_segment(spool / "00000000000000000001-x-1-00000001.seg", [request.SerializeToString()])
     for _ in range(2):
         with Store.open(home=home) as store:
-            (count,) = store.client.query("SELECT count() FROM otel_traces WHERE SpanName = 'far future'"
-                                          ).result_rows[0]
+            (count,) = store.client.query("SELECT count() FROM otel_traces WHERE SpanName = 'far future'").result_rows[
+                0
+            ]
             assert count == 1
     assert not list(spool.glob("*.seg")) and not list(spool.glob("*.ingesting"))
 
@@ -644,14 +761,17 @@ def _generated_corpus(folder: Path, document: dict[str, Any]) -> dict[str, dict[
         value = {"kvlistValue": {"values": [{"key": "k", "value": value}]}}
     deep["trace"]["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"].append({"key": "d", "value": value})
     (folder / "otlp-nested-150.case.json").write_text(json.dumps(deep), encoding="utf-8")
-    return {"ten-mib.case.json": {"pass": ""}, "garbage-ten-mib.case.json": {"load": "not a readable JSON"},
-            "nested-100k.case.json": {"load": "nested too deeply"},
-            "otlp-nested-150.case.json": {"load": "not OTLP JSON"}}
+    return {
+        "ten-mib.case.json": {"pass": ""},
+        "garbage-ten-mib.case.json": {"load": "not a readable JSON"},
+        "nested-100k.case.json": {"load": "nested too deeply"},
+        "otlp-nested-150.case.json": {"load": "not OTLP JSON"},
+    }
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_corpus_case_files_are_one_clear_error(name: str, tmp_path: Path) -> None:
-    (stage, needle), = EXPECTED[name].items()
+    ((stage, needle),) = EXPECTED[name].items()
     if stage == "load":
         with pytest.raises(CaseError) as caught:
             load_case(CORPUS / name)
@@ -666,7 +786,7 @@ def test_corpus_case_files_are_one_clear_error(name: str, tmp_path: Path) -> Non
 def test_generated_case_files_are_one_clear_error_or_run(world: dict[str, Any], tmp_path: Path) -> None:
     expected = _generated_corpus(tmp_path, world["document"])
     for name, outcome in expected.items():
-        (stage, needle), = outcome.items()
+        ((stage, needle),) = outcome.items()
         if stage == "load":
             with pytest.raises(CaseError, match=needle):
                 load_case(tmp_path / name)
@@ -692,7 +812,7 @@ def test_case_run_reports_every_bad_file_and_still_runs_the_good_one(at_world: d
     assert by_file["good.case.json"]["status"] == "passed"
     assert by_file["ten-mib.case.json"]["status"] == "passed"
     for name, outcome in {**EXPECTED, **generated}.items():
-        (stage, needle), = outcome.items()
+        ((stage, needle),) = outcome.items()
         if stage != "pass":
             case = by_file[name]
             assert case["status"] in ("failed", "error"), case
@@ -704,12 +824,42 @@ def test_case_run_reports_every_bad_file_and_still_runs_the_good_one(at_world: d
     assert heads.count("PASS") == 2
 
 
-JSON_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-(1 << 70), 1 << 70), st.floats(), st.text(max_size=30),
-                        st.sampled_from(["", "0" * 32, "ab" * 16, "AB" * 16, "00" * 8, "-1", "18446744073709551616",
-                                         "NaN", "Infinity", "1e400", "AAAA", "\x00", "\ud800", "../../etc/passwd",
-                                         "1.1", "2.0", "mock", "live", "output", *SQLISH]))
-JSON = st.recursive(JSON_LEAVES, lambda inner: st.lists(inner, max_size=3)
-                    | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=10)
+JSON_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(1 << 70), 1 << 70),
+    st.floats(),
+    st.text(max_size=30),
+    st.sampled_from(
+        [
+            "",
+            "0" * 32,
+            "ab" * 16,
+            "AB" * 16,
+            "00" * 8,
+            "-1",
+            "18446744073709551616",
+            "NaN",
+            "Infinity",
+            "1e400",
+            "AAAA",
+            "\x00",
+            "\ud800",
+            "../../etc/passwd",
+            "1.1",
+            "2.0",
+            "mock",
+            "live",
+            "output",
+            *SQLISH,
+        ]
+    ),
+)
+JSON = st.recursive(
+    JSON_LEAVES,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=10,
+)
 
 
 def _paths(tree: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -744,8 +894,12 @@ def test_generated_json_is_a_case_error_or_a_case(world: dict[str, Any]) -> None
     document = world["document"]
 
     @fuzz(300)
-    @given(field=st.sampled_from(["name", "entrypoint", "mode", "expect", "convention", "source", "trace",
-                                  "otel_replay_case", None]), value=JSON)
+    @given(
+        field=st.sampled_from(
+            ["name", "entrypoint", "mode", "expect", "convention", "source", "trace", "otel_replay_case", None]
+        ),
+        value=JSON,
+    )
     def check(field: str | None, value: Any) -> None:
         doc = value if field is None else {**document, field: value}
         try:
@@ -772,19 +926,23 @@ def test_mutated_real_case_files_load_or_fail_with_one_clear_error(world: dict[s
     ran = {"passed": 0, "failed": 0, "error": 0}
 
     @fuzz(120)
-    @given(path=st.sampled_from(paths), op=st.sampled_from(["replace", "delete", "wrap"]), value=JSON,
-           cut=st.none() | st.tuples(st.integers(0, len(text)),
-                                     st.sampled_from([b"", b"\x00", b"\xff\xfe", b"\"", b"]"])))
+    @given(
+        path=st.sampled_from(paths),
+        op=st.sampled_from(["replace", "delete", "wrap"]),
+        value=JSON,
+        cut=st.none() | st.tuples(st.integers(0, len(text)), st.sampled_from([b"", b"\x00", b"\xff\xfe", b'"', b"]"])),
+    )
     def check(path: tuple[Any, ...], op: str, value: Any, cut: tuple[int, bytes] | None) -> None:
         file = tmp_path / "mutated.case.json"
         if cut is None:
             try:
-                file.write_text(json.dumps(_mutated(document, path, op, value)), encoding="utf-8",
-                                errors="surrogatepass")
+                file.write_text(
+                    json.dumps(_mutated(document, path, op, value)), encoding="utf-8", errors="surrogatepass"
+                )
             except (TypeError, IndexError, KeyError):
                 return
         else:
-            file.write_bytes(text[:cut[0]] + cut[1] + text[cut[0] + 3:])
+            file.write_bytes(text[: cut[0]] + cut[1] + text[cut[0] + 3 :])
         try:
             case = load_case(file)
         except CaseError as exc:
@@ -863,7 +1021,7 @@ def test_case_export_writes_only_where_it_is_told(at_world: dict[str, Any]) -> N
     assert cli("case", "export", good, "-o", "../outside/chosen.case.json").code == 0
     assert sorted(p.name for p in outside.iterdir()) == ["chosen.case.json", "victim.txt"]
     assert sorted(p.name for p in work.iterdir()) == ["d.case.json", "dangling.case.json", "link.case.json"]
-    assert not [p for p in work.rglob(".*.tmp")]
+    assert not list(work.rglob(".*.tmp"))
     assert world_state(at_world) == before
 
 
@@ -874,10 +1032,23 @@ def test_a_hostile_agent_name_never_becomes_a_path(at_world: dict[str, Any]) -> 
         spans = store.load_spans(at_world["good"])
         hostile = "../../" + "evil\x00\n\x1b[31m" * 40
         trace_id = hashlib.sha256(b"hostile agent name").hexdigest()[:32]
-        store.insert_spans([replace(s, trace_id=trace_id, span_attributes={
-            **s.span_attributes, **({semconv.GEN_AI_AGENT_NAME: hostile}
-                                    if semconv.GEN_AI_AGENT_NAME in s.span_attributes else {})})
-            for s in spans])
+        store.insert_spans(
+            [
+                replace(
+                    s,
+                    trace_id=trace_id,
+                    span_attributes={
+                        **s.span_attributes,
+                        **(
+                            {semconv.GEN_AI_AGENT_NAME: hostile}
+                            if semconv.GEN_AI_AGENT_NAME in s.span_attributes
+                            else {}
+                        ),
+                    },
+                )
+                for s in spans
+            ]
+        )
     result = cli("case", "export", trace_id, "--json")
     assert result.code == 0, result.err
     (written,) = at_world["work"].iterdir()
@@ -889,11 +1060,14 @@ def test_a_hostile_agent_name_never_becomes_a_path(at_world: dict[str, Any]) -> 
 # ==================================================================================== convention versions
 
 
-@pytest.mark.parametrize("version", [
-    pytest.param(v, id=i)
-    for v, i in zip(VERSIONS, ["old", "future", "empty", "words", "sql", "superscript", "5000-digits"])])
-def test_unknown_convention_versions_show_but_never_replay_or_export(at_world: dict[str, Any],
-                                                                     version: str) -> None:
+@pytest.mark.parametrize(
+    "version",
+    [
+        pytest.param(v, id=i)
+        for v, i in zip(VERSIONS, ["old", "future", "empty", "words", "sql", "superscript", "5000-digits"])
+    ],
+)
+def test_unknown_convention_versions_show_but_never_replay_or_export(at_world: dict[str, Any], version: str) -> None:
     trace_id = at_world["versions"][version]
     before = world_state(at_world)
     shown = cli("show", trace_id, "--json")
@@ -903,8 +1077,9 @@ def test_unknown_convention_versions_show_but_never_replay_or_export(at_world: d
     assert_one_error_line(cli("replay", trace_id, "--mode", "mock"), "convention")
     assert_one_error_line(cli("case", "export", trace_id, "-o", "x.case.json"), "convention")
     assert not (at_world["work"] / "x.case.json").exists()
-    document = json.loads(json.dumps(at_world["document"]).replace(
-        json.dumps(semconv.SCHEMA_VERSION), json.dumps(version)))
+    document = json.loads(
+        json.dumps(at_world["document"]).replace(json.dumps(semconv.SCHEMA_VERSION), json.dumps(version))
+    )
     (at_world["work"] / "v.case.json").write_text(json.dumps(document), encoding="utf-8")
     ran = cli("case", "run", "v.case.json")
     assert ran.code == 2 and "ERROR" in ran.out and VERSIONS[version] in ran.out, ran
@@ -940,8 +1115,7 @@ COMMANDS = {
 }
 
 
-def test_hostile_trace_ids_are_one_error_line_in_every_command_and_change_nothing(
-        at_world: dict[str, Any]) -> None:
+def test_hostile_trace_ids_are_one_error_line_in_every_command_and_change_nothing(at_world: dict[str, Any]) -> None:
     good = at_world["good"]
     before = world_state(at_world)
     for name, trace_id in HOSTILE_IDS.items():
@@ -951,7 +1125,7 @@ def test_hostile_trace_ids_are_one_error_line_in_every_command_and_change_nothin
             assert len(result.err) < 400, (name, command, result.err)
             if name not in ("dash", "empty"):  # an id that reads as an option is a usage error
                 assert "trace id" in result.err, (name, command, result.err)
-    for command, args in COMMANDS.items():  # well formed, but no such run
+    for args in COMMANDS.values():  # well formed, but no such run
         assert_one_error_line(cli(*args("f" * 32, good)), "f" * 32)
     assert not list(at_world["work"].iterdir())
     assert world_state(at_world) == before
@@ -970,18 +1144,59 @@ def test_trace_ids_are_read_case_and_space_insensitively(at_world: dict[str, Any
 
 # =================================================================================================== CLI
 
-ARG_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00/"), max_size=40
-                   ).filter(lambda s: s.strip(".") != "")
-OPTIONS = st.sampled_from([
-    ["--json"], ["--limit", "0"], ["--limit", "-1"], ["--limit", "99999999999999999999"], ["--limit", "1e3"],
-    ["--limit", "NaN"], ["--step", "-5"], ["--step", "99999999999999999999"], ["--from-step", "-3"],
-    ["--mode", "live"], ["--mode", "LIVE"], ["--mode", ""], ["--expect", "vibes"], ["--kind", "x"],
-    ["--status", "' OR 1=1"], ["--args", "[1]"], ["--args", "{"], ["--args", '{"a": NaN}'], ["--store", "ftp://x"],
-    ["--store", "chdb://relative/path"], ["--store", "chdb:///dev/null/x"], ["--app", "../../x:f"],
-    ["--unknown-flag"], ["-x"], ["--"], ["--help"], ["--approve"], ["--reason", "\n\n"], ["--name", "../x"],
-])
-COMMAND_NAMES = st.sampled_from([["show"], ["replay"], ["diff"], ["case", "export"], ["replay-tool"], ["runs"],
-                                 ["audit"], ["case", "run"], ["replay-session"], ["case"], ["db"], ["nope"], []])
+ARG_TEXT = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00/"), max_size=40
+).filter(lambda s: s.strip(".") != "")
+OPTIONS = st.sampled_from(
+    [
+        ["--json"],
+        ["--limit", "0"],
+        ["--limit", "-1"],
+        ["--limit", "99999999999999999999"],
+        ["--limit", "1e3"],
+        ["--limit", "NaN"],
+        ["--step", "-5"],
+        ["--step", "99999999999999999999"],
+        ["--from-step", "-3"],
+        ["--mode", "live"],
+        ["--mode", "LIVE"],
+        ["--mode", ""],
+        ["--expect", "vibes"],
+        ["--kind", "x"],
+        ["--status", "' OR 1=1"],
+        ["--args", "[1]"],
+        ["--args", "{"],
+        ["--args", '{"a": NaN}'],
+        ["--store", "ftp://x"],
+        ["--store", "chdb://relative/path"],
+        ["--store", "chdb:///dev/null/x"],
+        ["--app", "../../x:f"],
+        ["--unknown-flag"],
+        ["-x"],
+        ["--"],
+        ["--help"],
+        ["--approve"],
+        ["--reason", "\n\n"],
+        ["--name", "../x"],
+    ]
+)
+COMMAND_NAMES = st.sampled_from(
+    [
+        ["show"],
+        ["replay"],
+        ["diff"],
+        ["case", "export"],
+        ["replay-tool"],
+        ["runs"],
+        ["audit"],
+        ["case", "run"],
+        ["replay-session"],
+        ["case"],
+        ["db"],
+        ["nope"],
+        [],
+    ]
+)
 
 
 def test_generated_command_lines_never_print_a_traceback(at_world: dict[str, Any]) -> None:
@@ -991,8 +1206,11 @@ def test_generated_command_lines_never_print_a_traceback(at_world: dict[str, Any
     codes: dict[int | str, int] = {}
 
     @fuzz(120)
-    @given(command=COMMAND_NAMES, words=st.lists(ARG_TEXT | st.sampled_from(list(HOSTILE_IDS.values())[:-1]),
-                                                 max_size=3), options=st.lists(OPTIONS, max_size=3))
+    @given(
+        command=COMMAND_NAMES,
+        words=st.lists(ARG_TEXT | st.sampled_from(list(HOSTILE_IDS.values())[:-1]), max_size=3),
+        options=st.lists(OPTIONS, max_size=3),
+    )
     def check(command: list[str], words: list[str], options: list[list[str]]) -> None:
         args = [*command, *words, *(o for option in options for o in option)]
         result = cli(*args)
@@ -1008,34 +1226,58 @@ def test_generated_command_lines_never_print_a_traceback(at_world: dict[str, Any
     assert world_state(at_world) == before
 
 
-@pytest.mark.parametrize("args", [
-    ["runs", "--limit", "99999999999999999999"], ["runs", "--limit", "-1"], ["runs", "--limit", "0"],
-    ["audit", "--limit", "99999999999999999999"], ["audit", "--limit", "4294967296"], ["audit", "--limit", "-5"],
-    ["replay-tool", "f" * 32, "--step", "-1"], ["replay-tool", "f" * 32, "--step", "99999999999999999999999"],
-    ["replay", "f" * 32, "--mode", "mock", "--from-step", "-1"], ["runs", "--bogus"], ["show"], ["case", "run"],
-    ["replay-session", "'; DROP TABLE otel_traces; --", "--mode", "mock"], ["replay-session", "", "--mode", "mock"],
-    ["replay-tool", "f" * 32, "--step", "0", "--args", "[" * 100_000],
-    ["replay-tool", "f" * 32, "--step", "0", "--args", json.dumps({"a": "x" * (10 * MIB)})],
-], ids=lambda a: " ".join(a)[:40] if isinstance(a, list) else None)
-def test_out_of_range_numbers_and_unknown_flags_are_one_error_line(at_world: dict[str, Any],
-                                                                   args: list[str]) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["runs", "--limit", "99999999999999999999"],
+        ["runs", "--limit", "-1"],
+        ["runs", "--limit", "0"],
+        ["audit", "--limit", "99999999999999999999"],
+        ["audit", "--limit", "4294967296"],
+        ["audit", "--limit", "-5"],
+        ["replay-tool", "f" * 32, "--step", "-1"],
+        ["replay-tool", "f" * 32, "--step", "99999999999999999999999"],
+        ["replay", "f" * 32, "--mode", "mock", "--from-step", "-1"],
+        ["runs", "--bogus"],
+        ["show"],
+        ["case", "run"],
+        ["replay-session", "'; DROP TABLE otel_traces; --", "--mode", "mock"],
+        ["replay-session", "", "--mode", "mock"],
+        ["replay-tool", "f" * 32, "--step", "0", "--args", "[" * 100_000],
+        ["replay-tool", "f" * 32, "--step", "0", "--args", json.dumps({"a": "x" * (10 * MIB)})],
+    ],
+    ids=lambda a: " ".join(a)[:40] if isinstance(a, list) else None,
+)
+def test_out_of_range_numbers_and_unknown_flags_are_one_error_line(at_world: dict[str, Any], args: list[str]) -> None:
     assert_one_error_line(cli(*args))
 
 
 def test_the_installed_command_prints_one_line_for_bad_input(world: dict[str, Any], tmp_path: Path) -> None:
     """The same promises from the command's entry point in a fresh interpreter, with no test harness capturing
     its logs or output: a SQL-looking trace id, a runaway limit, a hostile case file, an unknown flag."""
-    env = {**os.environ, "OTEL_REPLAY_HOME": str(world["home"]), "COLUMNS": "200",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p)}
+    env = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(world["home"]),
+        "COLUMNS": "200",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p),
+    }
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG"):
         env.pop(name, None)
-    script = ("import sys\nfrom otel_replay.cli import main\nfor args in [['show', \"' OR 1=1 --\"], "
-              "['runs', '--limit', '99999999999999999999'], ['case', 'run', sys.argv[1]], ['show', '--what']]:\n"
-              "    sys.argv = ['otel-replay', *args]\n"
-              "    try:\n        main()\n    except SystemExit as exc:\n        print('exit', exc.code)\n"
-              "    sys.stderr.write('--\\n')\n")
-    out = subprocess.run([sys.executable, "-c", script, str(CORPUS / "name-nul.case.json")], capture_output=True,
-                         text=True, env=env, timeout=120, cwd=tmp_path)
+    script = (
+        "import sys\nfrom otel_replay.cli import main\nfor args in [['show', \"' OR 1=1 --\"], "
+        "['runs', '--limit', '99999999999999999999'], ['case', 'run', sys.argv[1]], ['show', '--what']]:\n"
+        "    sys.argv = ['otel-replay', *args]\n"
+        "    try:\n        main()\n    except SystemExit as exc:\n        print('exit', exc.code)\n"
+        "    sys.stderr.write('--\\n')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(CORPUS / "name-nul.case.json")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert out.stdout.count("exit 2") == 4, out
     blocks = out.stderr.split("--\n")[:4]
     assert all(len([x for x in b.splitlines() if x.strip()]) <= 1 for b in blocks), out.stderr
@@ -1074,12 +1316,13 @@ SHAPED_SECRETS = st.one_of(
     _token(B64URL, 35, 35).map(lambda t: "AIza" + t),
     _token(ALNUM, 16, 32).map(lambda t: "sk_live_" + t),
     st.tuples(_token(B64URL, 6, 30), _token(B64URL, 6, 30), _token(B64URL, 0, 40)).map(
-        lambda p: f"eyJ{p[0]}.{p[1]}.{p[2]}"),
+        lambda p: f"eyJ{p[0]}.{p[1]}.{p[2]}"
+    ),
 )
 """Secrets by their shape (docs/redaction.md, "Detection by value shape"), with random bodies."""
 
 PROSE = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60)
-SEPARATORS = st.sampled_from([" ", "\n", "\t", ", ", ": ", "(", ")", "[", "]", "\"", "'", "=", "; ", " - ", "é "])
+SEPARATORS = st.sampled_from([" ", "\n", "\t", ", ", ": ", "(", ")", "[", "]", '"', "'", "=", "; ", " - ", "é "])
 """What may stand right before or after a secret in prose. Letters, digits, '_' and '-' glued to a token make a
 longer word that is no longer that token (the documented boundary rule); these are everything else typical."""
 
@@ -1117,8 +1360,9 @@ def planted_agent(question: str, *, planted: list[str], fail: bool = True) -> di
 
 @fuzz(150)
 @given(planted=st.lists(st.tuples(PROSE, SEPARATORS, SHAPED_SECRETS, SEPARATORS, PROSE), min_size=1, max_size=4))
-def test_secret_shapes_inside_prose_never_survive_recording(planted: list[tuple[str, ...]],
-                                                           tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_secret_shapes_inside_prose_never_survive_recording(
+    planted: list[tuple[str, ...]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """Secret-shaped tokens with random bodies inside random prose, in every place a run records: the spans as
     the store would hold them keep neither a whole secret nor its body; the prose around it survives."""
     texts = ["".join(parts) for parts in planted]
@@ -1156,8 +1400,15 @@ LOOKALIKES = [
     "the key: value pairs of the config",
 ]
 """Text that looks like a secret but, by the documented rules, is none: every one is kept as it is."""
-SAFE_KEYS = {"max_tokens": 4096, "input_tokens": 11, "tokenizer": "cl100k_base", "token_count": 3,
-             "secret_name": "prod/db", "password_min_length": 12, "token_url": "https://auth.example.com/token"}
+SAFE_KEYS = {
+    "max_tokens": 4096,
+    "input_tokens": 11,
+    "tokenizer": "cl100k_base",
+    "token_count": 3,
+    "secret_name": "prod/db",
+    "password_min_length": 12,
+    "token_url": "https://auth.example.com/token",
+}
 
 
 def test_lookalikes_the_rules_keep_survive_a_recorded_run(tmp_path: Path) -> None:
@@ -1195,26 +1446,39 @@ def quiet_secrets_agent(question: str, *, credentials: dict[str, Any], secrets_:
     s = secrets_
     orp.record_state({"db_password": s["plain"], "log": f"connecting to postgres://app:{s['url_password']}@db/x"})
     orp.record_context(system_rules=f"use AWS key {s['aws']} for the bucket", memory={"session_id": s["plain"]})
-    call_service(f"https://app:{s['url_password']}@api.example.test/v1",
-                 {"Authorization": f"Bearer {s['bearer']}", "X-Api-Key": s["plain"], "Cookie": f"sid={s['plain']}"},
-                 {"jwt": s["jwt"], "note": f"the key block is\n{s['pem']}\n", "pwd": s["plain"]})
-    planner_model([{"role": "user", "content": f"log line: {{\"client_secret\": \"{s['long']}\"}} and "
-                                                f"Authorization: Basic {s['basic']}"}])
+    call_service(
+        f"https://app:{s['url_password']}@api.example.test/v1",
+        {"Authorization": f"Bearer {s['bearer']}", "X-Api-Key": s["plain"], "Cookie": f"sid={s['plain']}"},
+        {"jwt": s["jwt"], "note": f"the key block is\n{s['pem']}\n", "pwd": s["plain"]},
+    )
+    planner_model(
+        [
+            {
+                "role": "user",
+                "content": f'log line: {{"client_secret": "{s["long"]}"}} and Authorization: Basic {s["basic"]}',
+            }
+        ]
+    )
     orp.attach_file(f"password={s['plain']}\n{s['pem']}\n".encode(), name="env.txt")
     raise PermissionError(f"login failed for password={s['plain']} with token {s['jwt']}")
 
 
-QUIET = st.fixed_dictionaries({
-    "plain": _token(string.ascii_lowercase, 10, 14).map(lambda w: f"{w}-garden"),
-    "url_password": _token(ALNUM, 12, 20),
-    "bearer": _token(ALNUM, 24, 32),
-    "basic": _token(ALNUM, 20, 28),
-    "aws": _token(UPPER_DIGITS, 16, 16).map(lambda t: "AKIA" + t),
-    "jwt": st.tuples(_token(B64URL, 12, 20), _token(B64URL, 12, 20), _token(B64URL, 20, 40)).map(
-        lambda p: f"eyJ{p[0]}.eyJ{p[1]}.{p[2]}"),
-    "pem": _token(ALNUM, 64, 64).map(lambda b: f"-----BEGIN RSA PRIVATE KEY-----\n{b}\n-----END RSA PRIVATE KEY-----"),
-    "long": _token(ALNUM, 600, 700),
-})
+QUIET = st.fixed_dictionaries(
+    {
+        "plain": _token(string.ascii_lowercase, 10, 14).map(lambda w: f"{w}-garden"),
+        "url_password": _token(ALNUM, 12, 20),
+        "bearer": _token(ALNUM, 24, 32),
+        "basic": _token(ALNUM, 20, 28),
+        "aws": _token(UPPER_DIGITS, 16, 16).map(lambda t: "AKIA" + t),
+        "jwt": st.tuples(_token(B64URL, 12, 20), _token(B64URL, 12, 20), _token(B64URL, 20, 40)).map(
+            lambda p: f"eyJ{p[0]}.eyJ{p[1]}.{p[2]}"
+        ),
+        "pem": _token(ALNUM, 64, 64).map(
+            lambda b: f"-----BEGIN RSA PRIVATE KEY-----\n{b}\n-----END RSA PRIVATE KEY-----"
+        ),
+        "long": _token(ALNUM, 600, 700),
+    }
+)
 """Secrets whose value has no shape of its own: caught only by where they stand (a secret key, a URL's
 userinfo, an Authorization header, ``password=``), plus tokens with a shape inside prose, a key block and a
 quoted secret longer than any cap."""
@@ -1222,11 +1486,12 @@ quoted secret longer than any cap."""
 
 def _quiet_pieces(secrets_: dict[str, str]) -> list[str]:
     pieces = [v for k, v in secrets_.items() if k != "pem"]
-    return pieces + [secrets_["pem"].splitlines()[1], secrets_["long"][-40:]]
+    return [*pieces, secrets_["pem"].splitlines()[1], secrets_["long"][-40:]]
 
 
 def test_secrets_that_do_not_look_like_secrets_never_reach_spool_store_output_or_cases(
-        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     counter = iter(range(100))
 
     @fuzz(2)
@@ -1237,8 +1502,9 @@ def test_secrets_that_do_not_look_like_secrets_never_reach_spool_store_output_or
         monkeypatch.chdir(home)
         orp.configure(home=where, exporter="spool")
         with pytest.raises(PermissionError):
-            quiet_secrets_agent("q", credentials={"password": secrets_["plain"], "nested": {"token": 12345678}},
-                                secrets_=secrets_)
+            quiet_secrets_agent(
+                "q", credentials={"password": secrets_["plain"], "nested": {"token": 12345678}}, secrets_=secrets_
+            )
         orp.flush()
         pieces = _quiet_pieces(secrets_)
 
@@ -1254,9 +1520,16 @@ def test_secrets_that_do_not_look_like_secrets_never_reach_spool_store_output_or
             (summary,) = store.runs()
             clean(repr(store.client.query("SELECT * FROM otel_traces").result_rows), "the store")
         trace_id = summary.trace_id
-        outputs = {args: cli(*args) for args in (("runs", "--json"), ("show", trace_id), ("show", trace_id, "--json"),
-                                                 ("case", "export", trace_id, "-o", "-"),
-                                                 ("case", "export", trace_id, "-o", str(where / "c.case.json")))}
+        outputs = {
+            args: cli(*args)
+            for args in (
+                ("runs", "--json"),
+                ("show", trace_id),
+                ("show", trace_id, "--json"),
+                ("case", "export", trace_id, "-o", "-"),
+                ("case", "export", trace_id, "-o", str(where / "c.case.json")),
+            )
+        }
         for args, result in outputs.items():
             assert result.code == 0, (args, result.err)
             clean(result.out + result.err, " ".join(args))
@@ -1358,7 +1631,7 @@ HOSTILE_VALUES: dict[str, Callable[[], Any]] = {
     "nul": lambda: {"k\x00ey": "va\x00lue", "\x00": ["\x00" * 100]},
     "surrogates": lambda: {"name": "\ud800\udfff", "\udc80": "x"},
     "odd-keys": lambda: {None: 1, (1, 2): 2, 3.5: 3, frozenset({1}): 5, b"\xff": 6, Everything(): 7},
-    "huge-int": lambda: 10 ** 5000,
+    "huge-int": lambda: 10**5000,
     "non-finite": lambda: [math.nan, math.inf, -math.inf, complex(math.nan, math.inf)],
     "endless-list": lambda: EndlessList([1, 2]),
     "endless-dict": lambda: EndlessDict(a=1),
@@ -1398,7 +1671,9 @@ def hostile_agent(value: Any, *, raise_it: BaseException | None = None) -> Any:
     return back
 
 
-HANG_S = 600  # a bound against a hang (an endless loop fails the test instead of stalling the suite), never a speed check
+HANG_S = (
+    600  # a bound against a hang (an endless loop fails the test instead of stalling the suite), never a speed check
+)
 
 
 def _call_with_deadline(function: Callable[[], Any], seconds: float = HANG_S) -> Any:
@@ -1471,18 +1746,30 @@ def test_an_agent_raising_an_unprintable_exception_raises_that_very_exception(tm
 
 
 HOSTILE_TREES = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(), st.binary(),
-              st.sampled_from([10 ** 400, "\x00", b"\xff", math.nan, Unprintable, API_KEY])),
-    lambda inner: st.one_of(st.lists(inner, max_size=4), st.tuples(inner, inner), st.frozensets(st.integers()),
-                            st.dictionaries(st.one_of(st.text(max_size=5), st.integers(), st.none()), inner,
-                                            max_size=4)),
-    max_leaves=15).map(lambda v: v() if v is Unprintable else v)
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(),
+        st.text(),
+        st.binary(),
+        st.sampled_from([10**400, "\x00", b"\xff", math.nan, Unprintable, API_KEY]),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(inner, inner),
+        st.frozensets(st.integers()),
+        st.dictionaries(st.one_of(st.text(max_size=5), st.integers(), st.none()), inner, max_size=4),
+    ),
+    max_leaves=15,
+).map(lambda v: v() if v is Unprintable else v)
 
 
 @fuzz(60)
 @given(value=HOSTILE_TREES)
-def test_generated_values_never_change_what_the_agent_returns(value: Any,
-                                                              tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_generated_values_never_change_what_the_agent_returns(
+    value: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     with capture(home=tmp_path_factory.getbasetemp() / "values-home") as recorded:
         assert hostile_agent(value) is value
         (run,) = recorded.runs()
@@ -1490,14 +1777,17 @@ def test_generated_values_never_change_what_the_agent_returns(value: Any,
     assert API_KEY not in json.dumps(run.to_dict())
 
 
-@pytest.mark.parametrize(("text", "kept"), [
-    ("password: see the docs", " the docs"),
-    ('set api_key = "YOUR_API_KEY" in the config', " in the config"),
-    ("token: abc is what the tokenizer printed", " is what the tokenizer printed"),
-])
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("password: see the docs", " the docs"),
+        ('set api_key = "YOUR_API_KEY" in the config', " in the config"),
+        ("token: abc is what the tokenizer printed", " is what the tokenizer printed"),
+    ],
+)
 def test_documented_over_redaction_hides_only_the_assigned_word(text: str, kept: str, tmp_path: Path) -> None:
     """docs/redaction.md names these as over-redacted: the assigned word goes, the rest of the prose stays."""
-    outcome, records = records_of(lambda: planted_agent("q", planted=[text], fail=False), tmp_path)
+    _outcome, records = records_of(lambda: planted_agent("q", planted=[text], fail=False), tmp_path)
     recorded = everything(records)
     assert json.dumps(kept)[1:-1] in recorded and "[REDACTED:secret_assignment:" in recorded
     assert json.dumps(text)[1:-1] not in recorded
@@ -1512,8 +1802,14 @@ def test_a_bad_spool_segment_is_one_warning_line_beside_a_command_s_one_error_li
     env = {**os.environ, "OTEL_REPLAY_HOME": str(tmp_path / "home")}
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG"):
         env.pop(name, None)
-    out = subprocess.run([sys.executable, "-m", "otel_replay.cli", "show", "f" * 32], capture_output=True,
-                         text=True, env=env, timeout=120, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "otel_replay.cli", "show", "f" * 32],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert out.returncode == 2 and "Traceback" not in out.stderr
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("error: ")]

@@ -32,20 +32,32 @@ API_KEY = "sk-live-" + "Zq93" * 8
 SLIPPED = "sk-ant-api03-" + "Xy7_" * 12
 
 
-def cli(world: dict[str, Any], *args: str, cwd: Path | None = None,
-        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "OTEL_REPLAY_HOME": str(world["home"]), "COLUMNS": "200",
-            ra.SIDE_DIR_ENV: str(world["side"]), ra.PORT_ENV: "9",
-            "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p),
-            # the commands run from a folder outside the project: trust the test agents by name
-            "OTEL_REPLAY_TRUSTED_MODULES": "replay_agents,case_agents"}
+def cli(
+    world: dict[str, Any], *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(world["home"]),
+        "COLUMNS": "200",
+        ra.SIDE_DIR_ENV: str(world["side"]),
+        ra.PORT_ENV: "9",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p),
+        # the commands run from a folder outside the project: trust the test agents by name
+        "OTEL_REPLAY_TRUSTED_MODULES": "replay_agents,case_agents",
+    }
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_EXPORTER_OTLP_ENDPOINT"):
         full.pop(name, None)
     full.update(env or {})
     if runs_in_process(args):  # the same main(), without a second of interpreter start-up
         return run_cli(args, env=full, cwd=cwd or world["cases"])
-    return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
-                          env=full, timeout=120, cwd=cwd or world["cases"])
+    return subprocess.run(
+        [sys.executable, "-m", "otel_replay.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=120,
+        cwd=cwd or world["cases"],
+    )
 
 
 def assert_one_line_error(out: subprocess.CompletedProcess[str], *needles: str) -> None:
@@ -99,8 +111,19 @@ def export(world: dict[str, Any], agent: str, name: str, *args: str) -> Path:
 
 @pytest.mark.parametrize("mode", ["mock", "deterministic"])
 def test_an_exported_case_holds_against_unchanged_code(world: dict[str, Any], mode: str) -> None:
-    path = export(world, "desk-agent", f"desk-{mode}", "--mode", mode, "--expect", "output", "--expect", "tools",
-                  "--expect", "no-divergence")
+    path = export(
+        world,
+        "desk-agent",
+        f"desk-{mode}",
+        "--mode",
+        mode,
+        "--expect",
+        "output",
+        "--expect",
+        "tools",
+        "--expect",
+        "no-divergence",
+    )
     out = cli(world, "case", "run", str(path), "--json")
     assert out.returncode == 0, out.stdout + out.stderr
     report = json.loads(out.stdout)
@@ -150,12 +173,21 @@ def test_a_case_whose_entrypoint_is_gone_could_not_run(world: dict[str, Any]) ->
 
 def test_a_failing_case_prints_its_diff_and_first_divergence(world: dict[str, Any], tmp_path: Path) -> None:
     changed = tmp_path / "changed_desk.py"
-    changed.write_text((TESTS_DIR / "case_agents.py").read_text(encoding="utf-8").replace(
-        '"refund_cents": 1500', '"refund_cents": 1499'), encoding="utf-8")
+    changed.write_text(
+        (TESTS_DIR / "case_agents.py")
+        .read_text(encoding="utf-8")
+        .replace('"refund_cents": 1500', '"refund_cents": 1499'),
+        encoding="utf-8",
+    )
     path = export(world, "desk-agent", "desk-cli", "--app", "changed_desk:desk_agent", "--expect", "tools")
     # The changed code lives outside the project folder: the user trusts it by name.
-    out = cli(world, "case", "run", str(path), env={"PYTHONPATH": str(tmp_path),
-                                                   "OTEL_REPLAY_TRUSTED_MODULES": "changed_desk"})
+    out = cli(
+        world,
+        "case",
+        "run",
+        str(path),
+        env={"PYTHONPATH": str(tmp_path), "OTEL_REPLAY_TRUSTED_MODULES": "changed_desk"},
+    )
     assert out.returncode == 1, out.stdout + out.stderr
     assert "FAIL" in out.stdout and "first divergence at step 2 (arguments)" in out.stdout
     assert "diff tools:" in out.stdout and "0 passed, 1 failed" in out.stdout
@@ -177,8 +209,13 @@ def test_risky_tools_in_a_case_are_answered_from_the_recording(world: dict[str, 
 def test_case_run_needs_no_store_and_writes_nothing(world: dict[str, Any], tmp_path: Path) -> None:
     path = export(world, "desk-agent", "desk-nostore")
     fresh = tmp_path / "fresh-home"
-    out = cli(world, "case", "run", str(path), env={"OTEL_REPLAY_HOME": str(fresh),
-                                                   "OTEL_REPLAY_STORE": "http://127.0.0.1:9/nowhere"})
+    out = cli(
+        world,
+        "case",
+        "run",
+        str(path),
+        env={"OTEL_REPLAY_HOME": str(fresh), "OTEL_REPLAY_STORE": "http://127.0.0.1:9/nowhere"},
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     written = sorted(p.relative_to(fresh).as_posix() for p in fresh.rglob("*") if p.is_file())
     assert written == ["redaction.key"]  # no spool, no store: the replay's spans stayed in the process
@@ -188,14 +225,25 @@ def test_a_case_of_an_sdk_agent_runs_with_the_sdk_server_gone(world: dict[str, A
     home = tmp_path / "sdk-home"
     demo = cli(world, "demo", "--sdk", "openai", env={"OTEL_REPLAY_HOME": str(home)})
     assert demo.returncode == 0, demo.stderr
-    runs = json.loads(cli(world, "runs", "--json", "--kind", "original",
-                          env={"OTEL_REPLAY_HOME": str(home)}).stdout)
+    runs = json.loads(cli(world, "runs", "--json", "--kind", "original", env={"OTEL_REPLAY_HOME": str(home)}).stdout)
     path = tmp_path / "sdk.case.json"
-    out = cli(world, "case", "export", runs[0]["trace_id"], "-o", str(path), "--expect", "output",
-              env={"OTEL_REPLAY_HOME": str(home)})
+    out = cli(
+        world,
+        "case",
+        "export",
+        runs[0]["trace_id"],
+        "-o",
+        str(path),
+        "--expect",
+        "output",
+        env={"OTEL_REPLAY_HOME": str(home)},
+    )
     assert out.returncode == 0, out.stderr
-    steps = [s for s in json.loads(path.read_text())["trace"]["resourceSpans"][0]["scopeSpans"][0]["spans"]
-             if any(a["key"] == semconv.STEP_INSTRUMENTATION for a in s.get("attributes", []))]
+    steps = [
+        s
+        for s in json.loads(path.read_text())["trace"]["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        if any(a["key"] == semconv.STEP_INSTRUMENTATION for a in s.get("attributes", []))
+    ]
     assert len(steps) == 2  # both OpenAI calls say which instrumentor recorded them
     # The fake OpenAI server of the demo is gone: any request would fail and the case with it.
     ran = cli(world, "case", "run", str(path), "--json", env={"OTEL_REPLAY_HOME": str(home)})
@@ -231,15 +279,20 @@ def test_a_secret_that_slipped_into_the_trace_is_redacted_at_export(world: dict[
             attrs = dict(event.attributes)
             if attrs.get(semconv.SNAPSHOT_PAYLOAD, "").startswith('{"answer"'):
                 attrs[semconv.SNAPSHOT_PAYLOAD] = attrs[semconv.SNAPSHOT_PAYLOAD].replace(
-                    '"answer":"', f'"answer":"key {SLIPPED} ')
+                    '"answer":"', f'"answer":"key {SLIPPED} '
+                )
                 from otel_replay.snapshots import sha256_hex
+
                 attrs[semconv.SNAPSHOT_SHA256] = sha256_hex(attrs[semconv.SNAPSHOT_PAYLOAD])
             events.append(type(event)(timestamp_ns=event.timestamp_ns, name=event.name, attributes=attrs))
         attrs = dict(span.span_attributes)
         if not span.parent_span_id:
             attrs["llm.input_messages"] = f"use {SLIPPED} please"
-        tainted.append(type(span)(**{**{f: getattr(span, f) for f in span.__slots__},
-                                     "events": tuple(events), "span_attributes": attrs}))
+        tainted.append(
+            type(span)(
+                **{**{f: getattr(span, f) for f in span.__slots__}, "events": tuple(events), "span_attributes": attrs}
+            )
+        )
     assert SLIPPED not in trace and SLIPPED in repr(tainted)
     from otel_replay.runs import build_run
 
@@ -278,12 +331,16 @@ def test_a_case_of_an_older_minor_convention_still_runs(world: dict[str, Any], t
         assert result.status == "passed", (version, result.failures, result.error)
 
 
-@pytest.mark.parametrize(("convention", "needle"), [
-    ("0.9", "re-record the run"),
-    ("2.0", "upgrade otel-replay"),
-])
-def test_a_case_of_another_major_convention_fails_with_what_to_do(world: dict[str, Any], tmp_path: Path,
-                                                                  convention: str, needle: str) -> None:
+@pytest.mark.parametrize(
+    ("convention", "needle"),
+    [
+        ("0.9", "re-record the run"),
+        ("2.0", "upgrade otel-replay"),
+    ],
+)
+def test_a_case_of_another_major_convention_fails_with_what_to_do(
+    world: dict[str, Any], tmp_path: Path, convention: str, needle: str
+) -> None:
     path = export(world, "desk-agent", "desk-major")
     for spans in (False, True):
         bad = _rewrite(path, tmp_path / f"c{convention}-{spans}.case.json", convention, spans=spans)
@@ -297,20 +354,31 @@ def test_a_case_of_another_major_convention_fails_with_what_to_do(world: dict[st
         assert out.returncode == 2 and needle in out.stdout and "Traceback" not in out.stdout + out.stderr
 
 
-@pytest.mark.parametrize(("content", "needle"), [
-    ("{not json", "not a readable JSON case file"),
-    ('{"name": "x"}', "not an otel-replay case file"),
-    ('{"otel_replay_case": 7}', "upgrade otel-replay"),
-    ('{"otel_replay_case": 1, "convention": "1.1", "name": "x", "entrypoint": "m:f", "mode": "live", '
-     '"trace": {"resourceSpans": []}}', "a case never calls real models or tools"),
-    ('{"otel_replay_case": 1, "convention": "1.1", "name": "x", "entrypoint": "m:f", "mode": "mock", '
-     '"trace": {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "\'; DROP TABLE otel_traces;--", '
-     '"spanId": "00"}]}]}]}}', "traceId must be 32 hex digits"),
-    ('{"otel_replay_case": 1, "convention": "1.1", "name": "x", "entrypoint": "m:f", "mode": "mock", '
-     '"expect": ["vibes"], "trace": {"resourceSpans": []}}', "unknown expectation 'vibes'"),
-])
-def test_bad_case_files_are_one_clear_error(world: dict[str, Any], tmp_path: Path, content: str,
-                                            needle: str) -> None:
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("{not json", "not a readable JSON case file"),
+        ('{"name": "x"}', "not an otel-replay case file"),
+        ('{"otel_replay_case": 7}', "upgrade otel-replay"),
+        (
+            '{"otel_replay_case": 1, "convention": "1.1", "name": "x", "entrypoint": "m:f", "mode": "live", '
+            '"trace": {"resourceSpans": []}}',
+            "a case never calls real models or tools",
+        ),
+        (
+            '{"otel_replay_case": 1, "convention": "1.1", "name": "x", "entrypoint": "m:f", "mode": "mock", '
+            '"trace": {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "\'; DROP TABLE otel_traces;--", '
+            '"spanId": "00"}]}]}]}}',
+            "traceId must be 32 hex digits",
+        ),
+        (
+            '{"otel_replay_case": 1, "convention": "1.1", "name": "x", "entrypoint": "m:f", "mode": "mock", '
+            '"expect": ["vibes"], "trace": {"resourceSpans": []}}',
+            "unknown expectation 'vibes'",
+        ),
+    ],
+)
+def test_bad_case_files_are_one_clear_error(world: dict[str, Any], tmp_path: Path, content: str, needle: str) -> None:
     bad = tmp_path / "bad.case.json"
     bad.write_text(content, encoding="utf-8")
     with pytest.raises(CaseError, match=needle):
@@ -334,8 +402,10 @@ def test_export_refusals_are_one_line(world: dict[str, Any]) -> None:
     assert_one_line_error(cli(world, "case", "export", world["ids"]["flex-agent"], "--expect", "vibes"), "vibes")
     # Missing folders are created now; a file where a folder must go is still one error line.
     (world["cases"] / "a-file").write_text("not a folder")
-    assert_one_line_error(cli(world, "case", "export", world["ids"]["flex-agent"], "-o",
-                              str(world["cases"] / "a-file" / "x.case.json")), "cannot create folder")
+    assert_one_line_error(
+        cli(world, "case", "export", world["ids"]["flex-agent"], "-o", str(world["cases"] / "a-file" / "x.case.json")),
+        "cannot create folder",
+    )
     assert_one_line_error(cli(world, "case", "run", str(world["cases"] / "missing")), "no such file")
     empty = world["cases"] / "empty"
     empty.mkdir(exist_ok=True)
@@ -360,16 +430,22 @@ def test_running_a_case_leaves_later_recordings_alone(world: dict[str, Any], tmp
     spans going nowhere: the next run is recorded to the spool as usual."""
     path = export(world, "desk-agent", "desk-after")
     home = tmp_path / "after-home"
-    script = ("import sys, otel_replay as orp, case_agents as ca\n"
-              "from otel_replay.cases import load_case, run_case\n"
-              "assert run_case(load_case(sys.argv[1])).passed\n"
-              "ca.desk_agent('refund order B1', api_key='sk-live-' + 'Ab12' * 8)\n"
-              "orp.flush()\n")
-    env = {**os.environ, "OTEL_REPLAY_HOME": str(home),
-           "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p)}
+    script = (
+        "import sys, otel_replay as orp, case_agents as ca\n"
+        "from otel_replay.cases import load_case, run_case\n"
+        "assert run_case(load_case(sys.argv[1])).passed\n"
+        "ca.desk_agent('refund order B1', api_key='sk-live-' + 'Ab12' * 8)\n"
+        "orp.flush()\n"
+    )
+    env = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(home),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p),
+    }
     env.pop("OTEL_REPLAY_STORE", None)
-    out = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, env=env,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, env=env, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     listed = cli(world, "runs", "--json", env={"OTEL_REPLAY_HOME": str(home)})
     assert [r["agent"] for r in json.loads(listed.stdout)] == ["desk-agent"]  # the later run, not the case's

@@ -18,15 +18,18 @@ SHOW_KEYS = {"trace_id", "run_id", "agent", "status", "snapshots", "steps"}
 STEP_KEYS = {"index", "kind", "name", "status", "span_id", "parent_span_id", "snapshots"}
 
 
-def cli(home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def cli(
+    home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "OTEL_REPLAY_HOME": str(home), "COLUMNS": "200", **(env or {})}
     full_env.pop("OTEL_REPLAY_STORE", None)
     if env and "OTEL_REPLAY_STORE" in env:
         full_env["OTEL_REPLAY_STORE"] = env["OTEL_REPLAY_STORE"]
     if runs_in_process(args):  # the same main(), without a second of interpreter start-up
         return run_cli(args, env=full_env)
-    return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
-                          env=full_env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True, env=full_env, timeout=timeout
+    )
 
 
 def assert_one_line_error(out: subprocess.CompletedProcess[str], *needles: str) -> None:
@@ -86,8 +89,12 @@ def test_show_json_has_steps_and_every_snapshot_kind(demo_home: Path) -> None:
     assert [s["index"] for s in steps] == list(range(len(steps)))
     assert all(set(s) >= STEP_KEYS for s in steps)
     assert [(s["kind"], s["name"]) for s in steps] == [
-        ("retrieval", "kb_search"), ("model", "support_llm"), ("tool", "lookup_order"), ("tool", "issue_refund"),
-        ("model", "support_llm")]
+        ("retrieval", "kb_search"),
+        ("model", "support_llm"),
+        ("tool", "lookup_order"),
+        ("tool", "issue_refund"),
+        ("model", "support_llm"),
+    ]
     refund_step = steps[3]
     assert refund_step["snapshots"]["tool"]["approval_status"] == "approved"
     assert refund_step["snapshots"]["tool"]["risk"] == "high"
@@ -132,13 +139,23 @@ def test_unreachable_store_is_one_line_error(tmp_path: Path) -> None:
 
 
 def test_busy_store_is_one_line_error_naming_the_holder(tmp_path: Path) -> None:
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
         import sys
         from otel_replay.storage.store import Store
         store = Store.open()
         print("ready", flush=True)
         sys.stdin.readline()  # holds the store until the test is done with it
-    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "OTEL_REPLAY_HOME": str(tmp_path)})
+    """),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OTEL_REPLAY_HOME": str(tmp_path)},
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
         out = cli(tmp_path, "runs", env={"OTEL_REPLAY_LOCK_TIMEOUT": "0.5"})

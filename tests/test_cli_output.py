@@ -31,9 +31,21 @@ TESTS_DIR = Path(__file__).resolve().parent
 ROOT = TESTS_DIR.parent
 RUNNER = CliRunner()
 DIFF_TITLE = re.compile(r"^diff [0-9a-f]{32} → ", re.MULTILINE)
-INTERNALS = ("Traceback", "pydantic", "ValidationError", "DB::Exception", "Code: ", "HTTPDriver",
-             "Received ClickHouse", "(version ", "errors.pydantic.dev", "Value error,", "Input should be",
-             "Exception(", "Error(")
+INTERNALS = (
+    "Traceback",
+    "pydantic",
+    "ValidationError",
+    "DB::Exception",
+    "Code: ",
+    "HTTPDriver",
+    "Received ClickHouse",
+    "(version ",
+    "errors.pydantic.dev",
+    "Value error,",
+    "Input should be",
+    "Exception(",
+    "Error(",
+)
 
 
 def run(*args: str) -> Any:
@@ -65,16 +77,31 @@ atexit.register(lambda: sys.stderr.write("loaded: " + " ".join(sorted(sys.module
 from otel_replay.cli import main
 main()
 """
-HEAVY = ("pydantic", "chdb", "clickhouse_connect", "opentelemetry", "otel_replay.storage", "otel_replay.redaction",
-         "otel_replay.recording", "otel_replay.replay", "otel_replay.exporting", "rich")
+HEAVY = (
+    "pydantic",
+    "chdb",
+    "clickhouse_connect",
+    "opentelemetry",
+    "otel_replay.storage",
+    "otel_replay.redaction",
+    "otel_replay.recording",
+    "otel_replay.replay",
+    "otel_replay.exporting",
+    "rich",
+)
 
 
 def test_version_prints_the_installed_version_and_loads_nothing_heavy(home: Path) -> None:
     from importlib.metadata import version
 
-    out = subprocess.run([sys.executable, "-c", LOADED_AT_EXIT, "--version"],
-                         capture_output=True, text=True, timeout=120, check=False,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS_DIR)])})
+    out = subprocess.run(
+        [sys.executable, "-c", LOADED_AT_EXIT, "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS_DIR)])},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout == f"otel-replay {version('otel-replay')}\n"
     (loaded_line,) = out.stderr.splitlines()  # nothing else on stderr
@@ -115,21 +142,30 @@ def test_runs_ingests_a_spool_that_waits_in_a_home_without_a_store(home: Path) -
 
 def test_the_agent_exception_is_shown_with_its_own_frame(home: Path, in_tests_dir: None) -> None:
     tid = record_billing()
-    raise_line = next(number for number, line in enumerate(inspect.getsource(agents).splitlines(), start=1)
-                      if "raise LookupError" in line)
+    raise_line = next(
+        number
+        for number, line in enumerate(inspect.getsource(agents).splitlines(), start=1)
+        if "raise LookupError" in line
+    )
     out = run("replay", tid, "--mode", "mock", "--app", "cli_output_agents:billing_agent_broken", "--json")
     assert out.exit_code == 1, out.stderr
     data = json.loads(out.stdout)
-    assert data["agent_error"] == {"type": "LookupError", "message": "no currency on invoice INV-7",
-                                   "file": os.path.join("tests", "cli_output_agents.py"), "line": raise_line,
-                                   "function": "_total"}
+    assert data["agent_error"] == {
+        "type": "LookupError",
+        "message": "no currency on invoice INV-7",
+        "file": os.path.join("tests", "cli_output_agents.py"),
+        "line": raise_line,
+        "function": "_total",
+    }
     assert data["outcome"] == "diverged" and data["diff"]  # the keys that were there still are
 
     text = run("replay", tid, "--mode", "mock", "--app", "cli_output_agents:billing_agent_broken")
     assert text.exit_code == 1
     line = next(line for line in text.stdout.splitlines() if line.startswith("agent raised"))
-    assert line == (f"agent raised LookupError: no currency on invoice INV-7  at "
-                    f"{os.path.join('tests', 'cli_output_agents.py')}:{raise_line} in _total")
+    assert line == (
+        f"agent raised LookupError: no currency on invoice INV-7  at "
+        f"{os.path.join('tests', 'cli_output_agents.py')}:{raise_line} in _total"
+    )
     assert "Traceback" not in text.stdout + text.stderr and "recording.py" not in text.stdout
 
 
@@ -156,15 +192,21 @@ def test_a_refused_live_replay_names_the_call_and_the_flag_without_a_diff(home: 
     assert any(line.startswith(f"live replay of {tid}: refused") for line in lines)
     refused = [line for line in lines if line.startswith("refused:")]
     assert len(refused) == 1 and "'pay_out'" in refused[0] and "risk write" in refused[0]
-    assert ("to approve it, replay again with --approve pay_out (the replay stopped before step 2; nothing after "
-            "it ran)") in lines
+    assert (
+        "to approve it, replay again with --approve pay_out (the replay stopped before step 2; nothing after it ran)"
+    ) in lines
     assert not DIFF_TITLE.search(text.stdout) and "first divergence" not in text.stdout
 
     out = run("replay", tid, "--mode", "live", "--reason", "check the fix", "--json")
     assert out.exit_code == 2
     data = json.loads(out.stdout)
-    assert data["refused_call"] == {"kind": "tool", "name": "pay_out", "step_index": 2, "risk": "write",
-                                    "approve_with": "--approve pay_out"}
+    assert data["refused_call"] == {
+        "kind": "tool",
+        "name": "pay_out",
+        "step_index": 2,
+        "risk": "write",
+        "approve_with": "--approve pay_out",
+    }
     assert data["outcome"] == "refused" and "pay_out" in data["refusal"]
 
     # The flag it names is the one that works.
@@ -199,10 +241,14 @@ def test_a_dry_replay_of_a_run_without_entrypoint_says_what_is_missing(home: Pat
     tracer = orp.configure(home=home, exporter="spool").get_tracer("handmade-agent")
 
     with tracer.start_as_current_span(f"{semconv.SPAN_AGENT} handmade") as span:
-        span.set_attributes({semconv.RUN_ID: "3f1c1e8e-0000-4000-8000-000000000001",
-                             semconv.SCHEMA_VERSION_ATTR: semconv.SCHEMA_VERSION,
-                             semconv.GEN_AI_AGENT_NAME: "handmade",
-                             semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_AGENT})
+        span.set_attributes(
+            {
+                semconv.RUN_ID: "3f1c1e8e-0000-4000-8000-000000000001",
+                semconv.SCHEMA_VERSION_ATTR: semconv.SCHEMA_VERSION,
+                semconv.GEN_AI_AGENT_NAME: "handmade",
+                semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_AGENT,
+            }
+        )
         tid = f"{span.get_span_context().trace_id:032x}"
     orp.flush()
     text = run("replay", tid, "--mode", "dry")
@@ -255,8 +301,10 @@ def test_case_run_counts_cases_in_words(home: Path, tmp_path: Path, in_tests_dir
 class _ClickHouseSaysNo(http.server.BaseHTTPRequestHandler):
     """Answers every request as a ClickHouse server does for an unknown database."""
 
-    body = (b"Code: 81. DB::Exception: Database otel does not exist. (UNKNOWN_DATABASE) "
-            b"(version 24.8.4.13 (official build))\n")
+    body = (
+        b"Code: 81. DB::Exception: Database otel does not exist. (UNKNOWN_DATABASE) "
+        b"(version 24.8.4.13 (official build))\n"
+    )
 
     def _answer(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -298,14 +346,17 @@ def test_a_clickhouse_error_is_one_line_without_engine_internals(home: Path, cli
     assert "UNKNOWN_DATABASE" not in lines[0] and "pw-not-shown" not in lines[0]
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["runs", "--limit", "many"], "error: Invalid value for '--limit': expected a whole number"),
-    (["runs", "--limit", "0"], "error: Invalid value for '--limit': expected at least 1"),
-    (["runs", "--status", "maybe"], "error: Invalid value for '--status': 'maybe' is not one of 'ok', 'error'"),
-])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["runs", "--limit", "many"], "error: Invalid value for '--limit': expected a whole number"),
+        (["runs", "--limit", "0"], "error: Invalid value for '--limit': expected at least 1"),
+        (["runs", "--status", "maybe"], "error: Invalid value for '--status': 'maybe' is not one of 'ok', 'error'"),
+    ],
+)
 def test_a_bad_option_value_is_one_line_without_validation_library_wording(
-        home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-        args: list[str], expected: str) -> None:
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, args: list[str], expected: str
+) -> None:
     monkeypatch.setattr(sys, "argv", ["otel-replay", *args])
     with pytest.raises(SystemExit) as exit_info:
         main()
@@ -349,8 +400,13 @@ def test_a_used_up_approval_names_the_flag_that_allows_one_more(home: Path, in_t
     out = run("replay", tid, "--mode", "live", "--reason", "re-run the batch", "--approve", "pay_out", "--json")
     assert out.exit_code == 2, out.stdout + out.stderr
     assert agents.PAYOUTS == ["INV-1"]  # the one approved execution, then the refusal
-    assert json.loads(out.stdout)["refused_call"] == {"kind": "tool", "name": "pay_out", "step_index": 1,
-                                                      "risk": "write", "approve_with": "--approve pay_out:2"}
+    assert json.loads(out.stdout)["refused_call"] == {
+        "kind": "tool",
+        "name": "pay_out",
+        "step_index": 1,
+        "risk": "write",
+        "approve_with": "--approve pay_out:2",
+    }
     agents.PAYOUTS.clear()
     again = run("replay", tid, "--mode", "live", "--reason", "re-run the batch", "--approve", "pay_out:2")
     assert again.exit_code == 0, again.stdout + again.stderr

@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import ClassVar
 
 import pytest
 from fake_clock import FakeClock
@@ -38,9 +39,16 @@ def record_spans(*exporters) -> list[str]:
     for exporter in exporters:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("otel_replay", "0.1.0")
-    with tracer.start_as_current_span("invoke_agent support", attributes={
-            "gen_ai.agent.name": "support", "otel_replay.run.id": f"run-{time.time_ns()}", "flag": True,
-            "ratio": 0.5, "tags": ["a", "b"]}) as root:
+    with tracer.start_as_current_span(
+        "invoke_agent support",
+        attributes={
+            "gen_ai.agent.name": "support",
+            "otel_replay.run.id": f"run-{time.time_ns()}",
+            "flag": True,
+            "ratio": 0.5,
+            "tags": ["a", "b"],
+        },
+    ) as root:
         root.add_event("otel_replay.snapshot.input", {"otel_replay.snapshot.payload": '{"q":"hi"}'})
         with tracer.start_as_current_span("chat fake-model", attributes={"gen_ai.usage.input_tokens": 12}):
             pass
@@ -64,8 +72,9 @@ def stored_span_counts(store: Store) -> dict[tuple[str, str], int]:
 
 
 def expected_ids(memory: InMemorySpanExporter) -> set[tuple[str, str]]:
-    return {(format(s.context.trace_id, "032x"), format(s.context.span_id, "016x"))
-            for s in memory.get_finished_spans()}
+    return {
+        (format(s.context.trace_id, "032x"), format(s.context.span_id, "016x")) for s in memory.get_finished_spans()
+    }
 
 
 @pytest.fixture
@@ -124,8 +133,9 @@ def test_inserts_the_same_rows_as_the_store_on_the_real_engine(home, tmp_path):
 
 def test_server_down_spools_within_budget_and_ingest_stores_each_span_once(home, tmp_path, monkeypatch, caplog):
     caplog.set_level(logging.DEBUG, logger="otel_replay")
-    exporter = ClickHouseSpanExporter(url=f"http://127.0.0.1:{free_port()}/default", home=home, retry_seconds=0.5,
-                                      timeout=1)
+    exporter = ClickHouseSpanExporter(
+        url=f"http://127.0.0.1:{free_port()}/default", home=home, retry_seconds=0.5, timeout=1
+    )
     memory = InMemorySpanExporter()
     record_spans(memory)
     spans = list(memory.get_finished_spans())
@@ -157,8 +167,9 @@ def test_server_down_spools_within_budget_and_ingest_stores_each_span_once(home,
 
 def test_host_program_sees_no_exception_when_the_server_is_down(home, tmp_path, caplog):
     caplog.set_level(logging.DEBUG)
-    exporter = ClickHouseSpanExporter(url=f"http://agent:s3cret-pw@127.0.0.1:{free_port()}/default", home=home,
-                                      retry_seconds=0, timeout=1)
+    exporter = ClickHouseSpanExporter(
+        url=f"http://agent:s3cret-pw@127.0.0.1:{free_port()}/default", home=home, retry_seconds=0, timeout=1
+    )
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     with provider.get_tracer("app").start_as_current_span("work"):
@@ -171,8 +182,9 @@ def test_host_program_sees_no_exception_when_the_server_is_down(home, tmp_path, 
 
 
 def test_server_answering_500_behaves_like_down(home, tmp_path, failing_server):
-    exporter = ClickHouseSpanExporter(url=f"http://127.0.0.1:{failing_server['port']}/default", home=home,
-                                      retry_seconds=0.3, timeout=1)
+    exporter = ClickHouseSpanExporter(
+        url=f"http://127.0.0.1:{failing_server['port']}/default", home=home, retry_seconds=0.3, timeout=1
+    )
     memory = InMemorySpanExporter()
     record_spans(exporter, memory)
     assert failing_server["requests"] >= 1, "the exporter must have tried the server"
@@ -188,7 +200,7 @@ class _CommitThenTimeOut:
     """A client whose first insert of a batch reaches the real engine and then fails as if the answer timed out
     (outcome unknown to the exporter); later attempts find the server gone (connection refused)."""
 
-    committed: set[str] = set()
+    committed: ClassVar[set[str]] = set()
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -213,9 +225,11 @@ class _CommitThenTimeOut:
 def test_a_batch_committed_before_a_timeout_is_never_stored_twice(home, tmp_path):
     url = f"chdb://{tmp_path}/store"
     _CommitThenTimeOut.committed = set()
-    exporter = ClickHouseSpanExporter(client_factory=lambda: _CommitThenTimeOut(Store.open(url, home=home,
-                                                                                             ingest=False)),
-                                      home=home, retry_seconds=0.25)
+    exporter = ClickHouseSpanExporter(
+        client_factory=lambda: _CommitThenTimeOut(Store.open(url, home=home, ingest=False)),
+        home=home,
+        retry_seconds=0.25,
+    )
     memory = InMemorySpanExporter()
     record_spans(exporter, memory)
     # The first batch (one span) reached the engine, its answer was lost; then the server was seen down, so the
@@ -255,8 +269,9 @@ class _TimeOutOnce:
 def test_a_batch_the_server_may_have_committed_is_never_sent_again(home, tmp_path):
     url = f"chdb://{tmp_path}/store"
     _TimeOutOnce.calls = 0
-    exporter = ClickHouseSpanExporter(client_factory=lambda: _TimeOutOnce(Store.open(url, home=home, ingest=False)),
-                                      home=home, retry_seconds=2)
+    exporter = ClickHouseSpanExporter(
+        client_factory=lambda: _TimeOutOnce(Store.open(url, home=home, ingest=False)), home=home, retry_seconds=2
+    )
     memory = InMemorySpanExporter()
     record_spans(memory)
     exporter.export(memory.get_finished_spans())
@@ -287,8 +302,13 @@ def test_half_ingested_batches_left_by_a_previous_process_are_published_at_flush
 def test_memory_is_bounded_when_server_and_spool_are_both_unavailable(home, tmp_path, caplog):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
-    exporter = ClickHouseSpanExporter(url=f"http://127.0.0.1:{free_port()}/default", spool_directory=blocker / "spool",
-                                      retry_seconds=0, timeout=1, max_pending_rows=3)
+    exporter = ClickHouseSpanExporter(
+        url=f"http://127.0.0.1:{free_port()}/default",
+        spool_directory=blocker / "spool",
+        retry_seconds=0,
+        timeout=1,
+        max_pending_rows=3,
+    )
     memory = InMemorySpanExporter()
     record_spans(memory)
     spans: list[ReadableSpan] = list(memory.get_finished_spans())

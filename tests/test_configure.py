@@ -34,21 +34,26 @@ def test_configure_is_idempotent(home: Path) -> None:
     assert setup.runtime() is runtime
 
 
-@pytest.mark.parametrize(("variable", "value", "message"), [
-    ("OTEL_REPLAY_EXPORTER", "carrier-pigeon", "unknown exporter"),
-    ("OTEL_REPLAY_SNAPSHOT_MAX_BYTES", "lots", "OTEL_REPLAY_SNAPSHOT_MAX_BYTES must be a whole number"),
-    ("OTEL_REPLAY_SNAPSHOT_CHUNK_CHARS", "0", "OTEL_REPLAY_SNAPSHOT_CHUNK_CHARS must be at least 1"),
-    ("OTEL_REPLAY_ATTACHMENT_MAX_BYTES", "-5", "OTEL_REPLAY_ATTACHMENT_MAX_BYTES must be at least 0"),
-])
-def test_bad_settings_fail_at_setup_with_the_variable_named(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                            variable: str, value: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("OTEL_REPLAY_EXPORTER", "carrier-pigeon", "unknown exporter"),
+        ("OTEL_REPLAY_SNAPSHOT_MAX_BYTES", "lots", "OTEL_REPLAY_SNAPSHOT_MAX_BYTES must be a whole number"),
+        ("OTEL_REPLAY_SNAPSHOT_CHUNK_CHARS", "0", "OTEL_REPLAY_SNAPSHOT_CHUNK_CHARS must be at least 1"),
+        ("OTEL_REPLAY_ATTACHMENT_MAX_BYTES", "-5", "OTEL_REPLAY_ATTACHMENT_MAX_BYTES must be at least 0"),
+    ],
+)
+def test_bad_settings_fail_at_setup_with_the_variable_named(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
     monkeypatch.setenv(variable, value)
     with pytest.raises(ValueError, match=message):
         orp.configure(home=tmp_path / "elsewhere", exporter=None)
 
 
-def test_a_secret_pasted_into_a_numeric_setting_never_reaches_the_error(home: Path, tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_secret_pasted_into_a_numeric_setting_never_reaches_the_error(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     secret = "sk-proj-" + "Qm7x" * 8
     monkeypatch.setenv("OTEL_REPLAY_SNAPSHOT_MAX_BYTES", secret)
     with pytest.raises(ValueError, match="OTEL_REPLAY_SNAPSHOT_MAX_BYTES must be a whole number") as raised:

@@ -28,8 +28,17 @@ PROVIDER = DASHBOARDS / "provisioning" / "dashboards" / "otel-replay.yaml"
 PLUGIN = "grafana-clickhouse-datasource"
 DATASOURCE_UID = "clickhouse"  # what dashboards/provisioning/datasources/ provisions
 JAEGER_LINK = "${jaeger_url}/trace/${__data.fields.TraceId}"
-TRACE_COLUMNS = {"traceID", "spanID", "parentSpanID", "serviceName", "operationName", "startTime", "duration",
-                 "tags", "serviceTags"}
+TRACE_COLUMNS = {
+    "traceID",
+    "spanID",
+    "parentSpanID",
+    "serviceName",
+    "operationName",
+    "startTime",
+    "duration",
+    "tags",
+    "serviceTags",
+}
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -88,14 +97,20 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
             assert len(originals) == 3
             failed = next(s for s in originals if s.status == "error")
             refund = store.client.query(
-                "SELECT any(TraceId) FROM otel_traces WHERE SpanName = 'execute_tool issue_refund'").result_rows[0][0]
+                "SELECT any(TraceId) FROM otel_traces WHERE SpanName = 'execute_tool issue_refund'"
+            ).result_rows[0][0]
             mock = replay(failed.trace_id, mode="mock", store=store)
             refused = replay(refund, mode="live", reason="x", store=store)
             assert refused.outcome == "refused"
             orp.flush()
             store.ingest()
-            yield {"store": store, "failed": failed.trace_id, "refund": refund,
-                   "mock_replay": mock.replay_trace_id, "refused_replay": refused.replay_trace_id}
+            yield {
+                "store": store,
+                "failed": failed.trace_id,
+                "refund": refund,
+                "mock_replay": mock.replay_trace_id,
+                "refused_replay": refused.replay_trace_id,
+            }
         finally:
             store.close()
 
@@ -103,7 +118,7 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
 def _window(store: Store) -> tuple[datetime, datetime]:
     """The dashboards' time range: six hours ending five minutes after the store's last span (never the clock
     at collection time, which a long test session leaves behind)."""
-    (last,), = store.client.query("SELECT max(Timestamp) FROM otel_traces").result_rows
+    ((last,),) = store.client.query("SELECT max(Timestamp) FROM otel_traces").result_rows
     end = last.replace(tzinfo=timezone.utc) + timedelta(minutes=5)
     return end - timedelta(hours=6), end
 
@@ -113,15 +128,24 @@ def _scenarios(board: dict[str, Any], data: dict[str, Any]) -> dict[str, dict[st
     names = set(_variables(board))
     base = {"datasource": Variable(DATASOURCE_UID), "jaeger_url": Variable("http://localhost:16686")}
     if "trace_id" in names:
-        return {trace: {**base, "trace_id": Variable(data[trace])}
-                for trace in ("refund", "failed", "refused_replay", "mock_replay")}
-    every = {"agent": Variable([ALL], ["support-agent"]), "status": Variable([ALL], ["ok", "error"]),
-             "kind": Variable([ALL], ["original", "replay"])}
-    chosen = {"agent": Variable(["support-agent"], ["support-agent"]),
-              "status": Variable(["ok", "error"], ["ok", "error"]),
-              "kind": Variable(["original", "replay"], ["original", "replay"])}
-    return {"all": {**base, **{k: v for k, v in every.items() if k in names}},
-            "selected": {**base, **{k: v for k, v in chosen.items() if k in names}}}
+        return {
+            trace: {**base, "trace_id": Variable(data[trace])}
+            for trace in ("refund", "failed", "refused_replay", "mock_replay")
+        }
+    every = {
+        "agent": Variable([ALL], ["support-agent"]),
+        "status": Variable([ALL], ["ok", "error"]),
+        "kind": Variable([ALL], ["original", "replay"]),
+    }
+    chosen = {
+        "agent": Variable(["support-agent"], ["support-agent"]),
+        "status": Variable(["ok", "error"], ["ok", "error"]),
+        "kind": Variable(["original", "replay"], ["original", "replay"]),
+    }
+    return {
+        "all": {**base, **{k: v for k, v in every.items() if k in names}},
+        "selected": {**base, **{k: v for k, v in chosen.items() if k in names}},
+    }
 
 
 def _query(store: Store, sql: str, variables: dict[str, Variable]) -> Any:
@@ -288,8 +312,12 @@ def test_drill_down_lists_steps_and_snapshots(demo_store: dict[str, Any]) -> Non
     assert steps[3][2] == "issue_refund" and steps[3][13] == "approved"
     events = _run(demo_store["store"], panels["Snapshots and events"]["targets"][0]["rawSql"], variables)
     names = {row[3] for row in events}
-    assert {"otel_replay.snapshot.input", "otel_replay.snapshot.tool", "otel_replay.snapshot.output",
-            "otel_replay.approval"} <= names
+    assert {
+        "otel_replay.snapshot.input",
+        "otel_replay.snapshot.tool",
+        "otel_replay.snapshot.output",
+        "otel_replay.approval",
+    } <= names
     trace = _run(demo_store["store"], panels["Trace"]["targets"][0]["rawSql"], variables)
     assert len(trace) == 6 and {row[0] for row in trace} == {demo_store["refund"]}
 
@@ -301,11 +329,13 @@ def test_expander() -> None:
     start = datetime(2026, 1, 1, tzinfo=timezone.utc)
     end = start + timedelta(hours=1)
     variables = {"agent": Variable([ALL], ["a", "b'c"]), "status": Variable(["ok"], ["ok", "error"])}
-    sql = ("SELECT $__timeInterval(Timestamp) AS t FROM x WHERE $__timeFilter(Timestamp) "
-           "AND $__conditionalAll(agent IN (${agent:singlequote}), $agent) "
-           "AND $__conditionalAll(f(status, 1) IN (${status:singlequote}), ${status}) "
-           "AND a IN (${agent:singlequote}) AND $__fromTime < $__toTime AND $__interval_s > 0 "
-           "AND ts >= $__fromTime_ms")
+    sql = (
+        "SELECT $__timeInterval(Timestamp) AS t FROM x WHERE $__timeFilter(Timestamp) "
+        "AND $__conditionalAll(agent IN (${agent:singlequote}), $agent) "
+        "AND $__conditionalAll(f(status, 1) IN (${status:singlequote}), ${status}) "
+        "AND a IN (${agent:singlequote}) AND $__fromTime < $__toTime AND $__interval_s > 0 "
+        "AND ts >= $__fromTime_ms"
+    )
     out = expand(sql, start=start, end=end, interval_s=30, variables=variables)
     assert "toStartOfInterval(toDateTime(Timestamp), INTERVAL 30 second)" in out
     from_s, to_s = int(start.timestamp()), int(end.timestamp())

@@ -242,10 +242,14 @@ def test_compose_creates_the_schema_and_provisions_grafana() -> None:
     grafana = services["grafana"]
     gf_mounts = {v.split(":")[1]: v.split(":")[0] for v in grafana["volumes"]}
     assert (ROOT / gf_mounts["/etc/grafana/provisioning"]).resolve() == DATASOURCE.parent.parent
-    assert any((ROOT / src).resolve() == ROOT / "dashboards" and dst != "/etc/grafana/provisioning"
-               for dst, src in gf_mounts.items()), "dashboards/ must be mounted for the dashboard provider"
-    plugins = " ".join(str(grafana["environment"].get(k, "")) for k in
-                       ("GF_PLUGINS_PREINSTALL_SYNC", "GF_PLUGINS_PREINSTALL", "GF_INSTALL_PLUGINS"))
+    assert any(
+        (ROOT / src).resolve() == ROOT / "dashboards" and dst != "/etc/grafana/provisioning"
+        for dst, src in gf_mounts.items()
+    ), "dashboards/ must be mounted for the dashboard provider"
+    plugins = " ".join(
+        str(grafana["environment"].get(k, ""))
+        for k in ("GF_PLUGINS_PREINSTALL_SYNC", "GF_PLUGINS_PREINSTALL", "GF_INSTALL_PLUGINS")
+    )
     assert re.search(r"grafana-clickhouse-datasource[@ ]\d", plugins), "plugin must be installed at a pinned version"
 
 
@@ -329,7 +333,8 @@ def test_grafana_datasource_uses_the_plugin_and_the_otel_schema() -> None:
 def test_committed_init_sql_is_the_generator_output() -> None:
     """clickhouse/init/01-otel-replay.sql is exactly `otel-replay db init --print` for the default settings."""
     assert INIT_SQL.read_text(encoding="utf-8") == ddl.render_script(), (
-        "regenerate: otel-replay db init --print > clickhouse/init/01-otel-replay.sql")
+        "regenerate: otel-replay db init --print > clickhouse/init/01-otel-replay.sql"
+    )
 
 
 def test_committed_init_sql_runs_on_clickhouse(home: Path) -> None:
@@ -352,10 +357,13 @@ def test_committed_init_sql_runs_on_clickhouse(home: Path) -> None:
         def shape(database: str) -> list[tuple[Any, ...]]:
             columns = client.query(
                 "SELECT table, name, type, compression_codec FROM system.columns WHERE database = {db:String}"
-                " ORDER BY table, position", parameters={"db": database}).result_rows
+                " ORDER BY table, position",
+                parameters={"db": database},
+            ).result_rows
             engines = client.query(
                 "SELECT name, engine FROM system.tables WHERE database = {db:String} ORDER BY name",
-                parameters={"db": database}).result_rows
+                parameters={"db": database},
+            ).result_rows
             return [*engines, *columns]
 
         built = shape("deploy_check")
@@ -368,7 +376,8 @@ def test_committed_init_sql_runs_on_clickhouse(home: Path) -> None:
         # The view feeds the lookup table: one span in, one trace id out.
         client.command(
             "INSERT INTO deploy_check.otel_traces (Timestamp, TraceId, SpanId, SpanName) "
-            "VALUES (now64(9), '0123456789abcdef0123456789abcdef', '0123456789abcdef', 'invoke_agent x')")
+            "VALUES (now64(9), '0123456789abcdef0123456789abcdef', '0123456789abcdef', 'invoke_agent x')"
+        )
         rows = client.query("SELECT TraceId FROM deploy_check.otel_traces_trace_id_ts").result_rows
         assert rows == [("0123456789abcdef0123456789abcdef",)]
         client.command("DROP DATABASE deploy_check SYNC")

@@ -34,9 +34,16 @@ from otel_replay.runs import build_run
 from otel_replay.snapshots import canonical_json, sha256_hex, to_jsonable
 from otel_replay.storage.store import Store
 
-TOOLS = [{"type": "function", "function": {"name": "lookup_order", "description": "Look an order up.",
-                                           "parameters": {"type": "object",
-                                                          "properties": {"order_id": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup_order",
+            "description": "Look an order up.",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
+        },
+    }
+]
 SYSTEM = "You are a support agent."
 CHAT = "openai.chat.completions"
 """Model step name of an OpenAI chat call, whoever recorded it (see ``dialects.SDK_STEP_NAMES``)."""
@@ -52,20 +59,36 @@ class _FakeOpenAI(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
         messages = body.get("messages", [])
         if body.get("tools") and not any(m.get("role") == "tool" for m in messages):
-            message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "call_abc", "type": "function",
-                 "function": {"name": "lookup_order", "arguments": '{"order_id": "2077"}'}}]}
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_abc",
+                        "type": "function",
+                        "function": {"name": "lookup_order", "arguments": '{"order_id": "2077"}'},
+                    }
+                ],
+            }
             reason = "tool_calls"
         else:
             asked = [m.get("content") for m in messages if m.get("role") == "user"][-1]
             message = {"role": "assistant", "content": f"Done: {asked}"}
             reason = "stop"
-        data = json.dumps({
-            "id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000,
-            "model": body.get("model", "") + "-2024-07-18",
-            "choices": [{"index": 0, "message": message, "finish_reason": reason}],
-            "usage": {"prompt_tokens": 11 + len(messages), "completion_tokens": 7, "total_tokens": 18 + len(messages)},
-        }).encode()
+        data = json.dumps(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 1700000000,
+                "model": body.get("model", "") + "-2024-07-18",
+                "choices": [{"index": 0, "message": message, "finish_reason": reason}],
+                "usage": {
+                    "prompt_tokens": 11 + len(messages),
+                    "completion_tokens": 7,
+                    "total_tokens": 18 + len(messages),
+                },
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
@@ -78,7 +101,7 @@ class _FakeOpenAI(BaseHTTPRequestHandler):
 
 # ---------------------------------------------------------------------- the instrumented agent (subprocess)
 
-PRODUCER = r'''
+PRODUCER = rf"""
 import json, sys
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -86,27 +109,27 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 which, port, out, questions = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-TOOLS = json.loads(%(tools)r)
-SYSTEM = %(system)r
+TOOLS = json.loads({json.dumps(TOOLS)!r})
+SYSTEM = {SYSTEM!r}
 exporter = InMemorySpanExporter()
 
 def lookup_order(order_id):
-    return {"order_id": order_id, "status": "delivered"}
+    return {{"order_id": order_id, "status": "delivered"}}
 
 def drop_none(value):
     if isinstance(value, dict):
-        return {k: drop_none(v) for k, v in value.items() if v is not None}
+        return {{k: drop_none(v) for k, v in value.items() if v is not None}}
     if isinstance(value, list):
         return [drop_none(v) for v in value]
     return value
 
 def agent_body(client, question, tool):
-    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
+    messages = [{{"role": "system", "content": SYSTEM}}, {{"role": "user", "content": question}}]
     first = client.chat.completions.create(model="gpt-4o-mini", messages=messages, temperature=0.2, tools=TOOLS)
     call = first.choices[0].message.tool_calls[0]
     result = tool(call.id, **json.loads(call.function.arguments))
     messages = messages + [drop_none(first.choices[0].message.model_dump()),
-                           {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}]
+                           {{"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}}]
     second = client.chat.completions.create(model="gpt-4o-mini", messages=messages, temperature=0.2, tools=TOOLS)
     return second.choices[0].message.content
 
@@ -122,7 +145,7 @@ if which == "genai":
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     OpenAIInstrumentor().instrument(tracer_provider=provider)
     handler = get_telemetry_handler(tracer_provider=provider)
-    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-test")
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{{port}}/v1", api_key="sk-test")
 
     def tool(call_id, **arguments):
         with handler.tool("lookup_order", tool_call_id=call_id, tool_type="function") as invocation:
@@ -146,7 +169,7 @@ else:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     OpenAIInstrumentor().instrument(tracer_provider=provider)
     tracer = provider.get_tracer("support")
-    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-test")
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{{port}}/v1", api_key="sk-test")
     traced_lookup = tracer.tool(name="lookup_order")(lookup_order)
 
     @tracer.agent(name="support")
@@ -159,7 +182,7 @@ else:
 provider.force_flush()
 with open(out, "wb") as f:
     f.write(encode_spans(exporter.get_finished_spans()).SerializeToString())
-''' % {"tools": json.dumps(TOOLS), "system": SYSTEM}
+"""
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +211,10 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[SpanRecor
                 env["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = capture
             procs[key] = subprocess.Popen(
                 [sys.executable, "-c", PRODUCER, which, str(server.server_port), str(base / key), *questions],
-                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
         out: dict[str, list[SpanRecord]] = {}
         for key, proc in procs.items():
             _, err = proc.communicate(timeout=60)
@@ -242,12 +268,17 @@ def test_genai_run_with_content(store: Store, traces: dict[str, list[SpanRecord]
     run = store.load_run(tid)
     assert run.dialect == "genai" and run.to_dict()["dialect"] == "genai"
     assert [(s.index, s.kind, s.name) for s in run.steps] == [
-        (0, "model", CHAT), (1, "tool", "lookup_order"), (2, "model", CHAT)]
+        (0, "model", CHAT),
+        (1, "tool", "lookup_order"),
+        (2, "model", CHAT),
+    ]
     assert run.problems == ()
     first = run.steps[0].snapshots["model"]
     assert first["content_captured"] is True and first["request_exact"] is False
-    assert first["request"]["messages"] == [{"role": "system", "content": SYSTEM},
-                                            {"role": "user", "content": "Please refund order 2077."}]
+    assert first["request"]["messages"] == [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "Please refund order 2077."},
+    ]
     assert first["request"]["model"] == "gpt-4o-mini" and first["request"]["temperature"] == 0.2
     assert first["provider"] == "openai"
     assert first["response"]["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "lookup_order"
@@ -301,9 +332,12 @@ def test_openinference_run_and_request_hash(store: Store, traces: dict[str, list
     assert run.dialect == "openinference" and run.agent == "support"
     assert [(s.kind, s.name) for s in run.steps] == [("model", CHAT), ("tool", "lookup_order"), ("model", CHAT)]
     model = run.steps[0].snapshots["model"]
-    request = {"model": "gpt-4o-mini", "temperature": 0.2, "tools": TOOLS,
-               "messages": [{"role": "system", "content": SYSTEM},
-                            {"role": "user", "content": "Please refund order 2077."}]}
+    request = {
+        "model": "gpt-4o-mini",
+        "temperature": 0.2,
+        "tools": TOOLS,
+        "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Please refund order 2077."}],
+    }
     assert model["request_exact"] is True and model["request"] == request
     # the same hash otel-replay's recorder gives a model call made with the SDK call's arguments
     assert run.steps[0].attributes[semconv.MODEL_REQUEST_HASH] == _request_hash(request)
@@ -324,8 +358,7 @@ def test_dry_replay_and_diff_of_foreign_runs(store: Store, traces: dict[str, lis
     diff = diff_runs(store.load_run(a), store.load_run(b))
     assert diff.sections["output"].changed is True
     assert diff.sections["tools"].changed is False
-    assert diff.sections["cost"].details["input_tokens"] == {"a": 28, "b": 28, "delta": 0,
-                                                             "changed": False}
+    assert diff.sections["cost"].details["input_tokens"] == {"a": 28, "b": 28, "delta": 0, "changed": False}
     same = diff_runs(store.load_run(a), store.load_run(a))
     assert not [name for name, section in same.sections.items() if section.changed]
     genai = diff_runs(store.load_run(_trace_ids(traces["genai"])[0]), store.load_run(a))
@@ -365,8 +398,11 @@ def support(question: str) -> str:
     first = chat(model="gpt-4o-mini", messages=messages, temperature=0.2, tools=TOOLS)
     call = first["choices"][0]["message"]["tool_calls"][0]
     result = lookup_order(**json.loads(call["function"]["arguments"]))
-    messages = messages + [_drop_none(first["choices"][0]["message"]),
-                           {"role": "tool", "tool_call_id": call["id"], "content": json.dumps(result)}]
+    messages = [
+        *messages,
+        _drop_none(first["choices"][0]["message"]),
+        {"role": "tool", "tool_call_id": call["id"], "content": json.dumps(result)},
+    ]
     second = chat(model="gpt-4o-mini", messages=messages, temperature=0.2, tools=TOOLS)
     return second["choices"][0]["message"]["content"]
 
@@ -390,42 +426,102 @@ def test_deterministic_replay_of_openinference_run(store: Store, traces: dict[st
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 
-def _span(span_id: str, parent: str, name: str, attrs: dict[str, str], *, start: int, duration: int = 1000,
-          status: str = "Ok", events: tuple[EventRecord, ...] = ()) -> SpanRecord:
-    return SpanRecord(timestamp_ns=1_700_000_000_000_000_000 + start, trace_id=TRACE, span_id=span_id,
-                      parent_span_id=parent, trace_state="", span_name=name, span_kind="Internal",
-                      service_name="svc", resource_attributes={"service.name": "svc"}, scope_name="x",
-                      scope_version="", span_attributes=attrs, duration_ns=duration, status_code=status,
-                      status_message="", events=events)
+def _span(
+    span_id: str,
+    parent: str,
+    name: str,
+    attrs: dict[str, str],
+    *,
+    start: int,
+    duration: int = 1000,
+    status: str = "Ok",
+    events: tuple[EventRecord, ...] = (),
+) -> SpanRecord:
+    return SpanRecord(
+        timestamp_ns=1_700_000_000_000_000_000 + start,
+        trace_id=TRACE,
+        span_id=span_id,
+        parent_span_id=parent,
+        trace_state="",
+        span_name=name,
+        span_kind="Internal",
+        service_name="svc",
+        resource_attributes={"service.name": "svc"},
+        scope_name="x",
+        scope_version="",
+        span_attributes=attrs,
+        duration_ns=duration,
+        status_code=status,
+        status_message="",
+        events=events,
+    )
 
 
 def _traceloop_trace() -> list[SpanRecord]:
-    root = _span("a" * 16, "", "support.workflow", {
-        "traceloop.span.kind": "workflow", "traceloop.entity.name": "support", "traceloop.workflow.name": "support",
-        "traceloop.entity.input": '{"args":["refund 2077"],"kwargs":{"urgent":true}}',
-        "traceloop.entity.output": '"Refund issued."',
-    }, start=0, duration=10_000)
-    chat_span = _span("b" * 16, "a" * 16, "openai.chat", {
-        "llm.request.type": "chat", "gen_ai.system": "openai", "gen_ai.request.model": "gpt-4o",
-        "gen_ai.response.model": "gpt-4o-2024-08-06", "gen_ai.request.temperature": "0",
-        "gen_ai.request.max_tokens": "64", "traceloop.workflow.name": "support",
-        "gen_ai.prompt.0.role": "system", "gen_ai.prompt.0.content": "Be brief.",
-        "gen_ai.prompt.1.role": "user", "gen_ai.prompt.1.content": "refund 2077",
-        "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.finish_reason": "tool_calls",
-        "gen_ai.completion.0.tool_calls.0.id": "call_1", "gen_ai.completion.0.tool_calls.0.name": "issue_refund",
-        "gen_ai.completion.0.tool_calls.0.arguments": '{"order_id": "2077"}',
-        "gen_ai.usage.prompt_tokens": "21", "gen_ai.usage.completion_tokens": "9",
-        "llm.request.functions.0.name": "issue_refund",
-        "llm.request.functions.0.parameters": '{"type":"object"}',
-    }, start=100)
-    tool_span = _span("c" * 16, "a" * 16, "issue_refund.tool", {
-        "traceloop.span.kind": "tool", "traceloop.entity.name": "issue_refund",
-        "traceloop.entity.input": '{"args":[],"kwargs":{"order_id":"2077"}}',
-        "traceloop.entity.output": '{"status":"issued"}',
-    }, start=2000)
-    task_span = _span("d" * 16, "a" * 16, "format.task", {
-        "traceloop.span.kind": "task", "traceloop.entity.name": "format",
-    }, start=3000)
+    root = _span(
+        "a" * 16,
+        "",
+        "support.workflow",
+        {
+            "traceloop.span.kind": "workflow",
+            "traceloop.entity.name": "support",
+            "traceloop.workflow.name": "support",
+            "traceloop.entity.input": '{"args":["refund 2077"],"kwargs":{"urgent":true}}',
+            "traceloop.entity.output": '"Refund issued."',
+        },
+        start=0,
+        duration=10_000,
+    )
+    chat_span = _span(
+        "b" * 16,
+        "a" * 16,
+        "openai.chat",
+        {
+            "llm.request.type": "chat",
+            "gen_ai.system": "openai",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.response.model": "gpt-4o-2024-08-06",
+            "gen_ai.request.temperature": "0",
+            "gen_ai.request.max_tokens": "64",
+            "traceloop.workflow.name": "support",
+            "gen_ai.prompt.0.role": "system",
+            "gen_ai.prompt.0.content": "Be brief.",
+            "gen_ai.prompt.1.role": "user",
+            "gen_ai.prompt.1.content": "refund 2077",
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.finish_reason": "tool_calls",
+            "gen_ai.completion.0.tool_calls.0.id": "call_1",
+            "gen_ai.completion.0.tool_calls.0.name": "issue_refund",
+            "gen_ai.completion.0.tool_calls.0.arguments": '{"order_id": "2077"}',
+            "gen_ai.usage.prompt_tokens": "21",
+            "gen_ai.usage.completion_tokens": "9",
+            "llm.request.functions.0.name": "issue_refund",
+            "llm.request.functions.0.parameters": '{"type":"object"}',
+        },
+        start=100,
+    )
+    tool_span = _span(
+        "c" * 16,
+        "a" * 16,
+        "issue_refund.tool",
+        {
+            "traceloop.span.kind": "tool",
+            "traceloop.entity.name": "issue_refund",
+            "traceloop.entity.input": '{"args":[],"kwargs":{"order_id":"2077"}}',
+            "traceloop.entity.output": '{"status":"issued"}',
+        },
+        start=2000,
+    )
+    task_span = _span(
+        "d" * 16,
+        "a" * 16,
+        "format.task",
+        {
+            "traceloop.span.kind": "task",
+            "traceloop.entity.name": "format",
+        },
+        start=3000,
+    )
     return [root, chat_span, tool_span, task_span]
 
 
@@ -435,17 +531,22 @@ def test_traceloop_keys() -> None:
     assert [(s.index, s.kind, s.name) for s in run.steps] == [(0, "model", CHAT), (1, "tool", "issue_refund")]
     model = run.steps[0].snapshots["model"]
     assert model["request"] == {
-        "model": "gpt-4o", "temperature": 0, "max_tokens": 64,
+        "model": "gpt-4o",
+        "temperature": 0,
+        "max_tokens": 64,
         "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "refund 2077"}],
-        "tools": [{"type": "function", "function": {"name": "issue_refund", "parameters": {"type": "object"}}}]}
+        "tools": [{"type": "function", "function": {"name": "issue_refund", "parameters": {"type": "object"}}}],
+    }
     assert model["request_hash"] == sha256_hex(canonical_json(model["request"]))
     assert run.steps[0].attributes[semconv.MODEL_REQUEST_HASH] == model["request_hash"]
     assert run.steps[0].attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == "21"
     assert model["provider"] == "openai" and model["usage"] == {"input_tokens": 21, "output_tokens": 9}
     choice = model["response"]["choices"][0]
     assert choice["finish_reason"] == "tool_calls"
-    assert choice["message"]["tool_calls"][0]["function"] == {"name": "issue_refund",
-                                                              "arguments": '{"order_id": "2077"}'}
+    assert choice["message"]["tool_calls"][0]["function"] == {
+        "name": "issue_refund",
+        "arguments": '{"order_id": "2077"}',
+    }
     tool = run.steps[1].snapshots["tool"]
     assert tool["arguments"] == {"order_id": "2077"} and tool["result"] == {"status": "issued"}
     assert tool["risk"] == "high"  # named like a payment: a live replay needs an approval for it
@@ -463,7 +564,11 @@ def test_traceloop_run_in_the_store(home: Path) -> None:
         opened.insert_spans(_traceloop_trace())
         (summary,) = opened.runs(agent="support")
         assert (summary.trace_id, summary.dialect, summary.kind, summary.step_count) == (
-            TRACE, "traceloop", "original", None)
+            TRACE,
+            "traceloop",
+            "original",
+            None,
+        )
         run = opened.load_run(TRACE)
         assert run.summary.step_count == 2 and run.to_dict()["dialect"] == "traceloop"
         assert opened.runs(agent="someone-else") == []
@@ -472,24 +577,61 @@ def test_traceloop_run_in_the_store(home: Path) -> None:
 def test_legacy_genai_prompt_keys_and_events() -> None:
     """``gen_ai.prompt.N`` keys on one span, the v1.26 ``gen_ai.content.*`` events on another, and the
     ``gen_ai.client.inference.operation.details`` event on a third, under a GenAI ``invoke_agent`` root."""
-    root = _span("1" * 16, "", "invoke_agent helper", {"gen_ai.operation.name": "invoke_agent",
-                                                       "gen_ai.agent.name": "helper"}, start=0, duration=9000)
-    flat = _span("2" * 16, "1" * 16, "chat m1", {
-        "gen_ai.operation.name": "chat", "gen_ai.system": "openai", "gen_ai.request.model": "m1",
-        "gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "hi",
-        "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": "hello",
-        "gen_ai.completion.0.finish_reason": "stop"}, start=10)
-    legacy = _span("3" * 16, "1" * 16, "chat m1", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m1"},
-                   start=20, events=(
-                       EventRecord(1, "gen_ai.content.prompt", {"gen_ai.prompt": '[{"role":"user","content":"hi"}]'}),
-                       EventRecord(2, "gen_ai.content.completion",
-                                   {"gen_ai.completion": '[{"role":"assistant","content":"hello"}]'})))
-    detail = _span("4" * 16, "1" * 16, "chat m1", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m1",
-                                                  "gen_ai.response.finish_reasons": '["stop"]'}, start=30, events=(
-        EventRecord(3, "gen_ai.client.inference.operation.details", {
-            "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text","content":"hi"}]}]',
-            "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"text","content":"hello"}],'
-                                      '"finish_reason":"stop"}]'}),))
+    root = _span(
+        "1" * 16,
+        "",
+        "invoke_agent helper",
+        {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"},
+        start=0,
+        duration=9000,
+    )
+    flat = _span(
+        "2" * 16,
+        "1" * 16,
+        "chat m1",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system": "openai",
+            "gen_ai.request.model": "m1",
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": "hi",
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": "hello",
+            "gen_ai.completion.0.finish_reason": "stop",
+        },
+        start=10,
+    )
+    legacy = _span(
+        "3" * 16,
+        "1" * 16,
+        "chat m1",
+        {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m1"},
+        start=20,
+        events=(
+            EventRecord(1, "gen_ai.content.prompt", {"gen_ai.prompt": '[{"role":"user","content":"hi"}]'}),
+            EventRecord(
+                2, "gen_ai.content.completion", {"gen_ai.completion": '[{"role":"assistant","content":"hello"}]'}
+            ),
+        ),
+    )
+    detail = _span(
+        "4" * 16,
+        "1" * 16,
+        "chat m1",
+        {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m1", "gen_ai.response.finish_reasons": '["stop"]'},
+        start=30,
+        events=(
+            EventRecord(
+                3,
+                "gen_ai.client.inference.operation.details",
+                {
+                    "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text","content":"hi"}]}]',
+                    "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"text","content":"hello"}],'
+                    '"finish_reason":"stop"}]',
+                },
+            ),
+        ),
+    )
     run = build_run([root, flat, legacy, detail])
     assert run.dialect == "genai" and run.agent == "helper"
     assert dialects.span_dialect(flat) == "traceloop"  # the legacy flattened keys are OpenLLMetry's
@@ -499,15 +641,28 @@ def test_legacy_genai_prompt_keys_and_events() -> None:
     assert len(hashes) == 1  # the same call reads the same whichever way its content was recorded
     answers = [s.snapshots["model"]["response"]["choices"][0]["message"]["content"] for s in run.steps]
     assert answers == ["hello"] * 3
-    assert all(e.name not in ("gen_ai.content.prompt", "gen_ai.client.inference.operation.details")
-               for s in run.steps for e in s.events)
+    assert all(
+        e.name not in ("gen_ai.content.prompt", "gen_ai.client.inference.operation.details")
+        for s in run.steps
+        for e in s.events
+    )
 
 
 def test_openinference_redacted_content_is_not_captured() -> None:
-    root = _span("5" * 16, "", "ChatCompletion", {
-        "openinference.span.kind": "LLM", "llm.invocation_parameters": '{"model": "gpt-4o-mini"}',
-        "llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": "__REDACTED__",
-        "llm.token_count.prompt": "5", "llm.token_count.completion": "2"}, start=0)
+    root = _span(
+        "5" * 16,
+        "",
+        "ChatCompletion",
+        {
+            "openinference.span.kind": "LLM",
+            "llm.invocation_parameters": '{"model": "gpt-4o-mini"}',
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.content": "__REDACTED__",
+            "llm.token_count.prompt": "5",
+            "llm.token_count.completion": "2",
+        },
+        start=0,
+    )
     run = build_run([root])
     assert run.dialect == "openinference" and run.agent == "ChatCompletion"
     assert [(s.kind, s.name, s.span_id) for s in run.steps] == [("model", "gpt-4o-mini", "5" * 16)]  # no provider
@@ -518,20 +673,51 @@ def test_openinference_redacted_content_is_not_captured() -> None:
 
 
 def test_failed_tool_and_retries_under_genai_root() -> None:
-    root = _span("6" * 16, "", "invoke_agent a", {"gen_ai.operation.name": "invoke_agent"}, start=0,
-                 status="Error", duration=9000)
-    calls = [_span(f"{i + 7:x}" * 16, "6" * 16, "execute_tool check", {
-        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "check",
-        "gen_ai.tool.call.arguments": '{"sku":"A"}', **({"error.type": "TimeoutError"} if i == 0 else {})},
-        start=10 + i, status="Error" if i == 0 else "Ok") for i in range(2)]
-    retrieval = _span("9" * 16, "6" * 16, "retrieval kb", {
-        "gen_ai.operation.name": "retrieval", "gen_ai.data_source.id": "kb", "gen_ai.request.top_k": "2",
-        "gen_ai.retrieval.query.text": "refunds",
-        "gen_ai.retrieval.documents": '[{"id":"d1","score":0.9,"content":"30 days"}]'}, start=50)
+    root = _span(
+        "6" * 16,
+        "",
+        "invoke_agent a",
+        {"gen_ai.operation.name": "invoke_agent"},
+        start=0,
+        status="Error",
+        duration=9000,
+    )
+    calls = [
+        _span(
+            f"{i + 7:x}" * 16,
+            "6" * 16,
+            "execute_tool check",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "check",
+                "gen_ai.tool.call.arguments": '{"sku":"A"}',
+                **({"error.type": "TimeoutError"} if i == 0 else {}),
+            },
+            start=10 + i,
+            status="Error" if i == 0 else "Ok",
+        )
+        for i in range(2)
+    ]
+    retrieval = _span(
+        "9" * 16,
+        "6" * 16,
+        "retrieval kb",
+        {
+            "gen_ai.operation.name": "retrieval",
+            "gen_ai.data_source.id": "kb",
+            "gen_ai.request.top_k": "2",
+            "gen_ai.retrieval.query.text": "refunds",
+            "gen_ai.retrieval.documents": '[{"id":"d1","score":0.9,"content":"30 days"}]',
+        },
+        start=50,
+    )
     run = build_run([root, *calls, retrieval])
     assert run.status == "error" and run.agent == "a"
     assert [(s.kind, s.name, s.attempt, s.status) for s in run.steps] == [
-        ("tool", "check", 1, "error"), ("tool", "check", 2, "ok"), ("retrieval", "kb", 1, "ok")]
+        ("tool", "check", 1, "error"),
+        ("tool", "check", 2, "ok"),
+        ("retrieval", "kb", 1, "ok"),
+    ]
     assert run.steps[0].snapshots["tool"]["error"] == {"type": "TimeoutError", "message": ""}
     assert run.steps[1].snapshots["tool"]["result_captured"] is False
     snap = run.steps[2].snapshots["retrieval"]
@@ -566,14 +752,18 @@ def sdk_support(question: str) -> str:
     first = client.chat.completions.create(model="gpt-4o-mini", messages=messages, temperature=0.2, tools=TOOLS)
     call = first.choices[0].message.tool_calls[0]
     result = lookup_order(**json.loads(call.function.arguments))
-    messages = messages + [_drop_none(first.choices[0].message.model_dump()),
-                           {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}]
+    messages = [
+        *messages,
+        _drop_none(first.choices[0].message.model_dump()),
+        {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)},
+    ]
     second = client.chat.completions.create(model="gpt-4o-mini", messages=messages, temperature=0.2, tools=TOOLS)
     return second.choices[0].message.content
 
 
-def test_deterministic_replay_through_the_openai_instrumentor(store: Store,
-                                                               traces: dict[str, list[SpanRecord]]) -> None:
+def test_deterministic_replay_through_the_openai_instrumentor(
+    store: Store, traces: dict[str, list[SpanRecord]]
+) -> None:
     instrumentation = pytest.importorskip("otel_replay.instrumentation")
     if "openai" not in instrumentation.instrument("openai"):
         pytest.skip("otel-replay's OpenAI instrumentor is not available")

@@ -43,14 +43,23 @@ def span_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     return clock
 
 
-def make_agent(*, answer: str = "Refund approved for A1.",
-               calls: tuple[Call, ...] = (("lookup_order", {"order_id": "A1"}),
-                                          ("issue_refund", {"order_id": "A1", "amount": 20})),
-               docs: tuple[str, ...] = ("refund-policy", "shipping"), doc_text: str = "policy text",
-               tokens: tuple[int, int] = (40, 12), cost: float | None = None,
-               states: tuple[str, ...] = ("triage", "refund", "done"),
-               verdicts: tuple[Any, ...] = ("pass",), fail: bool = False, sleep_s: float = 0.0,
-               approval: str | None = None) -> Callable[[str], Any]:
+def make_agent(
+    *,
+    answer: str = "Refund approved for A1.",
+    calls: tuple[Call, ...] = (
+        ("lookup_order", {"order_id": "A1"}),
+        ("issue_refund", {"order_id": "A1", "amount": 20}),
+    ),
+    docs: tuple[str, ...] = ("refund-policy", "shipping"),
+    doc_text: str = "policy text",
+    tokens: tuple[int, int] = (40, 12),
+    cost: float | None = None,
+    states: tuple[str, ...] = ("triage", "refund", "done"),
+    verdicts: tuple[Any, ...] = ("pass",),
+    fail: bool = False,
+    sleep_s: float = 0.0,
+    approval: str | None = None,
+) -> Callable[[str], Any]:
     """A support agent: retrieve, ask the model, call tools, record states and a safety verdict, answer."""
 
     @orp.retriever("kb")
@@ -160,7 +169,7 @@ def test_error_against_ok_changes_output(tmp_path: Path) -> None:
 
 def test_extra_tool_call_is_added_with_its_index(tmp_path: Path) -> None:
     base = (("lookup_order", {"order_id": "A1"}), ("issue_refund", {"order_id": "A1", "amount": 20}))
-    extra = base[:1] + (("send_email", {"to": "ann@example.com", "body": "done"}),) + base[1:]
+    extra = (*base[:1], ("send_email", {"to": "ann@example.com", "body": "done"}), *base[1:])
     a, b = record(tmp_path, make_agent(calls=base)), record(tmp_path, make_agent(calls=extra))
     tools = diff_runs(a, b).sections["tools"]
     assert tools.changed
@@ -185,8 +194,10 @@ def test_removed_tool_call_is_reported_with_its_index(tmp_path: Path) -> None:
 
 def test_changed_tool_arguments_are_a_changed_call_on_both_sides(tmp_path: Path) -> None:
     a = record(tmp_path, make_agent())
-    b = record(tmp_path, make_agent(calls=(("lookup_order", {"order_id": "A1"}),
-                                           ("issue_refund", {"order_id": "A1", "amount": 99}))))
+    b = record(
+        tmp_path,
+        make_agent(calls=(("lookup_order", {"order_id": "A1"}), ("issue_refund", {"order_id": "A1", "amount": 99}))),
+    )
     diff = diff_runs(a, b)
     assert "tools" in changed(diff)
     (entry,) = diff.sections["tools"].details["changed"]
@@ -306,8 +317,11 @@ def test_to_dict_is_json_ready_with_the_seven_sections(tmp_path: Path) -> None:
     assert list(data) == ["a", "b", "changed", "sections", "diff"]
     assert data["diff"] == data["sections"]
     assert data["a"] == diff.a_trace_id and data["b"] == diff.b_trace_id and data["changed"] is True
-    assert list(data["sections"]) == list(SECTIONS) == ["output", "state", "tools", "citations", "cost",
-                                                        "latency", "safety"]
+    assert (
+        list(data["sections"])
+        == list(SECTIONS)
+        == ["output", "state", "tools", "citations", "cost", "latency", "safety"]
+    )
     for section in data["sections"].values():
         assert set(section) == {"changed", "summary", "details"}
         assert isinstance(section["changed"], bool) and isinstance(section["summary"], str)

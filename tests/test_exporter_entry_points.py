@@ -16,8 +16,11 @@ from otel_replay.exporting.spool import SpoolExporter
 
 
 def _registered() -> dict[str, type]:
-    return {e.name: e.load() for e in entry_points(group="opentelemetry_traces_exporter")
-            if e.name.startswith("otel_replay")}
+    return {
+        e.name: e.load()
+        for e in entry_points(group="opentelemetry_traces_exporter")
+        if e.name.startswith("otel_replay")
+    }
 
 
 def test_both_exporters_are_registered() -> None:
@@ -35,8 +38,9 @@ def test_the_spool_exporter_built_without_arguments_spools_into_the_home(home: P
         assert [r.agent for r in store.runs()] == ["from-the-sdk"]
 
 
-def test_the_clickhouse_exporter_reads_its_store_from_the_environment(home: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                      tmp_path: Path) -> None:
+def test_the_clickhouse_exporter_reads_its_store_from_the_environment(
+    home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("OTEL_REPLAY_STORE", "http://user:pw@127.0.0.1:9/default")
     exporter = _registered()["otel_replay_clickhouse"]()
     assert "127.0.0.1:9" in exporter.url

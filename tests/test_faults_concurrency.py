@@ -30,8 +30,9 @@ WAIT_S = 120  # bound on every wait; never asserted as a duration
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
-                          timeout=WAIT_S, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True, timeout=WAIT_S, env=env
+    )
 
 
 class Progress:
@@ -129,8 +130,9 @@ def test_16_threads_and_16_tasks_record_while_clis_read_no_cross_talk_nothing_lo
     progress = Progress()
     # One patient reader (it waits as long as any wait here, so a loaded machine cannot make it fail) and one that
     # gives up after 0.2 s and so meets the other holding the store.
-    readers = [threading.Thread(target=reader, args=(stop, results, timeout, progress))
-               for timeout in (str(WAIT_S), "0.2")]
+    readers = [
+        threading.Thread(target=reader, args=(stop, results, timeout, progress)) for timeout in (str(WAIT_S), "0.2")
+    ]
     for thread in readers:
         thread.start()
     threads = [threading.Thread(target=thread_worker, args=(worker,)) for worker in range(THREADS)]

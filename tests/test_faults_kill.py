@@ -61,8 +61,16 @@ AGENT = textwrap.dedent("""
 """)
 
 
-def start_agent(tmp_path: Path, home: Path, side: Path, seed: int, *, faults: str = "", arm_after_three: str = "-",
-                credits: bool = False) -> subprocess.Popen:
+def start_agent(
+    tmp_path: Path,
+    home: Path,
+    side: Path,
+    seed: int,
+    *,
+    faults: str = "",
+    arm_after_three: str = "-",
+    credits: bool = False,  # noqa: A002 - the child's own flag name
+) -> subprocess.Popen:
     """Start the agent child. ``faults``: armed from the start (``OTEL_REPLAY_FAULTS``); ``arm_after_three``:
     armed once the child has flushed three times; ``credits``: the child records one batch per byte written to
     its stdin (else flat out). It prints ``flushed`` after each flush it listed in the side file."""
@@ -70,9 +78,21 @@ def start_agent(tmp_path: Path, home: Path, side: Path, seed: int, *, faults: st
     if not script.exists():
         script.write_text(AGENT.format(tests_dir=str(TESTS_DIR)))
     env = dict(os.environ, OTEL_BSP_SCHEDULE_DELAY="20", OTEL_REPLAY_FAULTS=faults)  # the exporter thread writes too
-    child = subprocess.Popen([sys.executable, str(script), str(home), str(side), str(seed), arm_after_three,
-                              "credits" if credits else "flat-out"],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            str(script),
+            str(home),
+            str(side),
+            str(seed),
+            arm_after_three,
+            "credits" if credits else "flat-out",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     assert child.stdout is not None
     line = child.stdout.readline()  # blocks until the child is recording (or died)
     assert line == b"ready\n", (line, child.stderr.read() if child.stderr else "")
@@ -113,8 +133,7 @@ def test_sigkill_at_seeded_points_while_recording_and_flushing_loses_no_flushed_
     torn record write, or either side of a seal's rename, the n-th time it is passed), three killed by this test
     right after they reported a flush, wherever they are then. Some kills pile up in the spool before an ingest."""
     rng = random.Random(20260515)
-    points = ["spool.append=kill", "spool.append=tear", "spool.seal.before_rename=kill",
-              "spool.seal.after_rename=kill"]
+    points = ["spool.append=kill", "spool.append=tear", "spool.seal.before_rename=kill", "spool.seal.after_rename=kill"]
     side = tmp_path / "flushed.jsonl"
     for iteration in range(6):
         if iteration % 2:
@@ -139,9 +158,11 @@ def test_sigkill_at_seeded_points_while_recording_and_flushing_loses_no_flushed_
     assert not [p for p in (home / "spool").iterdir() if not p.name.startswith(".")], "every segment was ingested"
 
 
-KILL_POINTS = {"mid-write": "spool.append=tear",  # a record half on disk: the kill lands inside write()
-               "before-rename": "spool.seal.before_rename=kill",  # sealing: fsynced, still .open
-               "after-rename": "spool.seal.after_rename=kill"}  # sealing: renamed to .seg, folder not fsynced yet
+KILL_POINTS = {
+    "mid-write": "spool.append=tear",  # a record half on disk: the kill lands inside write()
+    "before-rename": "spool.seal.before_rename=kill",  # sealing: fsynced, still .open
+    "after-rename": "spool.seal.after_rename=kill",
+}  # sealing: renamed to .seg, folder not fsynced yet
 
 
 @pytest.mark.parametrize("kill_at", list(KILL_POINTS))
@@ -171,8 +192,12 @@ def test_after_a_kill_mid_write_the_cli_lists_every_flushed_run_and_reports_the_
     side = tmp_path / "flushed.jsonl"
     child = start_agent(tmp_path, home, side, seed=300, arm_after_three=KILL_POINTS["mid-write"])
     wait_killed(child)
-    listed = subprocess.run([sys.executable, "-m", "otel_replay.cli", "runs", "--json", "--limit", "1000"],
-                            capture_output=True, text=True, timeout=START_TIMEOUT_S)
+    listed = subprocess.run(
+        [sys.executable, "-m", "otel_replay.cli", "runs", "--json", "--limit", "1000"],
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT_S,
+    )
     assert listed.returncode == 0, listed.stderr
     assert "Traceback" not in listed.stderr
     (problem,) = listed.stderr.strip().splitlines()  # the user is told, in one line
@@ -196,13 +221,24 @@ def test_sigkill_of_ingests_while_an_agent_keeps_recording_stores_each_flushed_s
         grant(agent, 4)
         # Each ingest dies at one named point (the n-th time it passes there) with at least four sealed segments
         # (15 rows or more) to ingest, while the agent records and flushes four more batches.
-        for point, nth in [("claimed", 1), ("inserted_chunk", rng.randint(1, 3)), ("inserted", 1),
-                           ("deleted_one", rng.randint(1, 3)), ("inserted_chunk", rng.randint(1, 3))]:
+        for point, nth in [
+            ("claimed", 1),
+            ("inserted_chunk", rng.randint(1, 3)),
+            ("inserted", 1),
+            ("deleted_one", rng.randint(1, 3)),
+            ("inserted_chunk", rng.randint(1, 3)),
+        ]:
             wait_for_flushes(agent, 4)
             grant(agent, 4)
             env = dict(os.environ, OTEL_REPLAY_FAULTS=f"ingest.{point}@{nth}=kill")
-            result = subprocess.run([sys.executable, str(INGESTER), str(home), "5"],
-                                    capture_output=True, text=True, timeout=START_TIMEOUT_S, env=env, check=False)
+            result = subprocess.run(
+                [sys.executable, str(INGESTER), str(home), "5"],
+                capture_output=True,
+                text=True,
+                timeout=START_TIMEOUT_S,
+                env=env,
+                check=False,
+            )
             assert result.returncode in (0, -signal.SIGKILL), result.stderr
             if result.returncode:
                 interrupted += 1

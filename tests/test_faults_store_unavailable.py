@@ -47,8 +47,12 @@ def record(prefix: str, count: int) -> list[Expected]:
 
 def memory_child(mode: str, home: Path, rounds: int, per_round: int, url: str = "") -> dict:
     """Run ``tests/fault_memory.py`` (rounds of runs in a process of its own); its JSON report."""
-    result = subprocess.run([sys.executable, str(TESTS_DIR / "fault_memory.py"), mode, str(home), str(rounds),
-                             str(per_round), url], capture_output=True, text=True, timeout=WAIT_S * 2)
+    result = subprocess.run(
+        [sys.executable, str(TESTS_DIR / "fault_memory.py"), mode, str(home), str(rounds), str(per_round), url],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S * 2,
+    )
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
     report = json.loads(result.stdout)
@@ -61,8 +65,7 @@ def assert_bounded(report: dict, *, warmup: int = 2) -> None:
     sizes = report["sizes"]
     growth = max(sizes[warmup:]) - sizes[warmup - 1]
     recorded = report["recorded_per_round"] * (len(sizes) - warmup)
-    assert growth < min(1_000_000, recorded // 4), f"memory grew {growth} bytes while {recorded} were recorded: " \
-                                                   f"{sizes}"
+    assert growth < min(1_000_000, recorded // 4), f"memory grew {growth} bytes while {recorded} were recorded: {sizes}"
 
 
 # ---------------------------------------------------------------------------------------------- busy lock
@@ -79,13 +82,19 @@ HOLDER = textwrap.dedent("""
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
-                          timeout=WAIT_S, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True, timeout=WAIT_S, env=env
+    )
 
 
 def test_busy_store_lock_agent_keeps_recording_cli_says_so_in_one_line_and_everything_is_ingested_later(home):
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(home)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(home)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline() == "holding\n", holder.stderr.read()
         runs = record("busy", 12)
@@ -96,8 +105,11 @@ def test_busy_store_lock_agent_keeps_recording_cli_says_so_in_one_line_and_every
         assert busy.stdout == ""
         lines = busy.stderr.strip().splitlines()
         assert len(lines) == 1, busy.stderr
-        assert lines[0].startswith("error: the embedded store at ") and " is busy: held by pid " \
-            f"{holder.pid} " in lines[0] and "OTEL_REPLAY_LOCK_TIMEOUT" in lines[0], lines[0]
+        assert (
+            lines[0].startswith("error: the embedded store at ")
+            and f" is busy: held by pid {holder.pid} " in lines[0]
+            and "OTEL_REPLAY_LOCK_TIMEOUT" in lines[0]
+        ), lines[0]
         with pytest.raises(orp.StoreBusyError, match=f"held by pid {holder.pid}"):
             Store.open(home=home, lock_timeout=0.2)
     finally:
@@ -159,8 +171,13 @@ def test_collector_hanging_memory_bounded_by_the_queue_flush_bounded_then_recove
 
 def disk_full_child(scenario: str, home: Path, url: str = "") -> tuple[subprocess.Popen, dict]:
     """Start ``tests/fault_disk_full.py``; returns the live child (waiting for a line on stdin) and its report."""
-    child = subprocess.Popen([sys.executable, str(TESTS_DIR / "fault_disk_full.py"), scenario, str(home), url],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, str(TESTS_DIR / "fault_disk_full.py"), scenario, str(home), url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = child.stdout.readline()
     if not line:
         child.kill()
@@ -207,7 +224,8 @@ def test_disk_full_agent_runs_flushed_runs_kept_recording_resumes_and_user_told(
 
 @needs_proc
 def test_disk_full_while_clickhouse_is_down_memory_capped_and_held_batches_spooled_once_when_space_returns(
-        home, tmp_path):
+    home, tmp_path
+):
     child, report = disk_full_child("clickhouse", home, f"http://127.0.0.1:{free_port()}/default")
     url = f"chdb://{tmp_path}/server-back"
     try:

@@ -107,18 +107,23 @@ KILLER = Path(__file__).resolve().parent / "ingest_killer.py"
 
 def ingest_and_die(home: Path, point: str, nth: int) -> None:
     env = dict(os.environ, OTEL_REPLAY_FAULTS=f"ingest.{point}@{nth}=kill")  # the named point of otel_replay.faults
-    result = subprocess.run([sys.executable, str(KILLER), str(home), "25"], capture_output=True,
-                            text=True, timeout=120, env=env)
+    result = subprocess.run(
+        [sys.executable, str(KILLER), str(home), "25"], capture_output=True, text=True, timeout=120, env=env
+    )
     assert result.returncode == -9, (result.returncode, result.stdout, result.stderr)
 
 
-@pytest.mark.parametrize(("kills"), [
-    [("claimed", 1)],                                # segments renamed, nothing inserted
-    [("inserted_chunk", 2)],                         # half of the rows inserted
-    [("inserted", 1)],                               # everything inserted, nothing deleted
-    [("deleted_one", 2)],                            # some claimed segments deleted, one still .ingesting
-    [("inserted_chunk", 1), ("inserted_chunk", 1)],  # killed again while recovering
-], ids=["after-claim", "mid-insert", "after-insert", "mid-delete", "twice"])
+@pytest.mark.parametrize(
+    ("kills"),
+    [
+        [("claimed", 1)],  # segments renamed, nothing inserted
+        [("inserted_chunk", 2)],  # half of the rows inserted
+        [("inserted", 1)],  # everything inserted, nothing deleted
+        [("deleted_one", 2)],  # some claimed segments deleted, one still .ingesting
+        [("inserted_chunk", 1), ("inserted_chunk", 1)],  # killed again while recovering
+    ],
+    ids=["after-claim", "mid-insert", "after-insert", "mid-delete", "twice"],
+)
 def test_sigkill_at_any_point_of_ingest_leaves_every_span_exactly_once(home, kills):
     expected = fill_spool(home / "spool")
     for point, nth in kills:

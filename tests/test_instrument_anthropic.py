@@ -34,8 +34,13 @@ PROMPT = "What is the weather in"
 """Flipped by a test between recording and replay: a changed prompt."""
 MODEL = "claude-fake-1"
 SYSTEM = "You are a weather assistant. Use the tools."
-TOOLS = [{"name": "get_weather", "description": "Current weather of a city",
-          "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
+TOOLS = [
+    {
+        "name": "get_weather",
+        "description": "Current weather of a city",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    }
+]
 
 
 @orp.tool
@@ -46,10 +51,14 @@ def get_weather(city: str) -> str:
 
 def _round_trip(first: Any, question: str) -> list[Any]:
     use = next(b for b in first.content if b.type == "tool_use")
-    return [{"role": "user", "content": question},
-            {"role": "assistant", "content": first.content},  # the SDK's own blocks, as many agents do
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id,
-                                          "content": get_weather(**use.input)}]}]
+    return [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": first.content},  # the SDK's own blocks, as many agents do
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": use.id, "content": get_weather(**use.input)}],
+        },
+    ]
 
 
 @orp.agent("anthropic-sync-agent")
@@ -57,15 +66,26 @@ def sync_agent(city: str) -> dict[str, Any]:
     """``messages.create`` with a tool round trip, then the ``messages.stream`` helper for the answer."""
     client = anthropic.Anthropic(base_url=BASE_URL, api_key="sk-ant-test-not-a-key", max_retries=0)
     question = f"{PROMPT} {city}?"
-    first = client.messages.create(model=MODEL, max_tokens=256, system=SYSTEM, tools=TOOLS, timeout=10,
-                                   messages=[{"role": "user", "content": question}])
+    first = client.messages.create(
+        model=MODEL,
+        max_tokens=256,
+        system=SYSTEM,
+        tools=TOOLS,
+        timeout=10,
+        messages=[{"role": "user", "content": question}],
+    )
     assert isinstance(first, anthropic.types.Message)
-    with client.messages.stream(model=MODEL, max_tokens=256, system=SYSTEM, tools=TOOLS,
-                                messages=_round_trip(first, question)) as stream:
+    with client.messages.stream(
+        model=MODEL, max_tokens=256, system=SYSTEM, tools=TOOLS, messages=_round_trip(first, question)
+    ) as stream:
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
-    return {"text": text, "final": final.content[0].text, "stop": final.stop_reason,
-            "tokens": final.usage.output_tokens}
+    return {
+        "text": text,
+        "final": final.content[0].text,
+        "stop": final.stop_reason,
+        "tokens": final.usage.output_tokens,
+    }
 
 
 @orp.agent("anthropic-async-agent")
@@ -73,8 +93,9 @@ async def async_agent(city: str) -> dict[str, Any]:
     """Async: a streamed tool_use via ``create(stream=True)``, then ``messages.stream`` for the answer."""
     client = anthropic.AsyncAnthropic(base_url=BASE_URL, api_key="sk-ant-test-not-a-key", max_retries=0)
     question = f"{PROMPT} {city}?"
-    events = await client.messages.create(model=MODEL, max_tokens=256, tools=TOOLS, stream=True,
-                                          messages=[{"role": "user", "content": question}])
+    events = await client.messages.create(
+        model=MODEL, max_tokens=256, tools=TOOLS, stream=True, messages=[{"role": "user", "content": question}]
+    )
     assert isinstance(events, anthropic.AsyncStream)
     tool_id, name, partial = None, None, ""
     async with events:
@@ -83,11 +104,17 @@ async def async_agent(city: str) -> dict[str, Any]:
                 tool_id, name = event.content_block.id, event.content_block.name
             elif event.type == "content_block_delta" and event.delta.type == "input_json_delta":
                 partial += event.delta.partial_json
-    messages = [{"role": "user", "content": question},
-                {"role": "assistant", "content": [{"type": "tool_use", "id": tool_id, "name": name,
-                                                   "input": json.loads(partial)}]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id,
-                                              "content": get_weather(**json.loads(partial))}]}]
+    messages = [
+        {"role": "user", "content": question},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": tool_id, "name": name, "input": json.loads(partial)}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": get_weather(**json.loads(partial))}],
+        },
+    ]
     async with client.messages.stream(model=MODEL, max_tokens=256, tools=TOOLS, messages=messages) as stream:
         chunks = [text async for text in stream.text_stream]
         final = await stream.get_final_message()
@@ -149,24 +176,33 @@ def test_agents_record_show_and_replay_without_a_request(home: Path, server: Fak
     first, _, last = run.steps
     assert first.attributes[semconv.GEN_AI_PROVIDER_NAME] == "anthropic"
     assert first.attributes[semconv.GEN_AI_REQUEST_MODEL] == MODEL
-    assert (first.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS], first.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS]) \
-        == ("18", "8")
+    assert (
+        first.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS],
+        first.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS],
+    ) == ("18", "8")
     assert first.attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == '["tool_use"]'
     assert last.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == "20"  # assembled from the stream's events
     assert last.attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == '["end_turn"]'
-    assert first.snapshots["model"]["response"]["content"][0] == {"type": "tool_use", "id": "toolu_fake_1",
-                                                                  "name": "get_weather", "input": TOOL_ARGS}
+    assert first.snapshots["model"]["response"]["content"][0] == {
+        "type": "tool_use",
+        "id": "toolu_fake_1",
+        "name": "get_weather",
+        "input": TOOL_ARGS,
+    }
     assert set(first.snapshots["model"]["request"]) == {"model", "max_tokens", "system", "tools", "messages"}
     streamed = last.snapshots["model"]
     assert streamed["request"]["stream"] is True
     assert [e["type"] for e in streamed["response"]["chunks"]][:2] == ["message_start", "content_block_start"]
     assert streamed["response"]["response"]["content"] == [{"type": "text", "text": answer}]
     assert last.snapshots["context"]["system_rules"] == SYSTEM
-    assert last.snapshots["context"]["tool_results"] == [{"tool_use_id": "toolu_fake_1", "content": "sunny in Paris",
-                                                          "is_error": None}]
+    assert last.snapshots["context"]["tool_results"] == [
+        {"tool_use_id": "toolu_fake_1", "content": "sunny in Paris", "is_error": None}
+    ]
     tool_use = arun.steps[0].snapshots["model"]["response"]["response"]["content"][0]
-    assert tool_use["input"] == TOOL_ARGS and arun.steps[0].attributes[
-        semconv.GEN_AI_RESPONSE_FINISH_REASONS] == '["tool_use"]'
+    assert (
+        tool_use["input"] == TOOL_ARGS
+        and arun.steps[0].attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == '["tool_use"]'
+    )
 
     for tid in (sync_tid, async_tid):
         for mode in ("mock", "deterministic"):

@@ -115,33 +115,50 @@ class ScriptedChatModel(BaseChatModel):
         meta = {"model_name": self.model, "finish_reason": "tool_calls"}
         if isinstance(last, HumanMessage):
             order = str(last.content).split()[-1]
-            return AIMessage(content="", tool_calls=[{"name": "lookup_order", "args": {"order_id": order},
-                                                      "id": "call_lookup_1"}],
-                             usage_metadata=usage, response_metadata=meta)
+            return AIMessage(
+                content="",
+                tool_calls=[{"name": "lookup_order", "args": {"order_id": order}, "id": "call_lookup_1"}],
+                usage_metadata=usage,
+                response_metadata=meta,
+            )
         if isinstance(last, ToolMessage) and last.name == "lookup_order":
-            return AIMessage(content="", tool_calls=[{"name": "settle_account",
-                                                      "args": {"account": "acc-7", "amount": 42},
-                                                      "id": "call_settle_1"}],
-                             usage_metadata=usage, response_metadata=meta)
-        return AIMessage(content=f"Done: {last.content}", usage_metadata=usage,
-                         response_metadata={**meta, "finish_reason": "stop"})
+            return AIMessage(
+                content="",
+                tool_calls=[
+                    {"name": "settle_account", "args": {"account": "acc-7", "amount": 42}, "id": "call_settle_1"}
+                ],
+                usage_metadata=usage,
+                response_metadata=meta,
+            )
+        return AIMessage(
+            content=f"Done: {last.content}", usage_metadata=usage, response_metadata={**meta, "finish_reason": "stop"}
+        )
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=self._decide(messages))])
 
-    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
-                **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+    def _stream(
+        self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None, **kwargs: Any
+    ) -> Iterator[ChatGenerationChunk]:
         message = self._decide(messages)
         words = str(message.content).split(" ")
         for i, word in enumerate(words):
             first, last = i == 0, i == len(words) - 1
-            yield ChatGenerationChunk(message=AIMessageChunk(
-                content=word if first else f" {word}",
-                tool_call_chunks=[{"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": n}
-                                  for n, c in enumerate(message.tool_calls)] if first else [],
-                usage_metadata=message.usage_metadata if last else None,
-                response_metadata=message.response_metadata if last else {}))
+            yield ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content=word if first else f" {word}",
+                    tool_call_chunks=[
+                        {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": n}
+                        for n, c in enumerate(message.tool_calls)
+                    ]
+                    if first
+                    else [],
+                    usage_metadata=message.usage_metadata if last else None,
+                    response_metadata=message.response_metadata if last else {},
+                )
+            )
 
 
 class PolicyRetriever(BaseRetriever):
@@ -149,22 +166,27 @@ class PolicyRetriever(BaseRetriever):
 
     docs: list[Document]
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-                                ) -> list[Document]:
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         CALLS["retriever"] += 1
         words = set(query.lower().split())
         scored = []
         for doc in self.docs:
             score = len(words & set(doc.page_content.lower().split())) / max(len(words), 1)
             if score:
-                scored.append(Document(page_content=doc.page_content, id=doc.id,
-                                       metadata={**doc.metadata, "score": round(score, 3)}))
+                scored.append(
+                    Document(
+                        page_content=doc.page_content, id=doc.id, metadata={**doc.metadata, "score": round(score, 3)}
+                    )
+                )
         return sorted(scored, key=lambda d: -d.metadata["score"])[:2]
 
 
 DOCS = [
-    Document(id="kb-refund", page_content="refund orders within 30 days to the account on file",
-             metadata={"source": "kb/refund-policy.md"}),
+    Document(
+        id="kb-refund",
+        page_content="refund orders within 30 days to the account on file",
+        metadata={"source": "kb/refund-policy.md"},
+    ),
     Document(id="kb-ship", page_content="shipping takes 3 days", metadata={"source": "kb/shipping.md"}),
 ]
 
@@ -272,8 +294,9 @@ def count_notes(topic: str, state: Annotated[dict, InjectedState]) -> str:
 @orp.agent("lc-injected")
 def injected_agent(topic: str) -> str:
     """A ToolNode call whose injected state holds a per-run message id."""
-    call = AIMessage("", id=str(uuid.uuid4()),
-                     tool_calls=[{"name": "count_notes", "args": {"topic": topic}, "id": "call_notes"}])
+    call = AIMessage(
+        "", id=str(uuid.uuid4()), tool_calls=[{"name": "count_notes", "args": {"topic": topic}, "id": "call_notes"}]
+    )
     graph = StateGraph(State)
     graph.add_node("tools", ToolNode([count_notes]))
     graph.add_edge(START, "tools")
@@ -432,7 +455,9 @@ def test_changed_prompt_is_a_request_divergence_at_the_model_step(lc: dict[str, 
     assert CALLS == {}, "deterministic replay stops at the changed request without calling anything"
     steps = result.replay.steps if result.replay else ()
     assert [(s.kind, s.attributes.get(semconv.REPLAY_SERVED)) for s in steps] == [
-        ("retrieval", "recording"), ("model", "refused")]
+        ("retrieval", "recording"),
+        ("model", "refused"),
+    ]
 
     mock = orp.replay(trace_id, mode="mock")  # mock reports the difference and answers anyway
     assert [(d.kind, d.step_index) for d in mock.divergences] == [("request", 1), ("request", 3), ("request", 5)]
@@ -571,7 +596,10 @@ def test_tool_risk_from_map_metadata_and_name(lc: dict[str, Any]) -> None:
         (summary,) = store.runs(agent="lc-risks")
         run = store.load_run(summary.trace_id)
     assert [(s.name, s.attributes[semconv.TOOL_RISK]) for s in run.steps] == [
-        ("tag_order", "write"), ("send_email", "high"), ("lookup_order", "read")]
+        ("tag_order", "write"),
+        ("send_email", "high"),
+        ("lookup_order", "read"),
+    ]
     with pytest.raises(ValueError, match="risk must be one of"):
         LangChainInstrumentor(tool_risks={"x": "dangerous"})
 
@@ -640,9 +668,18 @@ def test_uninstrument_restores_every_method(lc: dict[str, Any]) -> None:
     from langchain_core.tools import BaseTool
     from langgraph.pregel import Pregel
 
-    targets = [(BaseChatModel, "_generate_with_cache"), (BaseChatModel, "_agenerate_with_cache"),
-               (BaseChatModel, "stream"), (BaseChatModel, "astream"), (BaseTool, "run"), (BaseTool, "arun"),
-               (Retriever, "invoke"), (Retriever, "ainvoke"), (Pregel, "invoke"), (Pregel, "stream")]
+    targets = [
+        (BaseChatModel, "_generate_with_cache"),
+        (BaseChatModel, "_agenerate_with_cache"),
+        (BaseChatModel, "stream"),
+        (BaseChatModel, "astream"),
+        (BaseTool, "run"),
+        (BaseTool, "arun"),
+        (Retriever, "invoke"),
+        (Retriever, "ainvoke"),
+        (Pregel, "invoke"),
+        (Pregel, "stream"),
+    ]
     assert all(hasattr(getattr(cls, name), "__wrapped__") for cls, name in targets)
     lc["instrumentor"].uninstrument()
     try:

@@ -22,8 +22,12 @@ def test_a_missing_extra_is_said_once_per_sdk_on_stderr(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[] [] []"  # nothing claims to be instrumented
     lines = [line for line in out.stderr.splitlines() if line.strip()]
-    for sdk, extra in (("openai", "openai"), ("anthropic", "anthropic"), ("langchain", "langchain"),
-                       ("openai_agents", "openai-agents")):
+    for sdk, extra in (
+        ("openai", "openai"),
+        ("anthropic", "anthropic"),
+        ("langchain", "langchain"),
+        ("openai_agents", "openai-agents"),
+    ):
         said = [line for line in lines if line.startswith(f"otel-replay: {sdk} calls are not recorded")]
         assert len(said) == 1, out.stderr  # once, although instrument() ran three times
         assert f"pip install 'otel-replay[{extra}]'" in said[0] and "wrapt" in said[0]

@@ -41,12 +41,24 @@ RAW_FIRST = False
 """Set by a test between recording and replay: the agent first makes a ``with_streaming_response`` call."""
 MODEL = "gpt-4o-mini"
 SYSTEM = "You are a weather assistant. Use the tools."
-CHAT_TOOLS = [{"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather of a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
-RESPONSES_TOOLS = [{"type": "function", "name": "get_weather", "description": "Current weather of a city",
-                    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                   "required": ["city"]}}]
+CHAT_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather of a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
+]
+RESPONSES_TOOLS = [
+    {
+        "type": "function",
+        "name": "get_weather",
+        "description": "Current weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    }
+]
 
 
 @orp.tool
@@ -61,18 +73,24 @@ def sync_agent(city: str) -> str:
     client = openai.OpenAI(base_url=BASE_URL, api_key="sk-test-not-a-key", max_retries=0)
     if RAW_FIRST:
         with client.chat.completions.with_streaming_response.create(
-                model=MODEL, messages=[{"role": "user", "content": "raw"}]) as streaming:
+            model=MODEL, messages=[{"role": "user", "content": "raw"}]
+        ) as streaming:
             streaming.parse()
     messages: list[Any] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"{PROMPT} {city}?"}]
     first = client.chat.completions.create(model=MODEL, messages=messages, tools=CHAT_TOOLS, timeout=10)
     assert isinstance(first, openai.types.chat.ChatCompletion)
     call = first.choices[0].message.tool_calls[0]
     messages.append(first.choices[0].message)  # the SDK object itself, as many agents do
-    messages.append({"role": "tool", "tool_call_id": call.id,
-                     "content": get_weather(**json.loads(call.function.arguments))})
-    stream = client.chat.completions.create(model=MODEL, messages=messages, stream=True,
-                                            stream_options={"include_usage": True},
-                                            extra_headers={"x-request-id": os.urandom(4).hex()})
+    messages.append(
+        {"role": "tool", "tool_call_id": call.id, "content": get_weather(**json.loads(call.function.arguments))}
+    )
+    stream = client.chat.completions.create(
+        model=MODEL,
+        messages=messages,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_headers={"x-request-id": os.urandom(4).hex()},
+    )
     with stream:
         text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
     # the SDK's stream helper (it calls create(stream=True) and wraps the stream in its own event API)
@@ -96,17 +114,24 @@ async def async_agent(city: str) -> dict[str, str]:
             call_id = call.id or call_id
             name += (call.function.name or "") if call.function else ""
             arguments += (call.function.arguments or "") if call.function else ""
-    messages.append({"role": "assistant", "tool_calls": [
-        {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}]})
+    messages.append(
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}],
+        }
+    )
     messages.append({"role": "tool", "tool_call_id": call_id, "content": get_weather(**json.loads(arguments))})
     chat = await client.chat.completions.create(model=MODEL, messages=messages)
 
-    first = await client.responses.create(model=MODEL, instructions=SYSTEM, input=f"{PROMPT} {city}?",
-                                          tools=RESPONSES_TOOLS)
+    first = await client.responses.create(
+        model=MODEL, instructions=SYSTEM, input=f"{PROMPT} {city}?", tools=RESPONSES_TOOLS
+    )
     fc = first.output[0]
-    items: list[Any] = [{"role": "user", "content": f"{PROMPT} {city}?"}, fc.model_dump(exclude_none=True),
-                        {"type": "function_call_output", "call_id": fc.call_id,
-                         "output": get_weather(**json.loads(fc.arguments))}]
+    items: list[Any] = [
+        {"role": "user", "content": f"{PROMPT} {city}?"},
+        fc.model_dump(exclude_none=True),
+        {"type": "function_call_output", "call_id": fc.call_id, "output": get_weather(**json.loads(fc.arguments))},
+    ]
     text = ""
     async with await client.responses.create(model=MODEL, instructions=SYSTEM, input=items, stream=True) as events:
         async for event in events:
@@ -162,8 +187,10 @@ def _trace_id(store: Store, agent: str) -> str:
 def test_agents_record_show_and_replay_without_a_request(home: Path, server: FakeLLMServer, prompt: None) -> None:
     global PROMPT, RAW_FIRST
     assert sync_agent("Paris") == "The weather: sunny in Paris"
-    assert asyncio.run(async_agent("Paris")) == {"chat": "The weather: sunny in Paris",
-                                                 "responses": "The weather: sunny in Paris"}
+    assert asyncio.run(async_agent("Paris")) == {
+        "chat": "The weather: sunny in Paris",
+        "responses": "The weather: sunny in Paris",
+    }
     assert server.count == 8
     orp.flush()
     with Store.open() as store:
@@ -173,15 +200,20 @@ def test_agents_record_show_and_replay_without_a_request(home: Path, server: Fak
 
     # shown: model / tool steps with names, provider, model, usage and finish reasons
     assert [(s.kind, s.name) for s in run.steps] == [
-        ("model", "openai.chat.completions"), ("tool", "get_weather"), ("model", "openai.chat.completions"),
-        ("model", "openai.chat.completions")]
+        ("model", "openai.chat.completions"),
+        ("tool", "get_weather"),
+        ("model", "openai.chat.completions"),
+        ("model", "openai.chat.completions"),
+    ]
     first, _, last, helper = run.steps
     assert helper.snapshots["model"]["response"]["response"]["choices"][0]["message"]["content"] == "echo: bye"
     assert first.attributes[semconv.GEN_AI_PROVIDER_NAME] == "openai"
     assert first.attributes[semconv.GEN_AI_REQUEST_MODEL] == MODEL
     assert first.attributes[semconv.GEN_AI_RESPONSE_MODEL] == MODEL
-    assert (first.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS], first.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS]) \
-        == ("13", "7")
+    assert (
+        first.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS],
+        first.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS],
+    ) == ("13", "7")
     assert first.attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == '["tool_calls"]'
     assert last.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == "15"  # from the streamed usage chunk
     assert last.attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == '["stop"]'
@@ -189,22 +221,31 @@ def test_agents_record_show_and_replay_without_a_request(home: Path, server: Fak
     assert semconv.GEN_AI_USAGE_INPUT_TOKENS not in helper.attributes
     request = first.snapshots["model"]["request"]
     assert set(request) == {"model", "messages", "tools"}  # timeout is transport, not request
-    assert first.snapshots["model"]["response"]["choices"][0]["message"]["tool_calls"][0]["function"]["name"] \
+    assert (
+        first.snapshots["model"]["response"]["choices"][0]["message"]["tool_calls"][0]["function"]["name"]
         == "get_weather"
+    )
     context = first.snapshots["context"]
     assert context["system_rules"] == SYSTEM and context["history"][1]["content"] == "What is the weather in Paris?"
     assert last.snapshots["context"]["tool_results"] == [{"tool_call_id": "call_fake_1", "content": "sunny in Paris"}]
     streamed = last.snapshots["model"]["response"]
-    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in streamed["chunks"] if c["choices"]) \
+    assert (
+        "".join(c["choices"][0]["delta"].get("content") or "" for c in streamed["chunks"] if c["choices"])
         == "The weather: sunny in Paris"
+    )
     assert streamed["complete"] is True
     assert streamed["response"]["choices"][0]["message"]["content"] == "The weather: sunny in Paris"
     assert "extra_headers" not in last.snapshots["model"]["request"]
 
     assert [(s.kind, s.name) for s in arun.steps] == [
-        ("model", "openai.chat.completions"), ("tool", "get_weather"), ("model", "openai.chat.completions"),
-        ("model", "openai.responses"), ("tool", "get_weather"), ("model", "openai.responses"),
-        ("model", "openai.responses")]
+        ("model", "openai.chat.completions"),
+        ("tool", "get_weather"),
+        ("model", "openai.chat.completions"),
+        ("model", "openai.responses"),
+        ("tool", "get_weather"),
+        ("model", "openai.responses"),
+        ("model", "openai.responses"),
+    ]
     tool_stream = arun.steps[0].snapshots["model"]["response"]["response"]
     assert tool_stream["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] == json.dumps(TOOL_ARGS)
     assert arun.steps[3].attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] == "14"
@@ -245,13 +286,16 @@ def test_a_call_outside_a_run_is_a_single_call_run(home: Path, server: FakeLLMSe
     client = openai.OpenAI(base_url=BASE_URL, api_key="sk-test-not-a-key", max_retries=0)
     with capture(home=home) as recorded:
         answer = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hello"}])
-        chunks = list(client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "again"}],
-                                                     stream=True))
+        chunks = list(
+            client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "again"}], stream=True)
+        )
     assert answer.choices[0].message.content == "echo: hello"
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == "echo: again"
     runs = recorded.runs()
     assert [r.summary.agent for r in runs] == ["openai.chat.completions"] * 2
-    assert [[(s.kind, s.name, s.index) for s in r.steps] for r in runs] == [[("model", "openai.chat.completions", 0)]] * 2
+    assert [[(s.kind, s.name, s.index) for s in r.steps] for r in runs] == [
+        [("model", "openai.chat.completions", 0)]
+    ] * 2
     assert runs[0].snapshots["output"]["structured"]["choices"][0]["message"]["content"] == "echo: hello"
 
 
@@ -283,7 +327,8 @@ def test_suppressed_instrumentation_and_uninstrument_record_nothing(home: Path, 
 
 
 def test_a_method_bound_before_uninstrumenting_records_again_once_instrumented_again(
-        home: Path, server: FakeLLMServer) -> None:
+    home: Path, server: FakeLLMServer
+) -> None:
     """A replay instruments and uninstruments; the SDK's cached raw-response method must follow both ways."""
     client = openai.OpenAI(base_url=BASE_URL, api_key="sk-test", max_retries=0)
     raw = client.chat.completions.with_raw_response  # cached, ``create`` bound while wrapped
@@ -295,8 +340,9 @@ def test_a_method_bound_before_uninstrumenting_records_again_once_instrumented_a
     assert [step.kind for step in run.steps] == ["model"]
 
 
-def test_a_bookkeeping_failure_never_reaches_the_agent(home: Path, server: FakeLLMServer,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bookkeeping_failure_never_reaches_the_agent(
+    home: Path, server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from otel_replay.instrumentation import _sdk
 
     def broken(*args: Any, **kwargs: Any) -> Any:
@@ -308,8 +354,9 @@ def test_a_bookkeeping_failure_never_reaches_the_agent(home: Path, server: FakeL
     assert answer.choices[0].message.content == "echo: still works"
 
 
-def test_a_failure_reading_finish_reasons_still_ends_the_step(home: Path, server: FakeLLMServer,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failure_reading_finish_reasons_still_ends_the_step(
+    home: Path, server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from otel_replay.instrumentation import _sdk
 
     def broken(value: Any) -> bool:
@@ -335,8 +382,12 @@ def test_contrib_openai_v2_and_otel_replay_on_the_same_sdk(tmp_path: Path) -> No
     pytest.importorskip("opentelemetry.instrumentation.openai_v2")
     script = tmp_path / "both.py"
     script.write_text(textwrap.dedent(_CONTRIB_SCRIPT))
-    env = {**os.environ, "OTEL_REPLAY_HOME": str(tmp_path / "home"), "PYTHONPATH": str(TESTS_DIR),
-           "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
+    env = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(tmp_path / "home"),
+        "PYTHONPATH": str(TESTS_DIR),
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+    }
     env.pop("OTEL_REPLAY_STORE", None)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -350,8 +401,12 @@ def test_contrib_openai_v2_and_otel_replay_on_the_same_sdk(tmp_path: Path) -> No
     assert {c["trace_id"] for c in out["contrib"]} == {out["trace_id"]}
     assert out["contrib"][0]["input_tokens"] == 13
     # ours: one model step per call, tokens counted once in the run
-    assert out["steps"] == [["model", "openai.chat.completions"], ["tool", "get_weather"],
-                            ["model", "openai.chat.completions"], ["model", "openai.chat.completions"]]
+    assert out["steps"] == [
+        ["model", "openai.chat.completions"],
+        ["tool", "get_weather"],
+        ["model", "openai.chat.completions"],
+        ["model", "openai.chat.completions"],
+    ]
     assert out["run_input_tokens"] == "28"
     # a replay with both instrumentors active is answered from the recording, no request, no contrib span
     assert out["replay_outcome"] == "matched" and out["requests_after_replay"] == out["requests_before_replay"] == 3
@@ -437,15 +492,15 @@ _CONTRIB_SCRIPT = """
 """
 
 
-
-
-def test_raw_response_calls_are_recorded_and_streaming_response_calls_go_through(home: Path,
-                                                                                  server: FakeLLMServer) -> None:
+def test_raw_response_calls_are_recorded_and_streaming_response_calls_go_through(
+    home: Path, server: FakeLLMServer
+) -> None:
     client = openai.OpenAI(base_url=BASE_URL, api_key="sk-test", max_retries=0)
     with capture(home=home) as recorded:
         raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=[{"role": "user", "content": "r"}])
         with client.chat.completions.with_streaming_response.create(
-                model=MODEL, messages=[{"role": "user", "content": "s"}]) as streaming:
+            model=MODEL, messages=[{"role": "user", "content": "s"}]
+        ) as streaming:
             assert streaming.parse().choices[0].message.content == "echo: s"
     assert raw.http_request.method == "POST" and raw.parse().choices[0].message.content == "echo: r"
     (run,) = recorded.runs()  # the raw-response call is a single-call run; the streaming response is not recorded

@@ -92,8 +92,12 @@ class CachingResponsesModel(OpenAIResponsesModel):
 
 def caching_agent() -> Agent:
     client = AsyncOpenAI(base_url=SERVER["fake"].openai_url, api_key="sk-test-" + "2" * 32)
-    return Agent(name="cached", instructions="You keep notes.", tools=[post_note],
-                 model=CachingResponsesModel(model="gpt-fake", openai_client=client))
+    return Agent(
+        name="cached",
+        instructions="You keep notes.",
+        tools=[post_note],
+        model=CachingResponsesModel(model="gpt-fake", openai_client=client),
+    )
 
 
 def notes_agent() -> Agent:
@@ -114,12 +118,18 @@ def _on_handoff(ctx: Any) -> None:
 
 def triage_agent() -> Agent:
     billing = Agent(name="billing", instructions="You handle billing.", model=_model())
-    return Agent(name="triage", instructions="You route.", handoffs=[handoff(billing, on_handoff=_on_handoff)],
-                 model=_model())
+    return Agent(
+        name="triage", instructions="You route.", handoffs=[handoff(billing, on_handoff=_on_handoff)], model=_model()
+    )
 
 
-AGENTS = {"notes": notes_agent, "cached": caching_agent, "forecaster": forecast_agent, "archivist": archive_agent,
-          "triage": triage_agent}
+AGENTS = {
+    "notes": notes_agent,
+    "cached": caching_agent,
+    "forecaster": forecast_agent,
+    "archivist": archive_agent,
+    "triage": triage_agent,
+}
 
 
 async def ask(input: str, agent: str = "notes") -> Any:  # noqa: A002 - the implicit run records Runner.run's input
@@ -182,8 +192,13 @@ def oa(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     provider.set_processors([counting])
     openai_instrumentor = OpenAIInstrumentor()
     instrumentor = OpenAIAgentsInstrumentor()
-    with FakeLLMServer(tool_args_for={"post_note": {"city": "Oslo"}, "get_forecast": {"city": "Rome"},
-                                      "archive_note": {"city": "Bern"}}) as server:
+    with FakeLLMServer(
+        tool_args_for={
+            "post_note": {"city": "Oslo"},
+            "get_forecast": {"city": "Rome"},
+            "archive_note": {"city": "Bern"},
+        }
+    ) as server:
         SERVER["fake"] = server
         openai_instrumentor.instrument()
         instrumentor.instrument(tracing="bridge")
@@ -257,8 +272,13 @@ def test_live_replay_needs_an_approval_for_the_high_risk_function_tool(oa: dict[
     refused = orp.replay(run.trace_id, mode="live", reason="verify", entrypoint="test_instrument_openai_agents:ask")
     assert refused.outcome == "refused" and "--approve post_note" in (refused.refusal or "")
     assert CALLS == {"post_note": 1}
-    approved = orp.replay(run.trace_id, mode="live", reason="verify", approvals=["post_note"],
-                          entrypoint="test_instrument_openai_agents:ask")
+    approved = orp.replay(
+        run.trace_id,
+        mode="live",
+        reason="verify",
+        approvals=["post_note"],
+        entrypoint="test_instrument_openai_agents:ask",
+    )
     assert approved.executions == {"post_note": 1}
     assert notes_written(oa["notes"]) == ["note for Oslo", "note for Oslo"]
 
@@ -314,8 +334,7 @@ def test_a_tool_returning_an_object_replays_the_text_the_model_was_sent(oa: dict
     assert answer == "The weather: city='Rome' conditions='sunny'"
     assert run.steps[1].snapshots["tool"]["result"] == "city='Rome' conditions='sunny'"
     CALLS.clear()
-    result = orp.replay(run.trace_id, mode="deterministic",
-                        entrypoint="test_instrument_openai_agents:ask_forecaster")
+    result = orp.replay(run.trace_id, mode="deterministic", entrypoint="test_instrument_openai_agents:ask_forecaster")
     assert result.outcome == "matched", result.divergences
     assert CALLS == {}
 
@@ -336,7 +355,10 @@ def test_tool_risk_from_the_map_the_tool_and_a_stacked_otel_replay_tool(oa: dict
         instrumentor.instrument(tool_risks={}, tracing="bridge")
     _, run = record(ask("archive Bern", "archivist"), "archivist")
     assert [(s.kind, s.name, s.attributes.get(semconv.TOOL_RISK)) for s in run.steps] == [
-        ("model", "openai.responses", None), ("tool", "archive_note", "write"), ("model", "openai.responses", None)]
+        ("model", "openai.responses", None),
+        ("tool", "archive_note", "write"),
+        ("model", "openai.responses", None),
+    ]
     with pytest.raises(ValueError, match="risk must be one of"):
         OpenAIAgentsInstrumentor(tool_risks={"x": "dangerous"})
     with pytest.raises(ValueError, match="tracing must be one of"):
@@ -347,7 +369,10 @@ def test_a_handoff_is_a_read_step_replayed_without_its_callback(oa: dict[str, An
     answer, run = record(ask_triage("I was billed twice"), "triage")
     assert answer.startswith("The weather: ")
     assert [(s.kind, s.name) for s in run.steps] == [
-        ("model", "openai.responses"), ("tool", "transfer_to_billing"), ("model", "openai.responses")]
+        ("model", "openai.responses"),
+        ("tool", "transfer_to_billing"),
+        ("model", "openai.responses"),
+    ]
     handoff_step = run.steps[1]
     assert handoff_step.attributes[semconv.TOOL_RISK] == "read"  # not the name heuristic's "transfer"
     assert handoff_step.snapshots["tool"]["result"] == {"agent": "billing"}
@@ -419,8 +444,9 @@ def test_replay_tool_never_imports_a_tool_module_the_recording_names_outside_the
 
     @orp.agent("forged")
     def forged() -> None:
-        call = begin_tool_call("post_note", {"city": "Oslo"}, function=f"{hostile}:remove_all_tools",
-                               instrumentation="openai_agents")
+        call = begin_tool_call(
+            "post_note", {"city": "Oslo"}, function=f"{hostile}:remove_all_tools", instrumentation="openai_agents"
+        )
         end_call(call, result="noted Oslo")
 
     forged()
@@ -434,7 +460,8 @@ def test_replay_tool_never_imports_a_tool_module_the_recording_names_outside_the
 
 
 def test_a_module_named_agents_without_the_sdk_distribution_is_not_taken_for_the_sdk(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import otel_replay.instrumentation as instrumentation
 
     assert instrumentation._sdk_installed("openai_agents")  # the SDK's module is found, its distribution too

@@ -24,17 +24,27 @@ SAID = ("chatty agent starting", "written to sys.stdout", "written to file descr
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OTEL_REPLAY_HOME": str(home),
-           "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p)}
+    env = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(home),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p),
+    }
     env.pop("OTEL_REPLAY_STORE", None)
     if runs_in_process(args):  # the same main(), without a second of interpreter start-up
         return run_cli(args, env=env, cwd=TESTS_DIR.parent)
-    return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
-                          env=env, timeout=120, cwd=TESTS_DIR.parent)
+    return subprocess.run(
+        [sys.executable, "-m", "otel_replay.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=TESTS_DIR.parent,
+    )
 
 
-def test_json_commands_keep_what_the_agent_prints_off_stdout(home: Path, tmp_path: Path,
-                                                             capfd: pytest.CaptureFixture[str]) -> None:
+def test_json_commands_keep_what_the_agent_prints_off_stdout(
+    home: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     with orp.identity(session="chatty-1"):
         agents.chatty_agent("lamps")
     orp.flush()
@@ -48,8 +58,10 @@ def test_json_commands_keep_what_the_agent_prints_off_stdout(home: Path, tmp_pat
     commands = {
         "replay": (["replay", trace_id, "--mode", "mock", "--json"], SAID[:3]),
         "replay live": (["replay", trace_id, "--mode", "live", "--reason", "check", "--json"], SAID),
-        "replay-tool": (["replay-tool", trace_id, "--step", str(step), "--mode", "live", "--reason", "check",
-                         "--json"], SAID[3:]),
+        "replay-tool": (
+            ["replay-tool", trace_id, "--step", str(step), "--mode", "live", "--reason", "check", "--json"],
+            SAID[3:],
+        ),
         "replay-session": (["replay-session", "chatty-1", "--mode", "mock", "--json"], SAID[:3]),
         "case run": (["case", "run", str(case_file), "--json"], SAID[:3]),
     }

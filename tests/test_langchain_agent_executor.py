@@ -39,8 +39,9 @@ def lookup_city(city: str) -> str:
 
 def build_executor() -> AgentExecutor:
     """The tool-calling agent of LangChain's docs, run by ``AgentExecutor``."""
-    prompt = ChatPromptTemplate.from_messages([("system", "You are helpful."), ("human", "{input}"),
-                                               ("placeholder", "{agent_scratchpad}")])
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "You are helpful."), ("human", "{input}"), ("placeholder", "{agent_scratchpad}")]
+    )
     model = ChatOpenAI(model="gpt-4o-mini", base_url=BASE_URL, api_key="sk-test-" + "3" * 32, max_retries=0)
     return AgentExecutor(agent=create_tool_calling_agent(model, [lookup_city], prompt), tools=[lookup_city])
 
@@ -79,8 +80,9 @@ def _runs(agent: str) -> list[orp.Run]:
 
 def test_agent_executor_invoke_is_one_run_with_every_call_a_step(world: FakeLLMServer) -> None:
     assert build_executor().invoke({"input": "where is Paris"})["output"] == "The weather: Paris is in France"
-    assert asyncio.run(build_executor().ainvoke({"input": "where is Lyon"}))["output"] \
-        == "The weather: Paris is in France"
+    assert (
+        asyncio.run(build_executor().ainvoke({"input": "where is Lyon"}))["output"] == "The weather: Paris is in France"
+    )
     orp.flush()
     with Store.open() as store:
         assert {s.agent for s in store.runs()} == {"AgentExecutor"}  # no run per model or tool call

@@ -52,15 +52,26 @@ PRELUDE = textwrap.dedent("""
 """)
 
 
-def _run(home: Path, body: str, server: FakeLLMServer, *, launcher: list[str] | None = None,
-         extra_env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def _run(
+    home: Path,
+    body: str,
+    server: FakeLLMServer,
+    *,
+    launcher: list[str] | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
     script = home.parent / "app.py"
     script.write_text(PRELUDE + textwrap.dedent(body))
     env = {**os.environ, "OTEL_REPLAY_HOME": str(home), **(extra_env or {})}
     env.pop("OTEL_REPLAY_STORE", None)
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
-    out = subprocess.run([*(launcher or []), sys.executable, str(script), server.openai_url, server.anthropic_url],
-                         capture_output=True, text=True, env=env, timeout=180)
+    out = subprocess.run(
+        [*(launcher or []), sys.executable, str(script), server.openai_url, server.anthropic_url],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+    )
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr, out.stderr
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
@@ -71,19 +82,22 @@ def _runs(home: Path) -> list[tuple[str, list[tuple[str, str]]]]:
     orp.configure(home=home, exporter="spool")
     with orp.Store.open() as store:
         summaries = sorted(store.runs(), key=lambda s: s.started_at)
-        return [(s.agent, [(step.kind, step.name) for step in store.load_run(s.trace_id).steps])
-                for s in summaries]
+        return [(s.agent, [(step.kind, step.name) for step in store.load_run(s.trace_id).steps]) for s in summaries]
 
 
 def test_instrument_imports_no_sdk_and_arms_every_installed_one(home: Path) -> None:
     with FakeLLMServer() as server:
-        (said,) = _run(home, """
+        (said,) = _run(
+            home,
+            """
             import otel_replay as orp
             from otel_replay.instrumentation import instrumented
             got = orp.instrument()
             say(got=got, instrumented=instrumented(), loaded=loaded(),
                 ours=sorted(m for m in sys.modules if m.startswith("otel_replay.") and "instrumentation" not in m))
-        """, server)
+        """,
+            server,
+        )
     assert {"openai", "anthropic", "langchain"} <= set(said["got"])
     assert said["instrumented"] == said["got"]  # armed counts as instrumented
     assert said["loaded"] == []
@@ -93,24 +107,32 @@ def test_instrument_imports_no_sdk_and_arms_every_installed_one(home: Path) -> N
 
 def test_sdks_imported_after_instrument_are_recorded(home: Path) -> None:
     with FakeLLMServer() as server:
-        said = _run(home, """
+        said = _run(
+            home,
+            """
             import otel_replay as orp
             orp.instrument()
             say(loaded=loaded())
             chat(sys.argv[1])
             message(sys.argv[2])
             say(loaded=loaded())
-        """, server)
+        """,
+            server,
+        )
         assert server.count == 2
     assert said[0]["loaded"] == []
     assert {"openai", "anthropic"} <= set(said[1]["loaded"])
-    assert sorted(_runs(home)) == [("anthropic.messages", [("model", "anthropic.messages")]),
-                                   ("openai.chat.completions", [("model", "openai.chat.completions")])]
+    assert sorted(_runs(home)) == [
+        ("anthropic.messages", [("model", "anthropic.messages")]),
+        ("openai.chat.completions", [("model", "openai.chat.completions")]),
+    ]
 
 
 def test_a_langgraph_agent_imported_after_instrument_is_one_run(home: Path) -> None:
     with FakeLLMServer(tool_args_for={"get_weather": {"city": "Paris"}}) as server:
-        said = _run(home, """
+        said = _run(
+            home,
+            """
             import otel_replay as orp
             orp.instrument()
             say(loaded=loaded())
@@ -132,7 +154,9 @@ def test_a_langgraph_agent_imported_after_instrument_is_one_run(home: Path) -> N
             agent = create_react_agent(model, [get_weather, get_time])
             out = agent.invoke({"messages": [{"role": "user", "content": "Weather in Paris?"}]})
             say(answer=out["messages"][-1].content)
-        """, server)
+        """,
+            server,
+        )
     assert said[0]["loaded"] == []
     assert "sunny in Paris" in said[1]["answer"]
     (run,) = _runs(home)  # one run for the graph, not one per model call
@@ -143,25 +167,33 @@ def test_langgraph_imported_before_langchain_core_is_patched_too(home: Path) -> 
     # `import langgraph.pregel` first imports LangChain core while its own import is still running: LangGraph's
     # patch must wait for the end of that import rather than be lost
     with FakeLLMServer() as server:
-        said = _run(home, """
+        said = _run(
+            home,
+            """
             import otel_replay as orp
             orp.instrument()
             import langgraph.pregel
             from langgraph.pregel import Pregel
             say(wrapped=type(Pregel.__dict__["invoke"]).__name__ != "function")
-        """, server)
+        """,
+            server,
+        )
     assert said == [{"wrapped": True}]
 
 
 def test_an_sdk_imported_before_instrument_is_patched_at_once(home: Path) -> None:
     with FakeLLMServer() as server:
-        said = _run(home, """
+        said = _run(
+            home,
+            """
             import openai
             import otel_replay as orp
             got = orp.instrument("openai")
             chat(sys.argv[1])
             say(got=got, loaded=loaded())
-        """, server)
+        """,
+            server,
+        )
         assert server.count == 1
     assert said == [{"got": ["openai"], "loaded": ["openai"]}]
     assert _runs(home) == [("openai.chat.completions", [("model", "openai.chat.completions")])]
@@ -169,7 +201,9 @@ def test_an_sdk_imported_before_instrument_is_patched_at_once(home: Path) -> Non
 
 def test_uninstrument_before_the_import_leaves_the_sdk_unpatched(home: Path) -> None:
     with FakeLLMServer() as server:
-        said = _run(home, """
+        said = _run(
+            home,
+            """
             import otel_replay as orp
             from otel_replay.instrumentation import instrumented
             armed = orp.instrument()
@@ -183,7 +217,9 @@ def test_uninstrument_before_the_import_leaves_the_sdk_unpatched(home: Path) -> 
 
             control()
             say(armed=armed, undone=undone, instrumented=instrumented())
-        """, server)
+        """,
+            server,
+        )
         assert server.count == 2
     assert said[0]["undone"] == said[0]["armed"] and said[0]["instrumented"] == []
     assert _runs(home) == [("control", [])]  # the SDK calls went unrecorded; the store did record
@@ -191,14 +227,18 @@ def test_uninstrument_before_the_import_leaves_the_sdk_unpatched(home: Path) -> 
 
 def test_the_entry_point_classes_arm_without_importing(home: Path) -> None:
     with FakeLLMServer() as server:
-        said = _run(home, """
+        said = _run(
+            home,
+            """
             from otel_replay.instrumentation import entry_points
             from otel_replay.instrumentation import instrumented
             entry_points.openai().instrument()
             entry_points.langchain().instrument()
             say(loaded=loaded(), instrumented=instrumented())
             chat(sys.argv[1])
-        """, server)
+        """,
+            server,
+        )
         assert server.count == 1
     assert said == [{"loaded": [], "instrumented": ["openai", "langchain"]}]
     assert _runs(home) == [("openai.chat.completions", [("model", "openai.chat.completions")])]
@@ -212,9 +252,12 @@ def _source_tree_metadata(tmp_path: Path) -> Path:
     info = tmp_path / "meta" / f"otel_replay-{project['version']}.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
-    (info / "entry_points.txt").write_text("".join(
-        f"[{group}]\n" + "".join(f"{name} = {value}\n" for name, value in points.items()) + "\n"
-        for group, points in project["entry-points"].items()))
+    (info / "entry_points.txt").write_text(
+        "".join(
+            f"[{group}]\n" + "".join(f"{name} = {value}\n" for name, value in points.items()) + "\n"
+            for group, points in project["entry-points"].items()
+        )
+    )
     return info.parent
 
 
@@ -223,15 +266,26 @@ def test_opentelemetry_instrument_imports_no_sdk_and_records_the_app(home: Path,
     if launcher is None:
         pytest.skip("opentelemetry-instrument is not installed next to this Python")
     path = os.pathsep.join([str(_source_tree_metadata(tmp_path)), str(ROOT), os.environ.get("PYTHONPATH", "")])
-    env = {"PYTHONPATH": path, "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none",
-           "OTEL_LOGS_EXPORTER": "none", "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai_v2,openai"}
+    env = {
+        "PYTHONPATH": path,
+        "OTEL_TRACES_EXPORTER": "none",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_LOGS_EXPORTER": "none",
+        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai_v2,openai",
+    }
     with FakeLLMServer() as server:
-        said = _run(home, """
+        said = _run(
+            home,
+            """
             from importlib.metadata import entry_points
             say(loaded=loaded(), ours=sorted(e.value for e in entry_points(group="opentelemetry_instrumentor")
                                              if e.name.startswith("otel_replay_")))
             chat(sys.argv[1])
-        """, server, launcher=[launcher], extra_env=env)
+        """,
+            server,
+            launcher=[launcher],
+            extra_env=env,
+        )
         assert server.count == 1
     assert said[0]["loaded"] == []
     assert all(value.startswith("otel_replay.instrumentation.entry_points:") for value in said[0]["ours"])
@@ -240,13 +294,17 @@ def test_opentelemetry_instrument_imports_no_sdk_and_records_the_app(home: Path,
 
 def test_bad_options_are_refused_before_the_sdk_is_imported(home: Path) -> None:
     with FakeLLMServer() as server:
-        said = _run(home, """
+        said = _run(
+            home,
+            """
             import otel_replay as orp
             from otel_replay.instrumentation import instrumented
             try:
                 orp.instrument("langchain", tool_risks={"send_email": "dangerous"})
             except ValueError as exc:
                 say(refused=str(exc), loaded=loaded(), instrumented=instrumented())
-        """, server)
+        """,
+            server,
+        )
     assert said and "risk must be one of" in said[0]["refused"]
     assert said[0]["loaded"] == [] and said[0]["instrumented"] == []

@@ -50,8 +50,13 @@ def request(*spans: Span, resource: list[KeyValue] | None = None, scope: tuple[s
 
 
 def span(**fields) -> Span:
-    base = dict(trace_id=bytes.fromhex("0af7651916cd43dd8448eb211c80319c"), span_id=bytes.fromhex("b7ad6b7169203331"),
-                name="op", start_time_unix_nano=1_700_000_000_123_456_789, end_time_unix_nano=1_700_000_001_000_000_000)
+    base = dict(
+        trace_id=bytes.fromhex("0af7651916cd43dd8448eb211c80319c"),
+        span_id=bytes.fromhex("b7ad6b7169203331"),
+        name="op",
+        start_time_unix_nano=1_700_000_000_123_456_789,
+        end_time_unix_nano=1_700_000_001_000_000_000,
+    )
     base.update(fields)
     return Span(**base)
 
@@ -70,12 +75,26 @@ def test_int_value_is_decimal():
     assert any_value_to_string(I(42)) == "42"
 
 
-@pytest.mark.parametrize(("value", "text"), [
-    (1.0, "1"), (0.5, "0.5"), (1e21, "1e+21"), (1e-7, "1e-7"), (1e20, "100000000000000000000"),
-    (1e-6, "0.000001"), (1.5e-7, "1.5e-7"), (-0.0, "-0"), (0.1 + 0.2, "0.30000000000000004"),
-    (1.7976931348623157e308, "1.7976931348623157e+308"), (5e-324, "5e-324"), (123456.789, "123456.789"),
-    (math.nan, "NaN"), (math.inf, "Infinity"), (-math.inf, "-Infinity"),
-])
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (1.0, "1"),
+        (0.5, "0.5"),
+        (1e21, "1e+21"),
+        (1e-7, "1e-7"),
+        (1e20, "100000000000000000000"),
+        (1e-6, "0.000001"),
+        (1.5e-7, "1.5e-7"),
+        (-0.0, "-0"),
+        (0.1 + 0.2, "0.30000000000000004"),
+        (1.7976931348623157e308, "1.7976931348623157e+308"),
+        (5e-324, "5e-324"),
+        (123456.789, "123456.789"),
+        (math.nan, "NaN"),
+        (math.inf, "Infinity"),
+        (-math.inf, "-Infinity"),
+    ],
+)
 def test_double_value_uses_go_shortest_es6_form(value, text):
     assert format_double(value) == text
     assert any_value_to_string(D(value)) == text
@@ -93,8 +112,10 @@ def test_array_value_is_compact_json():
 
 
 def test_kvlist_value_is_compact_json_with_sorted_keys():
-    assert any_value_to_string(kvlist(("b", I(1)), ("a", kvlist(("z", S("z")), ("y", D(0.5)))))) == \
-        '{"a":{"y":0.5,"z":"z"},"b":1}'
+    assert (
+        any_value_to_string(kvlist(("b", I(1)), ("a", kvlist(("z", S("z")), ("y", D(0.5))))))
+        == '{"a":{"y":0.5,"z":"z"},"b":1}'
+    )
 
 
 def test_json_escaping_is_go_without_html_escaping():
@@ -123,8 +144,10 @@ def test_ids_are_lowercase_hex_and_all_zero_parent_is_empty():
     assert row[3] == "00f067aa0ba902b7"
 
 
-@pytest.mark.parametrize(("kind", "name"), [(0, "Unspecified"), (1, "Internal"), (2, "Server"), (3, "Client"),
-                                             (4, "Producer"), (5, "Consumer")])
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [(0, "Unspecified"), (1, "Internal"), (2, "Server"), (3, "Client"), (4, "Producer"), (5, "Consumer")],
+)
 def test_span_kind_names(kind, name):
     (row,) = rows_from_request(request(span(kind=kind)))
     assert row[6] == name
@@ -146,23 +169,38 @@ def test_service_name_from_resource_and_empty_when_absent():
 
 
 def test_maps_have_sorted_keys_and_last_duplicate_wins():
-    (row,) = rows_from_request(request(span(attributes=[kv("zeta", I(1)), kv("alpha", S("a")), kv("mid", B(True)),
-                                                        kv("alpha", S("again"))])))
+    (row,) = rows_from_request(
+        request(span(attributes=[kv("zeta", I(1)), kv("alpha", S("a")), kv("mid", B(True)), kv("alpha", S("again"))]))
+    )
     attributes = row[INSERT_COLUMNS.index("SpanAttributes")]
     assert list(attributes.items()) == [("alpha", "again"), ("mid", "true"), ("zeta", "1")]
 
 
 def test_events_and_links_keep_their_order():
-    events = [Span.Event(time_unix_nano=3, name="c", attributes=[kv("k", I(3))]),
-              Span.Event(time_unix_nano=1, name="a"), Span.Event(time_unix_nano=2, name="b")]
-    links = [Span.Link(trace_id=bytes.fromhex("11" * 16), span_id=bytes.fromhex("22" * 8), trace_state="x=1",
-                       attributes=[kv("n", D(2.5))]),
-             Span.Link(trace_id=bytes.fromhex("33" * 16), span_id=bytes.fromhex("44" * 8))]
+    events = [
+        Span.Event(time_unix_nano=3, name="c", attributes=[kv("k", I(3))]),
+        Span.Event(time_unix_nano=1, name="a"),
+        Span.Event(time_unix_nano=2, name="b"),
+    ]
+    links = [
+        Span.Link(
+            trace_id=bytes.fromhex("11" * 16),
+            span_id=bytes.fromhex("22" * 8),
+            trace_state="x=1",
+            attributes=[kv("n", D(2.5))],
+        ),
+        Span.Link(trace_id=bytes.fromhex("33" * 16), span_id=bytes.fromhex("44" * 8)),
+    ]
     (record,) = records_from_request(request(span(events=events, links=links)))
-    assert [(e.timestamp_ns, e.name, e.attributes) for e in record.events] == [(3, "c", {"k": "3"}), (1, "a", {}),
-                                                                                (2, "b", {})]
+    assert [(e.timestamp_ns, e.name, e.attributes) for e in record.events] == [
+        (3, "c", {"k": "3"}),
+        (1, "a", {}),
+        (2, "b", {}),
+    ]
     assert [(x.trace_id, x.span_id, x.trace_state, x.attributes) for x in record.links] == [
-        ("11" * 16, "22" * 8, "x=1", {"n": "2.5"}), ("33" * 16, "44" * 8, "", {})]
+        ("11" * 16, "22" * 8, "x=1", {"n": "2.5"}),
+        ("33" * 16, "44" * 8, "", {}),
+    ]
 
 
 def test_times_scope_trace_state_and_duration():
@@ -203,9 +241,11 @@ def test_real_sdk_spans_map_like_the_exporter():
     provider = TracerProvider(resource=Resource.create({"service.name": "agent"}))
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("scope", "0.1")
-    with tracer.start_as_current_span("invoke_agent a", attributes={"f": 2.0, "l": [1, 2], "b": False}) as root:
-        with tracer.start_as_current_span("execute_tool t"):
-            pass
+    with (
+        tracer.start_as_current_span("invoke_agent a", attributes={"f": 2.0, "l": [1, 2], "b": False}) as root,
+        tracer.start_as_current_span("execute_tool t"),
+    ):
+        pass
     provider.shutdown()
     records = {r.span_name: r for r in records_from_request(encode_spans(memory.get_finished_spans()))}
     parent = records["invoke_agent a"]

@@ -36,19 +36,27 @@ MODEL = "gpt-4o-mini"
 def raw_sdk_agent(question: str) -> dict[str, Any]:
     """The plain SDK through ``with_raw_response``: sync, streamed, async."""
     client = openai.OpenAI(base_url=BASE_URL, api_key=KEY, max_retries=0)
-    raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=[{"role": "user", "content": question}])
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=[{"role": "user", "content": question}]
+    )
     parsed = raw.parse()
     assert isinstance(parsed, openai.types.chat.ChatCompletion) and raw.parse() is parsed
-    seen = {"status": raw.status_code, "method": raw.http_request.method, "has_headers": hasattr(raw, "headers"),
-            "text": parsed.choices[0].message.content}
+    seen = {
+        "status": raw.status_code,
+        "method": raw.http_request.method,
+        "has_headers": hasattr(raw, "headers"),
+        "text": parsed.choices[0].message.content,
+    }
     streamed = client.chat.completions.with_raw_response.create(
-        model=MODEL, stream=True, messages=[{"role": "user", "content": f"streamed {question}"}])
+        model=MODEL, stream=True, messages=[{"role": "user", "content": f"streamed {question}"}]
+    )
     seen["streamed"] = "".join(c.choices[0].delta.content or "" for c in streamed.parse() if c.choices)
 
     async def async_call() -> str:
         aclient = openai.AsyncOpenAI(base_url=BASE_URL, api_key=KEY, max_retries=0)
         araw = await aclient.chat.completions.with_raw_response.create(
-            model=MODEL, messages=[{"role": "user", "content": f"async {question}"}])
+            model=MODEL, messages=[{"role": "user", "content": f"async {question}"}]
+        )
         return str(araw.parse().choices[0].message.content)
 
     seen["async"] = asyncio.run(async_call())
@@ -60,10 +68,13 @@ def chat_openai_agent(question: str) -> dict[str, str]:
     """``ChatOpenAI`` invoked and streamed (with response headers: its streamed call goes through the raw
     response too)."""
     plain = langchain_openai.ChatOpenAI(model=MODEL, base_url=BASE_URL, api_key=KEY, max_retries=0)
-    with_headers = langchain_openai.ChatOpenAI(model=MODEL, base_url=BASE_URL, api_key=KEY, max_retries=0,
-                                               include_response_headers=True)
-    return {"invoke": str(plain.invoke(question).content),
-            "stream": "".join(str(c.content) for c in with_headers.stream(f"stream {question}"))}
+    with_headers = langchain_openai.ChatOpenAI(
+        model=MODEL, base_url=BASE_URL, api_key=KEY, max_retries=0, include_response_headers=True
+    )
+    return {
+        "invoke": str(plain.invoke(question).content),
+        "stream": "".join(str(c.content) for c in with_headers.stream(f"stream {question}")),
+    }
 
 
 @pytest.fixture(autouse=True)
@@ -101,8 +112,14 @@ def _recorded(agent: str) -> Any:
 
 def test_raw_response_calls_are_recorded_and_replayed_without_a_request(home: Path, server: FakeLLMServer) -> None:
     recorded_output = raw_sdk_agent("hello")
-    assert recorded_output == {"status": 200, "method": "POST", "has_headers": True, "text": "echo: hello",
-                               "streamed": "echo: streamed hello", "async": "echo: async hello"}
+    assert recorded_output == {
+        "status": 200,
+        "method": "POST",
+        "has_headers": True,
+        "text": "echo: hello",
+        "streamed": "echo: streamed hello",
+        "async": "echo: async hello",
+    }
     assert server.count == 3
     run = _recorded("raw-sdk-agent")
     assert [(s.kind, s.name) for s in run.steps] == [("model", "openai.chat.completions")] * 3
@@ -131,8 +148,7 @@ def test_chat_openai_replays_with_only_the_openai_instrumentor(home: Path, serve
     assert server.count == 2
 
 
-def test_a_changed_prompt_through_the_raw_response_is_a_request_divergence(home: Path,
-                                                                           server: FakeLLMServer) -> None:
+def test_a_changed_prompt_through_the_raw_response_is_a_request_divergence(home: Path, server: FakeLLMServer) -> None:
     raw_sdk_agent("hello")
     run = _recorded("raw-sdk-agent")
     result = orp.replay(run.trace_id, mode="deterministic", entrypoint=f"{__name__}:changed_question_agent")

@@ -7,12 +7,53 @@ import inspect
 import otel_replay as orp
 
 EXPECTED = {
-    "ApprovalStatus", "InvalidTraceIdError", "OtelReplayError", "RedactionConfig", "Redactor", "ReplayMode", "Risk",
-    "Run", "RunKind", "RunSummary", "Snapshot", "SnapshotKind", "Step", "StepKind", "Store", "StoreBusyError",
-    "StoreError", "StoreUnavailableError", "TraceNotFoundError", "__version__", "agent", "attach_file", "configure",
-    "flush", "identity", "model", "record_approval", "record_context", "record_safety", "record_state", "retriever",
-    "tool", "Divergence", "ReplayRefused", "ReplayResult", "RunDiff", "diff", "new_uuid", "now", "random", "replay",
-    "replay_session", "replay_tool", "SessionReplayResult", "ToolReplayResult", "instrument", "uninstrument",
+    "ApprovalStatus",
+    "InvalidTraceIdError",
+    "OtelReplayError",
+    "RedactionConfig",
+    "Redactor",
+    "ReplayMode",
+    "Risk",
+    "Run",
+    "RunKind",
+    "RunSummary",
+    "Snapshot",
+    "SnapshotKind",
+    "Step",
+    "StepKind",
+    "Store",
+    "StoreBusyError",
+    "StoreError",
+    "StoreUnavailableError",
+    "TraceNotFoundError",
+    "__version__",
+    "agent",
+    "attach_file",
+    "configure",
+    "flush",
+    "identity",
+    "model",
+    "record_approval",
+    "record_context",
+    "record_safety",
+    "record_state",
+    "retriever",
+    "tool",
+    "Divergence",
+    "ReplayRefused",
+    "ReplayResult",
+    "RunDiff",
+    "diff",
+    "new_uuid",
+    "now",
+    "random",
+    "replay",
+    "replay_session",
+    "replay_tool",
+    "SessionReplayResult",
+    "ToolReplayResult",
+    "instrument",
+    "uninstrument",
     "register_type",
 }
 
@@ -39,8 +80,19 @@ def test_contract_signatures() -> None:
     assert params(orp.record_safety) == ["result"]
     assert params(orp.attach_file) == ["path_or_bytes", "name", "media_type", "store_binary"]
     assert params(orp.Store.open)[:1] == ["url"]
-    assert params(orp.replay) == ["trace_id", "mode", "from_step", "approvals", "actor", "reason", "store",
-                                  "entrypoint", "mocks", "allow_side_effects", "volatile_keys"]
+    assert params(orp.replay) == [
+        "trace_id",
+        "mode",
+        "from_step",
+        "approvals",
+        "actor",
+        "reason",
+        "store",
+        "entrypoint",
+        "mocks",
+        "allow_side_effects",
+        "volatile_keys",
+    ]
     assert params(orp.diff) == ["trace_id_a", "trace_id_b", "store", "volatile_keys"]
     assert params(orp.register_type) == ["cls"]
     for name in ("runs", "load_run", "close"):

@@ -18,7 +18,7 @@ import pytest
 from otel_replay.cases import case_document, write_case
 from otel_replay.testing import capture
 
-AGENT = '''
+AGENT = """
 import otel_replay as orp
 
 REFUND_CENTS = 1500
@@ -45,7 +45,7 @@ def handle(question):
     if question.startswith("refund"):
         refund(order["order_id"], REFUND_CENTS)
     return {"reply": desk_llm(question + ": " + order["status"])["text"]}
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +57,14 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     (root / "tests").mkdir()
     (root / "tests" / "test_unit.py").write_text("def test_unit():\n    assert 1 + 1 == 2\n", encoding="utf-8")
     (root / "regression").mkdir()
-    (root / "pyproject.toml").write_text(textwrap.dedent('''
+    (root / "pyproject.toml").write_text(
+        textwrap.dedent("""
         [tool.pytest.ini_options]
         testpaths = ["tests"]
         otel_replay_cases = ["regression"]
-    '''), encoding="utf-8")
+    """),
+        encoding="utf-8",
+    )
     sys.path.insert(0, str(root))
     try:
         desk = importlib.import_module("plugin_desk")
@@ -70,13 +73,14 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             with capture(home=root / "home") as recorded:
                 _record(desk, question)
             (run,) = recorded.runs()
-            write_case(case_document(run, name=name, expect=["no-divergence", "tools"]),
-                       root / "regression" / f"{name}.case.json")
+            write_case(
+                case_document(run, name=name, expect=["no-divergence", "tools"]),
+                root / "regression" / f"{name}.case.json",
+            )
     finally:
         sys.path.remove(str(root))
         sys.modules.pop("plugin_desk", None)
-    (root / "plugin_desk.py").write_text(AGENT.replace("REFUND_CENTS = 1500", "REFUND_CENTS = 900"),
-                                         encoding="utf-8")
+    (root / "plugin_desk.py").write_text(AGENT.replace("REFUND_CENTS = 1500", "REFUND_CENTS = 900"), encoding="utf-8")
     yield root
 
 
@@ -100,8 +104,14 @@ def pytest_run(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OTEL_REPLAY_HOME": str(project / "home")}
     env.pop("PYTEST_ADDOPTS", None)
     env.pop("PYTEST_XDIST_WORKER", None)
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-                          capture_output=True, text=True, env=env, cwd=project, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=project,
+        timeout=300,
+    )
 
 
 def outcome(out: subprocess.CompletedProcess[str]) -> dict[str, int]:
@@ -144,8 +154,9 @@ def test_mode_and_folder_from_the_command_line(project: Path, tmp_path: Path) ->
     other = tmp_path / "more-cases"
     other.mkdir()
     (other / "d_copy.case.json").write_text((project / "regression" / "b_lookup.case.json").read_text())
-    out = pytest_run(project, f"--otel-replay-cases={other}", "--otel-replay-mode", "deterministic",
-                     "-k", "lookup or copy", "-v")
+    out = pytest_run(
+        project, f"--otel-replay-cases={other}", "--otel-replay-mode", "deterministic", "-k", "lookup or copy", "-v"
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert outcome(out) == {"passed": 2, "deselected": 3}, out.stdout
     assert "d_copy.case.json::b_lookup PASSED" in out.stdout

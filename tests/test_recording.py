@@ -58,8 +58,10 @@ def roots(spans: list[ReadableSpan]) -> list[ReadableSpan]:
 
 def steps_of(spans: list[ReadableSpan], root: ReadableSpan) -> list[ReadableSpan]:
     tid = root.context.trace_id
-    return sorted((s for s in spans if s.context.trace_id == tid and s is not root),
-                  key=lambda s: s.attributes[semconv.STEP_INDEX])
+    return sorted(
+        (s for s in spans if s.context.trace_id == tid and s is not root),
+        key=lambda s: s.attributes[semconv.STEP_INDEX],
+    )
 
 
 # ------------------------------------------------------------------------------------------- sample agent
@@ -79,14 +81,19 @@ class Settings(BaseModel):
 
 @orp.retriever
 def search(query: str, top_k: int = 2, filters: dict | None = None) -> list[dict]:
-    return [{"id": "d1", "content": "alpha", "score": 0.9, "source": "kb://a"},
-            {"id": "d2", "content": "beta", "score": 0.5, "rerank_score": 0.7, "source": "kb://b"}][:top_k]
+    return [
+        {"id": "d1", "content": "alpha", "score": 0.9, "source": "kb://a"},
+        {"id": "d2", "content": "beta", "score": 0.5, "rerank_score": 0.7, "source": "kb://b"},
+    ][:top_k]
 
 
 @orp.model(provider="acme", model="m-1")
 def llm(messages: list[dict], temperature: float = 0.0) -> dict:
-    return {"text": messages[-1]["content"].upper(), "usage": {"prompt_tokens": 11, "completion_tokens": 3},
-            "cost_usd": 0.001}
+    return {
+        "text": messages[-1]["content"].upper(),
+        "usage": {"prompt_tokens": 11, "completion_tokens": 3},
+        "cost_usd": 0.001,
+    }
 
 
 @orp.tool(risk="read")
@@ -130,9 +137,17 @@ def test_a_run_is_one_trace_with_all_eight_snapshot_kinds(mem: InMemorySpanExpor
 
     steps = steps_of(spans, root)
     assert [(s.attributes[semconv.STEP_KIND], s.attributes[semconv.STEP_NAME]) for s in steps] == [
-        ("retrieval", "search"), ("model", "llm"), ("tool", "read_ticket"), ("tool", "send_email")]
-    assert [s.name for s in steps] == ["retrieval search", "chat m-1", "execute_tool read_ticket",
-                                      "execute_tool send_email"]
+        ("retrieval", "search"),
+        ("model", "llm"),
+        ("tool", "read_ticket"),
+        ("tool", "send_email"),
+    ]
+    assert [s.name for s in steps] == [
+        "retrieval search",
+        "chat m-1",
+        "execute_tool read_ticket",
+        "execute_tool send_email",
+    ]
     kinds = set(snapshots(root))
     for step in steps:
         kinds |= set(snapshots(step))
@@ -259,7 +274,11 @@ def test_nested_agents_are_agent_steps_of_one_run(mem: InMemorySpanExporter) -> 
     (root,) = roots(spans)
     steps = steps_of(spans, root)
     assert [(s.attributes[semconv.STEP_KIND], s.attributes[semconv.STEP_INDEX]) for s in steps] == [
-        ("agent", 0), ("tool", 1), ("agent", 2), ("tool", 3)]
+        ("agent", 0),
+        ("tool", 1),
+        ("agent", 2),
+        ("tool", 3),
+    ]
     assert steps[1].parent.span_id == steps[0].context.span_id
     assert steps[3].parent.span_id == steps[2].context.span_id
     assert steps[0].name == "invoke_agent inner"

@@ -57,15 +57,20 @@ GITHUB_PAT = "github_pat_" + "11ABCDEFG0" + "_" + "x9Y8z7" * 10
 SLACK = "xoxb-" + "123456789012-" + "1234567890123-" + "AbCdEfGhIjKlMnOpQrStUvWx"
 GOOGLE = "AIza" + "SyD-" + "9tSrke72PouQMnMX" + "7Q0wX_zb9Yvf3Nq"
 STRIPE = "sk_live_" + "51HqLyjWDarjtT1zdp7dc" + "Kx9"
-JWT = ".".join([_b64url({"alg": "HS256", "typ": "JWT"}), _b64url({"sub": "1234567890", "name": "Ada", "iat": 1516239022}),
-                _b64url(os.urandom(32))])
+JWT = ".".join(
+    [
+        _b64url({"alg": "HS256", "typ": "JWT"}),
+        _b64url({"sub": "1234567890", "name": "Ada", "iat": 1516239022}),
+        _b64url(os.urandom(32)),
+    ]
+)
 BEARER_TOKEN = "tk_" + "9f8e7d6c5b4a" * 3
 BASIC_CRED = base64.b64encode(b"admin:correct-horse-battery").decode()
 PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7" + "q1W2e3R4t5Y6" * 6
 PEM = f"-----BEGIN PRIVATE KEY-----\n{PEM_BODY[:64]}\n{PEM_BODY[64:]}\n-----END PRIVATE KEY-----\n"
 CARD = _luhn_complete("411111111111111")  # 16 digits, Visa test range
 CARD_MC = _luhn_complete("555555555555444")
-CARD_SPACED = " ".join(CARD_MC[i:i + 4] for i in range(0, 16, 4))
+CARD_SPACED = " ".join(CARD_MC[i : i + 4] for i in range(0, 16, 4))
 DB_PASSWORD = "Pg-s3cr3t-" + "77"
 PLAIN_PASSWORD = "hunter2-but-longer"
 
@@ -84,8 +89,25 @@ SHAPED = {
 """Secrets whose whole value is recognised by shape alone, by the rule that must catch them."""
 
 ALL_SECRET_FRAGMENTS = [
-    OPENAI, OPENAI_LEGACY, ANTHROPIC, AWS_ID, AWS_STS, GITHUB, GITHUB_PAT, SLACK, GOOGLE, STRIPE, JWT,
-    BEARER_TOKEN, BASIC_CRED, PEM_BODY[:40], PEM_BODY[64:100], CARD, CARD_MC, CARD_SPACED, DB_PASSWORD,
+    OPENAI,
+    OPENAI_LEGACY,
+    ANTHROPIC,
+    AWS_ID,
+    AWS_STS,
+    GITHUB,
+    GITHUB_PAT,
+    SLACK,
+    GOOGLE,
+    STRIPE,
+    JWT,
+    BEARER_TOKEN,
+    BASIC_CRED,
+    PEM_BODY[:40],
+    PEM_BODY[64:100],
+    CARD,
+    CARD_MC,
+    CARD_SPACED,
+    DB_PASSWORD,
     PLAIN_PASSWORD,
 ]
 
@@ -122,23 +144,46 @@ def _find_markers(value: Any) -> list[dict[str, str]]:
 
 # ------------------------------------------------------------------------------------- planted secrets
 
+
 def _realistic_payload() -> dict[str, Any]:
     return {
         "input": {"question": f"Why does my key {OPENAI} fail?", "attachments": [{"name": "id_rsa", "text": PEM}]},
-        "config": {"model": "gpt-4o", "api_key": OPENAI_LEGACY, "anthropicApiKey": ANTHROPIC, "max_tokens": 512,
-                   "aws": {"AWS_ACCESS_KEY_ID": AWS_ID, "aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-                           "region": "eu-west-1"}},
-        "tool": {"args": {"url": f"https://api.example.com/v1/orders?key={GOOGLE}",
-                          "headers": {"Authorization": f"Bearer {BEARER_TOKEN}", "X-Api-Key": "k-123",
-                                      "Cookie": "sid=abcdef; theme=dark", "Accept": "application/json"},
-                          "dsn": f"postgres://app:{DB_PASSWORD}@db.internal:5432/orders",
-                          "payment": {"card": CARD_SPACED, "amount_eur": 89.0}}},
-        "model": {"messages": [
-            {"role": "system", "content": "You are a support agent."},
-            {"role": "user", "content": f"my github token is {GITHUB} and slack {SLACK}, pat {GITHUB_PAT}"},
-            {"role": "assistant", "content": f"Use Authorization: Basic {BASIC_CRED} and password={PLAIN_PASSWORD}"},
-            {"role": "tool", "content": json.dumps({"jwt": JWT, "sts": AWS_STS, "stripe": STRIPE})},
-        ], "usage": {"input_tokens": 120, "output_tokens": 33}},
+        "config": {
+            "model": "gpt-4o",
+            "api_key": OPENAI_LEGACY,
+            "anthropicApiKey": ANTHROPIC,
+            "max_tokens": 512,
+            "aws": {
+                "AWS_ACCESS_KEY_ID": AWS_ID,
+                "aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                "region": "eu-west-1",
+            },
+        },
+        "tool": {
+            "args": {
+                "url": f"https://api.example.com/v1/orders?key={GOOGLE}",
+                "headers": {
+                    "Authorization": f"Bearer {BEARER_TOKEN}",
+                    "X-Api-Key": "k-123",
+                    "Cookie": "sid=abcdef; theme=dark",
+                    "Accept": "application/json",
+                },
+                "dsn": f"postgres://app:{DB_PASSWORD}@db.internal:5432/orders",
+                "payment": {"card": CARD_SPACED, "amount_eur": 89.0},
+            }
+        },
+        "model": {
+            "messages": [
+                {"role": "system", "content": "You are a support agent."},
+                {"role": "user", "content": f"my github token is {GITHUB} and slack {SLACK}, pat {GITHUB_PAT}"},
+                {
+                    "role": "assistant",
+                    "content": f"Use Authorization: Basic {BASIC_CRED} and password={PLAIN_PASSWORD}",
+                },
+                {"role": "tool", "content": json.dumps({"jwt": JWT, "sts": AWS_STS, "stripe": STRIPE})},
+            ],
+            "usage": {"input_tokens": 120, "output_tokens": 33},
+        },
         "exception": f"ValueError: login failed for {{'user': 'ada', 'password': '{PLAIN_PASSWORD}'}} card {CARD}",
         "numbers": [int(CARD), 42],
     }
@@ -153,8 +198,15 @@ def test_planted_secrets_of_every_shape_never_survive(redactor: Redactor) -> Non
     assert json.dumps(payload, sort_keys=True) == original, "input must not be mutated"
     # the non-secret context is still there
     text = _dump(redacted)
-    for kept in ("gpt-4o", "eu-west-1", "You are a support agent.", "application/json", "db.internal:5432",
-                 "Why does my key", "dark" if False else "application/json"):
+    for kept in (
+        "gpt-4o",
+        "eu-west-1",
+        "You are a support agent.",
+        "application/json",
+        "db.internal:5432",
+        "Why does my key",
+        "dark" if False else "application/json",
+    ):
         assert kept in text
     assert redacted["config"]["max_tokens"] == 512
     assert redacted["model"]["usage"] == {"input_tokens": 120, "output_tokens": 33}
@@ -174,11 +226,19 @@ def test_markers_carry_the_scope_where_the_secret_was(redactor: Redactor) -> Non
 
 
 def test_secret_key_values_are_masked_whatever_their_type(redactor: Redactor) -> None:
-    value = {"credentials": {"user": "ada", "pass": "x"}, "password": 123456, "token": ["a", "b"],
-             "secret": None, "api_key": "", "refresh_token": True}
+    value = {
+        "credentials": {"user": "ada", "pass": "x"},
+        "password": 123456,
+        "token": ["a", "b"],
+        "secret": None,
+        "api_key": "",
+        "refresh_token": True,
+    }
     redacted, count = redactor.redact(value, "cfg")
-    assert redacted["credentials"] == {"$redacted": redactor.marker({"user": "ada", "pass": "x"}, "x")["$redacted"],
-                                       "scope": "cfg.credentials"}
+    assert redacted["credentials"] == {
+        "$redacted": redactor.marker({"user": "ada", "pass": "x"}, "x")["$redacted"],
+        "scope": "cfg.credentials",
+    }
     # (the keyed hashes are random hex, which holds "ada" or "123456" now and then: look outside them)
     assert redacted["password"]["scope"] == "cfg.password" and set(redacted["password"]) == {"$redacted", "scope"}
     shown = without_keyed_hashes(_dump(redacted))
@@ -213,9 +273,11 @@ def test_secrets_inside_text_are_scrubbed_inline(redactor: Redactor, rule: str) 
 
 
 def test_bearer_basic_url_and_assignments_in_free_text(redactor: Redactor) -> None:
-    text = (f"GET / HTTP/1.1\r\nAuthorization: Basic {BASIC_CRED}\r\nProxy-Authorization: Bearer {BEARER_TOKEN}\r\n"
-            f"curl -H 'Authorization: Bearer {BEARER_TOKEN}' postgres://app:{DB_PASSWORD}@db/x "
-            f"PASSWORD={PLAIN_PASSWORD} {{'client_secret': '{PLAIN_PASSWORD}z'}} \"api_key\": \"plain-key-value\"")
+    text = (
+        f"GET / HTTP/1.1\r\nAuthorization: Basic {BASIC_CRED}\r\nProxy-Authorization: Bearer {BEARER_TOKEN}\r\n"
+        f"curl -H 'Authorization: Bearer {BEARER_TOKEN}' postgres://app:{DB_PASSWORD}@db/x "
+        f"PASSWORD={PLAIN_PASSWORD} {{'client_secret': '{PLAIN_PASSWORD}z'}} \"api_key\": \"plain-key-value\""
+    )
     scrubbed, count = redactor.scrub_text(text, "log")
     for secret in (BASIC_CRED, BEARER_TOKEN, DB_PASSWORD, PLAIN_PASSWORD, "plain-key-value"):
         assert secret not in scrubbed
@@ -242,6 +304,7 @@ def test_secrets_in_dict_keys_are_scrubbed(redactor: Redactor) -> None:
 
 
 # --------------------------------------------------------------------------------------- fingerprints
+
 
 def test_equal_secrets_give_equal_fingerprints_and_keys_differ_per_installation(tmp_path: Path) -> None:
     a = Redactor.for_home(tmp_path / "a")
@@ -313,27 +376,90 @@ def test_short_key_is_refused() -> None:
 
 # ---------------------------------------------------------------------------------------- key names
 
-@pytest.mark.parametrize("key", [
-    "api_key", "apikey", "apiKey", "API_KEY", "x-api-key", "X-Api-Key", "OPENAI_API_KEY", "password", "Passwd",
-    "PGPASSWORD", "db_password", "secret", "client_secret", "clientSecret", "token", "access_token",
-    "refresh_token", "id_token", "x-auth-token", "authorization", "Proxy-Authorization", "cookie", "Set-Cookie",
-    "private_key", "privateKey", "credentials", "credential", "session_id", "sessionId", "SESSION_SECRET",
-    "aws_secret_access_key", "bot_token", "auth", "auth_token", "bearer_token", "api_token", "session_token",
-    "api_tokens", "session_tokens",
-])
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "api_key",
+        "apikey",
+        "apiKey",
+        "API_KEY",
+        "x-api-key",
+        "X-Api-Key",
+        "OPENAI_API_KEY",
+        "password",
+        "Passwd",
+        "PGPASSWORD",
+        "db_password",
+        "secret",
+        "client_secret",
+        "clientSecret",
+        "token",
+        "access_token",
+        "refresh_token",
+        "id_token",
+        "x-auth-token",
+        "authorization",
+        "Proxy-Authorization",
+        "cookie",
+        "Set-Cookie",
+        "private_key",
+        "privateKey",
+        "credentials",
+        "credential",
+        "session_id",
+        "sessionId",
+        "SESSION_SECRET",
+        "aws_secret_access_key",
+        "bot_token",
+        "auth",
+        "auth_token",
+        "bearer_token",
+        "api_token",
+        "session_token",
+        "api_tokens",
+        "session_tokens",
+    ],
+)
 def test_secret_keys(redactor: Redactor, key: str) -> None:
     assert redactor.is_secret_key(key)
     redacted, count = redactor.redact({"outer": [{key: "value-123"}]}, "s")
     assert count == 1 and "value-123" not in _dump(redacted)
 
 
-@pytest.mark.parametrize("key", [
-    "max_tokens", "maxTokens", "input_tokens", "output_tokens", "prompt_tokens", "completion_tokens",
-    "total_tokens", "token_count", "tokenizer", "num_tokens", "tokens", "token_type", "max_token",
-    "password_min_length", "secret_name", "author", "keyboard", "monkey", "key", "session", "model",
-    "role", "tenant", "gen_ai.usage.input_tokens", "input_token_details", "output_token_details",
-    "prompt_tokens_details", "cost_usd",
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "max_tokens",
+        "maxTokens",
+        "input_tokens",
+        "output_tokens",
+        "prompt_tokens",
+        "completion_tokens",
+        "total_tokens",
+        "token_count",
+        "tokenizer",
+        "num_tokens",
+        "tokens",
+        "token_type",
+        "max_token",
+        "password_min_length",
+        "secret_name",
+        "author",
+        "keyboard",
+        "monkey",
+        "key",
+        "session",
+        "model",
+        "role",
+        "tenant",
+        "gen_ai.usage.input_tokens",
+        "input_token_details",
+        "output_token_details",
+        "prompt_tokens_details",
+        "cost_usd",
+    ],
+)
 def test_safe_keys(redactor: Redactor, key: str) -> None:
     assert not redactor.is_secret_key(key)
     value = {key: 4096, "nested": {key: "cl100k_base"}}
@@ -343,14 +469,29 @@ def test_safe_keys(redactor: Redactor, key: str) -> None:
 # ---------------------------------------------------------------------------------- innocent values
 
 INNOCENT = [
-    "order ORD-2024-000123", "ORD-4111111111111112", "order 1234567890123", "2026-01-01T10:20:30.123456Z",
-    "1718100000000", "550e8400-e29b-41d4-a716-446655440000", "+44 20 7946 0958", "+1 (555) 123-4567",
-    "9fceb02d0ae598e95dc970b74767f19372d61af8", "A token is the unit a model reads; each token costs money.",
-    "Pass the token budget to the tokenizer.", "4111 1111 1111 1112", "4111111111111112",
-    "The bearer of this letter is a friend.", "desk-organizer-with-long-descriptive-slug",
-    "risk-assessment-for-the-quarter", "tracking 1Z999AA10123456784", "sku KT-200 x3 at 89.00 EUR",
-    "version 1.2.3, build 20240611-000123", "https://example.com/docs/api?page=2", "key: value, keys: many",
-    "see section 3.14159265358979323846", "IBAN-less invoice 2024061100123",
+    "order ORD-2024-000123",
+    "ORD-4111111111111112",
+    "order 1234567890123",
+    "2026-01-01T10:20:30.123456Z",
+    "1718100000000",
+    "550e8400-e29b-41d4-a716-446655440000",
+    "+44 20 7946 0958",
+    "+1 (555) 123-4567",
+    "9fceb02d0ae598e95dc970b74767f19372d61af8",
+    "A token is the unit a model reads; each token costs money.",
+    "Pass the token budget to the tokenizer.",
+    "4111 1111 1111 1112",
+    "4111111111111112",
+    "The bearer of this letter is a friend.",
+    "desk-organizer-with-long-descriptive-slug",
+    "risk-assessment-for-the-quarter",
+    "tracking 1Z999AA10123456784",
+    "sku KT-200 x3 at 89.00 EUR",
+    "version 1.2.3, build 20240611-000123",
+    "https://example.com/docs/api?page=2",
+    "key: value, keys: many",
+    "see section 3.14159265358979323846",
+    "IBAN-less invoice 2024061100123",
 ]
 
 
@@ -376,9 +517,12 @@ def test_redact_returns_a_new_tree_and_never_mutates(redactor: Redactor) -> None
 
 # ------------------------------------------------------------------------------------------ config
 
+
 def test_config_adds_key_words_and_patterns(tmp_path: Path) -> None:
-    config = RedactionConfig(extra_key_words=("pin", "employee_number"),
-                             extra_patterns={"acme_key": r"acme_[a-z0-9]{12}", "ticket": r"TKT-(?P<secret>\d{6})"})
+    config = RedactionConfig(
+        extra_key_words=("pin", "employee_number"),
+        extra_patterns={"acme_key": r"acme_[a-z0-9]{12}", "ticket": r"TKT-(?P<secret>\d{6})"},
+    )
     r = Redactor.for_home(tmp_path, config)
     assert r.is_secret_key("PIN") and r.is_secret_key("employeeNumber") and r.is_secret_key("pin_code")
     out, n = r.redact({"pin": 1234, "note": "use acme_abcdef123456 for TKT-123456"}, "s")
@@ -400,8 +544,11 @@ def test_config_removes_rules(tmp_path: Path) -> None:
 
 def test_config_allow_lists(tmp_path: Path) -> None:
     placeholder = "sk-" + "x" * 24
-    config = RedactionConfig(allowed_values=(placeholder, "changeme"), allowed_value_patterns=(r"AKIA[0-9A-Z]{12}TEST",),
-                             safe_keys=("auth_mode", "publicToken"))
+    config = RedactionConfig(
+        allowed_values=(placeholder, "changeme"),
+        allowed_value_patterns=(r"AKIA[0-9A-Z]{12}TEST",),
+        safe_keys=("auth_mode", "publicToken"),
+    )
     r = Redactor.for_home(tmp_path, config)
     fake_aws = "AKIA" + "ABCDEFGH1234" + "TEST"
     value = {"key": placeholder, "password": "changeme", "aws": fake_aws, "auth_mode": "oauth", "public_token": "pk-1"}
@@ -411,19 +558,22 @@ def test_config_allow_lists(tmp_path: Path) -> None:
     assert set(DEFAULT_SAFE_KEYS) <= {"_".join(k.split("_")) for k in DEFAULT_SAFE_KEYS}
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"extra_patterns": {"bad": "("}},
-    {"extra_patterns": {"empty": "a*"}},
-    {"extra_patterns": {"anchored": "^abc$"}},
-    {"extra_patterns": {"jwt": "abc"}},
-    {"extra_patterns": {"1bad name": "abc"}},
-    {"disabled_patterns": ("no_such_rule",)},
-    {"disabled_key_words": ("not_a_default",)},
-    {"allowed_value_patterns": ("[",)},
-    {"extra_key_words": "pin"},
-    {"extra_key_words": ("",)},
-    {"safe_keys": (3,)},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"extra_patterns": {"bad": "("}},
+        {"extra_patterns": {"empty": "a*"}},
+        {"extra_patterns": {"anchored": "^abc$"}},
+        {"extra_patterns": {"jwt": "abc"}},
+        {"extra_patterns": {"1bad name": "abc"}},
+        {"disabled_patterns": ("no_such_rule",)},
+        {"disabled_key_words": ("not_a_default",)},
+        {"allowed_value_patterns": ("[",)},
+        {"extra_key_words": "pin"},
+        {"extra_key_words": ("",)},
+        {"safe_keys": (3,)},
+    ],
+)
 def test_invalid_config_raises_at_setup(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         RedactionConfig(**kwargs)
@@ -439,6 +589,7 @@ def test_config_is_frozen_and_every_default_rule_is_documented() -> None:
 
 
 # ------------------------------------------------------------------------------------------ robustness
+
 
 class _Exploding:
     def __str__(self) -> str:
@@ -461,23 +612,32 @@ _FILLER = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 
 
 PLANTED = [(s, s) for s in SHAPED.values()] + [
-    (OPENAI_LEGACY, OPENAI_LEGACY), (AWS_STS, AWS_STS), (GITHUB_PAT, GITHUB_PAT), (CARD_SPACED, CARD_SPACED),
-    (f"Bearer {BEARER_TOKEN}", BEARER_TOKEN), (f"Authorization: Basic {BASIC_CRED}", BASIC_CRED),
-    (f"password={PLAIN_PASSWORD}", PLAIN_PASSWORD), (f"mysql://root:{DB_PASSWORD}@localhost", DB_PASSWORD),
+    (OPENAI_LEGACY, OPENAI_LEGACY),
+    (AWS_STS, AWS_STS),
+    (GITHUB_PAT, GITHUB_PAT),
+    (CARD_SPACED, CARD_SPACED),
+    (f"Bearer {BEARER_TOKEN}", BEARER_TOKEN),
+    (f"Authorization: Basic {BASIC_CRED}", BASIC_CRED),
+    (f"password={PLAIN_PASSWORD}", PLAIN_PASSWORD),
+    (f"mysql://root:{DB_PASSWORD}@localhost", DB_PASSWORD),
 ]
 """(what is planted in random text, what must not appear afterwards)."""
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(prefix=_FILLER, suffix=_FILLER, planted=st.sampled_from(PLANTED),
-       shape=st.sampled_from(["text", "list", "nested", "key"]))
-def test_property_never_raises_never_leaks(tmp_path_factory: pytest.TempPathFactory, prefix: str, suffix: str,
-                                           planted: tuple[str, str], shape: str) -> None:
+@given(
+    prefix=_FILLER,
+    suffix=_FILLER,
+    planted=st.sampled_from(PLANTED),
+    shape=st.sampled_from(["text", "list", "nested", "key"]),
+)
+def test_property_never_raises_never_leaks(
+    tmp_path_factory: pytest.TempPathFactory, prefix: str, suffix: str, planted: tuple[str, str], shape: str
+) -> None:
     r = _shared_redactor(tmp_path_factory)
     plant, secret = planted
     text = f"{prefix} {plant} {suffix}"
-    value: Any = {"text": text, "list": [prefix, text], "nested": {"a": {"b": [text]}},
-                  "key": {text: prefix}}[shape]
+    value: Any = {"text": text, "list": [prefix, text], "nested": {"a": {"b": [text]}}, "key": {text: prefix}}[shape]
     out, n = r.redact(value, "p")
     assert n >= 1
     assert secret not in json.dumps(out, ensure_ascii=False)
@@ -486,9 +646,13 @@ def test_property_never_raises_never_leaks(tmp_path_factory: pytest.TempPathFact
 
 
 @settings(max_examples=300, deadline=None)
-@given(value=st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-                          lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=12), kids,
-                                                                                    max_size=4), max_leaves=20))
+@given(
+    value=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+        lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=12), kids, max_size=4),
+        max_leaves=20,
+    )
+)
 def test_property_arbitrary_trees_never_raise(tmp_path_factory: pytest.TempPathFactory, value: Any) -> None:
     r = _shared_redactor(tmp_path_factory)
     out, n = r.redact(value, "p")
@@ -507,13 +671,25 @@ def _shared_redactor(factory: pytest.TempPathFactory) -> Redactor:
 
 # ------------------------------------------------------------------------------------------ performance
 
+
 def test_no_secret_path_is_fast(redactor: Redactor, capsys: pytest.CaptureFixture[str]) -> None:
     payload = {
-        "query": "refund status for order 1042", "filters": {"region": "eu-west-1", "status": ["open", "pending"]},
-        "top_k": 5, "options": {"temperature": 0.2, "retries": 3, "trace": True},
-        "items": [{"id": f"item-{i}", "sku": f"KT-{i:03d}", "qty": i, "price_eur": 9.5 * i,
-                   "note": "handle with care, fragile goods"} for i in range(8)],
-        "created_at": "2026-01-01T10:20:30Z", "customer": {"name": "Ada Lovelace", "email": "ada@example.com"},
+        "query": "refund status for order 1042",
+        "filters": {"region": "eu-west-1", "status": ["open", "pending"]},
+        "top_k": 5,
+        "options": {"temperature": 0.2, "retries": 3, "trace": True},
+        "items": [
+            {
+                "id": f"item-{i}",
+                "sku": f"KT-{i:03d}",
+                "qty": i,
+                "price_eur": 9.5 * i,
+                "note": "handle with care, fragile goods",
+            }
+            for i in range(8)
+        ],
+        "created_at": "2026-01-01T10:20:30Z",
+        "customer": {"name": "Ada Lovelace", "email": "ada@example.com"},
     }
     size = len(json.dumps(payload))
     assert 900 <= size <= 1400
@@ -529,8 +705,10 @@ def test_no_secret_path_is_fast(redactor: Redactor, capsys: pytest.CaptureFixtur
         redactor.suspects(text)
     per_check = (time.perf_counter() - start) / n * 1e6
     with capsys.disabled():
-        print(f"\nredact() of a {size}-byte dict without secrets: {per_call:.1f} µs/call; "
-              f"suspects() on its JSON: {per_check:.1f} µs/call")
+        print(
+            f"\nredact() of a {size}-byte dict without secrets: {per_call:.1f} µs/call; "
+            f"suspects() on its JSON: {per_check:.1f} µs/call"
+        )
 
 
 # --------------------------------------------------------------------------------- the pre-check is sound
@@ -538,23 +716,47 @@ def test_no_secret_path_is_fast(redactor: Redactor, capsys: pytest.CaptureFixtur
 _KEY_WORDS = st.sampled_from(DEFAULT_SECRET_KEY_WORDS)
 _FRAGMENT = st.one_of(
     st.sampled_from([s for s, _ in PLANTED]),
-    _KEY_WORDS, _KEY_WORDS.map(str.upper), _KEY_WORDS.map(lambda w: w.replace("_", "-").title()),
-    st.sampled_from(["=", ": ", "\":\"", "://", "@", "Bearer ", "Basic ", "-----BEGIN ", "eyJ", "sk-", "AKIA",
-                     "ghp_", "xoxb-", "4111 1111 1111 1111", "prompt_tokens", "max_tokens", "token_count"]),
+    _KEY_WORDS,
+    _KEY_WORDS.map(str.upper),
+    _KEY_WORDS.map(lambda w: w.replace("_", "-").title()),
+    st.sampled_from(
+        [
+            "=",
+            ": ",
+            '":"',
+            "://",
+            "@",
+            "Bearer ",
+            "Basic ",
+            "-----BEGIN ",
+            "eyJ",
+            "sk-",
+            "AKIA",
+            "ghp_",
+            "xoxb-",
+            "4111 1111 1111 1111",
+            "prompt_tokens",
+            "max_tokens",
+            "token_count",
+        ]
+    ),
     st.text(max_size=16),
 )
 _TEXT = st.lists(_FRAGMENT, max_size=6).map("".join)
 _LONG_TEXT = st.tuples(_TEXT, st.text(min_size=260, max_size=400), _TEXT).map("".join)
 _KEY = st.one_of(_KEY_WORDS, st.text(max_size=10), st.sampled_from(["prompt_tokens", "apiKey", "X-Api-Key"]))
-_TREE = st.recursive(st.one_of(_TEXT, _LONG_TEXT, st.integers(), st.none()),
-                     lambda kids: st.lists(kids, max_size=3) | st.dictionaries(_KEY, kids, max_size=3),
-                     max_leaves=8)
+_TREE = st.recursive(
+    st.one_of(_TEXT, _LONG_TEXT, st.integers(), st.none()),
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(_KEY, kids, max_size=3),
+    max_leaves=8,
+)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(tree=_TREE)
 def test_the_pre_check_never_passes_a_payload_a_rule_would_match(
-        tmp_path_factory: pytest.TempPathFactory, tree: Any) -> None:
+    tmp_path_factory: pytest.TempPathFactory, tree: Any
+) -> None:
     """Recording skips redaction when ``suspects()`` says the payload's JSON cannot hold a secret, so a False
     there must be right: wherever a rule's own pattern matches a string, or a secret key holds a value,
     ``suspects`` flags the payload (checked with the key words on, and with only the value shapes)."""
@@ -566,13 +768,14 @@ def test_the_pre_check_never_passes_a_payload_a_rule_would_match(
 def _a_rule_matches(r: Redactor, tree: Any) -> bool:
     """The oracle: the rules' regular expressions and the key-name rule, without any pre-check."""
     if isinstance(tree, str):  # (``secret_assignment`` is ``<secret key word>=…``: none without key words)
-        return any(rule.pattern.search(tree) for rule in r._rules
-                   if rule.name != "secret_assignment" or r._key_hints)
+        return any(rule.pattern.search(tree) for rule in r._rules if rule.name != "secret_assignment" or r._key_hints)
     if isinstance(tree, list):
         return any(_a_rule_matches(r, v) for v in tree)
     if isinstance(tree, dict):
-        return any((r.is_secret_key(k) and v not in (None, "", [], {})) or _a_rule_matches(r, k)
-                   or _a_rule_matches(r, v) for k, v in tree.items())
+        return any(
+            (r.is_secret_key(k) and v not in (None, "", [], {})) or _a_rule_matches(r, k) or _a_rule_matches(r, v)
+            for k, v in tree.items()
+        )
     return False
 
 

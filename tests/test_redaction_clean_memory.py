@@ -22,8 +22,15 @@ CARD = "4111 1111 1111 1111"
 
 
 def _message(content: str, message_id: str) -> dict:
-    return {"type": "ai", "data": {"content": content, "id": message_id, "tool_calls": [],
-                                   "usage_metadata": {"input_tokens": 80, "output_tokens": 12, "total_tokens": 92}}}
+    return {
+        "type": "ai",
+        "data": {
+            "content": content,
+            "id": message_id,
+            "tool_calls": [],
+            "usage_metadata": {"input_tokens": 80, "output_tokens": 12, "total_tokens": 92},
+        },
+    }
 
 
 def test_a_secret_is_found_after_the_same_tree_was_remembered_clean() -> None:
@@ -31,10 +38,12 @@ def test_a_secret_is_found_after_the_same_tree_was_remembered_clean() -> None:
     clean = {"messages": [_message("sunny in Lyon", "m-1")]}
     for _ in range(3):
         assert redactor.is_clean(clean)
-    for leaked in ({"messages": [_message(f"my key is {SECRET}", "m-1")]},          # a new string
-                   {"messages": [_message("sunny in Lyon", "m-1")], "api_key": "x"},  # a secret key name
-                   {"messages": [_message("sunny in Lyon", "m-1")], "n": 4111111111111111},
-                   {"messages": [_message(CARD, "m-1")]}):
+    for leaked in (
+        {"messages": [_message(f"my key is {SECRET}", "m-1")]},  # a new string
+        {"messages": [_message("sunny in Lyon", "m-1")], "api_key": "x"},  # a secret key name
+        {"messages": [_message("sunny in Lyon", "m-1")], "n": 4111111111111111},
+        {"messages": [_message(CARD, "m-1")]},
+    ):
         assert not redactor.is_clean(leaked)
         tree, n = redactor.redact(leaked, "output")
         assert n >= 1 and SECRET not in json.dumps(tree) and "4111" not in json.dumps(tree)
@@ -68,12 +77,27 @@ def test_random_ids_that_look_like_card_numbers_keep_a_tree_clean() -> None:
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.one_of(
-    st.text(max_size=40),
-    st.sampled_from([SECRET, CARD, "Bearer abcdefghijklmnop1234", "password=hunter2hunter2", "AKIAIOSFODNN7EXAMPLE",
-                     "ghp_" + "a1B2" * 9, "token: 1234", "4111-1111-1111-1111"]),
-    st.builds(lambda a, b: f"{a} {b}", st.text(max_size=20), st.sampled_from([SECRET, CARD])),
-), max_size=6))
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=40),
+            st.sampled_from(
+                [
+                    SECRET,
+                    CARD,
+                    "Bearer abcdefghijklmnop1234",
+                    "password=hunter2hunter2",
+                    "AKIAIOSFODNN7EXAMPLE",
+                    "ghp_" + "a1B2" * 9,
+                    "token: 1234",
+                    "4111-1111-1111-1111",
+                ]
+            ),
+            st.builds(lambda a, b: f"{a} {b}", st.text(max_size=20), st.sampled_from([SECRET, CARD])),
+        ),
+        max_size=6,
+    )
+)
 def test_a_string_is_remembered_clean_only_when_scrubbing_leaves_it_unchanged(strings: list[str]) -> None:
     redactor = Redactor(key=b"k" * 32)
     verdict = redactor.clean_strings(strings)

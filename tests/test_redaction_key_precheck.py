@@ -12,11 +12,22 @@ SECRET = "sk-proj-" + "A1b2C3d4E5f6G7h8J9k0" * 2
 
 def _usage_message(content: str) -> dict:
     """A LangChain AIMessage as a recorded graph output holds it: usage keys everywhere."""
-    return {"$type": "langchain_core.messages.ai.AIMessage", "fields": {
-        "content": content, "id": "run-1", "tool_calls": [],
-        "response_metadata": {"token_usage": {"completion_tokens": 12, "prompt_tokens": 80, "total_tokens": 92}},
-        "usage_metadata": {"input_tokens": 80, "output_tokens": 12, "total_tokens": 92,
-                           "input_token_details": {"cache_read": 0}, "output_token_details": {"reasoning": 0}}}}
+    return {
+        "$type": "langchain_core.messages.ai.AIMessage",
+        "fields": {
+            "content": content,
+            "id": "run-1",
+            "tool_calls": [],
+            "response_metadata": {"token_usage": {"completion_tokens": 12, "prompt_tokens": 80, "total_tokens": 92}},
+            "usage_metadata": {
+                "input_tokens": 80,
+                "output_tokens": 12,
+                "total_tokens": 92,
+                "input_token_details": {"cache_read": 0},
+                "output_token_details": {"reasoning": 0},
+            },
+        },
+    }
 
 
 def test_a_secret_among_usage_keys_is_found_on_every_call() -> None:

@@ -48,8 +48,12 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     server = ra.WireServer()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OTEL_REPLAY_HOME", str(home))
-        for name in ("OTEL_REPLAY_STORE", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-                     "OTEL_REPLAY_SNAPSHOT_MAX_BYTES"):
+        for name in (
+            "OTEL_REPLAY_STORE",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_REPLAY_SNAPSHOT_MAX_BYTES",
+        ):
             mp.delenv(name, raising=False)
         mp.setenv(ra.SIDE_DIR_ENV, str(side))
         mp.setenv(ra.PORT_ENV, str(server.port))
@@ -145,14 +149,19 @@ def test_no_tool_executes_in_dry_mock_or_deterministic(env: dict[str, Any], rec:
     assert result.outcome == "matched", result.divergences
     assert result.refusal is None
     if mode != "dry":
-        assert served(result) == [("planner", "recording"), ("read_ledger", "recording"),
-                                  ("write_ledger", "recording"), ("wire_funds", "recording"),
-                                  ("send_email", "recording")]
+        assert served(result) == [
+            ("planner", "recording"),
+            ("read_ledger", "recording"),
+            ("write_ledger", "recording"),
+            ("wire_funds", "recording"),
+            ("send_email", "recording"),
+        ]
 
 
 @pytest.mark.parametrize("from_step", [None, 1], ids=["live", "partial-live-from-1"])
-def test_live_without_approval_runs_reads_and_refuses_the_write(env: dict[str, Any], rec: dict[str, str],
-                                                                from_step: int | None) -> None:
+def test_live_without_approval_runs_reads_and_refuses_the_write(
+    env: dict[str, Any], rec: dict[str, str], from_step: int | None
+) -> None:
     counts = Counts(env)
     result = orp.replay(rec["matrix-agent"], mode="live", from_step=from_step, reason="verify the fix")
     assert counts.delta() == {"read_ledger": 1, "write_ledger": 0, "send_email": 0, "wire_funds": 0}
@@ -161,8 +170,11 @@ def test_live_without_approval_runs_reads_and_refuses_the_write(env: dict[str, A
     first = result.first_divergence
     assert first is not None and (first.step_index, first.kind) == (2, "approval")
     # The replay stopped before the write: nothing after it was called.
-    assert served(result) == [("planner", "recording" if from_step == 1 else "executed"),
-                              ("read_ledger", "executed"), ("write_ledger", "refused")]
+    assert served(result) == [
+        ("planner", "recording" if from_step == 1 else "executed"),
+        ("read_ledger", "executed"),
+        ("write_ledger", "refused"),
+    ]
 
 
 def test_partial_live_answers_earlier_write_from_the_recording(env: dict[str, Any], rec: dict[str, str]) -> None:
@@ -171,22 +183,40 @@ def test_partial_live_answers_earlier_write_from_the_recording(env: dict[str, An
     result = orp.replay(rec["matrix-agent"], mode="live", from_step=3, reason="resume at the wire")
     assert counts.delta() == {"read_ledger": 0, "write_ledger": 0, "send_email": 0, "wire_funds": 0}
     assert result.outcome == "refused" and "wire_funds" in (result.refusal or "")
-    assert served(result) == [("planner", "recording"), ("read_ledger", "recording"),
-                              ("write_ledger", "recording"), ("wire_funds", "refused")]
+    assert served(result) == [
+        ("planner", "recording"),
+        ("read_ledger", "recording"),
+        ("write_ledger", "recording"),
+        ("wire_funds", "refused"),
+    ]
 
 
-@pytest.mark.parametrize(("approvals", "from_step", "expected", "refused_at"), [
-    (["write_ledger"], None, {"read_ledger": 1, "write_ledger": 1, "wire_funds": 0, "send_email": 0}, "wire_funds"),
-    (["wire_funds"], 3, {"read_ledger": 0, "write_ledger": 0, "wire_funds": 1, "send_email": 0}, "send_email"),
-    (["write_ledger", "wire_funds", "send_email"], None,
-     {"read_ledger": 1, "write_ledger": 1, "wire_funds": 1, "send_email": 1}, None),
-], ids=["approve-write", "partial-approve-high", "approve-all"])
-def test_an_approval_executes_exactly_that_tool_once(env: dict[str, Any], rec: dict[str, str], approvals: list[str],
-                                                     from_step: int | None, expected: dict[str, int],
-                                                     refused_at: str | None) -> None:
+@pytest.mark.parametrize(
+    ("approvals", "from_step", "expected", "refused_at"),
+    [
+        (["write_ledger"], None, {"read_ledger": 1, "write_ledger": 1, "wire_funds": 0, "send_email": 0}, "wire_funds"),
+        (["wire_funds"], 3, {"read_ledger": 0, "write_ledger": 0, "wire_funds": 1, "send_email": 0}, "send_email"),
+        (
+            ["write_ledger", "wire_funds", "send_email"],
+            None,
+            {"read_ledger": 1, "write_ledger": 1, "wire_funds": 1, "send_email": 1},
+            None,
+        ),
+    ],
+    ids=["approve-write", "partial-approve-high", "approve-all"],
+)
+def test_an_approval_executes_exactly_that_tool_once(
+    env: dict[str, Any],
+    rec: dict[str, str],
+    approvals: list[str],
+    from_step: int | None,
+    expected: dict[str, int],
+    refused_at: str | None,
+) -> None:
     counts = Counts(env)
-    result = orp.replay(rec["matrix-agent"], mode="live", from_step=from_step, approvals=approvals,
-                        reason="verify with approvals")
+    result = orp.replay(
+        rec["matrix-agent"], mode="live", from_step=from_step, approvals=approvals, reason="verify with approvals"
+    )
     assert counts.delta() == expected
     assert result.approvals == tuple(approvals)
     if refused_at is None:
@@ -203,8 +233,7 @@ def test_an_approval_recorded_in_the_original_run_never_counts(env: dict[str, An
         wire = next(s for s in original.steps if s.name == "wire_funds")
         assert wire.snapshots["tool"]["approval_status"] == "approved"  # the run itself was approved …
         counts = Counts(env)
-        result = orp.replay(rec["matrix-agent"], mode="live", approvals=["write_ledger"], reason="re-run",
-                            store=store)
+        result = orp.replay(rec["matrix-agent"], mode="live", approvals=["write_ledger"], reason="re-run", store=store)
     # … but the replay (whose agent even records the approval again) may not wire without its own approval.
     assert counts.delta()["wire_funds"] == 0
     assert result.outcome == "refused" and "'wire_funds'" in (result.refusal or "")
@@ -219,8 +248,13 @@ def test_an_undeclared_risk_tool_that_sends_email_is_high(env: dict[str, Any], r
         step = next(s for s in original.steps if s.name == "send_email")
         assert step.attributes[semconv.TOOL_RISK] == "high"
         counts = Counts(env)
-        result = orp.replay(rec["matrix-agent"], mode="live", approvals=["write_ledger", "wire_funds"],
-                            reason="all but the email", store=store)
+        result = orp.replay(
+            rec["matrix-agent"],
+            mode="live",
+            approvals=["write_ledger", "wire_funds"],
+            reason="all but the email",
+            store=store,
+        )
     assert counts.delta() == {"read_ledger": 1, "write_ledger": 1, "wire_funds": 1, "send_email": 0}
     assert result.outcome == "refused" and "'send_email'" in (result.refusal or "")
     first = result.first_divergence
@@ -239,27 +273,37 @@ def test_a_live_replay_needs_a_reason_and_runs_nothing_without_one(env: dict[str
 
 
 def _rows(store: Store, trace_id: str) -> list[tuple[Any, ...]]:
-    result = store.client.query(f"SELECT * FROM {store.traces_table} WHERE TraceId = {{tid:String}} "
-                                "ORDER BY Timestamp, SpanId, SpanName", parameters={"tid": trace_id})
+    result = store.client.query(
+        f"SELECT * FROM {store.traces_table} WHERE TraceId = {{tid:String}} ORDER BY Timestamp, SpanId, SpanName",
+        parameters={"tid": trace_id},
+    )
     return [tuple(row) for row in result.result_rows]
 
 
 def _root_links(store: Store, trace_id: str) -> list[tuple[str, str]]:
-    result = store.client.query(f"SELECT Links.TraceId, Links.SpanId FROM {store.traces_table} "
-                                "WHERE TraceId = {tid:String} AND ParentSpanId = ''", parameters={"tid": trace_id})
+    result = store.client.query(
+        f"SELECT Links.TraceId, Links.SpanId FROM {store.traces_table} "
+        "WHERE TraceId = {tid:String} AND ParentSpanId = ''",
+        parameters={"tid": trace_id},
+    )
     ((trace_ids_, span_ids),) = result.result_rows
     return list(zip(trace_ids_, span_ids))
 
 
 def test_original_rows_are_unchanged_and_every_replay_is_a_new_linked_audited_trace(
-        env: dict[str, Any], rec: dict[str, str]) -> None:
+    env: dict[str, Any], rec: dict[str, str]
+) -> None:
     tid = rec["matrix-agent"]
     replays = [
         dict(mode="dry"),
         dict(mode="mock", actor="ci-bot", reason="regression"),
         dict(mode="deterministic"),
-        dict(mode="live", approvals=["write_ledger", "wire_funds", "send_email"], actor="alice",
-             reason="verify the fix for real"),
+        dict(
+            mode="live",
+            approvals=["write_ledger", "wire_funds", "send_email"],
+            actor="alice",
+            reason="verify the fix for real",
+        ),
         dict(mode="live", from_step=2, approvals=["write_ledger"], actor="bob", reason="fork at the write"),
         dict(mode="mock", from_step=0, reason="partial from the start"),
     ]
@@ -293,9 +337,23 @@ def test_original_rows_are_unchanged_and_every_replay_is_a_new_linked_audited_tr
         if kwargs.get("reason"):
             assert attrs[semconv.REPLAY_REASON] == kwargs["reason"]
         entry = entries[result.replay_trace_id]
-        assert (entry.actor, entry.reason, entry.mode, entry.from_step, entry.approvals, entry.original_trace_id,
-                entry.outcome) == (actor, kwargs.get("reason"), kwargs["mode"], kwargs.get("from_step"),
-                                   tuple(kwargs.get("approvals", ())), tid, result.outcome)
+        assert (
+            entry.actor,
+            entry.reason,
+            entry.mode,
+            entry.from_step,
+            entry.approvals,
+            entry.original_trace_id,
+            entry.outcome,
+        ) == (
+            actor,
+            kwargs.get("reason"),
+            kwargs["mode"],
+            kwargs.get("from_step"),
+            tuple(kwargs.get("approvals", ())),
+            tid,
+            result.outcome,
+        )
         if result.outcome != "refused":  # see test_audit_and_result_agree_on_whether_a_refused_replay_diverged
             assert entry.diverged == result.diverged
     assert [r.outcome for r in results] == ["matched"] * 4 + ["refused", "matched"]
@@ -447,8 +505,11 @@ def test_replay_of_a_run_recorded_in_another_process(home: Path) -> None:
         orp.flush()
         print(os.getpid())
     """)
-    env = {**os.environ, "OTEL_REPLAY_HOME": str(home),
-           "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(home),
+        "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]),
+    }
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     assert int(out.stdout.strip()) != os.getpid()
@@ -467,8 +528,12 @@ def test_async_agent_replays_without_calling_its_tools(env: dict[str, Any], rec:
     for mode in ("mock", "deterministic"):
         result = orp.replay(rec["async-agent"], mode=mode)
         assert result.outcome == "matched", result.divergences
-        assert sorted(served(result)) == [("async_kb", "recording"), ("async_lookup", "recording"),
-                                          ("async_lookup", "recording"), ("async_planner", "recording")]
+        assert sorted(served(result)) == [
+            ("async_kb", "recording"),
+            ("async_lookup", "recording"),
+            ("async_lookup", "recording"),
+            ("async_planner", "recording"),
+        ]
         assert result.replay.snapshots["output"]["structured"]["orders"] == ["A1", "A2"]
     assert ra.executions("async_lookup", env["side"]) == before
     live = orp.replay(rec["async-agent"], mode="live", reason="async live")
@@ -505,15 +570,23 @@ def test_nested_agents_replay(rec: dict[str, str]) -> None:
     result = orp.replay(rec["outer-agent"], mode="deterministic")
     assert result.outcome == "matched", result.divergences
     steps = [(s.kind, s.name) for s in result.replay.steps]
-    assert steps == [("model", "planner"), ("agent", "inner-agent"), ("tool", "lookup_order"),
-                     ("agent", "inner-agent"), ("tool", "lookup_order"), ("tool", "note")]
+    assert steps == [
+        ("model", "planner"),
+        ("agent", "inner-agent"),
+        ("tool", "lookup_order"),
+        ("agent", "inner-agent"),
+        ("tool", "lookup_order"),
+        ("tool", "note"),
+    ]
     by_span = {s.span_id: s for s in result.replay.steps}
-    assert [by_span[s.parent_span_id].name for s in result.replay.steps if s.name == "lookup_order"] == \
-        ["inner-agent", "inner-agent"]
+    assert [by_span[s.parent_span_id].name for s in result.replay.steps if s.name == "lookup_order"] == [
+        "inner-agent",
+        "inner-agent",
+    ]
     assert result.replay.snapshots["output"]["structured"]["orders"] == ["A1", "A2"]
 
 
-SCRIPT = '''
+SCRIPT = """
 from pathlib import Path
 
 import otel_replay as orp
@@ -537,17 +610,24 @@ if __name__ == "__main__":
     orp.configure(exporter="spool")
     script_agent("hello from a script")
     orp.flush()
-'''
+"""
 
 
-def test_an_entrypoint_of_a_script_resolves_without_running_its_main_block(home: Path, tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_entrypoint_of_a_script_resolves_without_running_its_main_block(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)  # a recorded script runs only from its project folder
     script = tmp_path / "scripted" / "my_agent_script.py"
     script.parent.mkdir()
     script.write_text(SCRIPT, encoding="utf-8")
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "OTEL_REPLAY_HOME": str(home)}, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "OTEL_REPLAY_HOME": str(home)},
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     main_log = script.with_name("main-block.log")
     assert main_log.read_text().splitlines() == ["the __main__ block ran"]
@@ -600,19 +680,28 @@ if __name__ == "__main__":
 '''
 
 
-def test_a_script_whose_tool_raised_its_own_exception_class_replays(home: Path, tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_script_whose_tool_raised_its_own_exception_class_replays(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)  # a recorded script runs only from its project folder
     script = tmp_path / "flaky_script.py"
     script.write_text(FLAKY_SCRIPT, encoding="utf-8")
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "OTEL_REPLAY_HOME": str(home)}, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "OTEL_REPLAY_HOME": str(home)},
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     with Store.open() as store:
         (summary,) = store.runs()
         original = store.load_run(summary.trace_id)
-        assert [(s.status, (s.error or {}).get("type")) for s in original.steps] == [("error", "__main__.Busy"),
-                                                                                      ("ok", None)]
+        assert [(s.status, (s.error or {}).get("type")) for s in original.steps] == [
+            ("error", "__main__.Busy"),
+            ("ok", None),
+        ]
         result = orp.replay(summary.trace_id, mode="mock", store=store)
     assert result.outcome == "matched", result.divergences
     assert result.replay.snapshots["output"]["answer"] == "done"
@@ -694,7 +783,8 @@ def record_truncated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_dry_replay_says_a_truncated_payload_is_not_ready_for_mock_or_deterministic(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tid = record_truncated(tmp_path, monkeypatch)
     result = orp.replay(tid, mode="dry")
     modes = result.readiness["modes"]
@@ -704,8 +794,9 @@ def test_dry_replay_says_a_truncated_payload_is_not_ready_for_mock_or_determinis
 
 
 @pytest.mark.parametrize("mode", ["mock", "deterministic"])
-def test_a_truncated_tool_snapshot_is_not_silently_answered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                            mode: str) -> None:
+def test_a_truncated_tool_snapshot_is_not_silently_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
     tid = record_truncated(tmp_path, monkeypatch)
     result = orp.replay(tid, mode=mode)
     # The recording cannot answer step 0: the replay must say so at step 0 and stop, never hand the agent a
@@ -724,7 +815,7 @@ def test_refusals_raise_before_anything_runs(env: dict[str, Any], rec: dict[str,
     tid = rec["matrix-agent"]
     with pytest.raises(orp.ReplayRefused, match="unknown mode"):
         orp.replay(tid, mode="replay-everything")
-    with pytest.raises(orp.ReplayRefused, match="from.step"):
+    with pytest.raises(orp.ReplayRefused, match=r"from.step"):
         orp.replay(tid, mode="dry", from_step=1)
     with pytest.raises(orp.ReplayRefused, match="past its end"):
         orp.replay(tid, mode="mock", from_step=99)
@@ -742,8 +833,19 @@ def test_refusals_raise_before_anything_runs(env: dict[str, Any], rec: dict[str,
 def test_result_json_has_the_contract_keys(rec: dict[str, str]) -> None:
     ra.FLEX["order"] = "Z9"
     data = json.loads(json.dumps(orp.replay(rec["flex-agent"], mode="mock", actor="tester").to_dict()))
-    assert {"replay_trace_id", "replay_run_id", "original_trace_id", "mode", "from_step", "diverged",
-            "first_divergence", "approvals", "actor", "reason", "diff"} <= set(data)
+    assert {
+        "replay_trace_id",
+        "replay_run_id",
+        "original_trace_id",
+        "mode",
+        "from_step",
+        "diverged",
+        "first_divergence",
+        "approvals",
+        "actor",
+        "reason",
+        "diff",
+    } <= set(data)
     assert data["diverged"] is True and data["first_divergence"]["step_index"] == 2
     assert data["first_divergence"]["reason"]
     assert set(data["diff"]) == set(SECTIONS)

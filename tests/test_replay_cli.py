@@ -21,11 +21,31 @@ import replay_agents as ra
 import otel_replay as orp
 
 TESTS_DIR = Path(__file__).resolve().parent
-RESULT_KEYS = {"replay_trace_id", "replay_run_id", "original_trace_id", "mode", "from_step", "diverged",
-               "first_divergence", "approvals", "actor", "reason", "diff"}
+RESULT_KEYS = {
+    "replay_trace_id",
+    "replay_run_id",
+    "original_trace_id",
+    "mode",
+    "from_step",
+    "diverged",
+    "first_divergence",
+    "approvals",
+    "actor",
+    "reason",
+    "diff",
+}
 SECTIONS = {"output", "state", "tools", "citations", "cost", "latency", "safety"}
-AUDIT_KEYS = {"at", "actor", "reason", "mode", "from_step", "approvals", "original_trace_id", "replay_trace_id",
-              "diverged"}
+AUDIT_KEYS = {
+    "at",
+    "actor",
+    "reason",
+    "mode",
+    "from_step",
+    "approvals",
+    "original_trace_id",
+    "replay_trace_id",
+    "diverged",
+}
 TOOLS = ("read_ledger", "write_ledger", "send_email")
 
 
@@ -47,9 +67,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             ra.matrix_agent("acc-cli")
             ra.flex_agent("refund order A1")
             orp.flush()
-            world = {"home": home, "side": side, "server": server,
-                     "env": {"OTEL_REPLAY_HOME": str(home), ra.SIDE_DIR_ENV: str(side),
-                             ra.PORT_ENV: str(server.port)}}
+            world = {
+                "home": home,
+                "side": side,
+                "server": server,
+                "env": {"OTEL_REPLAY_HOME": str(home), ra.SIDE_DIR_ENV: str(side), ra.PORT_ENV: str(server.port)},
+            }
             out = cli(world, "runs", "--json", "--kind", "original")
             assert out.returncode == 0, out.stderr
             world["ids"] = {r["agent"]: r["trace_id"] for r in json.loads(out.stdout)}
@@ -60,14 +83,24 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 
 def cli(world: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **world["env"], "COLUMNS": "200",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p),
-           # the commands run from a folder outside the project: trust the test agents by name
-           "OTEL_REPLAY_TRUSTED_MODULES": "replay_agents"}
+    env = {
+        **os.environ,
+        **world["env"],
+        "COLUMNS": "200",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p),
+        # the commands run from a folder outside the project: trust the test agents by name
+        "OTEL_REPLAY_TRUSTED_MODULES": "replay_agents",
+    }
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_EXPORTER_OTLP_ENDPOINT"):
         env.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
-                          env=env, timeout=120, cwd=world["home"].parent)
+    return subprocess.run(
+        [sys.executable, "-m", "otel_replay.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=world["home"].parent,
+    )
 
 
 def counts(world: dict[str, Any]) -> dict[str, int]:
@@ -101,9 +134,16 @@ def test_mock_replay_json_has_the_contract_and_exits_0(world: dict[str, Any]) ->
     assert out.returncode == 0, (out.stdout, out.stderr)
     data = json.loads(out.stdout)
     assert set(data) >= RESULT_KEYS
-    assert (data["original_trace_id"], data["mode"], data["from_step"], data["diverged"], data["first_divergence"],
-            data["approvals"], data["actor"], data["reason"]) == (tid, "mock", None, False, None, [], "ci-bot",
-                                                                  "nightly")
+    assert (
+        data["original_trace_id"],
+        data["mode"],
+        data["from_step"],
+        data["diverged"],
+        data["first_divergence"],
+        data["approvals"],
+        data["actor"],
+        data["reason"],
+    ) == (tid, "mock", None, False, None, [], "ci-bot", "nightly")
     assert data["replay_trace_id"] != tid and len(data["replay_trace_id"]) == 32 and data["replay_run_id"]
     assert set(data["diff"]) == SECTIONS
     assert all(section["changed"] is False for section in data["diff"].values()), data["diff"]
@@ -112,8 +152,7 @@ def test_mock_replay_json_has_the_contract_and_exits_0(world: dict[str, Any]) ->
 
 def test_diverged_replay_exits_1_with_the_first_divergence(world: dict[str, Any]) -> None:
     tid = world["ids"]["flex-agent"]
-    out = cli(world, "replay", tid, "--mode", "deterministic", "--app", "replay_agents:flex_agent_variant",
-              "--json")
+    out = cli(world, "replay", tid, "--mode", "deterministic", "--app", "replay_agents:flex_agent_variant", "--json")
     assert out.returncode == 1, (out.stdout, out.stderr)
     data = json.loads(out.stdout)
     assert data["diverged"] is True
@@ -150,8 +189,24 @@ def test_live_replay_without_approval_exits_2_naming_the_tool(world: dict[str, A
 def test_live_replay_with_approvals_runs_each_tool_once_and_is_audited(world: dict[str, Any]) -> None:
     tid = world["ids"]["matrix-agent"]
     before = counts(world)
-    out = cli(world, "replay", tid, "--mode", "live", "--approve", "write_ledger", "--approve", "wire_funds",
-              "--approve", "send_email", "--actor", "alice", "--reason", "verify the fix for real", "--json")
+    out = cli(
+        world,
+        "replay",
+        tid,
+        "--mode",
+        "live",
+        "--approve",
+        "write_ledger",
+        "--approve",
+        "wire_funds",
+        "--approve",
+        "send_email",
+        "--actor",
+        "alice",
+        "--reason",
+        "verify the fix for real",
+        "--json",
+    )
     assert out.returncode == 0, (out.stdout, out.stderr)
     data = json.loads(out.stdout)
     assert data["approvals"] == ["write_ledger", "wire_funds", "send_email"]
@@ -163,9 +218,15 @@ def test_live_replay_with_approvals_runs_each_tool_once_and_is_audited(world: di
     assert entries and all(set(e) >= AUDIT_KEYS for e in entries)
     entry = next(e for e in entries if e["replay_trace_id"] == data["replay_trace_id"])
     assert {k: entry[k] for k in AUDIT_KEYS - {"at"}} == {
-        "actor": "alice", "reason": "verify the fix for real", "mode": "live", "from_step": None,
-        "approvals": ["write_ledger", "wire_funds", "send_email"], "original_trace_id": tid,
-        "replay_trace_id": data["replay_trace_id"], "diverged": False}
+        "actor": "alice",
+        "reason": "verify the fix for real",
+        "mode": "live",
+        "from_step": None,
+        "approvals": ["write_ledger", "wire_funds", "send_email"],
+        "original_trace_id": tid,
+        "replay_trace_id": data["replay_trace_id"],
+        "diverged": False,
+    }
     assert entry["at"].endswith("+00:00")
     assert [e["at"] for e in entries] == sorted((e["at"] for e in entries), reverse=True)
     assert all(e["original_trace_id"] in world["ids"].values() for e in entries)
@@ -187,19 +248,33 @@ def test_diff_json_between_runs(world: dict[str, Any]) -> None:
     assert {"output", "tools"} <= changed
 
 
-@pytest.mark.parametrize(("args", "needles"), [
-    (("replay", "ab" * 16, "--mode", "mock"), ("abababab", "otel-replay runs")),
-    (("replay", "xyz", "--mode", "mock"), ("trace id",)),
-    (("replay", "{matrix}", "--mode", "live"), ("--reason",)),
-    (("replay", "{matrix}", "--mode", "live", "--reason", "   "), ("--reason",)),
-    (("replay", "{matrix}", "--mode", "mock", "--app", "no_such_agent_module:agent"),
-     ("no_such_agent_module", "--app")),
-    (("replay", "{matrix}", "--mode", "dry", "--from-step", "1"), ("--from-step",)),
-    (("diff", "{matrix}", "cd" * 16), ("cdcdcdcd",)),
-], ids=["unknown-trace", "malformed-id", "live-no-reason", "live-blank-reason", "entrypoint-not-importable",
-        "dry-from-step", "diff-unknown-trace"])
-def test_refusals_are_one_line_and_exit_2(world: dict[str, Any], args: tuple[str, ...],
-                                          needles: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (("replay", "ab" * 16, "--mode", "mock"), ("abababab", "otel-replay runs")),
+        (("replay", "xyz", "--mode", "mock"), ("trace id",)),
+        (("replay", "{matrix}", "--mode", "live"), ("--reason",)),
+        (("replay", "{matrix}", "--mode", "live", "--reason", "   "), ("--reason",)),
+        (
+            ("replay", "{matrix}", "--mode", "mock", "--app", "no_such_agent_module:agent"),
+            ("no_such_agent_module", "--app"),
+        ),
+        (("replay", "{matrix}", "--mode", "dry", "--from-step", "1"), ("--from-step",)),
+        (("diff", "{matrix}", "cd" * 16), ("cdcdcdcd",)),
+    ],
+    ids=[
+        "unknown-trace",
+        "malformed-id",
+        "live-no-reason",
+        "live-blank-reason",
+        "entrypoint-not-importable",
+        "dry-from-step",
+        "diff-unknown-trace",
+    ],
+)
+def test_refusals_are_one_line_and_exit_2(
+    world: dict[str, Any], args: tuple[str, ...], needles: tuple[str, ...]
+) -> None:
     before = counts(world)
     out = cli(world, *(a.format(matrix=world["ids"]["matrix-agent"]) for a in args))
     assert_one_line_error(out, *needles)

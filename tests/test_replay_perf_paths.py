@@ -70,13 +70,16 @@ def odd_spans() -> list[ReadableSpan]:
         for scope, version in (("otel_replay", "0.1.0"), ("other", None)):
             tracer = provider.get_tracer(scope, version)
             with tracer.start_as_current_span("root", attributes={"otel_replay.run.id": "r1"}) as root:
-                root.add_event("otel_replay.snapshot.input", {"otel_replay.snapshot.payload": '{"q":"hi"}',
-                                                              "otel_replay.snapshot.seq": 1})
+                root.add_event(
+                    "otel_replay.snapshot.input",
+                    {"otel_replay.snapshot.payload": '{"q":"hi"}', "otel_replay.snapshot.seq": 1},
+                )
                 for i, kind in enumerate(SpanKind):
                     link = Link(root.get_span_context(), {"why": "because", "n": i})
                     attributes = {**SCALARS, "i": i, **(UNUSUAL if i == 1 else {})}
-                    with tracer.start_as_current_span(f"step {i}", kind=kind, links=[link],
-                                                      attributes=attributes) as span:
+                    with tracer.start_as_current_span(
+                        f"step {i}", kind=kind, links=[link], attributes=attributes
+                    ) as span:
                         span.add_event("odd", {**SCALARS, **(UNUSUAL if i == 2 else {})})
                         span.add_event("plain")
                         if i % 2:
@@ -95,8 +98,10 @@ def odd_spans() -> list[ReadableSpan]:
 
 def test_stored_records_equal_what_the_store_mapping_reads_of_the_sdk_encoded_spans() -> None:
     spans = odd_spans()
-    expected = sorted((record_from_query_row(row) for row in rows_from_request(encode_spans(spans))),
-                      key=lambda r: (r.timestamp_ns, r.span_id))
+    expected = sorted(
+        (record_from_query_row(row) for row in rows_from_request(encode_spans(spans))),
+        key=lambda r: (r.timestamp_ns, r.span_id),
+    )
     assert len(expected) == len(spans) == 28
     records = engine._stored_records(spans)
     assert records == expected
@@ -158,8 +163,9 @@ def counting_loads(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return loads
 
 
-def test_the_replay_built_from_its_spans_equals_the_stored_replay(recorded: str,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_replay_built_from_its_spans_equals_the_stored_replay(
+    recorded: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with Store.open() as store:
         loads = counting_loads(store, monkeypatch)
         result = orp.replay(recorded, mode="mock", store=store)
@@ -172,8 +178,9 @@ def test_the_replay_built_from_its_spans_equals_the_stored_replay(recorded: str,
         assert result.diff == orp.diff(recorded, result.replay_trace_id, store=store)
 
 
-def test_the_store_is_read_when_it_does_not_hold_exactly_the_spans_seen(recorded: str,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_store_is_read_when_it_does_not_hold_exactly_the_spans_seen(
+    recorded: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with Store.open() as store:
         loads = counting_loads(store, monkeypatch)
         holds = store.existing_span_ids
@@ -242,29 +249,59 @@ def test_snapshots_are_joined_from_their_chunks_and_missing_chunks_reported() ->
     from otel_replay.snapshots import sha256_hex
 
     def span(span_id: str, parent: str, attributes: dict[str, str], events: list[EventRecord]) -> SpanRecord:
-        return SpanRecord(timestamp_ns=1_000 + len(span_id), trace_id="a" * 32, span_id=span_id,
-                          parent_span_id=parent, trace_state="", span_name="s", span_kind="Internal",
-                          service_name="svc", resource_attributes={}, scope_name="", scope_version="",
-                          span_attributes=attributes, duration_ns=5, status_code="Ok", status_message="",
-                          events=tuple(events))
+        return SpanRecord(
+            timestamp_ns=1_000 + len(span_id),
+            trace_id="a" * 32,
+            span_id=span_id,
+            parent_span_id=parent,
+            trace_state="",
+            span_name="s",
+            span_kind="Internal",
+            service_name="svc",
+            resource_attributes={},
+            scope_name="",
+            scope_version="",
+            span_attributes=attributes,
+            duration_ns=5,
+            status_code="Ok",
+            status_message="",
+            events=tuple(events),
+        )
 
     def chunk(kind: str, seq: str, index: int, count: int, text: str, digest: str) -> EventRecord:
-        return EventRecord(timestamp_ns=2_000 + index, name=semconv.SNAPSHOT_EVENT_PREFIX + kind, attributes={
-            semconv.SNAPSHOT_SEQ: seq, semconv.SNAPSHOT_CHUNK_INDEX: str(index),
-            semconv.SNAPSHOT_CHUNK_COUNT: str(count), semconv.SNAPSHOT_PAYLOAD: text,
-            semconv.SNAPSHOT_SHA256: digest})
+        return EventRecord(
+            timestamp_ns=2_000 + index,
+            name=semconv.SNAPSHOT_EVENT_PREFIX + kind,
+            attributes={
+                semconv.SNAPSHOT_SEQ: seq,
+                semconv.SNAPSHOT_CHUNK_INDEX: str(index),
+                semconv.SNAPSHOT_CHUNK_COUNT: str(count),
+                semconv.SNAPSHOT_PAYLOAD: text,
+                semconv.SNAPSHOT_SHA256: digest,
+            },
+        )
 
     whole = '{"result":"' + "x" * 30 + '"}'
     parts = [whole[:10], whole[10:25], whole[25:]]
     digest = sha256_hex(whole)
-    tool_events = [chunk("tool", "2", 2, 3, parts[2], digest), chunk("tool", "2", 0, 3, parts[0], digest),
-                   EventRecord(timestamp_ns=2_500, name="other"), chunk("tool", "2", 1, 3, parts[1], digest),
-                   chunk("state", "3", 1, 2, '"b"}', "")]
-    run = build_run([
-        span("1" * 16, "", {semconv.RUN_ID: "r"},
-             [chunk("input", "1", 0, 1, '{"args":[]}', sha256_hex('{"args":[]}'))]),
-        span("2" * 16, "1" * 16, {semconv.STEP_INDEX: "0", "otel_replay.step.kind": "tool"}, tool_events),
-    ])
+    tool_events = [
+        chunk("tool", "2", 2, 3, parts[2], digest),
+        chunk("tool", "2", 0, 3, parts[0], digest),
+        EventRecord(timestamp_ns=2_500, name="other"),
+        chunk("tool", "2", 1, 3, parts[1], digest),
+        chunk("state", "3", 1, 2, '"b"}', ""),
+    ]
+    run = build_run(
+        [
+            span(
+                "1" * 16,
+                "",
+                {semconv.RUN_ID: "r"},
+                [chunk("input", "1", 0, 1, '{"args":[]}', sha256_hex('{"args":[]}'))],
+            ),
+            span("2" * 16, "1" * 16, {semconv.STEP_INDEX: "0", "otel_replay.step.kind": "tool"}, tool_events),
+        ]
+    )
     (step,) = run.steps
     assert run.snapshots == {"input": {"args": []}}
     assert step.snapshots["tool"] == {"result": "x" * 30}

@@ -45,17 +45,38 @@ def record(func: Any, *args: Any) -> str:
 def test_a_sampled_out_replay_still_refuses_an_unapproved_high_tool(ledger: Path, home: Path) -> None:
     trace_id = record(agents.payer, 5)
     assert agents.executions() == ["wire_money 5"]
-    env = {**os.environ, "OTEL_REPLAY_HOME": str(home), "OTEL_TRACES_SAMPLER": "always_off",
-           "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-m", "otel_replay.cli", "replay", trace_id, "--mode", "live",
-                          "--reason", "sampler test", "--json"], capture_output=True, text=True, env=env, timeout=120)
+    env = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(home),
+        "OTEL_TRACES_SAMPLER": "always_off",
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+    }
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "otel_replay.cli",
+            "replay",
+            trace_id,
+            "--mode",
+            "live",
+            "--reason",
+            "sampler test",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 2, out.stderr
     assert json.loads(out.stdout)["outcome"] == "refused"
     assert agents.executions() == ["wire_money 5"]
 
 
 def test_a_failure_inside_the_replay_machinery_stops_the_call_instead_of_running_it(
-        ledger: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ledger: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     trace_id = record(agents.payer, 6)
 
     def broken(self: Any, recorded: Any) -> Any:
@@ -78,7 +99,7 @@ def test_a_high_tool_run_from_a_worker_thread_is_refused_during_a_replay(ledger:
 
 def test_replay_tool_refuses_a_tool_whose_recorded_function_is_not_the_decorated_one(ledger: Path) -> None:
     trace_id = record(agents.alias_payer, 8)
-    with pytest.raises(orp.ReplayRefused, match="not an @otel_replay.tool function"):
+    with pytest.raises(orp.ReplayRefused, match=r"not an @otel_replay\.tool function"):
         replay_tool(trace_id, 0, mode="mock")
     assert agents.executions() == ["raw_wire 8"]
 
@@ -146,8 +167,7 @@ def test_secrets_in_mixed_key_dicts_bytes_and_replay_reasons_are_redacted(home: 
     orp.flush()
     with orp.Store.open() as store:
         (summary,) = store.runs(limit=1)
-        orp.replay(summary.trace_id, mode="mock", reason=f"check token {SECRET_TOKEN}", actor="ana",
-                   store=store)
+        orp.replay(summary.trace_id, mode="mock", reason=f"check token {SECRET_TOKEN}", actor="ana", store=store)
         rows = store.client.query("SELECT * FROM otel_traces").result_rows
         entries = [e.to_dict() for e in audit(store=store)]
     dump = repr(rows) + json.dumps(entries)

@@ -130,8 +130,14 @@ def recording_home(base: Path) -> Iterator[Path]:
     home = base / "home"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OTEL_REPLAY_HOME", str(home))
-        for name in ("OTEL_REPLAY_STORE", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-                     "OTEL_REPLAY_SNAPSHOT_MAX_BYTES", OTEL_REPLAY_JAEGER_URL, OTEL_REPLAY_GRAFANA_URL):
+        for name in (
+            "OTEL_REPLAY_STORE",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_REPLAY_SNAPSHOT_MAX_BYTES",
+            OTEL_REPLAY_JAEGER_URL,
+            OTEL_REPLAY_GRAFANA_URL,
+        ):
             mp.delenv(name, raising=False)
         yield home
 
@@ -150,8 +156,14 @@ def record_scenarios(home: Path) -> Scenarios:
         flex = ids["flex-agent"]
         try:
             matched = orp.replay(flex, mode="mock", store=store)
-            changed = orp.replay(flex, mode="mock", entrypoint="replay_agents:flex_agent_variant", store=store,
-                                 actor="reviewer", reason="prompt v2 <check>")
+            changed = orp.replay(
+                flex,
+                mode="mock",
+                entrypoint="replay_agents:flex_agent_variant",
+                store=store,
+                actor="reviewer",
+                reason="prompt v2 <check>",
+            )
             ra.FLEX["order"] = "Z9"
             changed_args = orp.replay(flex, mode="mock", store=store)
             ra.FLEX.update(ra.FLEX_DEFAULTS)
@@ -161,10 +173,18 @@ def record_scenarios(home: Path) -> Scenarios:
             ra.FLEX.update(ra.FLEX_DEFAULTS)
         dry = orp.replay(flex, mode="dry", store=store)
         refused = orp.replay(ids["payout-agent"], mode="live", reason="check the payout", store=store)
-        return Scenarios(run=store.load_run(ids["report-agent"]),
-                         hostile=store.load_run(ids["<img src=x onerror=alert(7)>"]),
-                         flex=store.load_run(flex), matched=matched, changed=changed, changed_args=changed_args,
-                         skipped=skipped, dry=dry, refused=refused, payout=store.load_run(ids["payout-agent"]))
+        return Scenarios(
+            run=store.load_run(ids["report-agent"]),
+            hostile=store.load_run(ids["<img src=x onerror=alert(7)>"]),
+            flex=store.load_run(flex),
+            matched=matched,
+            changed=changed,
+            changed_args=changed_args,
+            skipped=skipped,
+            dry=dry,
+            refused=refused,
+            payout=store.load_run(ids["payout-agent"]),
+        )
 
 
 @pytest.fixture(scope="module")
@@ -210,8 +230,13 @@ class Node:
                 yield from child.iter()
 
     def all(self, tag: str | None = None, cls: str | None = None, **attrs: str) -> list[Node]:
-        return [n for n in self.iter() if (tag is None or n.tag == tag) and (cls is None or cls in n.classes)
-                and all(n.attrs.get(k.replace("_", "-")) == v for k, v in attrs.items())]
+        return [
+            n
+            for n in self.iter()
+            if (tag is None or n.tag == tag)
+            and (cls is None or cls in n.classes)
+            and all(n.attrs.get(k.replace("_", "-")) == v for k, v in attrs.items())
+        ]
 
     def one(self, tag: str | None = None, cls: str | None = None, **attrs: str) -> Node:
         found = self.all(tag, cls, **attrs)
@@ -259,8 +284,9 @@ def step_row(doc: Node, index: int) -> Node:
 
 def run_snapshot(doc: Node, kind: str) -> Node:
     """The run-level snapshot of ``kind`` (in the run snapshots section, not under a step)."""
-    (found,) = [snap for box in doc.all("details", cls="snapd")
-                for snap in box.all(cls="snap", data_snapshot_kind=kind)]
+    (found,) = [
+        snap for box in doc.all("details", cls="snapd") for snap in box.all(cls="snap", data_snapshot_kind=kind)
+    ]
     return found
 
 
@@ -360,8 +386,9 @@ def test_snapshots_of_each_step_and_of_the_run_are_in_the_page(sc: Scenarios) ->
         assert kinds == [s.kind for s in sorted(step.snapshot_list, key=lambda s: s.seq)]
     tool = step_row(doc, 3).one(cls="snap")
     assert '"order_id": "A1"' in tool.one("pre").text() and '"status": "delivered"' in tool.one("pre").text()
-    run_snaps = [snap.attrs["data-snapshot-kind"] for box in doc.all("details", cls="snapd")
-                 for snap in box.all(cls="snap")]
+    run_snaps = [
+        snap.attrs["data-snapshot-kind"] for box in doc.all("details", cls="snapd") for snap in box.all(cls="snap")
+    ]
     assert run_snaps == [s.kind for s in sorted(run.snapshot_list, key=lambda s: s.seq)]
     assert {"input", "output"} <= set(run_snaps)
 
@@ -375,10 +402,12 @@ def test_redacted_values_are_marked_and_planted_secrets_never_appear(sc: Scenari
     assert all("Redacted when recorded" in m.attrs["title"] and "never stored" in m.attrs["title"] for m in marked)
     # the password keyword argument and the card of the tool call are markers with a fingerprint
     tool_json = step_row(doc, 1).one(cls="snap").one("pre")
-    args = [m for m in tool_json.all("span", cls="redacted")]
+    args = list(tool_json.all("span", cls="redacted"))
     assert len(args) == 2 and all(re.fullmatch(r"redacted · hmac-sha256:[0-9a-f]{16}", m.text()) for m in args)
     assert sorted(m.attrs["title"].split("(found at ")[1].split(")")[0] for m in args) == [
-        "tool.args.card", "tool.args.password"]
+        "tool.args.card",
+        "tool.args.password",
+    ]
     # the API key argument of the run, and the key inside the question (inline marker)
     input_snap = run_snapshot(doc, "input")
     texts = [m.text() for m in input_snap.all("span", cls="redacted")]
@@ -420,8 +449,10 @@ def test_links_only_when_configured(sc: Scenarios, monkeypatch: pytest.MonkeyPat
     assert [label for label, _ in only_jaeger.for_trace(run.trace_id)] == ["Jaeger"]
 
 
-@pytest.mark.parametrize("value", ["javascript:alert(1)", "ftp://jaeger.example.test", "jaeger:16686", "  ",
-                                   'http://x" onmouseover="alert(1)'])
+@pytest.mark.parametrize(
+    "value",
+    ["javascript:alert(1)", "ftp://jaeger.example.test", "jaeger:16686", "  ", 'http://x" onmouseover="alert(1)'],
+)
 def test_links_ignore_values_that_are_not_http_urls(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(OTEL_REPLAY_JAEGER_URL, value)
     monkeypatch.setenv(OTEL_REPLAY_GRAFANA_URL, value)
@@ -472,7 +503,9 @@ def test_replay_header_shows_mode_outcome_actor_reason_and_sections(sc: Scenario
     assert meta["original trace"] == sc.flex.trace_id and meta["replay trace"] == result.replay_trace_id
     linked = parse(replay_report(result, sc.flex, links=Links(jaeger_url=JAEGER)))
     assert {a.attrs["href"] for a in linked.all("a", cls="ext")} == {
-        f"{JAEGER}/trace/{sc.flex.trace_id}", f"{JAEGER}/trace/{result.replay_trace_id}"}
+        f"{JAEGER}/trace/{sc.flex.trace_id}",
+        f"{JAEGER}/trace/{result.replay_trace_id}",
+    }
     kinds = [dd.text() for dt, dd in zip(doc.all("dt"), doc.all("dd")) if dt.text() == "kind"]
     assert kinds == ["original", f"replay of {sc.flex.trace_id}"]
     sections = {r.attrs["data-section"]: r for r in doc.all("tr", cls="section")}
@@ -527,8 +560,7 @@ def test_dry_replay_shows_the_original_and_its_readiness(sc: Scenarios) -> None:
     assert_self_contained(page)
     doc = parse(page)
     assert doc.one(cls="top").one(cls="outcome").text() == result.outcome
-    assert [int(r.attrs["data-step-index"]) for r in doc.all("details", cls="step")] == [
-        s.index for s in sc.flex.steps]
+    assert [int(r.attrs["data-step-index"]) for r in doc.all("details", cls="step")] == [s.index for s in sc.flex.steps]
     assert '"integrity"' in doc.text()
 
 
@@ -561,9 +593,11 @@ def test_diff_of_two_different_agents_pairs_nothing_it_should_not(sc: Scenarios)
     doc = parse(diff_report(sc.flex, sc.run, diff_runs(sc.flex, sc.run)))
     rows = sbs_rows(doc)
     assert sorted(int(r.attrs["data-a-index"]) for r in rows if "data-a-index" in r.attrs) == [
-        s.index for s in sc.flex.steps]
+        s.index for s in sc.flex.steps
+    ]
     assert sorted(int(r.attrs["data-b-index"]) for r in rows if "data-b-index" in r.attrs) == [
-        s.index for s in sc.run.steps]
+        s.index for s in sc.run.steps
+    ]
     assert len(doc.all(cls="first-divergence")) == 1
     for row in rows:
         if "same" in row.classes or "changed" in row.classes:
@@ -584,8 +618,7 @@ def test_write_report_writes_utf8_atomically(sc: Scenarios, tmp_path: Path) -> N
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.html"], "no temporary file left behind"
 
 
-def test_write_report_keeps_the_old_file_when_the_write_fails(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_write_report_keeps_the_old_file_when_the_write_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "run.html"
     target.write_text("old report", encoding="utf-8")
 

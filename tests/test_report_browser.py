@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need playwright (pip install "
-                                                             "playwright)")
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="the browser tests need playwright (pip install playwright)"
+)
 
 from test_report import PLANTED, Scenarios, record_scenarios, recording_home  # noqa: E402
 
@@ -31,8 +32,14 @@ from otel_replay.report import diff_report, replay_report, run_report, write_rep
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM_ENV = "OTEL_REPLAY_CHROMIUM"
 ARTIFACTS_ENV = "OTEL_REPLAY_ARTIFACTS"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-               "--disable-sync", "--no-first-run"]
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 VIEWPORT = {"width": 1400, "height": 800}
 
 
@@ -49,8 +56,10 @@ def find_chromium() -> str | None:
 
 CHROMIUM = find_chromium()
 if CHROMIUM is None:
-    missing = (f"no Chromium to run the browser tests: set {CHROMIUM_ENV} (now {os.environ.get(CHROMIUM_ENV)!r}) "
-               "or install chromium (scripts/ensure-chromium)")
+    missing = (
+        f"no Chromium to run the browser tests: set {CHROMIUM_ENV} (now {os.environ.get(CHROMIUM_ENV)!r}) "
+        "or install chromium (scripts/ensure-chromium)"
+    )
     if os.environ.get("OTEL_REPLAY_REQUIRE_BROWSER") == "1":
         pytest.fail(missing, pytrace=False)
     pytest.skip(missing, allow_module_level=True)
@@ -112,7 +121,6 @@ class Opened:
         assert self.requests == [self.url], "the report fetched something besides itself"
 
 
-
 @contextmanager
 def opened(browser: Any, path: Path, *, javascript: bool = True) -> Iterator[Opened]:
     """``path`` loaded from its file:// URL in a fresh context, console errors and requests collected."""
@@ -144,7 +152,8 @@ def background(locator: Any) -> str:
 def in_viewport(locator: Any) -> bool:
     return locator.evaluate(
         "el => { const r = el.getBoundingClientRect();"
-        " return r.top >= 0 && r.bottom <= window.innerHeight && r.height > 0; }")
+        " return r.top >= 0 && r.bottom <= window.innerHeight && r.height > 0; }"
+    )
 
 
 # --------------------------------------------------------------------------------------------- tests
@@ -205,9 +214,11 @@ def test_replay_report_highlights_and_scrolls_to_the_first_divergence(browser: A
             assert rows.nth(i).is_visible()
         first = page.locator("#first-divergence")
         assert first.get_attribute("data-a-index") == str(result.first_divergence.step_index)
-        page.wait_for_function("() => { const r = document.getElementById('first-divergence')"
-                               ".getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; }",
-                               timeout=5000)
+        page.wait_for_function(
+            "() => { const r = document.getElementById('first-divergence')"
+            ".getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; }",
+            timeout=5000,
+        )
         assert in_viewport(first) and page.evaluate("window.scrollY") > 0
         normal = page.locator(".sbs-row.same").first
         assert background(first) != background(normal)

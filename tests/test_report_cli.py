@@ -17,13 +17,23 @@ TESTS_DIR = Path(__file__).resolve().parent
 
 
 def cli(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "OTEL_REPLAY_HOME": str(home), **env,
-            "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p)}
+    full = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(home),
+        **env,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p),
+    }
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_REPLAY_JAEGER_URL", "OTEL_REPLAY_GRAFANA_URL"):
         if name not in env:
             full.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
-                          env=full, timeout=120, cwd=home.parent)
+    return subprocess.run(
+        [sys.executable, "-m", "otel_replay.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=120,
+        cwd=home.parent,
+    )
 
 
 def test_show_replay_and_diff_write_html_reports(home: Path, tmp_path: Path) -> None:
@@ -41,8 +51,19 @@ def test_show_replay_and_diff_write_html_reports(home: Path, tmp_path: Path) -> 
     assert original in page and "lookup_order" in page and "http://jaeger" not in page
 
     replay_page = tmp_path / "replay.html"
-    out = cli(home, "replay", original, "--mode", "mock", "--app", "replay_agents:flex_agent_variant", "--json",
-              "--html", str(replay_page), OTEL_REPLAY_JAEGER_URL="http://jaeger.example:16686")
+    out = cli(
+        home,
+        "replay",
+        original,
+        "--mode",
+        "mock",
+        "--app",
+        "replay_agents:flex_agent_variant",
+        "--json",
+        "--html",
+        str(replay_page),
+        OTEL_REPLAY_JAEGER_URL="http://jaeger.example:16686",
+    )
     assert out.returncode == 1, out.stderr  # the variant diverges
     result = json.loads(out.stdout)  # stdout stays one JSON document; the note goes to stderr
     assert "wrote HTML report" in out.stderr

@@ -50,46 +50,77 @@ from otel_replay.storage.store import Store
 
 # ------------------------------------------------------------------------------------------- strategies
 
-ODD_TEXT = st.sampled_from([
-    "", " padded ", "café ☕", "\u2028 and \u2029", "<a href='x'>&amp;</a>", '["\\u003cb\\u003e"]',
-    '{"k":"\\u0026"}', "tab\tnl\n\x00\x01\x7f", "lone \ud800 high", "\udfff", "\ud83d\ude00 a pair",
-    "😀", "\\ud800 escaped", "中文", "\ufeffbom", "x" * 60,
-])
+ODD_TEXT = st.sampled_from(
+    [
+        "",
+        " padded ",
+        "café ☕",
+        "\u2028 and \u2029",
+        "<a href='x'>&amp;</a>",
+        '["\\u003cb\\u003e"]',
+        '{"k":"\\u0026"}',
+        "tab\tnl\n\x00\x01\x7f",
+        "lone \ud800 high",
+        "\udfff",
+        "\ud83d\ude00 a pair",
+        "😀",
+        "\\ud800 escaped",
+        "中文",
+        "\ufeffbom",
+        "x" * 60,
+    ]
+)
 TEXT = st.one_of(st.text(st.characters(exclude_categories=()), max_size=10), ODD_TEXT)
-INT = st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(2**63, 2**80), st.integers(-(2**80), -(2**63) - 1),
-                st.integers(0, 300))
+INT = st.one_of(
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(2**63, 2**80),
+    st.integers(-(2**80), -(2**63) - 1),
+    st.integers(0, 300),
+)
 FLOAT = st.floats(allow_nan=True, allow_infinity=True)
 SCALAR = st.one_of(TEXT, st.booleans(), INT, FLOAT)
-VALUE = st.one_of(SCALAR, st.binary(max_size=6), st.lists(TEXT, max_size=4), st.lists(st.booleans(), max_size=3),
-                  st.lists(INT, max_size=3), st.lists(FLOAT, max_size=3), st.lists(SCALAR, max_size=3))
+VALUE = st.one_of(
+    SCALAR,
+    st.binary(max_size=6),
+    st.lists(TEXT, max_size=4),
+    st.lists(st.booleans(), max_size=3),
+    st.lists(INT, max_size=3),
+    st.lists(FLOAT, max_size=3),
+    st.lists(SCALAR, max_size=3),
+)
 ATTRS = st.dictionaries(TEXT, VALUE, max_size=5)
 TIME = st.integers(946_684_800 * 10**9, 4_102_444_800 * 10**9)  # 2000 … 2100: where the store's time functions work
 TRACE_STATES = st.sampled_from([TraceState(), TraceState([("vendor", "v1"), ("other", "x-y")])])
 
-SPAN = st.fixed_dictionaries({
-    "name": TEXT,
-    "kind": st.sampled_from(list(SpanKind)),
-    "attributes": ATTRS,
-    "events": st.lists(st.tuples(TEXT, ATTRS, TIME), max_size=3),
-    "links": st.lists(st.tuples(st.integers(0, 2**128 - 1), st.integers(0, 2**64 - 1), st.booleans(), ATTRS),
-                      max_size=2),
-    "status": st.tuples(st.sampled_from(list(StatusCode)), TEXT),
-    "parent": st.sampled_from(["none", "previous", "remote"]),
-    "trace_state": TRACE_STATES,
-    "resource": st.integers(0, 1),
-    "scope": st.integers(0, 1),
-    "start": TIME,
-    "duration": st.integers(0, 10**12),
-})
+SPAN = st.fixed_dictionaries(
+    {
+        "name": TEXT,
+        "kind": st.sampled_from(list(SpanKind)),
+        "attributes": ATTRS,
+        "events": st.lists(st.tuples(TEXT, ATTRS, TIME), max_size=3),
+        "links": st.lists(
+            st.tuples(st.integers(0, 2**128 - 1), st.integers(0, 2**64 - 1), st.booleans(), ATTRS), max_size=2
+        ),
+        "status": st.tuples(st.sampled_from(list(StatusCode)), TEXT),
+        "parent": st.sampled_from(["none", "previous", "remote"]),
+        "trace_state": TRACE_STATES,
+        "resource": st.integers(0, 1),
+        "scope": st.integers(0, 1),
+        "start": TIME,
+        "duration": st.integers(0, 10**12),
+    }
+)
 RESOURCE = st.tuples(ATTRS, st.one_of(st.none(), TEXT), st.sampled_from(["", "https://opentelemetry.io/schemas/1"]))
 SCOPE = st.tuples(TEXT, st.one_of(st.none(), TEXT), st.sampled_from([None, "https://x/schema"]), ATTRS)
-EXAMPLE = st.fixed_dictionaries({
-    "spans": st.lists(SPAN, min_size=1, max_size=4),
-    "resources": st.lists(RESOURCE, min_size=2, max_size=2),
-    "scopes": st.lists(SCOPE, min_size=2, max_size=2),
-    "trace_ids": st.lists(st.integers(1, 2**128 - 1), min_size=8, max_size=8, unique=True),
-    "span_ids": st.lists(st.integers(1, 2**64 - 1), min_size=8, max_size=8, unique=True),
-})
+EXAMPLE = st.fixed_dictionaries(
+    {
+        "spans": st.lists(SPAN, min_size=1, max_size=4),
+        "resources": st.lists(RESOURCE, min_size=2, max_size=2),
+        "scopes": st.lists(SCOPE, min_size=2, max_size=2),
+        "trace_ids": st.lists(st.integers(1, 2**128 - 1), min_size=8, max_size=8, unique=True),
+        "span_ids": st.lists(st.integers(1, 2**64 - 1), min_size=8, max_size=8, unique=True),
+    }
+)
 
 
 class DrawnIds(IdGenerator):
@@ -124,13 +155,26 @@ def make_spans(example: dict[str, Any]) -> list[ReadableSpan]:
         if spec["parent"] == "previous" and previous is not None:
             context = trace.set_span_in_context(previous)
         elif spec["parent"] == "remote":
-            remote = SpanContext(next(ids.traces), next(ids.spans), is_remote=True, trace_flags=TraceFlags(1),
-                                 trace_state=spec["trace_state"])
+            remote = SpanContext(
+                next(ids.traces),
+                next(ids.spans),
+                is_remote=True,
+                trace_flags=TraceFlags(1),
+                trace_state=spec["trace_state"],
+            )
             context = trace.set_span_in_context(NonRecordingSpan(remote))
-        links = [Link(SpanContext(t, s, is_remote=remote_link), attributes)
-                 for t, s, remote_link, attributes in spec["links"]]
-        span = tracer.start_span(spec["name"], context=context, kind=spec["kind"], attributes=spec["attributes"],
-                                 links=links, start_time=spec["start"])
+        links = [
+            Link(SpanContext(t, s, is_remote=remote_link), attributes)
+            for t, s, remote_link, attributes in spec["links"]
+        ]
+        span = tracer.start_span(
+            spec["name"],
+            context=context,
+            kind=spec["kind"],
+            attributes=spec["attributes"],
+            links=links,
+            start_time=spec["start"],
+        )
         for event_name, attributes, at in spec["events"]:
             span.add_event(event_name, attributes, timestamp=at)
         code, message = spec["status"]
@@ -149,9 +193,14 @@ def sdk_refuses(spans: Sequence[ReadableSpan]) -> bool:
     whole batch, where the project's encoder keeps the span with U+FFFD."""
     for span in spans:
         scope = span.instrumentation_scope
-        texts = [span.name, span.status.description, *(e.name for e in span.events),
-                 ",".join(f"{k}={v}" for k, v in span.context.trace_state.items()) if span.context else "",
-                 *((scope.name, scope.version, scope.schema_url) if scope else ()), span.resource.schema_url]
+        texts = [
+            span.name,
+            span.status.description,
+            *(e.name for e in span.events),
+            ",".join(f"{k}={v}" for k, v in span.context.trace_state.items()) if span.context else "",
+            *((scope.name, scope.version, scope.schema_url) if scope else ()),
+            span.resource.schema_url,
+        ]
         if any(has_surrogate(t) for t in texts):
             return True
     return False
@@ -243,8 +292,9 @@ def test_every_path_gives_the_encoders_rows_byte_for_byte(example: dict[str, Any
     # OTLP JSON (case files): records → JSON text → records, and the protobuf JSON form of the request.
     doc = json.loads(json.dumps(to_otlp_json(records)))
     assert sorted(from_otlp_json(doc), key=repr) == sorted(records, key=repr)
-    reparsed = json_format.Parse(json_format.MessageToJson(ExportTraceServiceRequest.FromString(payload)),
-                                 ExportTraceServiceRequest())
+    reparsed = json_format.Parse(
+        json_format.MessageToJson(ExportTraceServiceRequest.FromString(payload)), ExportTraceServiceRequest()
+    )
     assert repr(rows_from_request(reparsed)) == repr(rows)
 
 
@@ -295,8 +345,9 @@ def test_the_store_holds_the_encoders_rows_whichever_path_wrote_them(example: di
 
     # SDK spans → the direct ClickHouse exporter → rows in the store.
     empty(store)
-    exporter = ClickHouseSpanExporter(client_factory=lambda: StoreClient(store), table=table,
-                                      spool_directory=Path(store.home) / "direct-spool")
+    exporter = ClickHouseSpanExporter(
+        client_factory=lambda: StoreClient(store), table=table, spool_directory=Path(store.home) / "direct-spool"
+    )
     assert exporter.export(spans).name == "SUCCESS"
     exporter.shutdown()
     assert repr(stored_rows(store)) == expected

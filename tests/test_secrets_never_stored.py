@@ -50,8 +50,11 @@ def chat(messages: list[dict], api_key: str) -> dict:
 def leaky(question: str, *, credentials: dict) -> str:
     orp.record_context(system_rules=f"never print {ANTHROPIC}", memory={"aws_access_key_id": AWS})
     orp.record_state({"cookie": COOKIE, "jwt": JWT})
-    call_api("https://api.example.test", {"Authorization": f"Bearer {BEARER}", "X-Other": "fine"},
-             {"github_token": GITHUB, "pem": PEM})
+    call_api(
+        "https://api.example.test",
+        {"Authorization": f"Bearer {BEARER}", "X-Other": "fine"},
+        {"github_token": GITHUB, "pem": PEM},
+    )
     chat([{"role": "user", "content": f"my key is {OPENAI} and card {CARD}"}], api_key=ANTHROPIC)
     orp.attach_file(f"id_rsa contents:\n{PEM}\n".encode(), name="id_rsa.txt")
     raise PermissionError(f"token {GITHUB} rejected for {question}")
@@ -91,7 +94,8 @@ def test_planted_secrets_never_reach_spool_store_or_cli(home: Path) -> None:
     env = {**os.environ, "OTEL_REPLAY_HOME": str(home)}
     env.pop("OTEL_REPLAY_STORE", None)
     for args in (["runs", "--json"], ["show", summary.trace_id, "--json"], ["show", summary.trace_id]):
-        out = subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, env=env,
-                             timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, env=env, timeout=120
+        )
         assert out.returncode == 0, out.stderr
         _assert_clean(out.stdout + out.stderr, f"`otel-replay {' '.join(args)}`")

@@ -63,8 +63,11 @@ def _module_docstrings() -> dict[str, str | None]:
         else:
             continue
         nxt = body[i + 1] if i + 1 < len(body) else None
-        doc = (nxt.value.value if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
-               and isinstance(nxt.value.value, str) else None)
+        doc = (
+            nxt.value.value
+            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)
+            else None
+        )
         for name in names:
             if name.isupper():
                 found[name] = doc
@@ -74,7 +77,8 @@ def _module_docstrings() -> dict[str, str | None]:
 DOCSTRINGS = _module_docstrings()
 
 NAME_CONSTANTS: dict[str, str] = {
-    name: value for name, value in vars(SEMCONV).items()
+    name: value
+    for name, value in vars(SEMCONV).items()
     if name.isupper() and isinstance(value, str) and _NAME_VALUE.fullmatch(value)
 }
 """Every constant that names something: attribute keys, event names, span-name prefixes."""
@@ -84,13 +88,14 @@ def _declared_type(doc: str | None) -> str | None:
     if not doc:
         return None
     for type_name in TYPES:
-        if doc.startswith(type_name + ".") or doc.startswith(type_name + ","):
+        if doc.startswith((type_name + ".", type_name + ",")):
             return type_name
     return None
 
 
 ATTRIBUTE_KEYS: dict[str, str] = {
-    value: declared for name, value in NAME_CONSTANTS.items()
+    value: declared
+    for name, value in NAME_CONSTANTS.items()
     if (declared := _declared_type(DOCSTRINGS.get(name))) is not None
 }
 """Attribute key → declared type (constants whose docstring starts with a type)."""
@@ -136,7 +141,7 @@ def _section(text: str, heading: str) -> str:
     """Body under the markdown heading whose text is exactly ``heading``, up to the next heading."""
     match = re.search(rf"^#+ {re.escape(heading)}[ \t]*$", text, flags=re.MULTILINE)
     assert match, f"docs/semconv.md has no section headed {heading!r}"
-    rest = text[match.end():]
+    rest = text[match.end() :]
     nxt = re.search(r"^#+ ", rest, flags=re.MULTILINE)
     return rest[: nxt.start()] if nxt else rest
 
@@ -175,9 +180,12 @@ def test_every_constant_has_a_docstring() -> None:
 def test_every_attribute_constant_declares_a_known_type() -> None:
     """A constant that is not an event name or span-name prefix must start its docstring with a type."""
     untyped = sorted(
-        name for name, value in NAME_CONSTANTS.items()
-        if value not in ATTRIBUTE_KEYS and not (DOCSTRINGS.get(name) or "").startswith(("Event name", "Span name",
-                                                                                    "Prefix of", "Instrumentation scope"))
+        name
+        for name, value in NAME_CONSTANTS.items()
+        if value not in ATTRIBUTE_KEYS
+        and not (DOCSTRINGS.get(name) or "").startswith(
+            ("Event name", "Span name", "Prefix of", "Instrumentation scope")
+        )
     )
     assert not untyped, f"constants whose docstring gives neither a type nor 'Event name'/'Span name': {untyped}"
 

@@ -31,8 +31,12 @@ def provider_with(exporter, *, batch: bool = False) -> TracerProvider:
 
 
 def spans_in(directory: Path) -> list:
-    return [record for path in sealed_segments(directory) for payload in read_segment(path).payloads
-            for record in records_from_request(payload)]
+    return [
+        record
+        for path in sealed_segments(directory)
+        for payload in read_segment(path).payloads
+        for record in records_from_request(payload)
+    ]
 
 
 def test_force_flush_seals_the_segment_and_spans_read_back(tmp_path):

@@ -28,22 +28,33 @@ from otel_replay.exporting.rows import encode_request, rows_from_spans
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 SCALAR = st.one_of(st.text(max_size=30), st.booleans(), INT64, st.floats(allow_nan=True, allow_infinity=True))
-VALUE = st.one_of(SCALAR, st.lists(st.text(max_size=8), max_size=4), st.lists(INT64, max_size=4),
-                  st.lists(st.floats(), max_size=3), st.lists(st.booleans(), max_size=3))
-ODD = st.one_of(st.integers(min_value=2**63, max_value=2**70), st.just("lone \ud800 surrogate"),
-                st.binary(max_size=8), st.lists(st.one_of(st.text(max_size=3), INT64), max_size=3))
+VALUE = st.one_of(
+    SCALAR,
+    st.lists(st.text(max_size=8), max_size=4),
+    st.lists(INT64, max_size=4),
+    st.lists(st.floats(), max_size=3),
+    st.lists(st.booleans(), max_size=3),
+)
+ODD = st.one_of(
+    st.integers(min_value=2**63, max_value=2**70),
+    st.just("lone \ud800 surrogate"),
+    st.binary(max_size=8),
+    st.lists(st.one_of(st.text(max_size=3), INT64), max_size=3),
+)
 ATTRS = st.dictionaries(st.text(min_size=1, max_size=12), VALUE, max_size=8)
 ODD_ATTRS = st.dictionaries(st.text(min_size=1, max_size=12), st.one_of(VALUE, ODD), max_size=6)
-SPAN = st.fixed_dictionaries({
-    "name": st.text(max_size=20),
-    "kind": st.sampled_from(list(SpanKind)),
-    "attributes": ATTRS,
-    "events": st.lists(st.tuples(st.text(max_size=12), ATTRS), max_size=3),
-    "status": st.tuples(st.sampled_from(list(StatusCode)), st.text(max_size=12)),
-    "child": st.booleans(),
-    "link": st.booleans(),
-    "scope": st.sampled_from([("otel_replay", "0.1.0"), ("other.lib", ""), ("", "")]),
-})
+SPAN = st.fixed_dictionaries(
+    {
+        "name": st.text(max_size=20),
+        "kind": st.sampled_from(list(SpanKind)),
+        "attributes": ATTRS,
+        "events": st.lists(st.tuples(st.text(max_size=12), ATTRS), max_size=3),
+        "status": st.tuples(st.sampled_from(list(StatusCode)), st.text(max_size=12)),
+        "child": st.booleans(),
+        "link": st.booleans(),
+        "scope": st.sampled_from([("otel_replay", "0.1.0"), ("other.lib", ""), ("", "")]),
+    }
+)
 
 
 def record(specs: list[dict[str, Any]], resources: list[dict[str, Any]]) -> list[Any]:
@@ -59,8 +70,9 @@ def record(specs: list[dict[str, Any]], resources: list[dict[str, Any]]) -> list
         from opentelemetry import trace
 
         context = trace.set_span_in_context(parent) if parent is not None else None
-        span = tracer.start_span(spec["name"], context=context, kind=spec["kind"], attributes=spec["attributes"],
-                                 links=links)
+        span = tracer.start_span(
+            spec["name"], context=context, kind=spec["kind"], attributes=spec["attributes"], links=links
+        )
         for name, attributes in spec["events"]:
             span.add_event(name, attributes)
         code, message = spec["status"]
@@ -75,8 +87,9 @@ RESOURCES = st.lists(st.dictionaries(st.text(min_size=1, max_size=10), SCALAR, m
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(specs=st.lists(SPAN, min_size=1, max_size=6), resources=RESOURCES)
-def test_the_spool_writer_gives_the_sdk_encoders_bytes(specs: list[dict[str, Any]],
-                                                        resources: list[dict[str, Any]]) -> None:
+def test_the_spool_writer_gives_the_sdk_encoders_bytes(
+    specs: list[dict[str, Any]], resources: list[dict[str, Any]]
+) -> None:
     spans = record(specs, resources)
     assert encode_request(spans) == encode_spans(spans).SerializeToString()
 
@@ -84,8 +97,16 @@ def test_the_spool_writer_gives_the_sdk_encoders_bytes(specs: list[dict[str, Any
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(attributes=ODD_ATTRS)
 def test_values_the_writer_hands_back_still_give_the_sdk_encoders_bytes(attributes: dict[str, Any]) -> None:
-    spec = {"name": "odd", "kind": SpanKind.INTERNAL, "attributes": attributes, "events": [("e", attributes)],
-            "status": (StatusCode.UNSET, ""), "child": False, "link": False, "scope": ("otel_replay", "1")}
+    spec = {
+        "name": "odd",
+        "kind": SpanKind.INTERNAL,
+        "attributes": attributes,
+        "events": [("e", attributes)],
+        "status": (StatusCode.UNSET, ""),
+        "child": False,
+        "link": False,
+        "scope": ("otel_replay", "1"),
+    }
     spans = record([spec], [{"service.name": "odd"}])
     assert encode_request(spans) == encode_spans(spans).SerializeToString()
 
@@ -101,16 +122,31 @@ class Label(str, enum.Enum):
 def hand_made_span(attributes: dict[Any, Any], *, name: str = "by hand") -> ReadableSpan:
     """A span built without the SDK's attribute checks, as another library's exporter path may build one."""
     context = SpanContext(0x1F, 0x2F, is_remote=False)
-    return ReadableSpan(name=name, context=context, attributes=attributes, start_time=10, end_time=20,
-                        resource=Resource({"service.name": "hand"}),
-                        events=[Event("e", attributes, timestamp=15)])
+    return ReadableSpan(
+        name=name,
+        context=context,
+        attributes=attributes,
+        start_time=10,
+        end_time=20,
+        resource=Resource({"service.name": "hand"}),
+        events=[Event("e", attributes, timestamp=15)],
+    )
 
 
 def test_values_only_a_hand_made_span_holds_give_the_sdk_encoders_bytes(caplog: pytest.LogCaptureFixture) -> None:
     attributes = {
-        "enum": Colour.RED, "label": Label.FAST, "bytes": b"\x00\xff", "map": {"b": 1, "a": [1.5, "x"]},
-        "range": range(3), "bytearray": bytearray(b"ab"), "none": None, "none_in_list": [None, 1],
-        "object": object(), "too_big": [1, 1 << 64], "surrogate_key\ud800": "v", 7: "int key",
+        "enum": Colour.RED,
+        "label": Label.FAST,
+        "bytes": b"\x00\xff",
+        "map": {"b": 1, "a": [1.5, "x"]},
+        "range": range(3),
+        "bytearray": bytearray(b"ab"),
+        "none": None,
+        "none_in_list": [None, 1],
+        "object": object(),
+        "too_big": [1, 1 << 64],
+        "surrogate_key\ud800": "v",
+        7: "int key",
     }
     spans = [hand_made_span(attributes)]
     with caplog.at_level(logging.WARNING, logger="otel_replay.rows"):

@@ -43,12 +43,33 @@ def record_run(home, agent: str = "support", *, error: bool = False, kind: str |
     return format(root.get_span_context().trace_id, "032x")
 
 
-def make_span(trace_id: str, span_id: str, *, start: int, name: str = "op", parent: str = "",
-              status: str = "Unset", attributes: dict[str, str] | None = None) -> SpanRecord:
-    return SpanRecord(timestamp_ns=start, trace_id=trace_id, span_id=span_id, parent_span_id=parent, trace_state="",
-                      span_name=name, span_kind="Internal", service_name="svc", resource_attributes={"service.name": "svc"},
-                      scope_name="s", scope_version="1", span_attributes=attributes or {}, duration_ns=1_000,
-                      status_code=status, status_message="")
+def make_span(
+    trace_id: str,
+    span_id: str,
+    *,
+    start: int,
+    name: str = "op",
+    parent: str = "",
+    status: str = "Unset",
+    attributes: dict[str, str] | None = None,
+) -> SpanRecord:
+    return SpanRecord(
+        timestamp_ns=start,
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent,
+        trace_state="",
+        span_name=name,
+        span_kind="Internal",
+        service_name="svc",
+        resource_attributes={"service.name": "svc"},
+        scope_name="s",
+        scope_version="1",
+        span_attributes=attributes or {},
+        duration_ns=1_000,
+        status_code=status,
+        status_message="",
+    )
 
 
 def test_open_creates_the_exporter_schema_and_ingests_the_spool(home):
@@ -71,14 +92,27 @@ def test_open_creates_the_exporter_schema_and_ingests_the_spool(home):
 def test_span_rows_round_trip_mapping_insert_load(home):
     tid = "ab" * 16
     original = SpanRecord(
-        timestamp_ns=1_700_000_000_123_456_789, trace_id=tid, span_id="cd" * 8, parent_span_id="", trace_state="a=b",
-        span_name="invoke_agent x", span_kind="Server", service_name="svc",
-        resource_attributes={"service.name": "svc", "host": "h"}, scope_name="scope", scope_version="2",
-        span_attributes={"z": "1", "a": '["<x>"]', "m": "é\n"}, duration_ns=987_654_321, status_code="Error",
+        timestamp_ns=1_700_000_000_123_456_789,
+        trace_id=tid,
+        span_id="cd" * 8,
+        parent_span_id="",
+        trace_state="a=b",
+        span_name="invoke_agent x",
+        span_kind="Server",
+        service_name="svc",
+        resource_attributes={"service.name": "svc", "host": "h"},
+        scope_name="scope",
+        scope_version="2",
+        span_attributes={"z": "1", "a": '["<x>"]', "m": "é\n"},
+        duration_ns=987_654_321,
+        status_code="Error",
         status_message="boom",
-        events=(EventRecord(timestamp_ns=1_700_000_000_200_000_001, name="e2", attributes={"k": "v"}),
-                EventRecord(timestamp_ns=1_700_000_000_100_000_000, name="e1")),
-        links=(LinkRecord(trace_id="11" * 16, span_id="22" * 8, trace_state="t", attributes={"l": "1"}),))
+        events=(
+            EventRecord(timestamp_ns=1_700_000_000_200_000_001, name="e2", attributes={"k": "v"}),
+            EventRecord(timestamp_ns=1_700_000_000_100_000_000, name="e1"),
+        ),
+        links=(LinkRecord(trace_id="11" * 16, span_id="22" * 8, trace_state="t", attributes={"l": "1"}),),
+    )
     child = make_span(tid, "ef" * 8, start=1_700_000_000_500_000_000, parent="cd" * 8)
     with Store.open() as store:
         assert store.insert_spans([original, child]) == 2
@@ -90,11 +124,15 @@ def test_span_rows_round_trip_mapping_insert_load(home):
 def test_trace_lookup_goes_through_the_trace_id_table(home):
     tid = "12" * 16
     with Store.open() as store:
-        store.insert_spans([make_span(tid, "01" * 8, start=1_700_000_000_000_000_000),
-                            make_span(tid, "02" * 8, start=1_700_000_100_900_000_000)])  # 100 s later
+        store.insert_spans(
+            [
+                make_span(tid, "01" * 8, start=1_700_000_000_000_000_000),
+                make_span(tid, "02" * 8, start=1_700_000_100_900_000_000),
+            ]
+        )  # 100 s later
         start, end = store.client.query(
-            "SELECT min(Start), max(End) FROM otel_traces_trace_id_ts WHERE TraceId = {t:String}",
-            parameters={"t": tid}).result_rows[0]
+            "SELECT min(Start), max(End) FROM otel_traces_trace_id_ts WHERE TraceId = {t:String}", parameters={"t": tid}
+        ).result_rows[0]
         assert (end - start).total_seconds() == 100
         assert len(store.load_spans(tid)) == 2  # the last span starts within the final second: End + 1 covers it
         store.client.command("TRUNCATE TABLE otel_traces_trace_id_ts")
@@ -104,8 +142,17 @@ def test_trace_lookup_goes_through_the_trace_id_table(home):
 
 def test_sql_looking_values_stay_bound_parameters(home):
     with Store.open() as store:
-        store.insert_spans([make_span("34" * 16, "01" * 8, start=1_700_000_000_000_000_000, name="invoke_agent o'b",
-                                      attributes={"gen_ai.agent.name": "o'b\" --", "otel_replay.run.id": "r"})])
+        store.insert_spans(
+            [
+                make_span(
+                    "34" * 16,
+                    "01" * 8,
+                    start=1_700_000_000_000_000_000,
+                    name="invoke_agent o'b",
+                    attributes={"gen_ai.agent.name": "o'b\" --", "otel_replay.run.id": "r"},
+                )
+            ]
+        )
         with pytest.raises(InvalidTraceIdError):
             store.load_spans("' OR 1=1; DROP TABLE otel_traces; --")
         assert store.run_rows(agent="x' OR '1'='1") == []
@@ -116,12 +163,25 @@ def test_sql_looking_values_stay_bound_parameters(home):
 def test_run_rows_filters_and_orders_newest_first(home):
     base = 1_700_000_000_000_000_000
     spans = [
-        make_span("a1" * 16, "01" * 8, start=base, name="invoke_agent alpha",
-                  attributes={"gen_ai.agent.name": "alpha"}),
-        make_span("a2" * 16, "01" * 8, start=base + 10**9, name="invoke_agent alpha", status="STATUS_CODE_ERROR",
-                  attributes={"gen_ai.agent.name": "alpha"}),
-        make_span("a3" * 16, "01" * 8, start=base + 2 * 10**9, name="invoke_agent beta", status="Error",
-                  attributes={"otel_replay.run.kind": "replay"}),
+        make_span(
+            "a1" * 16, "01" * 8, start=base, name="invoke_agent alpha", attributes={"gen_ai.agent.name": "alpha"}
+        ),
+        make_span(
+            "a2" * 16,
+            "01" * 8,
+            start=base + 10**9,
+            name="invoke_agent alpha",
+            status="STATUS_CODE_ERROR",
+            attributes={"gen_ai.agent.name": "alpha"},
+        ),
+        make_span(
+            "a3" * 16,
+            "01" * 8,
+            start=base + 2 * 10**9,
+            name="invoke_agent beta",
+            status="Error",
+            attributes={"otel_replay.run.kind": "replay"},
+        ),
         make_span("a3" * 16, "02" * 8, start=base + 3 * 10**9, name="invoke_agent nested", parent="01" * 8),
         make_span("a4" * 16, "01" * 8, start=base + 4 * 10**9, name="not_a_run"),
     ]
@@ -149,8 +209,16 @@ def test_run_rows_newest_first_across_time_windows(home):
     for i, age in enumerate(ages_s):
         tid = f"{i + 1:02x}" * 16
         agent = "alpha" if i % 2 else "beta"
-        spans.append(make_span(tid, "01" * 8, start=newest - age * 10**9 - 5 * 10**9, name=f"invoke_agent {agent}",
-                               status="Error" if i in (1, 7) else "Ok", attributes={"gen_ai.agent.name": agent}))
+        spans.append(
+            make_span(
+                tid,
+                "01" * 8,
+                start=newest - age * 10**9 - 5 * 10**9,
+                name=f"invoke_agent {agent}",
+                status="Error" if i in (1, 7) else "Ok",
+                attributes={"gen_ai.agent.name": agent},
+            )
+        )
         spans.append(make_span(tid, "02" * 8, start=newest - age * 10**9, parent="01" * 8))
     expected = [f"{i + 1:02x}" * 16 for i in range(len(ages_s))]
     with Store.open() as store:
@@ -169,8 +237,10 @@ def test_runs_and_load_run_from_real_recordings(home):
     error_trace = record_run(home, "beta", error=True)
     with Store.open() as store:
         summaries = store.runs()
-        assert [(s.trace_id, s.agent, s.status) for s in summaries] == [(error_trace, "beta", "error"),
-                                                                        (ok_trace, "alpha", "ok")]
+        assert [(s.trace_id, s.agent, s.status) for s in summaries] == [
+            (error_trace, "beta", "error"),
+            (ok_trace, "alpha", "ok"),
+        ]
         assert store.load_run(ok_trace).trace_id == ok_trace
 
 
@@ -184,8 +254,9 @@ HOLDER = textwrap.dedent("""
 
 
 def test_second_process_gets_a_busy_error_naming_the_holder(home, monkeypatch):
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(home)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(home)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "open"
         clock = FakeClock()
@@ -241,7 +312,9 @@ def test_ddl_cluster_ttl_database_and_identifier_checks():
     traces, lookup, view = ddl.render_ddl(database="obs", cluster="main", ttl_days=30)
     assert traces.startswith("CREATE TABLE IF NOT EXISTS `obs`.`otel_traces` ON CLUSTER `main`")
     assert "ENGINE = ReplicatedMergeTree()" in traces and "toIntervalDay(30)" in traces
-    assert "ENGINE = ReplicatedAggregatingMergeTree()" in lookup and "TTL toDateTime(Start) + toIntervalDay(30)" in lookup
+    assert (
+        "ENGINE = ReplicatedAggregatingMergeTree()" in lookup and "TTL toDateTime(Start) + toIntervalDay(30)" in lookup
+    )
     assert "SimpleAggregateFunction(min, DateTime)" in lookup and "PARTITION BY toStartOfWeek(Start)" in lookup
     assert "TO `obs`.`otel_traces_trace_id_ts`" in view and "WHERE TraceId != ''" in view
     assert "ON CLUSTER" not in "".join(ddl.render_ddl())

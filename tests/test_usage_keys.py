@@ -33,24 +33,41 @@ from openai.types.responses import Response  # noqa: E402
 # ------------------------------------------------------------------------------------------- the shapes
 
 OPENAI_CHAT_USAGE: dict[str, Any] = {
-    "prompt_tokens": 19, "completion_tokens": 10, "total_tokens": 29,
+    "prompt_tokens": 19,
+    "completion_tokens": 10,
+    "total_tokens": 29,
     "prompt_tokens_details": {"cached_tokens": 3, "audio_tokens": 1},
-    "completion_tokens_details": {"reasoning_tokens": 4, "audio_tokens": 2, "accepted_prediction_tokens": 1,
-                                  "rejected_prediction_tokens": 2},
+    "completion_tokens_details": {
+        "reasoning_tokens": 4,
+        "audio_tokens": 2,
+        "accepted_prediction_tokens": 1,
+        "rejected_prediction_tokens": 2,
+    },
 }
 OPENAI_RESPONSES_USAGE: dict[str, Any] = {
-    "input_tokens": 36, "output_tokens": 87, "total_tokens": 123,
-    "input_tokens_details": {"cached_tokens": 5, "cache_write_tokens": 7,
-                             "cache_write_tokens_details": {"ttl_30m_tokens": 4, "ttl_12h_tokens": 3}},
+    "input_tokens": 36,
+    "output_tokens": 87,
+    "total_tokens": 123,
+    "input_tokens_details": {
+        "cached_tokens": 5,
+        "cache_write_tokens": 7,
+        "cache_write_tokens_details": {"ttl_30m_tokens": 4, "ttl_12h_tokens": 3},
+    },
     "output_tokens_details": {"reasoning_tokens": 12},
 }
 ANTHROPIC_USAGE: dict[str, Any] = {
-    "input_tokens": 2095, "output_tokens": 503, "cache_creation_input_tokens": 2051, "cache_read_input_tokens": 1024,
+    "input_tokens": 2095,
+    "output_tokens": 503,
+    "cache_creation_input_tokens": 2051,
+    "cache_read_input_tokens": 1024,
     "cache_creation": {"ephemeral_5m_input_tokens": 2000, "ephemeral_1h_input_tokens": 51},
-    "server_tool_use": {"web_search_requests": 2, "web_fetch_requests": 1}, "service_tier": "standard",
+    "server_tool_use": {"web_search_requests": 2, "web_fetch_requests": 1},
+    "service_tier": "standard",
 }
 LANGCHAIN_USAGE: dict[str, Any] = {
-    "input_tokens": 350, "output_tokens": 240, "total_tokens": 590,
+    "input_tokens": 350,
+    "output_tokens": 240,
+    "total_tokens": 590,
     "input_token_details": {"audio": 10, "cache_creation": 200, "cache_read": 100},
     "output_token_details": {"audio": 10, "reasoning": 200},
 }
@@ -58,38 +75,99 @@ COSTS: dict[str, Any] = {"cost": 0.0012, "cost_usd": 0.0012, "total_cost": 0.003
 
 RESPONSES: dict[str, dict[str, Any]] = {
     "openai-chat": {
-        "id": "chatcmpl-usage1", "object": "chat.completion", "created": 1700000000, "model": "gpt-4o-mini",
-        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                     "message": {"role": "assistant", "content": "Paris.", "refusal": None}}],
-        "usage": OPENAI_CHAT_USAGE, "system_fingerprint": "fp_usage", "service_tier": "default",
+        "id": "chatcmpl-usage1",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": "gpt-4o-mini",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "logprobs": None,
+                "message": {"role": "assistant", "content": "Paris.", "refusal": None},
+            }
+        ],
+        "usage": OPENAI_CHAT_USAGE,
+        "system_fingerprint": "fp_usage",
+        "service_tier": "default",
     },
     "openai-responses": {
-        "id": "resp_usage1", "object": "response", "created_at": 1700000000, "model": "gpt-4.1-mini",
-        "status": "completed", "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
-        "output": [{"type": "message", "id": "msg_usage1", "role": "assistant", "status": "completed",
-                    "content": [{"type": "output_text", "text": "Paris.", "annotations": []}]}],
+        "id": "resp_usage1",
+        "object": "response",
+        "created_at": 1700000000,
+        "model": "gpt-4.1-mini",
+        "status": "completed",
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_usage1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "Paris.", "annotations": []}],
+            }
+        ],
         "usage": OPENAI_RESPONSES_USAGE,
     },
     "anthropic": {
-        "id": "msg_usage1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-        "content": [{"type": "text", "text": "Paris."}], "stop_reason": "end_turn", "stop_sequence": None,
+        "id": "msg_usage1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "Paris."}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
         "usage": ANTHROPIC_USAGE,
     },
     "langchain": {
-        "content": "Paris.", "id": "run-usage1", "usage_metadata": LANGCHAIN_USAGE,
-        "response_metadata": {"token_usage": OPENAI_CHAT_USAGE, "model_name": "gpt-4o-mini",
-                              "finish_reason": "stop", **COSTS},
+        "content": "Paris.",
+        "id": "run-usage1",
+        "usage_metadata": LANGCHAIN_USAGE,
+        "response_metadata": {
+            "token_usage": OPENAI_CHAT_USAGE,
+            "model_name": "gpt-4o-mini",
+            "finish_reason": "stop",
+            **COSTS,
+        },
     },
 }
-CLASSES: dict[str, type] = {"openai-chat": ChatCompletion, "openai-responses": Response, "anthropic": Message,
-                            "langchain": AIMessage}
-USAGE_FIELD: dict[str, str] = {"openai-chat": "usage", "openai-responses": "usage", "anthropic": "usage",
-                               "langchain": "usage_metadata"}
+CLASSES: dict[str, type] = {
+    "openai-chat": ChatCompletion,
+    "openai-responses": Response,
+    "anthropic": Message,
+    "langchain": AIMessage,
+}
+USAGE_FIELD: dict[str, str] = {
+    "openai-chat": "usage",
+    "openai-responses": "usage",
+    "anthropic": "usage",
+    "langchain": "usage_metadata",
+}
 
-CREDENTIAL_KEYS = ["access_token", "refresh_token", "id_token", "auth_token", "bearer_token", "api_token", "token",
-                   "x-auth-token", "X-Auth-Token", "session_token", "sessionToken", "csrf_token", "bot_token",
-                   "oauth_token", "ephemeral_token", "write_token", "token_details", "input_access_token",
-                   "access_tokens", "id_tokens"]
+CREDENTIAL_KEYS = [
+    "access_token",
+    "refresh_token",
+    "id_token",
+    "auth_token",
+    "bearer_token",
+    "api_token",
+    "token",
+    "x-auth-token",
+    "X-Auth-Token",
+    "session_token",
+    "sessionToken",
+    "csrf_token",
+    "bot_token",
+    "oauth_token",
+    "ephemeral_token",
+    "write_token",
+    "token_details",
+    "input_access_token",
+    "access_tokens",
+    "id_tokens",
+]
 
 
 def build(sdk: str) -> Any:
@@ -122,9 +200,14 @@ def _keys(value: Any) -> Iterator[str]:
             yield from _keys(v)
 
 
-@pytest.mark.parametrize("key", sorted({k for sdk in RESPONSES for k in _keys(RESPONSES[sdk][USAGE_FIELD[sdk]])}
-                                       | set(COSTS) | {"token_usage", "usage_metadata", "inputTokenDetails",
-                                                       "prompt_token_count", "cached_token", "total_tokens_1"}))
+@pytest.mark.parametrize(
+    "key",
+    sorted(
+        {k for sdk in RESPONSES for k in _keys(RESPONSES[sdk][USAGE_FIELD[sdk]])}
+        | set(COSTS)
+        | {"token_usage", "usage_metadata", "inputTokenDetails", "prompt_token_count", "cached_token", "total_tokens_1"}
+    ),
+)
 def test_usage_keys_are_not_secret_by_name(redactor: Redactor, key: str) -> None:
     assert not redactor.is_secret_key(key)
 
@@ -181,8 +264,7 @@ def registered() -> None:
 
 
 @pytest.mark.parametrize("sdk", sorted(RESPONSES))
-def test_a_recorded_sdk_answer_is_stored_unredacted_and_replayed_equal(home: Path, registered: None,
-                                                                       sdk: str) -> None:
+def test_a_recorded_sdk_answer_is_stored_unredacted_and_replayed_equal(home: Path, registered: None, sdk: str) -> None:
     SEEN.clear()
     usage_agent(sdk)
     orp.flush()

@@ -116,8 +116,9 @@ def test_live_replay_of_an_sdk_tool_loop_is_matched(world: FakeLLMServer, loop: 
 
 @pytest.mark.parametrize("mode", ["mock", "deterministic"])
 @pytest.mark.parametrize("loop", sorted(LOOPS))
-def test_mock_and_deterministic_replays_of_an_sdk_tool_loop_are_matched(world: FakeLLMServer, loop: str,
-                                                                         mode: str) -> None:
+def test_mock_and_deterministic_replays_of_an_sdk_tool_loop_are_matched(
+    world: FakeLLMServer, loop: str, mode: str
+) -> None:
     agent, func = LOOPS[loop]
     trace_id = record(agent, func, "What is the weather in Paris?")
     requests, effects = world.count, va.effects()
@@ -135,8 +136,13 @@ def test_langgraph_react_agent_without_an_agent_decorator_is_matched(world: Fake
     assert [s.kind for s in original.steps] == ["model", "tool", "model"]
     requests, effects = world.count, va.effects()
     live = mode == "live"
-    result = orp.replay(summary.trace_id, mode=mode, entrypoint="volatile_agents:langgraph_run",
-                        approvals=["get_weather"] if live else (), reason="verify" if live else None)
+    result = orp.replay(
+        summary.trace_id,
+        mode=mode,
+        entrypoint="volatile_agents:langgraph_run",
+        approvals=["get_weather"] if live else (),
+        reason="verify" if live else None,
+    )
     unchanged(result)
     assert (world.count - requests, va.effects() - effects) == ((2, 1) if live else (0, 0))
     # the graph's state holds LangChain message ids (uuid4s, lc_run--…) and OpenAI ids: different every run
@@ -179,8 +185,9 @@ def test_two_recordings_of_the_same_code_diff_as_unchanged(world: FakeLLMServer)
 
 
 @pytest.mark.parametrize("mode", ["deterministic", "live"])
-def test_changed_system_prompt_diverges_at_the_first_model_step_with_a_readable_diff(world: FakeLLMServer,
-                                                                                     mode: str) -> None:
+def test_changed_system_prompt_diverges_at_the_first_model_step_with_a_readable_diff(
+    world: FakeLLMServer, mode: str
+) -> None:
     trace_id = record("volatile-openai-loop", va.openai_loop, "What is the weather in Paris?")
     va.KNOBS["prompt"] = "You are a pirate. Answer in one line."
     result = orp.replay(trace_id, mode=mode, approvals=["report_weather"], reason="new prompt")
@@ -195,8 +202,10 @@ def test_changed_system_prompt_diverges_at_the_first_model_step_with_a_readable_
     for d in (d for d in result.divergences if d.kind == "request"):
         assert d.diff is not None and not RANDOM_ID.search(d.diff), d.diff
         changes = [line for line in d.diff.splitlines() if line[:1] in "+-" and line[:3] not in ("---", "+++")]
-        assert changes == ['-      "content": "You are a weather assistant. Answer in one line.",',
-                           '+      "content": "You are a pirate. Answer in one line.",'], d.diff
+        assert changes == [
+            '-      "content": "You are a weather assistant. Answer in one line.",',
+            '+      "content": "You are a pirate. Answer in one line.",',
+        ], d.diff
 
 
 @pytest.mark.parametrize("loop", sorted(LOOPS))
@@ -216,11 +225,17 @@ def test_changed_tool_result_diverges_at_the_next_model_step(world: FakeLLMServe
 
 def test_a_tool_result_answering_another_call_is_still_a_change() -> None:
     """Placeholders keep the structure: the tool message must refer to the call the model made."""
+
     def conversation(call: str, answered: str) -> dict[str, Any]:
-        return {"messages": [
-            {"role": "assistant", "tool_calls": [{"id": call, "type": "function",
-                                                  "function": {"name": "f", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": answered, "content": "42"}]}
+        return {
+            "messages": [
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"id": call, "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+                },
+                {"role": "tool", "tool_call_id": answered, "content": "42"},
+            ]
+        }
 
     recorded = conversation("call_" + "a" * 24, "call_" + "a" * 24)
     assert volatile.same(recorded, conversation("call_" + "b" * 24, "call_" + "b" * 24))
@@ -258,14 +273,19 @@ def test_user_keys_extend_the_rules(world: FakeLLMServer, monkeypatch: pytest.Mo
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH"))
-                                                      if p)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p)}
     for name in ("OTEL_REPLAY_STORE", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         env.pop(name, None)
     if runs_in_process(args):  # the same main(), without a second of interpreter start-up
         return run_cli(args, env=env, cwd=TESTS_DIR)
-    return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
-                          env=env, cwd=TESTS_DIR, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "otel_replay.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=TESTS_DIR,
+        timeout=180,
+    )
 
 
 def test_cli_live_replay_of_unchanged_code_is_matched(world: FakeLLMServer) -> None:
@@ -273,13 +293,13 @@ def test_cli_live_replay_of_unchanged_code_is_matched(world: FakeLLMServer) -> N
     requests = world.count
     out = cli("replay", trace_id, "--mode", "live", "--approve", "report_weather", "--reason", "verify", "--json")
     assert out.returncode == 0, out.stderr
-    result = json.loads(out.stdout[out.stdout.index("{"):])
+    result = json.loads(out.stdout[out.stdout.index("{") :])
     assert result["outcome"] == "matched", result["divergences"]
     assert not result["diff"]["output"]["changed"]
     assert world.count - requests == 2
     out = cli("replay", trace_id, "--mode", "deterministic", "--json")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout[out.stdout.index("{"):])["outcome"] == "matched"
+    assert json.loads(out.stdout[out.stdout.index("{") :])["outcome"] == "matched"
     assert world.count - requests == 2
 
 
@@ -292,13 +312,21 @@ def test_zero_code_langgraph_run_replays_matched_through_the_cli(world: FakeLLMS
     if launcher is None:
         pytest.skip("opentelemetry-instrument is not installed next to this Python")
     script = tmp_path / "weather.py"
-    script.write_text("import volatile_agents as va\n"
-                      "va.langgraph_run({'messages': [{'role': 'user', 'content': 'What is the weather in Paris?'}]})\n")
-    env = {**os.environ, "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none",
-           "OTEL_LOGS_EXPORTER": "none", "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai_v2,openai",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p)}
-    recorded = subprocess.run([launcher, sys.executable, str(script)], capture_output=True, text=True, env=env,
-                              cwd=TESTS_DIR, timeout=180)
+    script.write_text(
+        "import volatile_agents as va\n"
+        "va.langgraph_run({'messages': [{'role': 'user', 'content': 'What is the weather in Paris?'}]})\n"
+    )
+    env = {
+        **os.environ,
+        "OTEL_TRACES_EXPORTER": "none",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_LOGS_EXPORTER": "none",
+        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai_v2,openai",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p),
+    }
+    recorded = subprocess.run(
+        [launcher, sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=TESTS_DIR, timeout=180
+    )
     assert recorded.returncode == 0, recorded.stderr
     with Store.open() as store:
         (summary,) = store.runs(agent="LangGraph", kind="original")
@@ -306,11 +334,11 @@ def test_zero_code_langgraph_run_replays_matched_through_the_cli(world: FakeLLMS
     app = ("--app", "volatile_agents:langgraph_run", "--json")
     out = cli("replay", summary.trace_id, "--mode", "deterministic", *app)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout[out.stdout.index("{"):])["outcome"] == "matched"
+    assert json.loads(out.stdout[out.stdout.index("{") :])["outcome"] == "matched"
     assert (world.count, va.effects()) == (requests, effects)
     out = cli("replay", summary.trace_id, "--mode", "live", "--approve", "get_weather", "--reason", "verify", *app)
     assert out.returncode == 0, out.stderr
-    result = json.loads(out.stdout[out.stdout.index("{"):])
+    result = json.loads(out.stdout[out.stdout.index("{") :])
     assert result["outcome"] == "matched", result["divergences"]
     assert not result["diff"]["output"]["changed"] and not result["diff"]["state"]["changed"]
     assert (world.count - requests, va.effects() - effects) == (2, 1)
@@ -321,8 +349,9 @@ def test_request_hash_is_still_the_hash_of_what_was_sent(world: FakeLLMServer) -
     request hashes at the second model step (their conversations carry different ids)."""
     first = load(record("volatile-openai-loop", va.openai_loop, "What is the weather in Paris?"))
     second = load(record("volatile-openai-loop", va.openai_loop, "What is the weather in Paris?"))
-    hashes = [[s.attributes[semconv.MODEL_REQUEST_HASH] for s in run.steps if s.kind == "model"]
-              for run in (first, second)]
+    hashes = [
+        [s.attributes[semconv.MODEL_REQUEST_HASH] for s in run.steps if s.kind == "model"] for run in (first, second)
+    ]
     assert hashes[0][0] == hashes[1][0] and hashes[0][1] != hashes[1][1]
 
 

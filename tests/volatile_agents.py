@@ -26,9 +26,14 @@ SIDE_FILE_ENV = "VOLATILE_SIDE_FILE"
 DEFAULT_KNOBS = {"prompt": "You are a weather assistant. Answer in one line.", "suffix": ""}
 KNOBS: dict[str, str] = dict(DEFAULT_KNOBS)
 
-WEATHER_TOOL = {"type": "function", "function": {
-    "name": "report_weather", "description": "Look up the weather in a city and log the report.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "report_weather",
+        "description": "Look up the weather in a city and log the report.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 
 
 def effects() -> int:
@@ -56,11 +61,14 @@ def _openai_loop(question: str, **extra: Any) -> Any:
     from openai import OpenAI
 
     client = OpenAI()
-    messages: list[dict[str, Any]] = [{"role": "system", "content": KNOBS["prompt"]},
-                                      {"role": "user", "content": question}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": KNOBS["prompt"]},
+        {"role": "user", "content": question},
+    ]
     for _ in range(4):
-        completion = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=[WEATHER_TOOL],
-                                                    **extra)
+        completion = client.chat.completions.create(
+            model="gpt-4o-mini", messages=messages, tools=[WEATHER_TOOL], **extra
+        )
         message = completion.choices[0].message
         if not message.tool_calls:
             return completion
@@ -99,19 +107,27 @@ def responses_loop(question: str) -> str:
     from openai import OpenAI
 
     client = OpenAI()
-    tool = {"type": "function", "name": "report_weather", "description": "Weather of a city.",
-            "parameters": WEATHER_TOOL["function"]["parameters"]}
+    tool = {
+        "type": "function",
+        "name": "report_weather",
+        "description": "Weather of a city.",
+        "parameters": WEATHER_TOOL["function"]["parameters"],
+    }
     items: list[Any] = [{"role": "user", "content": question}]
     for _ in range(4):
-        response = client.responses.create(model="gpt-4o-mini", instructions=KNOBS["prompt"], input=items,
-                                           tools=[tool])
+        response = client.responses.create(model="gpt-4o-mini", instructions=KNOBS["prompt"], input=items, tools=[tool])
         calls = [i for i in response.output if i.type == "function_call"]
         if not calls:
             return response.output_text
         for call in calls:
             items.append(call.model_dump(exclude_none=True))
-            items.append({"type": "function_call_output", "call_id": call.call_id,
-                          "output": report_weather(**json.loads(call.arguments))})
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": call.call_id,
+                    "output": report_weather(**json.loads(call.arguments)),
+                }
+            )
     raise RuntimeError("the model kept calling tools")
 
 
@@ -124,18 +140,31 @@ def anthropic_loop(question: str) -> str:
     from anthropic import Anthropic
 
     client = Anthropic()
-    tools = [{"name": "report_weather", "description": "Weather of a city.",
-              "input_schema": WEATHER_TOOL["function"]["parameters"]}]
+    tools = [
+        {
+            "name": "report_weather",
+            "description": "Weather of a city.",
+            "input_schema": WEATHER_TOOL["function"]["parameters"],
+        }
+    ]
     messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
     for _ in range(4):
-        message = client.messages.create(model="claude-fake", max_tokens=256, system=KNOBS["prompt"],
-                                         messages=messages, tools=tools)
+        message = client.messages.create(
+            model="claude-fake", max_tokens=256, system=KNOBS["prompt"], messages=messages, tools=tools
+        )
         uses = [b for b in message.content if b.type == "tool_use"]
         if not uses:
             return "".join(b.text for b in message.content if b.type == "text")
         messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in message.content]})
-        messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": use.id, "content": report_weather(**use.input)} for use in uses]})
+        messages.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": use.id, "content": report_weather(**use.input)}
+                    for use in uses
+                ],
+            }
+        )
     raise RuntimeError("the model kept calling tools")
 
 

@@ -43,8 +43,13 @@ def _corpus() -> list[dict[str, str]]:
     docs = []
     for entry in sorted(resources.files("otel_replay.demo").joinpath("corpus").iterdir(), key=lambda p: p.name):
         if entry.name.endswith(".md"):
-            docs.append({"id": entry.name.removesuffix(".md"), "content": entry.read_text(encoding="utf-8"),
-                         "source": f"kb://{entry.name}"})
+            docs.append(
+                {
+                    "id": entry.name.removesuffix(".md"),
+                    "content": entry.read_text(encoding="utf-8"),
+                    "source": f"kb://{entry.name}",
+                }
+            )
     return docs
 
 
@@ -80,8 +85,12 @@ def support_llm(messages: list[dict[str, str]], *, temperature: float = 0.0) -> 
     else:
         action = {"action": "answer", "text": "I can help with orders, refunds and warranty questions."}
     prompt_tokens = sum(len(m["content"].split()) for m in messages) + 12
-    return {"model": MODEL, "choices": [{"message": action, "finish_reason": "stop"}],
-            "usage": {"input_tokens": prompt_tokens, "output_tokens": 9}, "cost_usd": round(prompt_tokens * 2e-6, 8)}
+    return {
+        "model": MODEL,
+        "choices": [{"message": action, "finish_reason": "stop"}],
+        "usage": {"input_tokens": prompt_tokens, "output_tokens": 9},
+        "cost_usd": round(prompt_tokens * 2e-6, 8),
+    }
 
 
 @orp.tool("lookup_order", risk="read", schema_version="1")

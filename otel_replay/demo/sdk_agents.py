@@ -72,8 +72,11 @@ def _weather_graph() -> Any:
         def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
             usage = {"input_tokens": 9 * len(messages), "output_tokens": 6, "total_tokens": 9 * len(messages) + 6}
             if not any(isinstance(m, ToolMessage) for m in messages):
-                message = AIMessage(content="", usage_metadata=usage,
-                                    tool_calls=[{"name": "lookup_weather", "args": {"city": "Paris"}, "id": "call_1"}])
+                message = AIMessage(
+                    content="",
+                    usage_metadata=usage,
+                    tool_calls=[{"name": "lookup_weather", "args": {"city": "Paris"}, "id": "call_1"}],
+                )
             else:
                 message = AIMessage(content=f"Forecast: {messages[-1].content}", usage_metadata=usage)
             return ChatResult(generations=[ChatGeneration(message=message)])

@@ -157,8 +157,15 @@ def _never_sent(exc: BaseException) -> bool:
     return False
 
 
-_CAUSES: Final = ("Connection refused", "timed out", "Name or service not known", "No route to host",
-                  "Temporary failure in name resolution", "Connection reset", "Authentication failed")
+_CAUSES: Final = (
+    "Connection refused",
+    "timed out",
+    "Name or service not known",
+    "No route to host",
+    "Temporary failure in name resolution",
+    "Connection reset",
+    "Authentication failed",
+)
 
 
 def _short(exc: BaseException, url: str) -> str:
@@ -212,29 +219,36 @@ class ClickHouseSpanExporter(SpanExporter):
         if url is None and client_factory is None:
             url = os.environ.get(OTEL_REPLAY_STORE) or None  # built with no arguments by the SDK's configuration
             if url is None:
-                raise ValueError(f"the clickhouse exporter needs a store URL: set {OTEL_REPLAY_STORE} "
-                                 "(http(s)://user:password@host:8123/database)")
+                raise ValueError(
+                    f"the clickhouse exporter needs a store URL: set {OTEL_REPLAY_STORE} "
+                    "(http(s)://user:password@host:8123/database)"
+                )
         if url is not None and client_factory is not None:
             raise ValueError("ClickHouseSpanExporter needs exactly one of url= or client_factory=")
         self.url = url or ""
         if url is not None:
             scheme = url.split(":", 1)[0].lower()
             if scheme not in ("http", "https", "chdb"):
-                raise ValueError(f"unsupported store URL {_redact(url)!r} for the clickhouse exporter: use "
-                                 "http(s)://user:password@host:8123/database or chdb:///abs/path")
+                raise ValueError(
+                    f"unsupported store URL {_redact(url)!r} for the clickhouse exporter: use "
+                    "http(s)://user:password@host:8123/database or chdb:///abs/path"
+                )
             if scheme == "chdb" and (urlsplit(url).netloc or not urlsplit(url).path.startswith("/")):
                 raise ValueError(f"store URL {url!r}: the clickhouse exporter needs an on-disk chdb:///abs/path")
             if scheme != "chdb":
                 self._server_options(url)  # validate now, at setup
         self._client_factory = client_factory
         self._table = table or "default.otel_traces"
-        self.timeout = _resolve_seconds(timeout, OTEL_REPLAY_CLICKHOUSE_TIMEOUT, _DEFAULT_TIMEOUT_S, "timeout",
-                                        minimum=1)
-        self.retry_seconds = _resolve_seconds(retry_seconds, OTEL_REPLAY_CLICKHOUSE_RETRY_SECONDS, _DEFAULT_RETRY_S,
-                                              "retry_seconds", minimum=0)
+        self.timeout = _resolve_seconds(
+            timeout, OTEL_REPLAY_CLICKHOUSE_TIMEOUT, _DEFAULT_TIMEOUT_S, "timeout", minimum=1
+        )
+        self.retry_seconds = _resolve_seconds(
+            retry_seconds, OTEL_REPLAY_CLICKHOUSE_RETRY_SECONDS, _DEFAULT_RETRY_S, "retry_seconds", minimum=0
+        )
         self.max_pending_rows = _resolve_rows(max_pending_rows)
-        self.spool_directory = Path(spool_directory) if spool_directory is not None else \
-            settings.resolve_home(home) / "spool"
+        self.spool_directory = (
+            Path(spool_directory) if spool_directory is not None else settings.resolve_home(home) / "spool"
+        )
         self._spool: SpoolExporter | None = None
         self._uncertain_spool: SpoolExporter | None = None
         self._target: _Target | None = None
@@ -268,8 +282,7 @@ class ClickHouseSpanExporter(SpanExporter):
             return SpanExportResult.SUCCESS
         try:
             payload = encode_request(spans)
-            batch = _Batch(spans=spans, rows=rows_from_request(payload),
-                           token=hashlib.sha256(payload).hexdigest())
+            batch = _Batch(spans=spans, rows=rows_from_request(payload), token=hashlib.sha256(payload).hexdigest())
         except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
             _log.exception("otel-replay clickhouse exporter: could not encode %d span(s)", len(spans))
             return SpanExportResult.FAILURE
@@ -312,8 +325,11 @@ class ClickHouseSpanExporter(SpanExporter):
             with self._lock:
                 self._shutdown = True
                 if self._pending_rows:
-                    _log.warning("otel-replay clickhouse exporter: shut down with %d span(s) neither inserted nor "
-                                 "spooled; they are lost", self._pending_rows)
+                    _log.warning(
+                        "otel-replay clickhouse exporter: shut down with %d span(s) neither inserted nor "
+                        "spooled; they are lost",
+                        self._pending_rows,
+                    )
                     self.dropped_spans += self._pending_rows
                     self._pending.clear()
                     self._pending_rows = 0
@@ -344,16 +360,25 @@ class ClickHouseSpanExporter(SpanExporter):
     def _hold_locked(self, batch: _Batch) -> None:
         if self._pending_rows + len(batch.rows) > self.max_pending_rows:
             self.dropped_spans += len(batch.rows)
-            _log.error("otel-replay clickhouse exporter: server and spool (%s) both unavailable and %d row(s) "
-                       "already held (max_pending_rows=%d): dropped %d span(s) (%d dropped so far)",
-                       self.spool_directory, self._pending_rows, self.max_pending_rows, len(batch.rows),
-                       self.dropped_spans)
+            _log.error(
+                "otel-replay clickhouse exporter: server and spool (%s) both unavailable and %d row(s) "
+                "already held (max_pending_rows=%d): dropped %d span(s) (%d dropped so far)",
+                self.spool_directory,
+                self._pending_rows,
+                self.max_pending_rows,
+                len(batch.rows),
+                self.dropped_spans,
+            )
             return
         self._pending.append(batch)
         self._pending_rows += len(batch.rows)
-        _log.warning("otel-replay clickhouse exporter: server and spool (%s) both unavailable; holding %d span(s) "
-                     "in memory for a later attempt (%d held)", self.spool_directory, len(batch.rows),
-                     self._pending_rows)
+        _log.warning(
+            "otel-replay clickhouse exporter: server and spool (%s) both unavailable; holding %d span(s) "
+            "in memory for a later attempt (%d held)",
+            self.spool_directory,
+            len(batch.rows),
+            self._pending_rows,
+        )
 
     def _insert_with_retries_locked(self, batch: _Batch, deadline: float) -> bool:
         if time.monotonic() < self._down_until:
@@ -374,12 +399,22 @@ class ClickHouseSpanExporter(SpanExporter):
                 if batch.uncertain or now + delay > deadline:
                     self._cooldown = min(max(self._cooldown * 2, 1.0), _COOLDOWN_MAX_S)
                     self._down_until = now + self._cooldown
-                    _log.warning("otel-replay clickhouse exporter: insert into %s failed after %d attempt(s) (%s); "
-                                 "spooling to %s, next try in %.0f s", self._describe(), attempt,
-                                 _short(exc, self.url), self.spool_directory, self._cooldown)
+                    _log.warning(
+                        "otel-replay clickhouse exporter: insert into %s failed after %d attempt(s) (%s); "
+                        "spooling to %s, next try in %.0f s",
+                        self._describe(),
+                        attempt,
+                        _short(exc, self.url),
+                        self.spool_directory,
+                        self._cooldown,
+                    )
                     return False
-                _log.debug("otel-replay clickhouse exporter: attempt %d failed (%s); retrying in %.1f s", attempt,
-                           _short(exc, self.url), delay)
+                _log.debug(
+                    "otel-replay clickhouse exporter: attempt %d failed (%s); retrying in %.1f s",
+                    attempt,
+                    _short(exc, self.url),
+                    delay,
+                )
                 time.sleep(delay)
                 delay = min(delay * 2, _BACKOFF_MAX_S)
                 continue
@@ -392,8 +427,12 @@ class ClickHouseSpanExporter(SpanExporter):
     def _insert_locked(self, batch: _Batch) -> None:
         target = self._connect_locked()
         target.client.insert(
-            target.table, batch.rows, column_names=list(INSERT_COLUMNS), column_type_names=list(INSERT_COLUMN_TYPES),
-            settings={"insert_deduplicate": 1, "insert_deduplication_token": batch.token})
+            target.table,
+            batch.rows,
+            column_names=list(INSERT_COLUMNS),
+            column_type_names=list(INSERT_COLUMN_TYPES),
+            settings={"insert_deduplicate": 1, "insert_deduplication_token": batch.token},
+        )
 
     def _spool_locked(self, batch: _Batch) -> bool:
         try:
@@ -433,8 +472,7 @@ class ClickHouseSpanExporter(SpanExporter):
             except FileNotFoundError:
                 continue  # another exporter of this home moved it first
             except OSError:
-                _log.warning("otel-replay clickhouse exporter: could not move %s into the spool", path,
-                             exc_info=True)
+                _log.warning("otel-replay clickhouse exporter: could not move %s into the spool", path, exc_info=True)
                 ok = False
         fsync_dir(self.spool_directory, best_effort=True)
         return ok
@@ -457,10 +495,15 @@ class ClickHouseSpanExporter(SpanExporter):
             port = parts.port or (8443 if secure else 8123)
         except ValueError:
             raise ValueError(f"store URL {_redact(url)}: bad port") from None
-        return {"host": parts.hostname or "localhost", "port": port,
-                "username": unquote(parts.username or "default"),
-                "password": unquote(parts.password) if parts.password else "", "database": database,
-                "secure": secure, "table": f"{database}.{table}"}
+        return {
+            "host": parts.hostname or "localhost",
+            "port": port,
+            "username": unquote(parts.username or "default"),
+            "password": unquote(parts.password) if parts.password else "",
+            "database": database,
+            "secure": secure,
+            "table": f"{database}.{table}",
+        }
 
     def _connect_locked(self) -> _Target:
         if self._target is not None:
@@ -479,8 +522,9 @@ class ClickHouseSpanExporter(SpanExporter):
             options = self._server_options(self.url)
             table = options.pop("table")
             seconds = max(1, round(self.timeout))  # clickhouse-connect takes whole seconds
-            client = clickhouse_connect.get_client(**options, connect_timeout=seconds, send_receive_timeout=seconds,
-                                                   autogenerate_session_id=False)
+            client = clickhouse_connect.get_client(
+                **options, connect_timeout=seconds, send_receive_timeout=seconds, autogenerate_session_id=False
+            )
             self._target = _Target(client, table, client.close)
         return self._target
 

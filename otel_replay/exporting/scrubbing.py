@@ -27,8 +27,7 @@ from ..redaction import Redactor
 from ..semconv import TRACER_NAME as TRACER_NAME  # re-exported: defined in the convention since it moved there
 
 KNOWN_KEYS: Final[frozenset[str]] = frozenset(
-    value for name, value in vars(semconv).items()
-    if name.isupper() and isinstance(value, str) and "." in value
+    value for name, value in vars(semconv).items() if name.isupper() and isinstance(value, str) and "." in value
 )
 """Attribute keys of the semantic convention: judged by their values only, never by their name
 (``otel_replay.session.id`` holds a conversation id, not a session secret)."""
@@ -74,8 +73,9 @@ def _suspicious(span: ReadableSpan, ours: bool, redactor: Redactor) -> bool:
     return not redactor.clean_strings(strings)
 
 
-def scrub_span(span: ReadableSpan, redactor: Redactor,
-               resources: dict[int, tuple[Resource, Resource]] | None = None) -> ReadableSpan:
+def scrub_span(
+    span: ReadableSpan, redactor: Redactor, resources: dict[int, tuple[Resource, Resource]] | None = None
+) -> ReadableSpan:
     """``span`` itself when nothing in it needs scrubbing, else a copy with every secret replaced: in its name,
     attributes, event names and attributes, link attributes, status description and resource attributes.
 
@@ -103,11 +103,11 @@ def scrub_span(span: ReadableSpan, redactor: Redactor,
     for i, event in enumerate(events):
         skip = _PAYLOAD_SKIP if ours and event.name.startswith(_SNAPSHOT_PREFIX) else _NO_SKIP
         event_name, n1 = redactor.scrub_text(event.name, "span.events.name")
-        clean, _ = redactor.scrub_attributes(event.attributes or {}, f"span.events.{event_name}",
-                                              known_keys=KNOWN_KEYS, skip_keys=skip)
+        clean, _ = redactor.scrub_attributes(
+            event.attributes or {}, f"span.events.{event_name}", known_keys=KNOWN_KEYS, skip_keys=skip
+        )
         if n1 or clean is not None:
-            events[i] = Event(event_name, clean if clean is not None else event.attributes, event.timestamp,
-                              limit=None)
+            events[i] = Event(event_name, clean if clean is not None else event.attributes, event.timestamp, limit=None)
             changed = True
 
     links = list(span.links)
@@ -128,7 +128,17 @@ def scrub_span(span: ReadableSpan, redactor: Redactor,
 
     if not changed:
         return span
-    return ReadableSpan(name=name, context=span.context, parent=span.parent, resource=resource,
-                        attributes=attributes, events=events, links=links, kind=span.kind, status=status,
-                        start_time=span.start_time, end_time=span.end_time,
-                        instrumentation_scope=span.instrumentation_scope)
+    return ReadableSpan(
+        name=name,
+        context=span.context,
+        parent=span.parent,
+        resource=resource,
+        attributes=attributes,
+        events=events,
+        links=links,
+        kind=span.kind,
+        status=status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )

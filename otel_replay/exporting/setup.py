@@ -52,8 +52,18 @@ from ..semconv import TRACER_NAME
 from ..snapshots import SnapshotLimits
 from .scrubbing import scrub_span
 
-__all__ = ["TRACER_NAME", "Runtime", "build_runtime", "close", "configure", "current_runtime", "exporting_to", "flush",
-           "runtime", "tap"]
+__all__ = [
+    "TRACER_NAME",
+    "Runtime",
+    "build_runtime",
+    "close",
+    "configure",
+    "current_runtime",
+    "exporting_to",
+    "flush",
+    "runtime",
+    "tap",
+]
 
 _log = logging.getLogger("otel_replay")
 
@@ -191,12 +201,16 @@ class _DeliveryWatch(SpanExporter):
                 self._failed_since_flush = True
                 self._failing_spans += len(spans)
         if self.warn and result is not SpanExportResult.SUCCESS and not failing_before:
-            _log.warning("otel-replay: the %s exporter could not export %d span(s); the agent goes on, and spans "
-                         "are dropped until the exporter works again (see the exporter's own messages)",
-                         self.name, len(spans))
+            _log.warning(
+                "otel-replay: the %s exporter could not export %d span(s); the agent goes on, and spans "
+                "are dropped until the exporter works again (see the exporter's own messages)",
+                self.name,
+                len(spans),
+            )
         elif self.warn and result is SpanExportResult.SUCCESS and failing_before:
-            _log.warning("otel-replay: the %s exporter works again; %d span(s) were not exported", self.name,
-                         failing_before)
+            _log.warning(
+                "otel-replay: the %s exporter works again; %d span(s) were not exported", self.name, failing_before
+            )
         return result
 
     def take_failed(self) -> bool:
@@ -229,8 +243,11 @@ def _resolve_exporter_name(exporter: str | SpanExporter | None) -> str | SpanExp
 
 
 def _otlp_exporter() -> SpanExporter:
-    protocol = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-                or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf")
+    protocol = (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    )
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
@@ -248,8 +265,10 @@ def _make_exporter(name: str | SpanExporter, home: Path, store: str | None = Non
 
         url = store or os.environ.get(settings.OTEL_REPLAY_STORE)
         if not url:
-            raise ValueError("exporter 'clickhouse' needs a ClickHouse store URL: pass configure(store="
-                             "'http://user:password@host:8123/database') or set OTEL_REPLAY_STORE")
+            raise ValueError(
+                "exporter 'clickhouse' needs a ClickHouse store URL: pass configure(store="
+                "'http://user:password@host:8123/database') or set OTEL_REPLAY_STORE"
+            )
         return ClickHouseSpanExporter(url=url, home=home)
     if name == "spool":
         from .spool import SpoolExporter
@@ -276,8 +295,11 @@ def _provider(service_name: str | None) -> TracerProvider:
         return current  # the application's own SDK provider: attach, never replace
     attributes = {SERVICE_NAME: service_name} if service_name else {}
     resource = Resource.create(attributes)
-    if not service_name and not os.environ.get(OTEL_SERVICE_NAME) and \
-            str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+    if (
+        not service_name
+        and not os.environ.get(OTEL_SERVICE_NAME)
+        and str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service")
+    ):
         resource = resource.merge(Resource({SERVICE_NAME: _DEFAULT_SERVICE_NAME}))
     # A run root carries one event per snapshot; the SDK's default of 128 events per span would silently
     # drop snapshots of long runs. OTEL_SPAN_EVENT_COUNT_LIMIT still wins when set.
@@ -307,15 +329,32 @@ def configure(
     with _lock:
         resolved_home = settings.resolve_home(home)
         exporter_choice = _resolve_exporter_name(exporter)
-        key = (service_name, store, exporter_choice if isinstance(exporter_choice, str) else id(exporter_choice),
-               resolved_home, id(redaction) if redaction is not None else None)
+        key = (
+            service_name,
+            store,
+            exporter_choice if isinstance(exporter_choice, str) else id(exporter_choice),
+            resolved_home,
+            id(redaction) if redaction is not None else None,
+        )
         previous = default()
-        if previous is not None and isinstance(previous.provider, TracerProvider) and (
-                key == previous.key or (home is None and store is None and exporter is None
-                                        and redaction is None and service_name is None)):
+        if (
+            previous is not None
+            and isinstance(previous.provider, TracerProvider)
+            and (
+                key == previous.key
+                or (home is None and store is None and exporter is None and redaction is None and service_name is None)
+            )
+        ):
             return previous.provider
-        rt = _build(service_name=service_name, store=store, exporter_choice=exporter_choice, home=home,
-                    resolved_home=resolved_home, redaction=redaction, key=key)
+        rt = _build(
+            service_name=service_name,
+            store=store,
+            exporter_choice=exporter_choice,
+            home=home,
+            resolved_home=resolved_home,
+            redaction=redaction,
+            key=key,
+        )
         provider = rt.provider
         assert isinstance(provider, TracerProvider)  # _build always takes an SDK provider
         router = _router(provider)
@@ -329,9 +368,16 @@ def configure(
         return provider
 
 
-def _build(*, service_name: str | None, store: str | None, exporter_choice: str | SpanExporter,
-           home: str | os.PathLike[str] | None, resolved_home: Path, redaction: Redactor | RedactionConfig | None,
-           key: tuple[Any, ...] | None) -> Runtime:
+def _build(
+    *,
+    service_name: str | None,
+    store: str | None,
+    exporter_choice: str | SpanExporter,
+    home: str | os.PathLike[str] | None,
+    resolved_home: Path,
+    redaction: Redactor | RedactionConfig | None,
+    key: tuple[Any, ...] | None,
+) -> Runtime:
     """A new runtime with its own pipeline and exporter (made neither the default nor active here)."""
     if isinstance(redaction, Redactor):
         redactor = redaction
@@ -343,8 +389,11 @@ def _build(*, service_name: str | None, store: str | None, exporter_choice: str 
     span_exporter = _make_exporter(exporter_choice, resolved_home, store)
     watch = None
     if span_exporter is not None:  # the spool and clickhouse exporters log their failures themselves
-        watch = _DeliveryWatch(span_exporter, exporter_choice if isinstance(exporter_choice, str) else
-                               type(span_exporter).__name__, warn=exporter_choice not in ("spool", "clickhouse"))
+        watch = _DeliveryWatch(
+            span_exporter,
+            exporter_choice if isinstance(exporter_choice, str) else type(span_exporter).__name__,
+            warn=exporter_choice not in ("spool", "clickhouse"),
+        )
     pipeline = _Pipeline(_batch_processor(watch) if watch is not None else None, redactor)
     return Runtime(
         provider=provider,
@@ -424,8 +473,11 @@ def _drain(processor: SpanProcessor, timeout_millis: int, flusher: Flusher) -> b
     if previous is not None and previous.is_alive():
         previous.join(max(deadline - time.monotonic(), 0))
         if previous.is_alive():
-            _log.warning("otel-replay: flush did not finish within %d ms: the exporter is still busy with earlier "
-                         "spans (slow or unreachable); the agent goes on", timeout_millis)
+            _log.warning(
+                "otel-replay: flush did not finish within %d ms: the exporter is still busy with earlier "
+                "spans (slow or unreachable); the agent goes on",
+                timeout_millis,
+            )
             return False
     outcome: list[bool] = []
 
@@ -442,8 +494,11 @@ def _drain(processor: SpanProcessor, timeout_millis: int, flusher: Flusher) -> b
     helper.start()
     helper.join(max(deadline - time.monotonic(), 0))
     if helper.is_alive():
-        _log.warning("otel-replay: flush did not finish within %d ms: the exporter is slow or unreachable; the "
-                     "agent goes on and the spans stay queued", timeout_millis)
+        _log.warning(
+            "otel-replay: flush did not finish within %d ms: the exporter is slow or unreachable; the "
+            "agent goes on and the spans stay queued",
+            timeout_millis,
+        )
         return False
     return outcome[0]
 
@@ -475,8 +530,15 @@ def build_runtime(
     default nor active: run a block under it with :func:`otel_replay.runtime.active`, flush it with
     ``flush(rt=...)`` and :func:`close` it when done. Bad arguments raise :class:`ValueError`."""
     with _lock:
-        return _build(service_name=service_name, store=store, exporter_choice=_resolve_exporter_name(exporter),
-                      home=home, resolved_home=settings.resolve_home(home), redaction=redaction, key=None)
+        return _build(
+            service_name=service_name,
+            store=store,
+            exporter_choice=_resolve_exporter_name(exporter),
+            home=home,
+            resolved_home=settings.resolve_home(home),
+            redaction=redaction,
+            key=None,
+        )
 
 
 def close(rt: Runtime, timeout_millis: int = 30000) -> bool:

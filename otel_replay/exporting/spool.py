@@ -133,8 +133,13 @@ class SpoolExporter(SpanExporter):
     False. After a ``fork`` the child starts its own segment; the parent's stays the parent's.
     """
 
-    def __init__(self, directory: str | os.PathLike[str] | None = None, *, segment_max_bytes: int | None = None,
-                 fsync: str | None = None) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        *,
+        segment_max_bytes: int | None = None,
+        fsync: str | None = None,
+    ) -> None:
         """Spool into ``directory`` (created on first export; default ``$OTEL_REPLAY_HOME/spool``, which is what
         ``OTEL_TRACES_EXPORTER=otel_replay_spool`` gives an application configured by the OTel SDK itself).
 
@@ -180,8 +185,11 @@ class SpoolExporter(SpanExporter):
                 self._write_failed(len(spans), exc)
                 return SpanExportResult.FAILURE
             if self._failing_spans:
-                _log.warning("otel-replay spool: writing to %s again; %d span(s) were dropped while it could not be "
-                             "written", self.directory, self._failing_spans)
+                _log.warning(
+                    "otel-replay spool: writing to %s again; %d span(s) were dropped while it could not be written",
+                    self.directory,
+                    self._failing_spans,
+                )
                 self._failing_spans = 0
             if self._size >= self.segment_max_bytes:
                 self._seal_or_warn_locked()  # the record is written either way: never report it as failed
@@ -226,9 +234,13 @@ class SpoolExporter(SpanExporter):
         if not isinstance(exc, OSError):
             _log.error("otel-replay spool: could not write %d span(s) to %s", count, self.directory, exc_info=exc)
         elif first:  # one warning per outage, not one per batch
-            _log.warning("otel-replay spool: could not write %d span(s) to %s (%s); they are dropped, the agent goes "
-                         "on, and recording resumes as soon as the spool can be written again", count,
-                         self.directory, exc.strerror or exc)
+            _log.warning(
+                "otel-replay spool: could not write %d span(s) to %s (%s); they are dropped, the agent goes "
+                "on, and recording resumes as soon as the spool can be written again",
+                count,
+                self.directory,
+                exc.strerror or exc,
+            )
         else:
             _log.debug("otel-replay spool: still cannot write to %s; dropped %d more span(s)", self.directory, count)
 
@@ -238,16 +250,19 @@ class SpoolExporter(SpanExporter):
             return True
         except Exception as exc:  # noqa: BLE001 - a flush never raises into the host program; the next one seals
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            _log.warning("otel-replay spool: could not seal the segment in %s (%s); it stays open and the next "
-                         "flush seals it", self.directory, reason, exc_info=not isinstance(exc, OSError))
+            _log.warning(
+                "otel-replay spool: could not seal the segment in %s (%s); it stays open and the next flush seals it",
+                self.directory,
+                reason,
+                exc_info=not isinstance(exc, OSError),
+            )
             return False
 
     def _open_locked(self) -> None:
         private_dir(self.directory)
         stem = f"{time.time_ns():020d}-{self._host}-{os.getpid()}-{secrets.token_hex(4)}"
         path = self.directory / (stem + OPEN_SUFFIX)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0),
-                     0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             _write_all(fd, SEGMENT_MAGIC)
@@ -278,8 +293,12 @@ class SpoolExporter(SpanExporter):
             try:
                 os.fsync(self._fd)
             except OSError as exc:  # written all the same: reporting it as failed would have it written twice
-                _log.warning("otel-replay spool: fsync of %s failed (%s); the record is written but may not survive "
-                             "a power loss", self._path, exc.strerror or exc)
+                _log.warning(
+                    "otel-replay spool: fsync of %s failed (%s); the record is written but may not survive "
+                    "a power loss",
+                    self._path,
+                    exc.strerror or exc,
+                )
 
     def _seal_locked(self) -> None:
         """Seal the open segment. If the fsync or the rename fails (disk full), it stays this process's open
@@ -345,8 +364,9 @@ def read_segment(path: str | os.PathLike[str]) -> SegmentRead:
         if size == 0:
             return SegmentRead(path=path, payloads=(), skipped=0, problems=())
         if SEGMENT_MAGIC.startswith(data):
-            return SegmentRead(path=path, payloads=(), skipped=1,
-                               problems=(f"{path.name}: torn segment header ({size} bytes)",))
+            return SegmentRead(
+                path=path, payloads=(), skipped=1, problems=(f"{path.name}: torn segment header ({size} bytes)",)
+            )
         problems.append(f"{path.name}: not a spool segment (bad header); salvaging records")
         offset = 0
     else:
@@ -367,15 +387,16 @@ def read_segment(path: str | os.PathLike[str]) -> SegmentRead:
                 why = "no record magic"
             elif end > size:
                 why = "torn record at the end of the segment"
-            elif zlib.crc32(view[offset + header_size:end]) != crc:
+            elif zlib.crc32(view[offset + header_size : end]) != crc:
                 why = "checksum mismatch"
             else:
                 if damaged_from is not None:
-                    problems.append(f"{path.name}: skipped {offset - damaged_from} byte(s) at offset "
-                                    f"{damaged_from}: {damaged_why}")
+                    problems.append(
+                        f"{path.name}: skipped {offset - damaged_from} byte(s) at offset {damaged_from}: {damaged_why}"
+                    )
                     skipped += 1
                     damaged_from = None
-                payloads.append(bytes(view[offset + header_size:end]))
+                payloads.append(bytes(view[offset + header_size : end]))
                 offset = end
                 continue
         if damaged_from is None:  # damage starts here: resynchronise at the next record magic
@@ -385,8 +406,7 @@ def read_segment(path: str | os.PathLike[str]) -> SegmentRead:
             break
         offset = following
     if damaged_from is not None:
-        problems.append(f"{path.name}: skipped {size - damaged_from} byte(s) at offset {damaged_from}: "
-                        f"{damaged_why}")
+        problems.append(f"{path.name}: skipped {size - damaged_from} byte(s) at offset {damaged_from}: {damaged_why}")
         skipped += 1
     return SegmentRead(path=path, payloads=tuple(payloads), skipped=skipped, problems=tuple(problems))
 

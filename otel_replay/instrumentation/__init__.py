@@ -40,8 +40,12 @@ INSTRUMENTORS: Final[dict[str, str]] = {
 }
 """SDK name → ``module:class`` of its instrumentor."""
 
-_SDK_MODULES: Final[dict[str, str]] = {"openai": "openai", "anthropic": "anthropic", "langchain": "langchain_core",
-                                        "openai_agents": "agents"}
+_SDK_MODULES: Final[dict[str, str]] = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "langchain": "langchain_core",
+    "openai_agents": "agents",
+}
 """SDK name → the top-level module whose presence says the SDK is installed, and whose import patches it
 (an SDK missing here is its own module name)."""
 
@@ -108,8 +112,7 @@ def _say_once(name: str, why: str) -> None:
     if name in _warned:
         return
     _warned.add(name)
-    _log.warning("otel-replay: %s calls are not recorded: %s; pip install 'otel-replay[%s]'", name, why,
-                 extra_of(name))
+    _log.warning("otel-replay: %s calls are not recorded: %s; pip install 'otel-replay[%s]'", name, why, extra_of(name))
 
 
 def _load(name: str, *, asked: bool = False) -> Any | None:

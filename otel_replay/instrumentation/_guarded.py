@@ -54,8 +54,12 @@ class Guards:
 
     def warn(self, what: str) -> None:
         """Log (with the traceback) that the instrumentation could not do ``what``."""
-        _log.warning("otel-replay: %s instrumentation could not %s; the call goes ahead unrecorded there",
-                     self.framework, what, exc_info=True)
+        _log.warning(
+            "otel-replay: %s instrumentation could not %s; the call goes ahead unrecorded there",
+            self.framework,
+            what,
+            exc_info=True,
+        )
 
     def safely(self, what: str, func: Callable[..., Any], *args: Any, default: Any = None, **kwargs: Any) -> Any:
         """``func(*args, **kwargs)``, or ``default`` (logged) when it fails: bookkeeping never reaches the host."""

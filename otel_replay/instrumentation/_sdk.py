@@ -33,14 +33,32 @@ import wrapt
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from .. import semconv
-from ..recording import ReplayInterrupt, begin_model_call, begin_run, end_call, end_run, in_run, record_context
+from ..recording import (
+    DivergenceStop,
+    ReplayInterrupt,
+    begin_model_call,
+    begin_run,
+    end_call,
+    end_run,
+    in_run,
+    record_context,
+)
 
 _log = logging.getLogger("otel_replay")
 
-TRANSPORT_ONLY: Final = frozenset({
-    "timeout", "extra_headers", "extra_query", "extra_body", "idempotency_key", "max_retries", "stream_cls",
-    "request_options", "options",
-})
+TRANSPORT_ONLY: Final = frozenset(
+    {
+        "timeout",
+        "extra_headers",
+        "extra_query",
+        "extra_body",
+        "idempotency_key",
+        "max_retries",
+        "stream_cls",
+        "request_options",
+        "options",
+    }
+)
 """Keyword arguments that shape the HTTP exchange, not what the model is asked: left out of the recorded
 request so its hash (what deterministic replay matches on) does not change with a timeout or a header."""
 
@@ -189,14 +207,14 @@ def _refuse_raw_during_replay(api: SdkApi) -> None:
     session = _replay_session.get()
     if session is None or getattr(getattr(session, "mode", None), "value", None) == "live":
         return
-    from ..replay.session import DivergenceStop
 
     reason = f"a {api.step} call through with_streaming_response cannot be answered from a recording"
     diverge = getattr(session, "_diverge", None)
     if diverge is not None:
         diverge(None, "unanswerable", reason)
-    raise DivergenceStop(f"replay stopped: {reason} (use the plain method or with_raw_response, or replay in "
-                         "live mode)")
+    raise DivergenceStop(
+        f"replay stopped: {reason} (use the plain method or with_raw_response, or replay in live mode)"
+    )
 
 
 # ------------------------------------------------------------------------------------------- one call
@@ -236,9 +254,13 @@ class _Plan:
         if not in_run():
             self.run = begin_run(self.api.step, arguments=request)
         try:
-            self.call = begin_model_call(self.api.step, request, provider=self.api.provider,
-                                         model=model if isinstance(model, str) else None,
-                                         instrumentation=self.api.provider)
+            self.call = begin_model_call(
+                self.api.step,
+                request,
+                provider=self.api.provider,
+                model=model if isinstance(model, str) else None,
+                instrumentation=self.api.provider,
+            )
         except ReplayInterrupt as stop:
             end_run(self.run, exc=stop)
             self.run = None
@@ -278,8 +300,9 @@ class _Plan:
         except Exception:  # noqa: BLE001
             _log.warning("otel-replay: could not finish recording %s", self.api.step, exc_info=True)
 
-    def finish_chunks(self, chunks: list[Any], *, complete: bool, exc: BaseException | None = None,
-                      plain_chunks: bool = False) -> None:
+    def finish_chunks(
+        self, chunks: list[Any], *, complete: bool, exc: BaseException | None = None, plain_chunks: bool = False
+    ) -> None:
         """End a streamed call from the chunks it yielded (SDK objects, or plain data when replayed)."""
         if self.done:
             return
@@ -288,9 +311,14 @@ class _Plan:
             if self.call is not None and not plain_chunks:
                 redact_stream(data, self.api, self.call.step.run.rt.redactor)
             response = self.api.assemble(data)
-            envelope = {STREAM_ENVELOPE: 1, "chunks": data, "complete": complete, "response": response,
-                        "model": field(response, "model") if isinstance(response, Mapping) else None,
-                        "usage": field(response, "usage") if isinstance(response, Mapping) else None}
+            envelope = {
+                STREAM_ENVELOPE: 1,
+                "chunks": data,
+                "complete": complete,
+                "response": response,
+                "model": field(response, "model") if isinstance(response, Mapping) else None,
+                "usage": field(response, "usage") if isinstance(response, Mapping) else None,
+            }
         except Exception:  # noqa: BLE001
             _log.warning("otel-replay: could not assemble the %s stream", self.api.step, exc_info=True)
             envelope = None
@@ -304,10 +332,10 @@ class _Plan:
             if is_stream_envelope(value):
                 data = _ensure_list(value.get("chunks"))
             else:
-                from ..replay.session import DivergenceStop
-
-                exc = DivergenceStop(f"replay stopped: the recorded {self.api.step} call was not streamed and "
-                                     "this call asks for a stream (pass stream= as when it was recorded)")
+                exc = DivergenceStop(
+                    f"replay stopped: the recorded {self.api.step} call was not streamed and "
+                    "this call asks for a stream (pass stream= as when it was recorded)"
+                )
                 self.finish(exc=exc)
                 raise exc
             objects = [self.api.build_chunk(c) for c in data]
@@ -321,8 +349,9 @@ class _Plan:
         return ReplayedRawResponse(obj, value, self.api) if self.raw else obj
 
 
-def _start(api: SdkApi, request: dict[str, Any] | None, args: tuple[Any, ...], kwargs: Mapping[str, Any],
-           stream: bool) -> _Plan | None:
+def _start(
+    api: SdkApi, request: dict[str, Any] | None, args: tuple[Any, ...], kwargs: Mapping[str, Any], stream: bool
+) -> _Plan | None:
     """Begin recording one call; None when the call must simply go through (suppressed, raw, or a failure)."""
     try:
         if not is_instrumentation_enabled():
@@ -430,6 +459,7 @@ def _plain_guarded(api: SdkApi, result: Any) -> Any:
 def create_wrapper(api: SdkApi, *, is_async: bool) -> Callable[..., Any]:
     """A ``wrapt`` wrapper for a ``create``-shaped method (``stream=True`` returns a stream)."""
     if is_async:
+
         async def async_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             plan = _start(api, None, args, kwargs, bool(kwargs.get("stream")))
             if plan is None:
@@ -593,8 +623,9 @@ class _RecordingStreamBase(_ObjectProxy):
     @property
     def response(self) -> Any:
         """The SDK stream's HTTP response."""
-        return _ClosingResponse(self.__wrapped__.response,
-                                lambda: self._self_plan.finish_chunks(self._self_chunks, complete=False))
+        return _ClosingResponse(
+            self.__wrapped__.response, lambda: self._self_plan.finish_chunks(self._self_chunks, complete=False)
+        )
 
 
 class RecordingStream(_RecordingStreamBase):
@@ -761,8 +792,7 @@ class AsyncReplayStreamMixin(_ReplayedItems):
 def replay_stream_class(sdk_stream: type, *, is_async: bool) -> type:
     """A subclass of the SDK's ``Stream`` / ``AsyncStream`` that replays recorded chunks."""
     mixin = AsyncReplayStreamMixin if is_async else ReplayStreamMixin
-    return type(sdk_stream.__name__, (mixin, sdk_stream), {"__module__": __name__,
-                                                            "__doc__": mixin.__doc__})
+    return type(sdk_stream.__name__, (mixin, sdk_stream), {"__module__": __name__, "__doc__": mixin.__doc__})
 
 
 # ----------------------------------------------------------------------------------------- wrap/unwrap

@@ -35,8 +35,7 @@ MESSAGES_STEP: Final = "anthropic.messages"
 """Step name of a ``messages.create`` / ``messages.stream`` call."""
 
 _MODULE: Final = "anthropic.resources.messages.messages"
-_MANAGER_REQUEST: Final = {False: "_MessageStreamManager__api_request",
-                           True: "_AsyncMessageStreamManager__api_request"}
+_MANAGER_REQUEST: Final = {False: "_MessageStreamManager__api_request", True: "_AsyncMessageStreamManager__api_request"}
 
 
 # --------------------------------------------------------------------------------------- rebuilding
@@ -72,8 +71,10 @@ def _event(value: Any) -> Any:
 def _stream_classes() -> tuple[type, type]:
     import anthropic
 
-    return (_sdk.replay_stream_class(anthropic.Stream, is_async=False),
-            _sdk.replay_stream_class(anthropic.AsyncStream, is_async=True))
+    return (
+        _sdk.replay_stream_class(anthropic.Stream, is_async=False),
+        _sdk.replay_stream_class(anthropic.AsyncStream, is_async=True),
+    )
 
 
 def _replay_stream(items: list[Any], on_done: Any) -> Any:
@@ -141,8 +142,11 @@ def assemble_message(events: list[Any]) -> dict[str, Any] | None:
 def delta_slots(event: Any) -> Iterator[tuple[Any, Any, str]]:
     """Text deltas of a raw Messages stream event dict: the ``text``, ``partial_json`` (tool input) and
     ``thinking`` pieces of each content block (see :attr:`otel_replay.instrumentation._sdk.SdkApi.delta_slots`)."""
-    if isinstance(event, Mapping) and event.get("type") == "content_block_delta" and \
-            isinstance(event.get("delta"), Mapping):
+    if (
+        isinstance(event, Mapping)
+        and event.get("type") == "content_block_delta"
+        and isinstance(event.get("delta"), Mapping)
+    ):
         for key in ("text", "partial_json", "thinking"):
             yield (event.get("index", 0), key), event["delta"], key
 
@@ -156,10 +160,13 @@ def finish_reasons(response: Any) -> list[str] | None:
 def messages_context(request: Mapping[str, Any]) -> dict[str, Any]:
     """``record_context`` arguments of a Messages request: ``system``, the messages, the tool_result blocks."""
     messages = as_list(request.get("messages"))
-    results = [{"tool_use_id": field(b, "tool_use_id"), "content": field(b, "content"),
-                "is_error": field(b, "is_error")}
-               for m in messages if field(m, "role") == "user" and not isinstance(field(m, "content"), str)
-               for b in as_list(field(m, "content")) if field(b, "type") == "tool_result"]
+    results = [
+        {"tool_use_id": field(b, "tool_use_id"), "content": field(b, "content"), "is_error": field(b, "is_error")}
+        for m in messages
+        if field(m, "role") == "user" and not isinstance(field(m, "content"), str)
+        for b in as_list(field(m, "content"))
+        if field(b, "type") == "tool_result"
+    ]
     return {"system_rules": request.get("system"), "history": messages, "tool_results": results or None}
 
 
@@ -205,11 +212,21 @@ class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         import importlib
 
         module = importlib.import_module(_MODULE)
-        api = SdkApi(provider=PROVIDER, step=MESSAGES_STEP, build_response=_message, build_chunk=_event,
-                     assemble=assemble_message, finish_reasons=finish_reasons, context=messages_context,
-                     replay_stream=_replay_stream, replay_async_stream=_replay_async_stream, delta_slots=delta_slots,
-                     capture_context=bool(kwargs.get("capture_context", True)), recorder_reads_finish_reasons=True,
-                     path="/v1/messages")
+        api = SdkApi(
+            provider=PROVIDER,
+            step=MESSAGES_STEP,
+            build_response=_message,
+            build_chunk=_event,
+            assemble=assemble_message,
+            finish_reasons=finish_reasons,
+            context=messages_context,
+            replay_stream=_replay_stream,
+            replay_async_stream=_replay_async_stream,
+            delta_slots=delta_slots,
+            capture_context=bool(kwargs.get("capture_context", True)),
+            recorder_reads_finish_reasons=True,
+            path="/v1/messages",
+        )
         _sdk.wrap(module.Messages, "create", _sdk.create_wrapper(api, is_async=False))
         _sdk.wrap(module.AsyncMessages, "create", _sdk.create_wrapper(api, is_async=True))
         _sdk.wrap(module.Messages, "stream", _stream_wrapper(api, is_async=False))

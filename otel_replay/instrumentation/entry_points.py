@@ -49,7 +49,10 @@ def __getattr__(name: str) -> type:
     cls = _classes.get(name)
     if cls is None:
         title = "".join(part.title() for part in name.split("_"))
-        cls = type(f"{title}DeferredInstrumentor", (DeferredInstrumentor,),
-                   {"sdk": name, "__module__": __name__, "__doc__": f"Arms the otel-replay {name} instrumentor."})
+        cls = type(
+            f"{title}DeferredInstrumentor",
+            (DeferredInstrumentor,),
+            {"sdk": name, "__module__": __name__, "__doc__": f"Arms the otel-replay {name} instrumentor."},
+        )
         cls = _classes.setdefault(name, cls)
     return cls

@@ -46,6 +46,7 @@ from opentelemetry.instrumentation.utils import unwrap
 
 from .. import semconv
 from ..recording import (
+    DivergenceStop,
     ReplayInterrupt,
     begin_model_call,
     begin_retrieval_call,
@@ -115,20 +116,13 @@ def _installed(module: str) -> bool:
         return False
 
 
-
-
-
-
-
-
-
-
 def _unbuildable(kind: str, name: str, exc: BaseException) -> ReplayInterrupt:
     """The replay stops: the recorded answer cannot be rebuilt into LangChain objects (never a guess)."""
-    from ..replay.session import DivergenceStop
 
-    return DivergenceStop(f"replay stopped: the recorded answer of {kind} {name!r} cannot be rebuilt as "
-                          f"LangChain objects ({type(exc).__name__}: {exc}); pass a mock for it")
+    return DivergenceStop(
+        f"replay stopped: the recorded answer of {kind} {name!r} cannot be rebuilt as "
+        f"LangChain objects ({type(exc).__name__}: {exc}); pass a mock for it"
+    )
 
 
 def _ran(call: Any, output: Any, what: str, plain: Callable[[Any], Any]) -> Any:
@@ -138,8 +132,9 @@ def _ran(call: Any, output: Any, what: str, plain: Callable[[Any], Any]) -> Any:
     return output
 
 
-def _served_answer(call: Any, kind: str, name: str, served: Any, build: Callable[[Any], Any],
-                   end: Callable[..., Any] = end_call) -> Any:
+def _served_answer(
+    call: Any, kind: str, name: str, served: Any, build: Callable[[Any], Any], end: Callable[..., Any] = end_call
+) -> Any:
     """What LangChain expects for a call answered from the recording: ``build(recorded value)``, or the
     recorded error raised. A recording that cannot be rebuilt stops the replay. ``end`` ends the step."""
     if served.error is not None:
@@ -212,8 +207,10 @@ def _response_plain(messages: list[Any], generation_info: list[Any], llm_output:
     from langchain_core.messages import message_to_dict
 
     out: dict[str, Any] = {
-        "generations": [{"message": message_to_dict(m), "generation_info": info}
-                        for m, info in zip(messages, generation_info, strict=False)],
+        "generations": [
+            {"message": message_to_dict(m), "generation_info": info}
+            for m, info in zip(messages, generation_info, strict=False)
+        ],
         "llm_output": llm_output,
     }
     first = messages[0] if messages else None
@@ -234,8 +231,9 @@ def _response_plain(messages: list[Any], generation_info: list[Any], llm_output:
 
 def _chat_result_plain(result: Any) -> Any:
     generations = list(getattr(result, "generations", None) or [])
-    return _response_plain([g.message for g in generations], [g.generation_info for g in generations],
-                           getattr(result, "llm_output", None))
+    return _response_plain(
+        [g.message for g in generations], [g.generation_info for g in generations], getattr(result, "llm_output", None)
+    )
 
 
 def _chunks_plain(chunks: list[Any]) -> Any:
@@ -261,8 +259,10 @@ def _chat_result_from(value: Any) -> Any:
     from langchain_core.outputs import ChatGeneration, ChatResult
 
     pairs = _recorded_messages(value)
-    return ChatResult(generations=[ChatGeneration(message=m, generation_info=info) for m, info in pairs],
-                      llm_output=value.get("llm_output"))
+    return ChatResult(
+        generations=[ChatGeneration(message=m, generation_info=info) for m, info in pairs],
+        llm_output=value.get("llm_output"),
+    )
 
 
 def _chunks_from(value: Any) -> list[Any]:
@@ -283,13 +283,20 @@ def _as_chunk(message: Any) -> Any:
 
     if isinstance(message, AIMessageChunk) or not hasattr(message, "tool_calls"):
         return message
-    return AIMessageChunk(content=message.content, additional_kwargs=message.additional_kwargs,
-                          response_metadata=message.response_metadata, name=message.name, id=message.id,
-                          tool_calls=list(message.tool_calls or []), usage_metadata=message.usage_metadata)
+    return AIMessageChunk(
+        content=message.content,
+        additional_kwargs=message.additional_kwargs,
+        response_metadata=message.response_metadata,
+        name=message.name,
+        id=message.id,
+        tool_calls=list(message.tool_calls or []),
+        usage_metadata=message.usage_metadata,
+    )
 
 
-def _token_events(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any, *,
-                  async_api: bool) -> list[tuple[Any, Any, Any]]:
+def _token_events(
+    instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any, *, async_api: bool
+) -> list[tuple[Any, Any, Any]]:
     """(run manager, text, chunk) of the ``on_llm_new_token`` callbacks a served answer owes its streaming
     handlers (LangGraph ``stream_mode="messages"``): one chunk per generation, when the model would have
     streamed. Empty when nothing listens."""
@@ -330,8 +337,7 @@ def _implicit_run(name: str, arguments: dict[str, Any], config: Any = None) -> A
     return _safely("begin an implicit run", begin_run, name, arguments=arguments, config=_run_config(config))
 
 
-def _sync_in_run(name: str, arguments: Callable[[], dict[str, Any]], config: Any,
-                 body: Callable[[], Any]) -> Any:
+def _sync_in_run(name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], Any]) -> Any:
     """``body()`` inside a run: the current one, or an implicit one begun here and ended with its outcome."""
     if in_run():
         return body()
@@ -347,8 +353,9 @@ def _sync_in_run(name: str, arguments: Callable[[], dict[str, Any]], config: Any
     return result
 
 
-async def _async_in_run(name: str, arguments: Callable[[], dict[str, Any]], config: Any,
-                        body: Callable[[], Any]) -> Any:
+async def _async_in_run(
+    name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], Any]
+) -> Any:
     if in_run():
         return await body()
     handle = _implicit_run(name, _safely("read the input", arguments, default={}), config)
@@ -379,8 +386,9 @@ def _iterate_in(ctx: contextvars.Context, iterator: Iterator[Any]) -> Iterator[A
             ctx.run(close)
 
 
-def _iter_in_run(name: str, arguments: Callable[[], dict[str, Any]], config: Any,
-                 body: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+def _iter_in_run(
+    name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], Iterator[Any]]
+) -> Iterator[Any]:
     """A generator run inside a run (implicit when none is current, kept in a context of its own); the run
     ends when the generator is exhausted or closed, its output being the last item."""
     if in_run():
@@ -405,8 +413,9 @@ def _iter_in_run(name: str, arguments: Callable[[], dict[str, Any]], config: Any
     ctx.run(end_run, handle, result=last)
 
 
-async def _aiter_in_run(name: str, arguments: Callable[[], dict[str, Any]], config: Any,
-                        body: Callable[[], AsyncIterator[Any]]) -> AsyncIterator[Any]:
+async def _aiter_in_run(
+    name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], AsyncIterator[Any]]
+) -> AsyncIterator[Any]:
     if in_run():
         async for item in body():
             yield item
@@ -439,26 +448,42 @@ def _entry_wrappers() -> tuple[Callable[..., Any], ...]:
     def invoke(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if in_run() or not _enabled():
             return wrapped(*args, **kwargs)
-        return _sync_in_run(_name_of(instance, type(instance).__name__), arguments(args, kwargs),
-                            _arg(args, kwargs, 1, "config"), lambda: wrapped(*args, **kwargs))
+        return _sync_in_run(
+            _name_of(instance, type(instance).__name__),
+            arguments(args, kwargs),
+            _arg(args, kwargs, 1, "config"),
+            lambda: wrapped(*args, **kwargs),
+        )
 
     def ainvoke(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if in_run() or not _enabled():
             return wrapped(*args, **kwargs)
-        return _async_in_run(_name_of(instance, type(instance).__name__), arguments(args, kwargs),
-                             _arg(args, kwargs, 1, "config"), lambda: wrapped(*args, **kwargs))
+        return _async_in_run(
+            _name_of(instance, type(instance).__name__),
+            arguments(args, kwargs),
+            _arg(args, kwargs, 1, "config"),
+            lambda: wrapped(*args, **kwargs),
+        )
 
     def stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if in_run() or not _enabled():
             return wrapped(*args, **kwargs)
-        return _iter_in_run(_name_of(instance, type(instance).__name__), arguments(args, kwargs),
-                            _arg(args, kwargs, 1, "config"), lambda: wrapped(*args, **kwargs))
+        return _iter_in_run(
+            _name_of(instance, type(instance).__name__),
+            arguments(args, kwargs),
+            _arg(args, kwargs, 1, "config"),
+            lambda: wrapped(*args, **kwargs),
+        )
 
     def astream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if in_run() or not _enabled():
             return wrapped(*args, **kwargs)
-        return _aiter_in_run(_name_of(instance, type(instance).__name__), arguments(args, kwargs),
-                             _arg(args, kwargs, 1, "config"), lambda: wrapped(*args, **kwargs))
+        return _aiter_in_run(
+            _name_of(instance, type(instance).__name__),
+            arguments(args, kwargs),
+            _arg(args, kwargs, 1, "config"),
+            lambda: wrapped(*args, **kwargs),
+        )
 
     return invoke, ainvoke, stream, astream
 
@@ -479,8 +504,15 @@ class _ModelCall:
         self.model = model if isinstance(model, str) else None
 
     def begin(self) -> Any:
-        return _begin("model", begin_model_call, self.name, self.request, provider=self.provider,
-                      model=self.model, instrumentation=_NAME)
+        return _begin(
+            "model",
+            begin_model_call,
+            self.name,
+            self.request,
+            provider=self.provider,
+            model=self.model,
+            instrumentation=_NAME,
+        )
 
 
 def _generate_parts(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _ModelCall:
@@ -522,13 +554,15 @@ def _generate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs
                 raise
             return _ran(call, result, "model response", _chat_result_plain)
         result = _served_answer(call, "model", parts.name, served, _chat_result_from)
-        for manager, text, chunk in _safely("replay the token callbacks", _token_events, instance, args, kwargs,
-                                            result, async_api=False, default=[]):
+        for manager, text, chunk in _safely(
+            "replay the token callbacks", _token_events, instance, args, kwargs, result, async_api=False, default=[]
+        ):
             manager.on_llm_new_token(text, chunk=chunk)
         return result
 
-    return _sync_in_run(_name_of(instance, "chat_model"),
-                        lambda: {"messages": _arg(args, kwargs, 0, "messages")}, None, body)
+    return _sync_in_run(
+        _name_of(instance, "chat_model"), lambda: {"messages": _arg(args, kwargs, 0, "messages")}, None, body
+    )
 
 
 def _agenerate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -548,13 +582,15 @@ def _agenerate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwarg
                 raise
             return _ran(call, result, "model response", _chat_result_plain)
         result = _served_answer(call, "model", parts.name, served, _chat_result_from)
-        for manager, text, chunk in _safely("replay the token callbacks", _token_events, instance, args, kwargs,
-                                            result, async_api=True, default=[]):
+        for manager, text, chunk in _safely(
+            "replay the token callbacks", _token_events, instance, args, kwargs, result, async_api=True, default=[]
+        ):
             await manager.on_llm_new_token(text, chunk=chunk)
         return result
 
-    return _async_in_run(_name_of(instance, "chat_model"),
-                         lambda: {"messages": _arg(args, kwargs, 0, "messages")}, None, body)
+    return _async_in_run(
+        _name_of(instance, "chat_model"), lambda: {"messages": _arg(args, kwargs, 0, "messages")}, None, body
+    )
 
 
 def _stream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -587,8 +623,12 @@ def _stream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
         replayed = _served_chunks(ctx, call, parts, served)
         yield from replayed
 
-    return _iter_in_run(_name_of(instance, "chat_model"), lambda: {"input": _arg(args, kwargs, 0, "input")},
-                        _arg(args, kwargs, 1, "config"), body)
+    return _iter_in_run(
+        _name_of(instance, "chat_model"),
+        lambda: {"input": _arg(args, kwargs, 0, "input")},
+        _arg(args, kwargs, 1, "config"),
+        body,
+    )
 
 
 def _end_stream(ctx: contextvars.Context, call: Any, chunks: list[Any]) -> None:
@@ -598,6 +638,7 @@ def _end_stream(ctx: contextvars.Context, call: Any, chunks: list[Any]) -> None:
 
 def _served_chunks(ctx: contextvars.Context, call: Any, parts: Any, served: Any) -> list[Any]:
     """The chunks of a streamed model call answered from the recording (or its recorded error, raised)."""
+
     def end(*args: Any, **kwargs: Any) -> None:
         ctx.run(end_call, *args, **kwargs)
 
@@ -636,8 +677,12 @@ def _astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
         for chunk in replayed:
             yield chunk
 
-    return _aiter_in_run(_name_of(instance, "chat_model"), lambda: {"input": _arg(args, kwargs, 0, "input")},
-                         _arg(args, kwargs, 1, "config"), body)
+    return _aiter_in_run(
+        _name_of(instance, "chat_model"),
+        lambda: {"input": _arg(args, kwargs, 0, "input")},
+        _arg(args, kwargs, 1, "config"),
+        body,
+    )
 
 
 # -------------------------------------------------------------------------------------------- tools
@@ -699,8 +744,9 @@ def _tool_output_from(value: Any, tool_call_id: Any) -> Any:
 class _ToolParts:
     __slots__ = ("arguments", "function", "name", "risk", "tool_call_id")
 
-    def __init__(self, instrumentor: LangChainInstrumentor, tool: Any, args: tuple[Any, ...],
-                 kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self, instrumentor: LangChainInstrumentor, tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
         self.name = str(getattr(tool, "name", None) or type(tool).__name__)
         self.arguments = _tool_arguments(tool, _arg(args, kwargs, 0, "tool_input"))
         self.risk = instrumentor.risk_of(tool)
@@ -708,8 +754,15 @@ class _ToolParts:
         self.tool_call_id = kwargs.get("tool_call_id")
 
     def begin(self) -> Any:
-        call = _begin("tool", begin_tool_call, self.name, self.arguments, risk=self.risk, function=self.function,
-                      instrumentation=_NAME)
+        call = _begin(
+            "tool",
+            begin_tool_call,
+            self.name,
+            self.arguments,
+            risk=self.risk,
+            function=self.function,
+            instrumentation=_NAME,
+        )
         if call is not None and _TOOL_CALL_ID_ATTR and isinstance(self.tool_call_id, str):
             _safely("record the tool call id", call.step.span.set_attribute, _TOOL_CALL_ID_ATTR, self.tool_call_id)
         return call
@@ -740,8 +793,12 @@ def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., A
                 return _ran(call, output, "tool output", _tool_output_plain)
             return _served_tool_output(call, parts, served)
 
-        return _sync_in_run(_name_of(instance, "tool"), lambda: {"input": _arg(args, kwargs, 0, "tool_input")},
-                            kwargs.get("config"), body)
+        return _sync_in_run(
+            _name_of(instance, "tool"),
+            lambda: {"input": _arg(args, kwargs, 0, "tool_input")},
+            kwargs.get("config"),
+            body,
+        )
 
     def arun(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not _enabled():
@@ -760,8 +817,12 @@ def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., A
                 return _ran(call, output, "tool output", _tool_output_plain)
             return _served_tool_output(call, parts, served)
 
-        return _async_in_run(_name_of(instance, "tool"), lambda: {"input": _arg(args, kwargs, 0, "tool_input")},
-                             kwargs.get("config"), body)
+        return _async_in_run(
+            _name_of(instance, "tool"),
+            lambda: {"input": _arg(args, kwargs, 0, "tool_input")},
+            kwargs.get("config"),
+            body,
+        )
 
     return run, arun
 
@@ -800,8 +861,12 @@ def _documents_from(value: Any) -> list[Any]:
 
     if not isinstance(value, list):
         raise ValueError("the recorded retrieval returned no list of documents")
-    return [Document(page_content=d["page_content"], metadata=d.get("metadata") or {}, id=d.get("id"))
-            if isinstance(d, dict) and "page_content" in d else d for d in value]
+    return [
+        Document(page_content=d["page_content"], metadata=d.get("metadata") or {}, id=d.get("id"))
+        if isinstance(d, dict) and "page_content" in d
+        else d
+        for d in value
+    ]
 
 
 def _begin_retrieval(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -829,8 +894,9 @@ def _retriever_wrappers() -> tuple[Callable[..., Any], Callable[..., Any]]:
                 return _ran(call, docs, "documents", _documents_plain)
             return _served_answer(call, "retrieval", name, served, _documents_from)
 
-        return _sync_in_run(name, lambda: {"input": _arg(args, kwargs, 0, "input")},
-                            _arg(args, kwargs, 1, "config"), body)
+        return _sync_in_run(
+            name, lambda: {"input": _arg(args, kwargs, 0, "input")}, _arg(args, kwargs, 1, "config"), body
+        )
 
     def ainvoke(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not _enabled():
@@ -849,8 +915,9 @@ def _retriever_wrappers() -> tuple[Callable[..., Any], Callable[..., Any]]:
                 return _ran(call, docs, "documents", _documents_plain)
             return _served_answer(call, "retrieval", name, served, _documents_from)
 
-        return _async_in_run(name, lambda: {"input": _arg(args, kwargs, 0, "input")},
-                             _arg(args, kwargs, 1, "config"), body)
+        return _async_in_run(
+            name, lambda: {"input": _arg(args, kwargs, 0, "input")}, _arg(args, kwargs, 1, "config"), body
+        )
 
     return invoke, ainvoke
 
@@ -875,12 +942,20 @@ def _register_models() -> None:
             ToolMessage,
         )
 
-        register_types((AIMessage, AIMessageChunk, ChatMessage, FunctionMessage, HumanMessage, SystemMessage,
-                        ToolMessage, Document))
+        register_types(
+            (
+                AIMessage,
+                AIMessageChunk,
+                ChatMessage,
+                FunctionMessage,
+                HumanMessage,
+                SystemMessage,
+                ToolMessage,
+                Document,
+            )
+        )
     except Exception:  # noqa: BLE001 - a LangChain version without one of them: replays get plain dicts
         _log.warning("otel-replay: could not register the LangChain message models", exc_info=True)
-
-
 
 
 class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
@@ -926,13 +1001,18 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             marked = metadata.get(RISK_METADATA_KEY) if isinstance(metadata, Mapping) else None
             if marked is None:
                 prefix = f"{RISK_METADATA_KEY}:"
-                marked = next((t[len(prefix):] for t in getattr(tool, "tags", None) or []
-                               if isinstance(t, str) and t.startswith(prefix)), None)
+                marked = next(
+                    (
+                        t[len(prefix) :]
+                        for t in getattr(tool, "tags", None) or []
+                        if isinstance(t, str) and t.startswith(prefix)
+                    ),
+                    None,
+                )
             if marked is None:
                 return None
             if marked not in _RISKS:
-                _log.warning("otel-replay: tool %r is marked with unknown risk %r; treated as undeclared",
-                             name, marked)
+                _log.warning("otel-replay: tool %r is marked with unknown risk %r; treated as undeclared", name, marked)
                 return None
             return str(marked)
         except Exception:  # noqa: BLE001

@@ -54,8 +54,10 @@ def _construct(type_: Any, value: Any) -> Any:
 def _stream_classes() -> tuple[type, type]:
     import openai
 
-    return (_sdk.replay_stream_class(openai.Stream, is_async=False),
-            _sdk.replay_stream_class(openai.AsyncStream, is_async=True))
+    return (
+        _sdk.replay_stream_class(openai.Stream, is_async=False),
+        _sdk.replay_stream_class(openai.AsyncStream, is_async=True),
+    )
 
 
 def _replay_stream(items: list[Any], on_done: Any) -> Any:
@@ -113,8 +115,15 @@ def assemble_chat(chunks: list[Any]) -> dict[str, Any] | None:
             usage = chunk["usage"]
         for choice in chunk.get("choices") or ():
             index = choice.get("index", 0)
-            slot = choices.setdefault(index, {"index": index, "message": {"role": "assistant", "content": None},
-                                              "finish_reason": None, "logprobs": None})
+            slot = choices.setdefault(
+                index,
+                {
+                    "index": index,
+                    "message": {"role": "assistant", "content": None},
+                    "finish_reason": None,
+                    "logprobs": None,
+                },
+            )
             delta = choice.get("delta") or {}
             message = slot["message"]
             if delta.get("role"):
@@ -139,8 +148,13 @@ def assemble_chat(chunks: list[Any]) -> dict[str, Any] | None:
                     target["function"]["arguments"] += function["arguments"]
             if choice.get("finish_reason"):
                 slot["finish_reason"] = choice["finish_reason"]
-    out = {"id": first.get("id"), "object": "chat.completion", "created": first.get("created"),
-           "model": first.get("model"), "choices": [choices[i] for i in sorted(choices)]}
+    out = {
+        "id": first.get("id"),
+        "object": "chat.completion",
+        "created": first.get("created"),
+        "model": first.get("model"),
+        "choices": [choices[i] for i in sorted(choices)],
+    }
     if first.get("system_fingerprint") is not None:
         out["system_fingerprint"] = first["system_fingerprint"]
     if usage is not None:
@@ -178,8 +192,17 @@ def responses_delta_slots(event: Any) -> Iterator[tuple[Any, Any, str]]:
     """Text deltas of a Responses stream event dict: every ``*.delta`` event (output text, refusal, function
     call arguments, reasoning), one channel per event type and output / content / summary position."""
     if isinstance(event, Mapping) and str(event.get("type", "")).endswith(".delta"):
-        yield (event.get("type"), event.get("output_index"), event.get("content_index"),
-               event.get("summary_index"), event.get("item_id")), event, "delta"
+        yield (
+            (
+                event.get("type"),
+                event.get("output_index"),
+                event.get("content_index"),
+                event.get("summary_index"),
+                event.get("item_id"),
+            ),
+            event,
+            "delta",
+        )
 
 
 def chat_finish_reasons(response: Any) -> list[str] | None:
@@ -227,30 +250,56 @@ def chat_context(request: Mapping[str, Any]) -> dict[str, Any]:
             system.append(_text(field(m, "content")))
         elif role == "tool":
             results.append({"tool_call_id": field(m, "tool_call_id"), "content": field(m, "content")})
-    return {"system_rules": system[0] if len(system) == 1 else (system or None), "history": messages,
-            "tool_results": results or None}
+    return {
+        "system_rules": system[0] if len(system) == 1 else (system or None),
+        "history": messages,
+        "tool_results": results or None,
+    }
 
 
 def responses_context(request: Mapping[str, Any]) -> dict[str, Any]:
     """``record_context`` arguments of a Responses request: instructions, input items, function outputs."""
     items = request.get("input")
     listed = as_list(items) if not isinstance(items, str) else [items]
-    results = [{"call_id": field(i, "call_id"), "output": field(i, "output")}
-               for i in listed if field(i, "type") == "function_call_output"]
+    results = [
+        {"call_id": field(i, "call_id"), "output": field(i, "output")}
+        for i in listed
+        if field(i, "type") == "function_call_output"
+    ]
     return {"system_rules": request.get("instructions"), "history": items, "tool_results": results or None}
 
 
 def _api(kind: str, capture_context: bool) -> SdkApi:
     if kind == "chat":
-        return SdkApi(provider=PROVIDER, step=CHAT_STEP, build_response=_chat_response, build_chunk=_chat_chunk,
-                      assemble=assemble_chat, finish_reasons=chat_finish_reasons, context=chat_context,
-                      replay_stream=_replay_stream, replay_async_stream=_replay_async_stream,
-                      delta_slots=chat_delta_slots, capture_context=capture_context,
-                      recorder_reads_finish_reasons=True, path="/chat/completions")
-    return SdkApi(provider=PROVIDER, step=RESPONSES_STEP, build_response=_responses_response,
-                  build_chunk=_responses_event, assemble=assemble_responses, finish_reasons=responses_finish_reasons,
-                  context=responses_context, replay_stream=_replay_stream, replay_async_stream=_replay_async_stream,
-                  delta_slots=responses_delta_slots, capture_context=capture_context, path="/responses")
+        return SdkApi(
+            provider=PROVIDER,
+            step=CHAT_STEP,
+            build_response=_chat_response,
+            build_chunk=_chat_chunk,
+            assemble=assemble_chat,
+            finish_reasons=chat_finish_reasons,
+            context=chat_context,
+            replay_stream=_replay_stream,
+            replay_async_stream=_replay_async_stream,
+            delta_slots=chat_delta_slots,
+            capture_context=capture_context,
+            recorder_reads_finish_reasons=True,
+            path="/chat/completions",
+        )
+    return SdkApi(
+        provider=PROVIDER,
+        step=RESPONSES_STEP,
+        build_response=_responses_response,
+        build_chunk=_responses_event,
+        assemble=assemble_responses,
+        finish_reasons=responses_finish_reasons,
+        context=responses_context,
+        replay_stream=_replay_stream,
+        replay_async_stream=_replay_async_stream,
+        delta_slots=responses_delta_slots,
+        capture_context=capture_context,
+        path="/responses",
+    )
 
 
 class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
@@ -281,4 +330,3 @@ class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
         for module_name, cls_name, method, _, _ in _TARGETS:
             _sdk.unwrap(getattr(importlib.import_module(module_name), cls_name), method)
-

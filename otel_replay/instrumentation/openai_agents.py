@@ -55,7 +55,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.instrumentation.utils import unwrap
 
 from .. import semconv
-from ..recording import ReplayInterrupt, begin_run, begin_tool_call, end_call, end_run, in_run
+from ..recording import DivergenceStop, ReplayInterrupt, begin_run, begin_tool_call, end_call, end_run, in_run
 from ..snapshots import qualname_of
 from ._guarded import RISKS as _RISKS
 from ._guarded import Guards
@@ -110,16 +110,7 @@ _INVOKE: Final = "_invoke_function_tool_with_metadata"
 # -------------------------------------------------------------------------------------------- helpers
 
 
-
-
-
-
-
-
-
-
 def _stop(reason: str) -> ReplayInterrupt:
-    from ..replay.session import DivergenceStop
 
     return DivergenceStop(f"replay stopped: {reason}")
 
@@ -133,14 +124,14 @@ def declare_risk(tool: Any, risk: str) -> Any:
     return tool
 
 
-
-
 def _tracing_mode(value: Any) -> str:
     mode = value if value is not None else (os.environ.get(OTEL_REPLAY_OPENAI_AGENTS_TRACING) or "bridge")
     mode = str(mode).strip().lower()
     if mode not in TRACING_MODES:
-        raise ValueError(f"tracing must be one of {', '.join(TRACING_MODES)} (option tracing= or "
-                         f"{OTEL_REPLAY_OPENAI_AGENTS_TRACING}), got a value of {len(mode)} characters")
+        raise ValueError(
+            f"tracing must be one of {', '.join(TRACING_MODES)} (option tracing= or "
+            f"{OTEL_REPLAY_OPENAI_AGENTS_TRACING}), got a value of {len(mode)} characters"
+        )
     return mode
 
 
@@ -168,13 +159,11 @@ def _run_name_and_config(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tu
 
 
 def _begin_implicit_run(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
-    parts = _safely("read the run's input", lambda: (_run_name_and_config(args, kwargs),
-                                                     _run_arguments(args, kwargs)))
+    parts = _safely("read the run's input", lambda: (_run_name_and_config(args, kwargs), _run_arguments(args, kwargs)))
     if parts is None:
         return None
     (name, config), arguments = parts
-    return _safely("begin an implicit run", begin_run, name, arguments=arguments, config=config,
-                   script=_main_script())
+    return _safely("begin an implicit run", begin_run, name, arguments=arguments, config=config, script=_main_script())
 
 
 def _main_script() -> str | None:
@@ -238,8 +227,9 @@ def _run_wrappers() -> tuple[Callable[..., Any], Callable[..., Any], Callable[..
             ctx.run(end_run, handle, exc=exc)
             raise
         task = getattr(streamed, "run_loop_task", None)
-        if task is None or not _safely("follow the streamed run", _end_with_task, ctx, handle, streamed, task,
-                                       default=False):
+        if task is None or not _safely(
+            "follow the streamed run", _end_with_task, ctx, handle, streamed, task, default=False
+        ):
             ctx.run(end_run, handle, result=None)
         return streamed
 
@@ -365,8 +355,19 @@ def _tool_wrapper(instrumentor: OpenAIAgentsInstrumentor) -> Callable[..., Any]:
 
     async def body(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], parts: _ToolParts | None) -> Any:
         tool = kwargs.get("function_tool")
-        call = (_begin("tool", begin_tool_call, parts.name, parts.arguments, risk=parts.risk,
-                       function=parts.function, instrumentation=_NAME) if parts is not None else None)
+        call = (
+            _begin(
+                "tool",
+                begin_tool_call,
+                parts.name,
+                parts.arguments,
+                risk=parts.risk,
+                function=parts.function,
+                instrumentation=_NAME,
+            )
+            if parts is not None
+            else None
+        )
         served = call.served if call is not None else None
         if served is None:
             try:
@@ -376,8 +377,9 @@ def _tool_wrapper(instrumentor: OpenAIAgentsInstrumentor) -> Callable[..., Any]:
                 raise
             if call is not None:
                 output = getattr(result, "output", result)
-                end_call(call, result=_safely("encode the tool output", _recordable_output, tool, output,
-                                              default=output))
+                end_call(
+                    call, result=_safely("encode the tool output", _recordable_output, tool, output, default=output)
+                )
             return result
         if served.error is not None:
             end_call(call, exc=served.error)
@@ -385,12 +387,12 @@ def _tool_wrapper(instrumentor: OpenAIAgentsInstrumentor) -> Callable[..., Any]:
         end_call(call, result=served.value)
         return _invocation_result(served.value, sdk_error=_served_sdk_error(tool, served.value))
 
-    async def in_run_body(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-                          parts: _ToolParts | None) -> Any:
+    async def in_run_body(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], parts: _ToolParts | None) -> Any:
         if in_run() or parts is None:
             return await body(wrapped, args, kwargs, parts)
-        handle = _safely("begin an implicit run", begin_run, parts.name, arguments=parts.arguments,
-                         script=_main_script())
+        handle = _safely(
+            "begin an implicit run", begin_run, parts.name, arguments=parts.arguments, script=_main_script()
+        )
         try:
             result = await body(wrapped, args, kwargs, parts)
         except BaseException as exc:
@@ -402,8 +404,9 @@ def _tool_wrapper(instrumentor: OpenAIAgentsInstrumentor) -> Callable[..., Any]:
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not _enabled():
             return wrapped(*args, **kwargs)
-        parts = _safely("read the tool call", _ToolParts, instrumentor, kwargs.get("function_tool"),
-                        kwargs.get("arguments"))
+        parts = _safely(
+            "read the tool call", _ToolParts, instrumentor, kwargs.get("function_tool"), kwargs.get("arguments")
+        )
         if parts is not None and parts.decorated:  # an @otel_replay.tool function records itself
             return wrapped(*args, **kwargs)
         return in_run_body(wrapped, args, kwargs, parts)
@@ -414,8 +417,9 @@ def _tool_wrapper(instrumentor: OpenAIAgentsInstrumentor) -> Callable[..., Any]:
 # ------------------------------------------------------------------------------------------ handoffs
 
 
-def _handoff_invoker(instrumentor: OpenAIAgentsInstrumentor, handoff: Any,
-                     original: Callable[..., Any]) -> Callable[..., Any]:
+def _handoff_invoker(
+    instrumentor: OpenAIAgentsInstrumentor, handoff: Any, original: Callable[..., Any]
+) -> Callable[..., Any]:
     """``on_invoke_handoff`` of ``handoff``, recorded as a tool step and answered in a replay."""
 
     async def invoke(ctx: Any, input_json: Any = None, *rest: Any, **options: Any) -> Any:
@@ -444,8 +448,10 @@ def _handoff_invoker(instrumentor: OpenAIAgentsInstrumentor, handoff: Any,
         ref = getattr(handoff, "_agent_ref", None)
         target = _safely("find the handoff target", ref) if callable(ref) else None
         if target is None or getattr(target, "name", None) != recorded:
-            stop = _stop(f"the recorded handoff {name!r} went to agent {recorded!r}, which this handoff does not "
-                         "hold (build it with agents.handoff(agent), or replay live)")
+            stop = _stop(
+                f"the recorded handoff {name!r} went to agent {recorded!r}, which this handoff does not "
+                "hold (build it with agents.handoff(agent), or replay live)"
+            )
             end_call(call, exc=stop)
             raise stop
         end_call(call, result=served.value)
@@ -462,8 +468,13 @@ def _handoff_init_wrapper(instrumentor: OpenAIAgentsInstrumentor) -> Callable[..
         out = wrapped(*args, **kwargs)
         original = getattr(instance, "on_invoke_handoff", None)
         if callable(original) and not getattr(original, "__otel_replay_handoff__", False):
-            _safely("wrap the handoff", object.__setattr__, instance, "on_invoke_handoff",
-                    _handoff_invoker(instrumentor, instance, original))
+            _safely(
+                "wrap the handoff",
+                object.__setattr__,
+                instance,
+                "on_invoke_handoff",
+                _handoff_invoker(instrumentor, instance, original),
+            )
         return out
 
     return wrapper
@@ -632,8 +643,7 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             if marked is None:
                 return default
             if marked not in _RISKS:
-                _log.warning("otel-replay: tool %r is marked with unknown risk %r; treated as undeclared",
-                             name, marked)
+                _log.warning("otel-replay: tool %r is marked with unknown risk %r; treated as undeclared", name, marked)
                 return default
             return str(marked)
         except Exception:  # noqa: BLE001
@@ -652,8 +662,10 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             (_TOOL_EXECUTION, _INVOKE, tool),
             (_HANDOFFS, "Handoff.__init__", _handoff_init_wrapper(self)),
             (_RESPONSES_MODEL, "OpenAIResponsesModel._get_client", _get_client_wrapper),
-            *[(_PROVIDER, f"SynchronousMultiTracingProcessor.{m}", _bridge_only_during_replays(m))
-              for m in ("on_trace_start", "on_trace_end", "on_span_start", "on_span_end")],
+            *[
+                (_PROVIDER, f"SynchronousMultiTracingProcessor.{m}", _bridge_only_during_replays(m))
+                for m in ("on_trace_start", "on_trace_end", "on_span_start", "on_span_end")
+            ],
         ]
 
     def check_options(self, **options: Any) -> None:
@@ -674,8 +686,12 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             try:
                 wrapt.wrap_function_wrapper(module, target, wrapper)
             except Exception:  # noqa: BLE001 - an SDK version without this boundary: skip it, say so
-                _log.warning("otel-replay: cannot instrument %s.%s of the OpenAI Agents SDK; those calls are not "
-                             "recorded", module, target, exc_info=True)
+                _log.warning(
+                    "otel-replay: cannot instrument %s.%s of the OpenAI Agents SDK; those calls are not recorded",
+                    module,
+                    target,
+                    exc_info=True,
+                )
                 continue
             self._patched.append((module, target))
         self._set_aside: list[Any] | None = None
@@ -754,6 +770,7 @@ async def invoke_function_tool(tool: Any, arguments: Mapping[str, Any]) -> Any:
     from agents.tool_context import ToolContext
 
     raw = json.dumps(dict(arguments))
-    context = ToolContext.from_agent_context(RunContextWrapper(context=None), "call_otel_replay_tool",
-                                             tool_name=tool.name, tool_arguments=raw)
+    context = ToolContext.from_agent_context(
+        RunContextWrapper(context=None), "call_otel_replay_tool", tool_name=tool.name, tool_arguments=raw
+    )
     return await sdk_invoke(function_tool=tool, context=context, arguments=raw)

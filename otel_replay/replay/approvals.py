@@ -81,8 +81,10 @@ def parse_approvals(specs: Iterable[str]) -> dict[str, int | None]:
         spec = raw.strip()
         match = _SPEC.fullmatch(spec)
         if match is None:
-            raise InvalidApproval(f"approval {raw!r} is not NAME, NAME:N (N >= 1) or NAME:*: e.g. --approve "
-                                  "send_email (one call), --approve send_email:3, --approve send_email:*")
+            raise InvalidApproval(
+                f"approval {raw!r} is not NAME, NAME:N (N >= 1) or NAME:*: e.g. --approve "
+                "send_email (one call), --approve send_email:3, --approve send_email:*"
+            )
         name, count = match.group("name").strip(), match.group("count")
         if count is None:
             n: int | None = 1
@@ -91,8 +93,10 @@ def parse_approvals(specs: Iterable[str]) -> dict[str, int | None]:
         else:
             n = int(count)
             if n < 1 or n > _MAX_COUNT:
-                raise InvalidApproval(f"approval {raw!r}: the count must be between 1 and {_MAX_COUNT} (or * for "
-                                      f"every call); leave {name!r} out to approve no call of it")
+                raise InvalidApproval(
+                    f"approval {raw!r}: the count must be between 1 and {_MAX_COUNT} (or * for "
+                    f"every call); leave {name!r} out to approve no call of it"
+                )
         if name in limits:
             before = limits[name]
             limits[name] = None if before is None or n is None else before + n
@@ -104,4 +108,5 @@ def parse_approvals(specs: Iterable[str]) -> dict[str, int | None]:
 def executions_of(approvals: Approvals, counted: Mapping[str, int]) -> dict[str, int]:
     """``counted`` with every approved name present (0 when it never ran), in the order approved."""
     return {name: int(counted.get(name, 0)) for name in approvals.names()} | {
-        name: int(n) for name, n in counted.items() if name not in approvals.names()}
+        name: int(n) for name, n in counted.items() if name not in approvals.names()
+    }

@@ -85,8 +85,9 @@ class AuditEntry:
             approvals = (raw_approvals,)
         from_step = attrs.get(semconv.REPLAY_FROM_STEP)
         try:
-            valid = _journal.mac_valid(_journal.root_fields_of(attrs, root.trace_id),
-                                       attrs.get(semconv.REPLAY_AUDIT_MAC), redactor=redactor)
+            valid = _journal.mac_valid(
+                _journal.root_fields_of(attrs, root.trace_id), attrs.get(semconv.REPLAY_AUDIT_MAC), redactor=redactor
+            )
         except Exception:  # noqa: BLE001 - a row that cannot be checked is a row that does not verify
             valid = False
         return cls(
@@ -108,8 +109,9 @@ class AuditEntry:
         )
 
     @classmethod
-    def from_journal(cls, start: Mapping[str, Any], end: Mapping[str, Any] | None, *, alive: bool,
-                     redactor: Any = None) -> AuditEntry:
+    def from_journal(
+        cls, start: Mapping[str, Any], end: Mapping[str, Any] | None, *, alive: bool, redactor: Any = None
+    ) -> AuditEntry:
         """The entry of a replay known only from the journal (its ``started`` and, if any, ``finished`` record)."""
         try:
             at = _dt.datetime.fromisoformat(str(start.get("at")))
@@ -122,27 +124,45 @@ class AuditEntry:
         outcome = str(end.get("outcome") or "unknown") if end is not None else "unknown"
         executions = end.get("executions") if end is not None else None
         valid = _journal.record_valid(start, redactor=redactor) and (
-            end is None or _journal.record_valid(end, redactor=redactor))
+            end is None or _journal.record_valid(end, redactor=redactor)
+        )
         return cls(
-            at=at, actor=str(start.get("actor") or ""), reason=str(start["reason"]) if start.get("reason") else None,
+            at=at,
+            actor=str(start.get("actor") or ""),
+            reason=str(start["reason"]) if start.get("reason") else None,
             mode=str(start.get("mode") or ""),
             from_step=from_step if isinstance(from_step, int) and not isinstance(from_step, bool) else None,
             approvals=tuple(str(a) for a in approvals) if isinstance(approvals, list) else (),
             original_trace_id=str(start.get("original_trace_id") or ""),
             replay_trace_id=str((end or {}).get("replay_trace_id") or ""),
-            outcome=outcome, diverged=outcome == "diverged", os_user=str(start.get("os_user") or ""),
-            status=STATUS_STARTED if end is None and alive else STATUS_INTERRUPTED, mac_valid=valid,
+            outcome=outcome,
+            diverged=outcome == "diverged",
+            os_user=str(start.get("os_user") or ""),
+            status=STATUS_STARTED if end is None and alive else STATUS_INTERRUPTED,
+            mac_valid=valid,
             executions=_json_object(json.dumps(executions)) if isinstance(executions, dict) else {},
-            run_id=str(start.get("run_id") or ""))
+            run_id=str(start.get("run_id") or ""),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (items of ``otel-replay audit --json``)."""
-        return {"at": self.at.isoformat(timespec="microseconds"), "actor": self.actor, "reason": self.reason,
-                "mode": self.mode, "from_step": self.from_step, "approvals": list(self.approvals),
-                "original_trace_id": self.original_trace_id, "replay_trace_id": self.replay_trace_id,
-                "outcome": self.outcome, "diverged": self.diverged, "os_user": self.os_user,
-                "status": self.status, "mac_valid": self.mac_valid, "executions": dict(self.executions),
-                "run_id": self.run_id}
+        return {
+            "at": self.at.isoformat(timespec="microseconds"),
+            "actor": self.actor,
+            "reason": self.reason,
+            "mode": self.mode,
+            "from_step": self.from_step,
+            "approvals": list(self.approvals),
+            "original_trace_id": self.original_trace_id,
+            "replay_trace_id": self.replay_trace_id,
+            "outcome": self.outcome,
+            "diverged": self.diverged,
+            "os_user": self.os_user,
+            "status": self.status,
+            "mac_valid": self.mac_valid,
+            "executions": dict(self.executions),
+            "run_id": self.run_id,
+        }
 
 
 def audit(*, store: Any = None, limit: int = 1000, home: str | Path | None = None) -> list[AuditEntry]:
@@ -155,8 +175,10 @@ def audit(*, store: Any = None, limit: int = 1000, home: str | Path | None = Non
     redactor = setup.runtime().redactor
     opened, close_store = _open_store(store)
     try:
-        entries = [AuditEntry.from_root(root, redactor=redactor)
-                   for root in opened.run_rows(kind=semconv.RunKind.REPLAY.value, limit=limit)]
+        entries = [
+            AuditEntry.from_root(root, redactor=redactor)
+            for root in opened.run_rows(kind=semconv.RunKind.REPLAY.value, limit=limit)
+        ]
         # Only a verified store row stands for a journaled replay: a forged or edited one cannot hide it.
         entries += _journal_only(opened, {e.run_id for e in entries if e.run_id and e.mac_valid}, home, redactor)
     finally:
@@ -182,11 +204,15 @@ def _journal_only(store: Any, listed: set[str], home: str | Path | None, redacto
         end = ends.get(run_id)
         # A finished replay whose verified root is in the store, older than the rows read above, is not
         # journal-only; any other span of its trace (a lone child, a root with another run id) does not count.
-        if end is not None and end.get("replay_trace_id") and _stored_root_verifies(
-                store, str(end["replay_trace_id"]), run_id, redactor):
+        if (
+            end is not None
+            and end.get("replay_trace_id")
+            and _stored_root_verifies(store, str(end["replay_trace_id"]), run_id, redactor)
+        ):
             continue
-        entries.append(AuditEntry.from_journal(start, end, alive=end is None and _journal.process_alive(start),
-                                               redactor=redactor))
+        entries.append(
+            AuditEntry.from_journal(start, end, alive=end is None and _journal.process_alive(start), redactor=redactor)
+        )
     return entries
 
 
@@ -196,5 +222,9 @@ def _stored_root_verifies(store: Any, trace_id: str, run_id: str, redactor: Any)
         spans = store.load_spans(trace_id)
     except Exception:  # noqa: BLE001 - unreadable: the journal's entry is listed
         return False
-    return any(not span.parent_span_id and span.span_attributes.get(semconv.RUN_ID) == run_id
-               and AuditEntry.from_root(span, redactor=redactor).mac_valid for span in spans)
+    return any(
+        not span.parent_span_id
+        and span.span_attributes.get(semconv.RUN_ID) == run_id
+        and AuditEntry.from_root(span, redactor=redactor).mac_valid
+        for span in spans
+    )

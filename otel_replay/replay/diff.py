@@ -116,12 +116,16 @@ class RunDiff:
         the diff (:meth:`to_json`) twice, under ``diff`` (its name in every command) and under ``sections`` (its
         name in this document before ``diff`` was added, kept so existing readers keep working)."""
         shared = self.to_json()
-        return {"a": self.a_trace_id, "b": self.b_trace_id, "changed": self.changed, "sections": shared,
-                "diff": shared}
+        return {"a": self.a_trace_id, "b": self.b_trace_id, "changed": self.changed, "sections": shared, "diff": shared}
 
 
-def diff_runs(a: Run, b: Run, *, latency_threshold_ms: float = LATENCY_THRESHOLD_MS,
-              latency_threshold_ratio: float = LATENCY_THRESHOLD_RATIO) -> RunDiff:
+def diff_runs(
+    a: Run,
+    b: Run,
+    *,
+    latency_threshold_ms: float = LATENCY_THRESHOLD_MS,
+    latency_threshold_ratio: float = LATENCY_THRESHOLD_RATIO,
+) -> RunDiff:
     """Compare run ``a`` with run ``b`` in the sections of :data:`SECTIONS`.
 
     Any two runs can be compared; direction matters only for wording (``added`` is in ``b`` and not in ``a``)
@@ -239,8 +243,11 @@ def _output(a: Run, b: Run) -> SectionDiff:
         parts.append(f"status {fa['status']} → {fb['status']}")
     parts.extend(f"{name.replace('_', ' ')} changed" for name in differences if name != "status")
     return SectionDiff(
-        name="output", changed=bool(differences), summary="; ".join(parts) or "unchanged",
-        details={"status": _ab(fa["status"], fb["status"]), "differences": differences})
+        name="output",
+        changed=bool(differences),
+        summary="; ".join(parts) or "unchanged",
+        details={"status": _ab(fa["status"], fb["status"]), "differences": differences},
+    )
 
 
 # ------------------------------------------------------------------------------------------- state
@@ -252,9 +259,16 @@ def _states(run: Run) -> list[dict[str, Any]]:
         if snap.kind != _STATE_SNAPSHOT:
             continue
         payload = snap.payload if isinstance(snap.payload, dict) else {"task_state": snap.payload}
-        out.append({"step_index": snap.step_index, "task_state": payload.get("task_state"),
-                    "step_state": payload.get("step_state"), "transition": payload.get("transition"),
-                    "retry_count": payload.get("retry_count"), "extra": payload.get("extra") or {}})
+        out.append(
+            {
+                "step_index": snap.step_index,
+                "task_state": payload.get("task_state"),
+                "step_state": payload.get("step_state"),
+                "transition": payload.get("transition"),
+                "retry_count": payload.get("retry_count"),
+                "extra": payload.get("extra") or {},
+            }
+        )
     return out
 
 
@@ -309,11 +323,15 @@ class _Call:
         attrs = step.attributes
         snap = step.snapshots.get(_TOOL_SNAPSHOT)
         snap = snap if isinstance(snap, dict) else {}
-        return cls(step=step, args_hash=attrs.get(semconv.TOOL_ARGS_HASH) or snap.get("args_hash"),
-                   result_hash=attrs.get(semconv.TOOL_RESULT_HASH) or snap.get("result_hash"),
-                   arguments=snap.get("arguments"), result=snap.get("result"),
-                   approval_status=attrs.get(semconv.APPROVAL_STATUS) or snap.get("approval_status") or None,
-                   approval_id=attrs.get(semconv.APPROVAL_ID) or snap.get("approval_id") or None)
+        return cls(
+            step=step,
+            args_hash=attrs.get(semconv.TOOL_ARGS_HASH) or snap.get("args_hash"),
+            result_hash=attrs.get(semconv.TOOL_RESULT_HASH) or snap.get("result_hash"),
+            arguments=snap.get("arguments"),
+            result=snap.get("result"),
+            approval_status=attrs.get(semconv.APPROVAL_STATUS) or snap.get("approval_status") or None,
+            approval_id=attrs.get(semconv.APPROVAL_ID) or snap.get("approval_id") or None,
+        )
 
 
 def _hashed_same(hash_a: str | None, hash_b: str | None, value_a: Any, value_b: Any) -> bool:
@@ -349,8 +367,13 @@ def _compare_calls(x: _Call, y: _Call) -> dict[str, Any]:
 
 
 def _call_ref(call: _Call) -> dict[str, Any]:
-    return {"name": call.step.name, "status": call.step.status,
-            "args_hash": call.args_hash, "result_hash": call.result_hash, "approval": call.approval_status}
+    return {
+        "name": call.step.name,
+        "status": call.step.status,
+        "args_hash": call.args_hash,
+        "result_hash": call.result_hash,
+        "approval": call.approval_status,
+    }
 
 
 def _label(entry: dict[str, Any], side: str) -> str:
@@ -377,8 +400,9 @@ def _tools(a: Run, b: Run) -> SectionDiff:
             for x, y in zip(ca[i1:i2], cb[j1:j2], strict=True):
                 fields = _compare_calls(x, y)
                 if fields:
-                    changed.append({"name": x.step.name, "a_index": x.step.index, "b_index": y.step.index,
-                                    "fields": fields})
+                    changed.append(
+                        {"name": x.step.name, "a_index": x.step.index, "b_index": y.step.index, "fields": fields}
+                    )
             continue
         removed.extend({"a_index": x.step.index, "b_index": None, **_call_ref(x)} for x in ca[i1:i2])
         added.extend({"a_index": None, "b_index": y.step.index, **_call_ref(y)} for y in cb[j1:j2])
@@ -388,13 +412,17 @@ def _tools(a: Run, b: Run) -> SectionDiff:
     if removed:
         parts.append(f"{len(removed)} removed ({_names([_label(e, 'a') for e in removed])})")
     if changed:
-        labels = [_label(e, 'ab') for e in changed]
+        labels = [_label(e, "ab") for e in changed]
         parts.append(f"{len(changed)} changed ({_names(labels)})")
     is_changed = bool(added or removed or changed)
     counts = f"{len(ca)} → {len(cb)} calls" if len(ca) != len(cb) else f"{len(ca)} calls"
     summary = f"{', '.join(parts)}; {counts}" if is_changed else f"unchanged ({counts})"
-    return SectionDiff(name="tools", changed=is_changed, summary=summary, details={
-        "count": _ab(len(ca), len(cb)), "added": added, "removed": removed, "changed": changed})
+    return SectionDiff(
+        name="tools",
+        changed=is_changed,
+        summary=summary,
+        details={"count": _ab(len(ca), len(cb)), "added": added, "removed": removed, "changed": changed},
+    )
 
 
 # --------------------------------------------------------------------------------------- citations
@@ -439,8 +467,9 @@ def _documents(run: Run) -> dict[str, tuple[str | None, Any]]:
             if ident is None:
                 continue
             key = ident if isinstance(ident, str) else canonical_json(normalize(ident))
-            stored = _doc_content(returned[position]) if isinstance(returned, list) and position < len(returned) \
-                else MISSING
+            stored = (
+                _doc_content(returned[position]) if isinstance(returned, list) and position < len(returned) else MISSING
+            )
             docs.setdefault(key, (doc.get("content_hash"), stored))
     return docs
 
@@ -469,8 +498,7 @@ def _citations(a: Run, b: Run) -> SectionDiff:
     out_removed = [c for c in oa if c not in ob]
     doc_added = [d for d in db if d not in da]
     doc_removed = [d for d in da if d not in db]
-    doc_changed = [d for d in da if d in db and not same_content(da[d][0], db[d][0], text_a=da[d][1],
-                                                                 text_b=db[d][1])]
+    doc_changed = [d for d in da if d in db and not same_content(da[d][0], db[d][0], text_a=da[d][1], text_b=db[d][1])]
     parts = []
     if out_added or out_removed:
         parts.append(f"citations +{len(out_added)} -{len(out_removed)}")
@@ -480,11 +508,21 @@ def _citations(a: Run, b: Run) -> SectionDiff:
         parts.append(f"{len(doc_changed)} retrieved document(s) with changed content ({_names(doc_changed)})")
     changed = bool(parts)
     summary = "; ".join(parts) if changed else f"unchanged ({len(oa)} citations, {len(da)} retrieved documents)"
-    return SectionDiff(name="citations", changed=changed, summary=summary, details={
-        "citations": {"a": oa, "b": ob, "added": out_added, "removed": out_removed},
-        "retrieved": {"a": list(da), "b": list(db), "added": doc_added, "removed": doc_removed,
-                      "content_changed": doc_changed},
-    })
+    return SectionDiff(
+        name="citations",
+        changed=changed,
+        summary=summary,
+        details={
+            "citations": {"a": oa, "b": ob, "added": out_added, "removed": out_removed},
+            "retrieved": {
+                "a": list(da),
+                "b": list(db),
+                "added": doc_added,
+                "removed": doc_removed,
+                "content_changed": doc_changed,
+            },
+        },
+    )
 
 
 # ---------------------------------------------------------------------------------------------- cost
@@ -504,8 +542,9 @@ def _usage(run: Run) -> dict[str, int | float | None]:
     cost = _float(attrs.get(semconv.RUN_COST_USD))
     return {
         "input_tokens": input_tokens if input_tokens is not None else summed(semconv.GEN_AI_USAGE_INPUT_TOKENS, _int),
-        "output_tokens": (output_tokens if output_tokens is not None
-                          else summed(semconv.GEN_AI_USAGE_OUTPUT_TOKENS, _int)),
+        "output_tokens": (
+            output_tokens if output_tokens is not None else summed(semconv.GEN_AI_USAGE_OUTPUT_TOKENS, _int)
+        ),
         "cost_usd": cost if cost is not None else summed(semconv.MODEL_COST_USD, _float),
     }
 
@@ -519,7 +558,8 @@ def _cost(a: Run, b: Run) -> SectionDiff:
         delta = (y - x) if x is not None and y is not None else None
         if name == "cost_usd":
             same = (x is None and y is None) or (
-                x is not None and y is not None and math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12))
+                x is not None and y is not None and math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
+            )
             delta = round(delta, 12) if delta is not None else None
         else:
             same = x == y
@@ -528,8 +568,9 @@ def _cost(a: Run, b: Run) -> SectionDiff:
             shown = f"{delta:+g}" if delta is not None else f"{x} → {y}"
             parts.append(f"{name.replace('_', ' ')} {shown}")
     changed = bool(parts)
-    return SectionDiff(name="cost", changed=changed, summary="; ".join(parts) if changed else "unchanged",
-                       details=details)
+    return SectionDiff(
+        name="cost", changed=changed, summary="; ".join(parts) if changed else "unchanged", details=details
+    )
 
 
 # ------------------------------------------------------------------------------------------- latency
@@ -547,16 +588,23 @@ def _latency(a: Run, b: Run, threshold_ms: float, threshold_ratio: float) -> Sec
     for side, run in enumerate((a, b)):
         for step in run.steps:
             kinds[step.kind][side] += step.duration_ms
-    by_kind = {kind: {"a_ms": round(x, 3), "b_ms": round(y, 3), "delta_ms": round(y - x, 3), "ratio": _ratio(x, y)}
-               for kind, (x, y) in sorted(kinds.items())}
+    by_kind = {
+        kind: {"a_ms": round(x, 3), "b_ms": round(y, 3), "delta_ms": round(y - x, 3), "ratio": _ratio(x, y)}
+        for kind, (x, y) in sorted(kinds.items())
+    }
     ratio = _ratio(ta, tb)
     shown = f"{ta:.1f} ms → {tb:.1f} ms ({delta:+.1f} ms" + (f", ×{ratio:.2f})" if ratio is not None else ")")
     summary = shown if changed else f"within threshold: {shown}"
-    return SectionDiff(name="latency", changed=changed, summary=summary, details={
-        "total": {"a_ms": round(ta, 3), "b_ms": round(tb, 3), "delta_ms": round(delta, 3), "ratio": ratio},
-        "by_kind": by_kind,
-        "threshold": {"ms": threshold_ms, "ratio": threshold_ratio},
-    })
+    return SectionDiff(
+        name="latency",
+        changed=changed,
+        summary=summary,
+        details={
+            "total": {"a_ms": round(ta, 3), "b_ms": round(tb, 3), "delta_ms": round(delta, 3), "ratio": ratio},
+            "by_kind": by_kind,
+            "threshold": {"ms": threshold_ms, "ratio": threshold_ratio},
+        },
+    )
 
 
 # -------------------------------------------------------------------------------------------- safety
@@ -576,8 +624,10 @@ def _verdict_of(result: Any) -> str:
 
 def _safety_results(run: Run) -> tuple[list[str], list[Any]]:
     """Verdicts and payloads of the run's safety events (any span, in time order), else of its output."""
-    events = sorted(((e.timestamp_ns, e) for span in run.spans for e in span.events
-                     if e.name == semconv.EVENT_SAFETY), key=lambda pair: pair[0])
+    events = sorted(
+        ((e.timestamp_ns, e) for span in run.spans for e in span.events if e.name == semconv.EVENT_SAFETY),
+        key=lambda pair: pair[0],
+    )
     if events:
         verdicts, payloads = [], []
         for _, event in events:
@@ -611,9 +661,16 @@ def _safety(a: Run, b: Run) -> SectionDiff:
         summary = f"unchanged ({_names(va)})" + ("; verdict details differ" if payloads_differ else "")
     else:
         summary = "unchanged (no safety verdicts)"
-    return SectionDiff(name="safety", changed=changed, summary=summary, details={
-        "verdicts": _ab(va, vb), "last": _ab(pa[-1] if pa else None, pb[-1] if pb else None),
-        "payloads_differ": payloads_differ})
+    return SectionDiff(
+        name="safety",
+        changed=changed,
+        summary=summary,
+        details={
+            "verdicts": _ab(va, vb),
+            "last": _ab(pa[-1] if pa else None, pb[-1] if pb else None),
+            "payloads_differ": payloads_differ,
+        },
+    )
 
 
 # ------------------------------------------------------------------------------------------- render

@@ -35,8 +35,10 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from .. import revival, semconv
 from .._gc import gc_paused
 from ..errors import OtelReplayError
+from ..errors import ReplayRefused as ReplayRefused  # re-exported: otel_replay.replay.engine.ReplayRefused
 from ..exporting import setup
 from ..exporting.rows import records_from_spans
+from ..markers import marker_paths
 from ..recording import ReplayInterrupt, agent, identity, replaying
 from ..records import SpanRecord
 from ..runs import Run, build_run
@@ -48,10 +50,6 @@ from .approvals import Approvals
 from .raised import agent_exception
 from .session import ApprovalRequired, Divergence, ReplaySession, _captured, callable_mocks, os_user, revive
 from .volatile import VolatileRule
-
-
-class ReplayRefused(OtelReplayError):
-    """The replay cannot start, or was stopped before a call it may not make (CLI exit code 2)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,8 +168,9 @@ def load_entrypoint(spec: str, *, script: str | None = None, given: bool = False
     if not module_name or not qualname:
         raise ReplayRefused(f"entrypoint {spec!r} is not module:function; pass --app module:function")
     if "<locals>" in qualname:
-        raise ReplayRefused(f"entrypoint {spec!r} is defined inside a function and cannot be imported; "
-                            "pass --app module:function")
+        raise ReplayRefused(
+            f"entrypoint {spec!r} is defined inside a function and cannot be imported; pass --app module:function"
+        )
     refusal = entrypoint_refusal(spec, given=given, script=script)
     if refusal is not None:
         raise ReplayRefused(refusal)
@@ -180,19 +179,24 @@ def load_entrypoint(spec: str, *, script: str | None = None, given: bool = False
     for part in qualname.split("."):
         obj = getattr(obj, part, None)
         if obj is None:
-            raise ReplayRefused(f"entrypoint {spec!r}: {module_name} has no {qualname}; "
-                                "pass --app module:function")
+            raise ReplayRefused(f"entrypoint {spec!r}: {module_name} has no {qualname}; pass --app module:function")
         if not given and isinstance(obj, types.ModuleType):
-            raise ReplayRefused(f"entrypoint {spec!r} was not run: it reaches through module {obj.__name__!r}, and a "
-                                "recorded entrypoint must be defined in its own module; pass --app module:function")
+            raise ReplayRefused(
+                f"entrypoint {spec!r} was not run: it reaches through module {obj.__name__!r}, and a "
+                "recorded entrypoint must be defined in its own module; pass --app module:function"
+            )
     if not given and getattr(obj, "__module__", None) != module.__name__:
-        raise ReplayRefused(f"entrypoint {spec!r} was not run: {qualname} is not defined in {module_name} (it comes "
-                            f"from {getattr(obj, '__module__', None)!r}); pass --app module:function if you trust it")
+        raise ReplayRefused(
+            f"entrypoint {spec!r} was not run: {qualname} is not defined in {module_name} (it comes "
+            f"from {getattr(obj, '__module__', None)!r}); pass --app module:function if you trust it"
+        )
     if not callable(obj):
         raise ReplayRefused(f"entrypoint {spec!r} is not callable")
     if inspect.isgeneratorfunction(obj) or inspect.isasyncgenfunction(obj):
-        raise ReplayRefused(f"entrypoint {spec!r} is a generator; replaying streaming agents is not supported yet: "
-                            "pass --app with a function that consumes it")
+        raise ReplayRefused(
+            f"entrypoint {spec!r} is a generator; replaying streaming agents is not supported yet: "
+            "pass --app with a function that consumes it"
+        )
     func: Callable[..., Any] = obj
     return func
 
@@ -203,8 +207,9 @@ def _entrypoint_module(spec: str, module_name: str, script: str | None) -> types
     (:func:`~otel_replay.replay.trust.entrypoint_refusal`)."""
     if module_name == "__main__":
         if not script or not Path(script).is_file():
-            raise ReplayRefused(f"entrypoint {spec!r} was started as a script that is not at {script!r}; "
-                                "pass --app module:function")
+            raise ReplayRefused(
+                f"entrypoint {spec!r} was started as a script that is not at {script!r}; pass --app module:function"
+            )
         alias = f"otel_replay_script_{uuid.uuid5(uuid.NAMESPACE_URL, script).hex[:12]}"
         module = sys.modules.get(alias)
         if module is None:
@@ -226,14 +231,15 @@ def _entrypoint_module(spec: str, module_name: str, script: str | None) -> types
         try:
             module = importlib.import_module(module_name)
         except Exception as exc:  # noqa: BLE001 - any import failure is the same refusal
-            raise ReplayRefused(f"entrypoint module {module_name!r} is not importable ({type(exc).__name__}: "
-                                f"{exc}); run from the project folder or pass --app module:function") from None
+            raise ReplayRefused(
+                f"entrypoint module {module_name!r} is not importable ({type(exc).__name__}: "
+                f"{exc}); run from the project folder or pass --app module:function"
+            ) from None
     return module
 
 
 def _has_marker(tree: Any) -> list[str]:
     """Paths of redaction markers in a recorded payload: marker objects and inline ``[REDACTED:…]`` tokens."""
-    from .markers import marker_paths
 
     return marker_paths(tree)
 
@@ -246,8 +252,9 @@ def readiness(run: Run) -> dict[str, Any]:
     problems = list(run.problems)
     major = semconv.schema_major(run.schema_version or "")
     if major != semconv.SCHEMA_MAJOR:
-        problems.append(f"recorded with convention {run.schema_version!r}; this otel-replay reads "
-                        f"{semconv.SCHEMA_MAJOR}.x")
+        problems.append(
+            f"recorded with convention {run.schema_version!r}; this otel-replay reads {semconv.SCHEMA_MAJOR}.x"
+        )
     inp = run.snapshots.get("input")
     missing: list[str] = []
     dangling: list[int] = []
@@ -262,26 +269,41 @@ def readiness(run: Run) -> dict[str, Any]:
         elif isinstance(step.snapshots.get(step.kind), dict) and not _captured(step.snapshots[step.kind]):
             missing.append(f"step {step.index} ({step.kind} {step.name}) was recorded without its content")
     redacted_inputs = _has_marker({"args": (inp or {}).get("args"), "kwargs": (inp or {}).get("kwargs")})
-    approvals = sorted({s.name for s in run.steps if s.kind == "tool"
-                        and s.attributes.get(semconv.TOOL_RISK) in ("write", "high")})
-    models_without_request = [s.index for s in run.steps if s.kind == "model"
-                              and not (s.snapshots.get("model") or {}).get("request")]
-    schema_versions = {s.name: s.attributes.get(semconv.TOOL_SCHEMA_VERSION) for s in run.steps
-                       if s.kind == "tool" and s.attributes.get(semconv.TOOL_SCHEMA_VERSION)}
-    mock_blockers = ([] if inp else ["no input snapshot: the entrypoint cannot be called again"])
+    approvals = sorted(
+        {s.name for s in run.steps if s.kind == "tool" and s.attributes.get(semconv.TOOL_RISK) in ("write", "high")}
+    )
+    models_without_request = [
+        s.index for s in run.steps if s.kind == "model" and not (s.snapshots.get("model") or {}).get("request")
+    ]
+    schema_versions = {
+        s.name: s.attributes.get(semconv.TOOL_SCHEMA_VERSION)
+        for s in run.steps
+        if s.kind == "tool" and s.attributes.get(semconv.TOOL_SCHEMA_VERSION)
+    }
+    mock_blockers = [] if inp else ["no input snapshot: the entrypoint cannot be called again"]
     if not run.entrypoint:
         mock_blockers.append("no entrypoint recorded: pass --app module:function")
     mock_blockers += missing
     if major != semconv.SCHEMA_MAJOR:
         mock_blockers.append("unknown convention version")
-    deterministic_blockers = mock_blockers + [f"model step {i} was recorded without its request content"
-                                              for i in models_without_request]
+    deterministic_blockers = mock_blockers + [
+        f"model step {i} was recorded without its request content" for i in models_without_request
+    ]
     live_blockers = list(mock_blockers)
-    live_blockers += [f"input {p} was redacted and must be supplied again (secrets come from the environment)"
-                      for p in redacted_inputs]
-    states = [{"seq": s.seq, "step_index": s.step_index, "transition": (s.payload or {}).get("transition"),
-               "task_state": (s.payload or {}).get("task_state")}
-              for s in run.timeline if s.kind == "state" and isinstance(s.payload, dict)]
+    live_blockers += [
+        f"input {p} was redacted and must be supplied again (secrets come from the environment)"
+        for p in redacted_inputs
+    ]
+    states = [
+        {
+            "seq": s.seq,
+            "step_index": s.step_index,
+            "transition": (s.payload or {}).get("transition"),
+            "task_state": (s.payload or {}).get("task_state"),
+        }
+        for s in run.timeline
+        if s.kind == "state" and isinstance(s.payload, dict)
+    ]
     return {
         "dialect": getattr(run, "dialect", "otel_replay"),
         "integrity": {"ok": not problems, "problems": problems},
@@ -301,19 +323,29 @@ def _record_dry(session: ReplaySession, original: Run, report: dict[str, Any]) -
     """A dry replay is recorded as a root span only: who looked, why, and what the check found."""
     rt = setup.runtime()
     run_id = str(uuid.uuid4())
-    span = rt.tracer.start_span(f"{semconv.SPAN_AGENT} {original.agent}", context=otel_context.Context(),
-                                kind=SpanKind.INTERNAL, links=session.root_links())
-    span.set_attributes({
-        semconv.RUN_ID: run_id, semconv.SCHEMA_VERSION_ATTR: semconv.SCHEMA_VERSION,
-        semconv.RUN_ENTRYPOINT: original.entrypoint or "", semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_AGENT,
-        semconv.GEN_AI_AGENT_NAME: original.agent, semconv.RUN_STEP_COUNT: 0,
-        **{k: v for k, v in session.root_attributes().items() if v is not None},
-        semconv.REPLAY_OUTCOME: "matched" if report["integrity"]["ok"] else "diverged",
-        semconv.REPLAY_DIVERGED: not report["integrity"]["ok"],
-    })
+    span = rt.tracer.start_span(
+        f"{semconv.SPAN_AGENT} {original.agent}",
+        context=otel_context.Context(),
+        kind=SpanKind.INTERNAL,
+        links=session.root_links(),
+    )
+    span.set_attributes(
+        {
+            semconv.RUN_ID: run_id,
+            semconv.SCHEMA_VERSION_ATTR: semconv.SCHEMA_VERSION,
+            semconv.RUN_ENTRYPOINT: original.entrypoint or "",
+            semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_AGENT,
+            semconv.GEN_AI_AGENT_NAME: original.agent,
+            semconv.RUN_STEP_COUNT: 0,
+            **{k: v for k, v in session.root_attributes().items() if v is not None},
+            semconv.REPLAY_OUTCOME: "matched" if report["integrity"]["ok"] else "diverged",
+            semconv.REPLAY_DIVERGED: not report["integrity"]["ok"],
+        }
+    )
     for problem in report["integrity"]["problems"]:
-        span.add_event(semconv.EVENT_DIVERGENCE, {semconv.DIVERGENCE_KIND: "integrity",
-                                                  semconv.DIVERGENCE_REASON: problem})
+        span.add_event(
+            semconv.EVENT_DIVERGENCE, {semconv.DIVERGENCE_KIND: "integrity", semconv.DIVERGENCE_REASON: problem}
+        )
     session.run_started(run_id=run_id, span=span)
     span.set_status(Status(StatusCode.OK))
     span.end()
@@ -337,11 +369,20 @@ def _checked(mode: str | ReplayMode, from_step: int | None, reason: str | None) 
     return mode
 
 
-def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = None,
-           approvals: Approvals | Sequence[str] = (), actor: str | None = None, reason: str | None = None,
-           store: Any = None, entrypoint: str | None = None,
-           mocks: Mapping[str, Any] | None = None, allow_side_effects: bool = False,
-           volatile_keys: Iterable[str | VolatileRule] = ()) -> ReplayResult:
+def replay(
+    trace_id: str,
+    *,
+    mode: str | ReplayMode,
+    from_step: int | None = None,
+    approvals: Approvals | Sequence[str] = (),
+    actor: str | None = None,
+    reason: str | None = None,
+    store: Any = None,
+    entrypoint: str | None = None,
+    mocks: Mapping[str, Any] | None = None,
+    allow_side_effects: bool = False,
+    volatile_keys: Iterable[str | VolatileRule] = (),
+) -> ReplayResult:
     """Replay the run recorded as ``trace_id`` and compare it with the original.
 
     ``mode``: ``dry`` (no code runs: integrity, readiness, state walk), ``mock`` (the entrypoint runs again;
@@ -373,27 +414,54 @@ def replay(trace_id: str, *, mode: str | ReplayMode, from_step: int | None = Non
         with gc_paused():  # loading, ingesting, rebuilding and diffing: no cycles, see _gc
             original = opened.load_run(tid)
         with revival.noting() as unregistered, volatile.extended(volatile_keys):
-            result = _replay(original, checked, from_step=from_step, approvals=budget, actor=actor,
-                             reason=reason, store=opened, entrypoint=entrypoint, mocks=mocks,
-                             allow_side_effects=allow_side_effects)
+            result = _replay(
+                original,
+                checked,
+                from_step=from_step,
+                approvals=budget,
+                actor=actor,
+                reason=reason,
+                store=opened,
+                entrypoint=entrypoint,
+                mocks=mocks,
+                allow_side_effects=allow_side_effects,
+            )
         return _with_notes(result, unregistered)
     finally:
         if close_store:
             opened.close()
 
 
-def replay_run(original: Run, *, mode: str | ReplayMode, from_step: int | None = None,
-               approvals: Sequence[str] = (), actor: str | None = None, reason: str | None = None,
-               entrypoint: str | None = None, mocks: Mapping[str, Any] | None = None,
-               allow_side_effects: bool = False, volatile_keys: Iterable[str | VolatileRule] = ()) -> ReplayResult:
+def replay_run(
+    original: Run,
+    *,
+    mode: str | ReplayMode,
+    from_step: int | None = None,
+    approvals: Sequence[str] = (),
+    actor: str | None = None,
+    reason: str | None = None,
+    entrypoint: str | None = None,
+    mocks: Mapping[str, Any] | None = None,
+    allow_side_effects: bool = False,
+    volatile_keys: Iterable[str | VolatileRule] = (),
+) -> ReplayResult:
     """Replay a run held in memory (a case file's trace) as :func:`replay` does, without any store: the replay
     is recorded through the configured exporter as usual and read back from the spans this process saw."""
     checked = _checked(mode, from_step, reason)
     volatile_keys = volatile.as_rules(volatile_keys)
     with revival.noting() as unregistered, volatile.extended(volatile_keys):
-        result = _replay(original, checked, from_step=from_step, approvals=approvals, actor=actor, reason=reason,
-                         store=None, entrypoint=entrypoint, mocks=mocks,
-                         allow_side_effects=allow_side_effects)
+        result = _replay(
+            original,
+            checked,
+            from_step=from_step,
+            approvals=approvals,
+            actor=actor,
+            reason=reason,
+            store=None,
+            entrypoint=entrypoint,
+            mocks=mocks,
+            allow_side_effects=allow_side_effects,
+        )
     return _with_notes(result, unregistered)
 
 
@@ -403,9 +471,19 @@ def _with_notes(result: ReplayResult, unregistered: list[str]) -> ReplayResult:
     return dataclasses.replace(result, notes=(*result.notes, note)) if note else result
 
 
-def _replay(original: Run, mode: ReplayMode, *, from_step: int | None, approvals: Approvals | Sequence[str],
-            actor: str | None, reason: str | None, store: Any, entrypoint: str | None,
-            mocks: Mapping[str, Any] | None, allow_side_effects: bool = False) -> ReplayResult:
+def _replay(
+    original: Run,
+    mode: ReplayMode,
+    *,
+    from_step: int | None,
+    approvals: Approvals | Sequence[str],
+    actor: str | None,
+    reason: str | None,
+    store: Any,
+    entrypoint: str | None,
+    mocks: Mapping[str, Any] | None,
+    allow_side_effects: bool = False,
+) -> ReplayResult:
     tid = original.trace_id
     mocks = callable_mocks(mocks)
     actor, reason = _scrubbed(actor or os_user()), _scrubbed(reason)
@@ -413,13 +491,23 @@ def _replay(original: Run, mode: ReplayMode, *, from_step: int | None, approvals
     if major != semconv.SCHEMA_MAJOR:
         raise ReplayRefused(
             f"run {tid} was recorded with convention {original.schema_version!r}; this otel-replay replays "
-            f"{semconv.SCHEMA_MAJOR}.x: upgrade otel-replay or export the run with the version that wrote it")
+            f"{semconv.SCHEMA_MAJOR}.x: upgrade otel-replay or export the run with the version that wrote it"
+        )
     if from_step is not None and original.steps and from_step > max(s.index for s in original.steps) + 1:
-        raise ReplayRefused(f"run {tid} has steps 0..{max(s.index for s in original.steps)}; "
-                            f"--from-step {from_step} is past its end")
+        raise ReplayRefused(
+            f"run {tid} has steps 0..{max(s.index for s in original.steps)}; --from-step {from_step} is past its end"
+        )
     # The side-effect guard covers every mode but live (see guard.guards), unless the person replaying allowed them.
-    session = ReplaySession(original=original, mode=mode, from_step=from_step, approvals=approvals,
-                            mocks=mocks, actor=actor, reason=reason, allow_side_effects=allow_side_effects)
+    session = ReplaySession(
+        original=original,
+        mode=mode,
+        from_step=from_step,
+        approvals=approvals,
+        mocks=mocks,
+        actor=actor,
+        reason=reason,
+        allow_side_effects=allow_side_effects,
+    )
     from .toolcalls import not_firewalled
 
     unfirewalled = tuple(not_firewalled(original))
@@ -431,16 +519,30 @@ def _replay(original: Run, mode: ReplayMode, *, from_step: int | None, approvals
         from .diff import diff_runs
 
         return ReplayResult(
-            replay_trace_id=session.trace_id, replay_run_id=session.run_id, original_trace_id=tid,
-            mode=mode.value, from_step=None, outcome="matched" if report["integrity"]["ok"] else "diverged",
-            divergences=tuple(Divergence(step_index=None, kind="integrity", reason=p)
-                              for p in report["integrity"]["problems"]),
-            approvals=session.approvals, actor=actor, reason=reason, diff=diff_runs(original, original),
-            readiness=report, original=original, allow_side_effects=session.allow_side_effects,
-            not_firewalled=unfirewalled)
+            replay_trace_id=session.trace_id,
+            replay_run_id=session.run_id,
+            original_trace_id=tid,
+            mode=mode.value,
+            from_step=None,
+            outcome="matched" if report["integrity"]["ok"] else "diverged",
+            divergences=tuple(
+                Divergence(step_index=None, kind="integrity", reason=p) for p in report["integrity"]["problems"]
+            ),
+            approvals=session.approvals,
+            actor=actor,
+            reason=reason,
+            diff=diff_runs(original, original),
+            readiness=report,
+            original=original,
+            allow_side_effects=session.allow_side_effects,
+            not_firewalled=unfirewalled,
+        )
     with _instrumented(original):
-        func = load_entrypoint(entrypoint or original.entrypoint or "",
-                               script=(original.snapshots.get("input") or {}).get("script"), given=bool(entrypoint))
+        func = load_entrypoint(
+            entrypoint or original.entrypoint or "",
+            script=(original.snapshots.get("input") or {}).get("script"),
+            given=bool(entrypoint),
+        )
         result = _run_replay(session, original, func, store)
     return dataclasses.replace(result, not_firewalled=unfirewalled) if unfirewalled else result
 
@@ -478,8 +580,10 @@ def _instrumented(original: Run) -> Iterator[None]:
     try:
         if missing:
             extra = instrumentation.extra_of(missing[0])
-            raise ReplayRefused(f"run {original.trace_id} was recorded through the {', '.join(missing)} SDK, which "
-                                f"is not installed here: pip install 'otel-replay[{extra}]'")
+            raise ReplayRefused(
+                f"run {original.trace_id} was recorded through the {', '.join(missing)} SDK, which "
+                f"is not installed here: pip install 'otel-replay[{extra}]'"
+            )
         yield
     finally:
         added = [name for name in done if name not in already]
@@ -518,8 +622,10 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
     if session.mode is ReplayMode.LIVE:
         redacted = _has_marker({"args": inp.get("args"), "kwargs": inp.get("kwargs")})
         if redacted:
-            raise ReplayRefused(f"input {', '.join(redacted)} was redacted in the recording and a live replay "
-                                "cannot restore it: have the agent read it from the environment")
+            raise ReplayRefused(
+                f"input {', '.join(redacted)} was redacted in the recording and a live replay "
+                "cannot restore it: have the agent read it from the environment"
+            )
     if not hasattr(func, "__otel_replay__"):
         func = agent(original.agent)(func)
     spans: list[ReadableSpan] = []
@@ -531,8 +637,11 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
     journal = audit_journal.started(session) if audit_journal.needs_record(session) else None
     stopped: ReplayInterrupt | None = None
     raised: dict[str, Any] | None = None
-    with replaying(session), setup.tap(keep), \
-            identity(tenant=inp.get("tenant"), role=inp.get("role"), session=inp.get("session")):
+    with (
+        replaying(session),
+        setup.tap(keep),
+        identity(tenant=inp.get("tenant"), role=inp.get("role"), session=inp.get("session")),
+    ):
         try:
             with guard.agent_call(session):  # the agent's code only: never the engine's own work
                 _call(func, args, kwargs)
@@ -543,8 +652,10 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         setup.flush()
     audit_journal.finished(journal, session, outcome=None if session.run_id is not None else "refused")
     if session.run_id is None:
-        raise ReplayRefused(f"the entrypoint {original.entrypoint!r} did not start a run: it must be (or call) the "
-                            "@otel_replay.agent function the run was recorded with; pass --app module:function")
+        raise ReplayRefused(
+            f"the entrypoint {original.entrypoint!r} did not start a run: it must be (or call) the "
+            "@otel_replay.agent function the run was recorded with; pass --app module:function"
+        )
     from .diff import diff_runs
 
     with gc_paused():  # loading, ingesting, rebuilding and diffing: no cycles, see _gc
@@ -555,13 +666,26 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
     # the run's output compared with the original. The diff details every section.
     refusal = session.refusal if isinstance(stopped, ApprovalRequired) else None
     return ReplayResult(
-        replay_trace_id=session.trace_id, replay_run_id=session.run_id, original_trace_id=original.trace_id,
-        mode=session.mode.value, from_step=session.from_step, outcome=session.outcome,
-        divergences=tuple(session.divergences), approvals=session.approvals, actor=session.actor,
-        reason=session.reason, refusal=refusal, executions=session.executions(), diff=diff,
+        replay_trace_id=session.trace_id,
+        replay_run_id=session.run_id,
+        original_trace_id=original.trace_id,
+        mode=session.mode.value,
+        from_step=session.from_step,
+        outcome=session.outcome,
+        divergences=tuple(session.divergences),
+        approvals=session.approvals,
+        actor=session.actor,
+        reason=session.reason,
+        refusal=refusal,
+        executions=session.executions(),
+        diff=diff,
         schema_changes=tuple(session.schema_changes),
-        replay=replayed, original=original, allow_side_effects=session.allow_side_effects,
-        agent_error=raised, refused_call=session.refused_call if refusal is not None else None)
+        replay=replayed,
+        original=original,
+        allow_side_effects=session.allow_side_effects,
+        agent_error=raised,
+        refused_call=session.refused_call if refusal is not None else None,
+    )
 
 
 def _call(func: Callable[..., Any], args: Any, kwargs: Any) -> Any:
@@ -645,8 +769,9 @@ def _stored_records(spans: list[ReadableSpan]) -> list[SpanRecord] | None:
     return records
 
 
-def diff(trace_id_a: str, trace_id_b: str, *, store: Any = None,
-         volatile_keys: Iterable[str | VolatileRule] = ()) -> Any:
+def diff(
+    trace_id_a: str, trace_id_b: str, *, store: Any = None, volatile_keys: Iterable[str | VolatileRule] = ()
+) -> Any:
     """Diff two stored runs (any two: an original and its replay, two recordings) → ``RunDiff``; volatile ids
     compare as placeholders (``volatile_keys`` adds keys of your own, see :func:`replay`)."""
     from ..records import parse_trace_id
@@ -661,4 +786,3 @@ def diff(trace_id_a: str, trace_id_b: str, *, store: Any = None,
     finally:
         if close_store:
             opened.close()
-

@@ -139,14 +139,18 @@ class _Guard:
         """Record ``what`` on the replay (once) and raise :class:`SideEffectBlocked`."""
         text = _scrub(what)
         if len(text) > _TEXT_MAX:
-            text = text[:_TEXT_MAX - 1] + "…"
+            text = text[: _TEXT_MAX - 1] + "…"
         with self._lock:
             new = text not in self._seen
             self._seen.add(text)
         if new:
-            self.session.divergences.append(Divergence(step_index=_step_reached(self.session),
-                                                       kind=DIVERGENCE_KIND,
-                                                       reason=f"unrecorded side effect: {text}"))
+            self.session.divergences.append(
+                Divergence(
+                    step_index=_step_reached(self.session),
+                    kind=DIVERGENCE_KIND,
+                    reason=f"unrecorded side effect: {text}",
+                )
+            )
         raise SideEffectBlocked(f"{BLOCKED_MESSAGE}: {text} (replay with --allow-side-effects to let it happen)")
 
 
@@ -313,8 +317,12 @@ def _mkdir(state: _Guard, args: tuple[Any, ...]) -> str | None:
 def _connect(event: str) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
     def check(state: _Guard, args: tuple[Any, ...]) -> str | None:
         address = args[-1]
-        if isinstance(address, tuple) and len(address) >= 2 and isinstance(address[0], str) \
-                and isinstance(address[1], int):
+        if (
+            isinstance(address, tuple)
+            and len(address) >= 2
+            and isinstance(address[0], str)
+            and isinstance(address[1], int)
+        ):
             if state.exempt_address(address[0], address[1]):
                 return None
             host = address[0]
@@ -329,8 +337,19 @@ def _connect(event: str) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
 
 
 _CHECKS: Final[dict[str, Callable[[_Guard, tuple[Any, ...]], str | None]]] = {
-    **{event: _spawn(event) for event in ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
-                                          "os.spawn", "os.fork", "os.forkpty", "os.startfile")},
+    **{
+        event: _spawn(event)
+        for event in (
+            "subprocess.Popen",
+            "os.system",
+            "os.exec",
+            "os.posix_spawn",
+            "os.spawn",
+            "os.fork",
+            "os.forkpty",
+            "os.startfile",
+        )
+    },
     "open": _open,
     "os.remove": _file_change("file delete (os.remove)", dir_fd_at=1),
     "os.rmdir": _file_change("folder delete (os.rmdir)", dir_fd_at=1),

@@ -29,8 +29,14 @@ def stored_text(value: Any) -> Any:
     return value if value is MISSING else canonical_json(value)
 
 
-def same_content(hash_a: str | None, hash_b: str | None, *, text_a: Any = MISSING, text_b: Any = MISSING,
-                 rehash: Callable[[str], str] | None = None) -> bool:
+def same_content(
+    hash_a: str | None,
+    hash_b: str | None,
+    *,
+    text_a: Any = MISSING,
+    text_b: Any = MISSING,
+    rehash: Callable[[str], str] | None = None,
+) -> bool:
     """Whether two recorded or fresh hashes stand for the same content.
 
     Equal hashes agree. Otherwise each side whose stored text is given (``text_a`` / ``text_b``, exactly the

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .. import semconv
+from ..errors import ReplayRefused
 from ..exporting import setup
 from ..files import fsync_dir, pid_alive, private_dir, process_start
 from ..semconv import ReplayMode
@@ -79,22 +80,48 @@ def mac_valid(fields: Mapping[str, Any], given: Any, *, redactor: Any = None) ->
     return hmac.compare_digest(mac(fields, redactor=redactor), given)
 
 
-def root_fields(*, actor: Any, os_user: Any, reason: Any, mode: Any, from_step: Any, approvals: Any,
-                original_trace_id: Any, run_id: Any, trace_id: Any) -> dict[str, Any]:
+def root_fields(
+    *,
+    actor: Any,
+    os_user: Any,
+    reason: Any,
+    mode: Any,
+    from_step: Any,
+    approvals: Any,
+    original_trace_id: Any,
+    run_id: Any,
+    trace_id: Any,
+) -> dict[str, Any]:
     """What a replay root's MAC covers, in the form it has both when written and when read from the store
     (strings; a missing reason or from step is ``""``; approvals a list of strings)."""
-    return {"actor": str(actor or ""), "os_user": str(os_user or ""), "reason": str(reason or ""),
-            "mode": str(mode or ""), "from_step": "" if from_step in (None, "") else str(from_step),
-            "approvals": [str(a) for a in (approvals or ())], "original_trace_id": str(original_trace_id or ""),
-            "run_id": str(run_id or ""), "trace_id": str(trace_id or "")}
+    return {
+        "actor": str(actor or ""),
+        "os_user": str(os_user or ""),
+        "reason": str(reason or ""),
+        "mode": str(mode or ""),
+        "from_step": "" if from_step in (None, "") else str(from_step),
+        "approvals": [str(a) for a in (approvals or ())],
+        "original_trace_id": str(original_trace_id or ""),
+        "run_id": str(run_id or ""),
+        "trace_id": str(trace_id or ""),
+    }
 
 
 def root_mac(session: Any) -> str:
     """The MAC written on a replay's root span (``otel_replay.replay.audit_mac``)."""
-    return mac(root_fields(actor=session.actor, os_user=getattr(session, "os_user", ""), reason=session.reason,
-                           mode=session.mode.value, from_step=session.from_step, approvals=session.approvals,
-                           original_trace_id=session.original.trace_id, run_id=session.run_id,
-                           trace_id=session.trace_id))
+    return mac(
+        root_fields(
+            actor=session.actor,
+            os_user=getattr(session, "os_user", ""),
+            reason=session.reason,
+            mode=session.mode.value,
+            from_step=session.from_step,
+            approvals=session.approvals,
+            original_trace_id=session.original.trace_id,
+            run_id=session.run_id,
+            trace_id=session.trace_id,
+        )
+    )
 
 
 def root_fields_of(attributes: Mapping[str, str], trace_id: str) -> dict[str, Any]:
@@ -106,11 +133,17 @@ def root_fields_of(attributes: Mapping[str, str], trace_id: str) -> dict[str, An
         approvals = [raw]
     if not isinstance(approvals, list):
         approvals = [approvals]
-    return root_fields(actor=attributes.get(semconv.REPLAY_ACTOR), os_user=attributes.get(semconv.REPLAY_OS_USER),
-                       reason=attributes.get(semconv.REPLAY_REASON), mode=attributes.get(semconv.REPLAY_MODE),
-                       from_step=attributes.get(semconv.REPLAY_FROM_STEP), approvals=approvals,
-                       original_trace_id=attributes.get(semconv.REPLAY_OF_TRACE_ID),
-                       run_id=attributes.get(semconv.RUN_ID), trace_id=trace_id)
+    return root_fields(
+        actor=attributes.get(semconv.REPLAY_ACTOR),
+        os_user=attributes.get(semconv.REPLAY_OS_USER),
+        reason=attributes.get(semconv.REPLAY_REASON),
+        mode=attributes.get(semconv.REPLAY_MODE),
+        from_step=attributes.get(semconv.REPLAY_FROM_STEP),
+        approvals=approvals,
+        original_trace_id=attributes.get(semconv.REPLAY_OF_TRACE_ID),
+        run_id=attributes.get(semconv.RUN_ID),
+        trace_id=trace_id,
+    )
 
 
 def record_valid(record: Mapping[str, Any], *, redactor: Any = None) -> bool:
@@ -172,22 +205,32 @@ def started(session: Any) -> JournalEntry:
 
     Raises :class:`~otel_replay.replay.engine.ReplayRefused` when the record cannot be made durable."""
     record = {
-        "v": _VERSION, "record": "started", "run_id": session.planned_run_id, "at": _now(),
-        "actor": session.actor, "os_user": getattr(session, "os_user", ""), "reason": session.reason,
-        "mode": session.mode.value, "from_step": session.from_step, "approvals": list(session.approvals),
+        "v": _VERSION,
+        "record": "started",
+        "run_id": session.planned_run_id,
+        "at": _now(),
+        "actor": session.actor,
+        "os_user": getattr(session, "os_user", ""),
+        "reason": session.reason,
+        "mode": session.mode.value,
+        "from_step": session.from_step,
+        "approvals": list(session.approvals),
         "allow_side_effects": bool(getattr(session, "allow_side_effects", False)),
-        "original_trace_id": session.original.trace_id, "original_run_id": session.original.run_id,
-        "pid": os.getpid(), "pid_start": process_start(os.getpid()), "host": socket.gethostname(),
+        "original_trace_id": session.original.trace_id,
+        "original_run_id": session.original.run_id,
+        "pid": os.getpid(),
+        "pid_start": process_start(os.getpid()),
+        "host": socket.gethostname(),
     }
     try:
         path = append(record)
     except (OSError, ValueError) as exc:
-        from .engine import ReplayRefused
-
         where = journal_path()
-        raise ReplayRefused(f"the audit record of this {session.mode.value} replay cannot be written to {where} "
-                            f"({type(exc).__name__}: {exc}); nothing ran: make {where.parent} a folder you can "
-                            "write (mode 700) and try again") from None
+        raise ReplayRefused(
+            f"the audit record of this {session.mode.value} replay cannot be written to {where} "
+            f"({type(exc).__name__}: {exc}); nothing ran: make {where.parent} a folder you can "
+            "write (mode 700) and try again"
+        ) from None
     return JournalEntry(run_id=session.planned_run_id, path=path)
 
 
@@ -197,9 +240,17 @@ def finished(entry: JournalEntry | None, session: Any, *, outcome: str | None = 
     if entry is None:
         return
     executions = session.executions() if hasattr(session, "executions") else {}
-    record = {"v": _VERSION, "record": "finished", "run_id": entry.run_id, "at": _now(),
-              "outcome": outcome or session.outcome, "executions": executions,
-              "replay_trace_id": session.trace_id, "pid": os.getpid(), "host": socket.gethostname()}
+    record = {
+        "v": _VERSION,
+        "record": "finished",
+        "run_id": entry.run_id,
+        "at": _now(),
+        "outcome": outcome or session.outcome,
+        "executions": executions,
+        "replay_trace_id": session.trace_id,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+    }
     try:
         append(record, home=entry.path.parent.parent)
     except Exception as exc:  # noqa: BLE001 - logged; the audit still has the started record
@@ -217,8 +268,7 @@ def read(home: Path | str | os.PathLike[str] | None = None) -> list[dict[str, An
     except FileNotFoundError:
         return []
     except OSError as exc:
-        _log.warning("the audit journal %s cannot be read (%s): replays recorded only there are not listed",
-                     path, exc)
+        _log.warning("the audit journal %s cannot be read (%s): replays recorded only there are not listed", path, exc)
         return []
     records: list[dict[str, Any]] = []
     lines = data.split(b"\n")
@@ -231,9 +281,12 @@ def read(home: Path | str | os.PathLike[str] | None = None) -> list[dict[str, An
                 raise ValueError("not a journal record")
         except ValueError:
             torn = number == len(lines)  # no newline after it: a write cut short
-            _log.warning("the audit journal %s has a %s at line %d; it was skipped", path,
-                         "torn last line (a replay was killed while writing it)" if torn else "damaged line",
-                         number)
+            _log.warning(
+                "the audit journal %s has a %s at line %d; it was skipped",
+                path,
+                "torn last line (a replay was killed while writing it)" if torn else "damaged line",
+                number,
+            )
             continue
         records.append(record)
     return records

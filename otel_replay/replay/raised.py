@@ -28,8 +28,9 @@ _MESSAGE_MAX_CHARS: Final = 500
 
 def _library_dirs() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
-    found = {os.path.abspath(paths[key]) + os.sep for key in ("stdlib", "platstdlib", "purelib", "platlib")
-             if paths.get(key)}
+    found = {
+        os.path.abspath(paths[key]) + os.sep for key in ("stdlib", "platstdlib", "purelib", "platlib") if paths.get(key)
+    }
     return tuple(sorted(found))
 
 

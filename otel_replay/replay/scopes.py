@@ -22,6 +22,7 @@ from typing import Any, Final, cast
 from opentelemetry.sdk.trace import ReadableSpan
 
 from .. import semconv
+from ..errors import ReplayRefused
 from ..exporting import setup
 from ..instrumentation import _sdk_installed
 from ..recording import ReplayInterrupt, agent, replaying
@@ -32,7 +33,6 @@ from ..snapshots import canonical_json, to_jsonable
 from . import journal as audit_journal
 from .approvals import Approvals
 from .engine import (
-    ReplayRefused,
     ReplayResult,
     _call,
     _entrypoint_module,
@@ -79,13 +79,25 @@ class ToolReplayResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``otel-replay replay-tool --json``)."""
-        return {"original_trace_id": self.original_trace_id, "step": self.step, "tool": self.tool,
-                "mode": self.mode, "args_source": self.args_source, "outcome": self.outcome,
-                "diverged": self.diverged, "recorded_result": self.recorded_result,
-                "recorded_error": self.recorded_error, "result": self.result, "error": self.error,
-                "schema_version": self.schema_version, "replay_trace_id": self.replay_trace_id,
-                "approvals": list(self.approvals), "actor": self.actor, "reason": self.reason,
-                "refusal": self.refusal}
+        return {
+            "original_trace_id": self.original_trace_id,
+            "step": self.step,
+            "tool": self.tool,
+            "mode": self.mode,
+            "args_source": self.args_source,
+            "outcome": self.outcome,
+            "diverged": self.diverged,
+            "recorded_result": self.recorded_result,
+            "recorded_error": self.recorded_error,
+            "result": self.result,
+            "error": self.error,
+            "schema_version": self.schema_version,
+            "replay_trace_id": self.replay_trace_id,
+            "approvals": list(self.approvals),
+            "actor": self.actor,
+            "reason": self.reason,
+            "refusal": self.refusal,
+        }
 
 
 _SEARCH_DEPTH: Final = 6
@@ -103,15 +115,20 @@ def _trusted_module(name: str, *, given: bool) -> types.ModuleType:
 
     refusal = entrypoint_refusal(f"{name}:tool", given=given)
     if refusal is not None:
-        raise ReplayRefused(refusal.replace(f"entrypoint {name + ':tool'!r}", f"module {name!r}")
-                            .replace("pass --app module:function", "pass --app MODULE"))
+        raise ReplayRefused(
+            refusal.replace(f"entrypoint {name + ':tool'!r}", f"module {name!r}").replace(
+                "pass --app module:function", "pass --app MODULE"
+            )
+        )
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         return importlib.import_module(name)
     except Exception as exc:  # noqa: BLE001 - any import failure is the same refusal
-        raise ReplayRefused(f"module {name!r} is not importable ({type(exc).__name__}: {exc}); run from the project "
-                            "folder or pass --app MODULE") from None
+        raise ReplayRefused(
+            f"module {name!r} is not importable ({type(exc).__name__}: {exc}); run from the project "
+            "folder or pass --app MODULE"
+        ) from None
 
 
 def _find_langchain_tool(obj: Any, name: str, base: type, depth: int, seen: set[int]) -> Any:
@@ -146,7 +163,8 @@ def _find_langchain_tool(obj: Any, name: str, base: type, depth: int, seen: set[
         if isinstance(child, (base, str, bytes, int, float, bool, type(None))):
             continue
         if not isinstance(child, (types.ModuleType, Mapping, list, tuple)) and not any(
-                hasattr(type(child), a) or hasattr(child, a) for a in _CONTAINER_ATTRS):
+            hasattr(type(child), a) or hasattr(child, a) for a in _CONTAINER_ATTRS
+        ):
             continue
         found = _find_langchain_tool(child, name, base, depth - 1, seen)
         if found is not None:
@@ -189,21 +207,32 @@ def langchain_tool(
             found = load_entrypoint(spec, script=script)
             roots.append(sys.modules.get(getattr(found, "__module__", "") or "") or found)
         if not roots:
-            raise ReplayRefused(f"tool {recorded.name!r} was recorded by the LangChain instrumentation in a run with "
-                                "no entrypoint: pass --app MODULE naming the module that defines the tool or the "
-                                "agent using it")
-    tool = next((t for t in (_find_langchain_tool(r, recorded.name, BaseTool, _SEARCH_DEPTH, set()) for r in roots)
-                 if t is not None), None)
+            raise ReplayRefused(
+                f"tool {recorded.name!r} was recorded by the LangChain instrumentation in a run with "
+                "no entrypoint: pass --app MODULE naming the module that defines the tool or the "
+                "agent using it"
+            )
+    tool = next(
+        (
+            t
+            for t in (_find_langchain_tool(r, recorded.name, BaseTool, _SEARCH_DEPTH, set()) for r in roots)
+            if t is not None
+        ),
+        None,
+    )
     if tool is None:
         where = app or ", ".join(getattr(r, "__name__", type(r).__name__) for r in roots)
-        raise ReplayRefused(f"no LangChain tool named {recorded.name!r} was found in {where}; pass --app "
-                            "MODULE:OBJECT naming the tool, the tool list or the agent that holds it")
+        raise ReplayRefused(
+            f"no LangChain tool named {recorded.name!r} was found in {where}; pass --app "
+            "MODULE:OBJECT naming the tool, the tool list or the agent that holds it"
+        )
     result = (recorded.snapshots.get("tool") or {}).get("result")
     call_id = None
     if isinstance(result, dict) and result.get("type") == "tool" and isinstance(result.get("data"), dict):
         call_id = result["data"].get("tool_call_id")  # the recorded call returned a ToolMessage: ask for one
     extra = {"tool_call_id": call_id} if isinstance(call_id, str) else {}
     if getattr(tool, "func", None) is None and getattr(tool, "coroutine", None) is not None:
+
         async def call_async(**arguments: Any) -> Any:
             return await tool.arun(arguments, **extra)
 
@@ -215,9 +244,18 @@ def langchain_tool(
     return call, {"kind": "tool", "schema_version": None}
 
 
-def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", args: Mapping[str, Any] | None = None,
-                approve: bool = False, actor: str | None = None, reason: str | None = None,
-                store: Any = None, app: str | None = None) -> ToolReplayResult:
+def replay_tool(
+    trace_id: str,
+    step: int,
+    *,
+    mode: str | ReplayMode = "mock",
+    args: Mapping[str, Any] | None = None,
+    approve: bool = False,
+    actor: str | None = None,
+    reason: str | None = None,
+    store: Any = None,
+    app: str | None = None,
+) -> ToolReplayResult:
     """Re-run the tool call recorded as step ``step`` of ``trace_id`` (``mock``: answer from the recording;
     ``live``: call the tool for real, ``write``/``high`` only with ``approve=True``), with the recorded
     arguments or ``args``, and compare the result with the recorded one.
@@ -249,27 +287,42 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
         instrumenting.enter_context(_instrumented(one_step))
         framework = langchain_tool(recorded, original, app=app)
         if not function and framework is None:
-            raise ReplayRefused(f"step {step} does not record which function the tool is (recorded before "
-                                "otel-replay wrote otel_replay.tool.function)")
+            raise ReplayRefused(
+                f"step {step} does not record which function the tool is (recorded before "
+                "otel-replay wrote otel_replay.tool.function)"
+            )
         snapshot = recorded.snapshots.get("tool") or {}
         script = (original.snapshots.get("input") or {}).get("script")
         tool_func, current = framework or (
-            _agents_function_tool(function, script=script) or load_entrypoint(function, script=script), None)
+            _agents_function_tool(function, script=script) or load_entrypoint(function, script=script),
+            None,
+        )
         if args is not None:
             call_args, source = dict(args), "given"
         else:
             call_args, source = revive(snapshot.get("arguments") or {}), "recorded"
             if replay_mode is ReplayMode.LIVE and "$redacted" in canonical_json(snapshot.get("arguments")):
-                raise ReplayRefused(f"the recorded arguments of step {step} hold redacted values a live call "
-                                    "cannot restore: pass them with --args JSON")
+                raise ReplayRefused(
+                    f"the recorded arguments of step {step} hold redacted values a live call "
+                    "cannot restore: pass them with --args JSON"
+                )
         current = current or getattr(tool_func, "__otel_replay__", None)
         if not current or current.get("kind") != "tool":
-            raise ReplayRefused(f"{function} is not an @otel_replay.tool function in the current code (it may have "
-                                "been wrapped under another name): it cannot be replayed through the firewall")
+            raise ReplayRefused(
+                f"{function} is not an @otel_replay.tool function in the current code (it may have "
+                "been wrapped under another name): it cannot be replayed through the firewall"
+            )
         approvals = (recorded.name,) if approve else ()
         # from_step records which step was replayed; the session knows only that one recorded call.
-        session = ReplaySession(original=original, mode=replay_mode, from_step=step, approvals=approvals, mocks=None,
-                                actor=actor or "", reason=reason)
+        session = ReplaySession(
+            original=original,
+            mode=replay_mode,
+            from_step=step,
+            approvals=approvals,
+            mocks=None,
+            actor=actor or "",
+            reason=reason,
+        )
         session.recorded = [recorded]
         spans: list[ReadableSpan] = []
 
@@ -279,10 +332,12 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
 
         agent_name: str = original.agent
         if inspect.iscoroutinefunction(tool_func):
+
             @agent(agent_name)
             async def tool_replay() -> Any:
                 return await tool_func(**call_args)
         else:
+
             @agent(agent_name)
             def tool_replay() -> Any:
                 return tool_func(**call_args)
@@ -309,18 +364,35 @@ def replay_tool(trace_id: str, step: int, *, mode: str | ReplayMode = "mock", ar
         else:
             same_error = (outcome_error or {}).get("type") == ((snapshot.get("error") or {}).get("type"))
             recorded_text = stored_text(snapshot["result"]) if "result" in snapshot else MISSING
-            same_result = same_content(snapshot.get("result_hash"), new_snapshot.get("result_hash"),
-                                       text_a=recorded_text) or (
-                same_content(snapshot.get("result_hash"), None, text_a=recorded_text,
-                             text_b=canonical_json(to_jsonable(result))))
+            same_result = same_content(
+                snapshot.get("result_hash"), new_snapshot.get("result_hash"), text_a=recorded_text
+            ) or (
+                same_content(
+                    snapshot.get("result_hash"), None, text_a=recorded_text, text_b=canonical_json(to_jsonable(result))
+                )
+            )
             outcome = "matched" if same_error and (outcome_error is not None or same_result) else "diverged"
         return ToolReplayResult(
-            original_trace_id=tid, step=step, tool=recorded.name, mode=replay_mode.value, args_source=source,
-            outcome=outcome, recorded_result=snapshot.get("result"), recorded_error=snapshot.get("error"),
-            result=new_snapshot.get("result") if new_snapshot else None, error=outcome_error,
-            schema_version={"recorded": recorded.attributes.get(semconv.TOOL_SCHEMA_VERSION),
-                            "current": current.get("schema_version")},
-            replay_trace_id=session.trace_id, approvals=approvals, actor=actor or "", reason=reason, refusal=refusal)
+            original_trace_id=tid,
+            step=step,
+            tool=recorded.name,
+            mode=replay_mode.value,
+            args_source=source,
+            outcome=outcome,
+            recorded_result=snapshot.get("result"),
+            recorded_error=snapshot.get("error"),
+            result=new_snapshot.get("result") if new_snapshot else None,
+            error=outcome_error,
+            schema_version={
+                "recorded": recorded.attributes.get(semconv.TOOL_SCHEMA_VERSION),
+                "current": current.get("schema_version"),
+            },
+            replay_trace_id=session.trace_id,
+            approvals=approvals,
+            actor=actor or "",
+            reason=reason,
+            refusal=refusal,
+        )
     finally:
         instrumenting.close()
         if close_store:
@@ -386,14 +458,27 @@ class SessionReplayResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``otel-replay replay-session --json``)."""
-        return {"session_id": self.session_id, "mode": self.mode, "outcome": self.outcome,
-                "diverged": self.outcome == "diverged", "first_diverged_turn": self.first_diverged_turn,
-                "turns": [{"turn": i, **t.to_dict()} for i, t in enumerate(self.turns)]}
+        return {
+            "session_id": self.session_id,
+            "mode": self.mode,
+            "outcome": self.outcome,
+            "diverged": self.outcome == "diverged",
+            "first_diverged_turn": self.first_diverged_turn,
+            "turns": [{"turn": i, **t.to_dict()} for i, t in enumerate(self.turns)],
+        }
 
 
-def replay_session(session_id: str, *, mode: str | ReplayMode, approvals: Sequence[str] = (),
-                   actor: str | None = None, reason: str | None = None, store: Any = None,
-                   entrypoint: str | None = None, mocks: Mapping[str, Any] | None = None) -> SessionReplayResult:
+def replay_session(
+    session_id: str,
+    *,
+    mode: str | ReplayMode,
+    approvals: Sequence[str] = (),
+    actor: str | None = None,
+    reason: str | None = None,
+    store: Any = None,
+    entrypoint: str | None = None,
+    mocks: Mapping[str, Any] | None = None,
+) -> SessionReplayResult:
     """Replay every original run of conversation ``session_id`` in the order they ran. Each turn replays
     against the state the earlier replayed turns left behind (the agent's own memory); a refused turn ends
     the conversation replay."""
@@ -407,8 +492,16 @@ def replay_session(session_id: str, *, mode: str | ReplayMode, approvals: Sequen
             raise ReplayRefused(f"no runs with session id {session_id!r} in the store; see `otel-replay runs`")
         turns: list[ReplayResult] = []
         for root in sorted(roots, key=lambda r: r.timestamp_ns):
-            result = replay(root.trace_id, mode=mode, approvals=budget, actor=actor, reason=reason,
-                            store=opened, entrypoint=entrypoint, mocks=mocks)
+            result = replay(
+                root.trace_id,
+                mode=mode,
+                approvals=budget,
+                actor=actor,
+                reason=reason,
+                store=opened,
+                entrypoint=entrypoint,
+                mocks=mocks,
+            )
             turns.append(result)
             if result.outcome == "refused":
                 break
@@ -416,4 +509,3 @@ def replay_session(session_id: str, *, mode: str | ReplayMode, approvals: Sequen
     finally:
         if close_store:
             opened.close()
-

@@ -30,7 +30,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from .. import revival, semconv
-from ..recording import ReplayInterrupt, Served
+from ..recording import DivergenceStop, ReplayInterrupt, Served
 from ..runs import Run, Step
 from ..semconv import ReplayMode
 from ..snapshots import REDACTED_TAG, TYPE_TAG, RedactedValue, from_jsonable, module_for
@@ -59,8 +59,14 @@ class Divergence:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"step_index": self.step_index, "kind": self.kind, "reason": self.reason,
-                "expected": self.expected, "actual": self.actual, "diff": self.diff}
+        return {
+            "step_index": self.step_index,
+            "kind": self.kind,
+            "reason": self.reason,
+            "expected": self.expected,
+            "actual": self.actual,
+            "diff": self.diff,
+        }
 
 
 class RecordedError(Exception):
@@ -74,10 +80,6 @@ class RecordedError(Exception):
 
 class ApprovalRequired(ReplayInterrupt):
     """A live replay reached a write/high tool without an approval given for this replay."""
-
-
-class DivergenceStop(ReplayInterrupt):
-    """The replay cannot go on without guessing (deterministic mismatch, or a call nothing can answer)."""
 
 
 class MarkerRefused(ApprovalRequired):
@@ -137,8 +139,7 @@ def _imported_class(qualified: str) -> type | None:
 
 def _captured(payload: Mapping[str, Any]) -> bool:
     """False when a snapshot says its content was not captured (runs read from other instrumentations)."""
-    return all(payload.get(flag) is not False for flag in ("content_captured", "response_captured",
-                                                             "result_captured"))
+    return all(payload.get(flag) is not False for flag in ("content_captured", "response_captured", "result_captured"))
 
 
 def revive_exception(error: Mapping[str, Any] | None) -> BaseException:
@@ -170,16 +171,20 @@ _LOOKAHEAD = 8
 """How many recorded steps ahead a call may match before it counts as an extra call."""
 
 _ANSWER_KEY = {"tool": ("tool", "result"), "model": ("model", "response"), "retrieval": ("retrieval", "returned")}
-_HASH_ATTR = {"tool": semconv.TOOL_ARGS_HASH, "model": semconv.MODEL_REQUEST_HASH,
-              "retrieval": semconv.RETRIEVAL_ARGS_HASH}
+_HASH_ATTR = {
+    "tool": semconv.TOOL_ARGS_HASH,
+    "model": semconv.MODEL_REQUEST_HASH,
+    "retrieval": semconv.RETRIEVAL_ARGS_HASH,
+}
 
 
 _DIFF_MAX_LINES: Final = 200
 """Longest request diff kept on a divergence; a longer one is cut with a line saying how many lines are left."""
 
 
-def _same_but_volatile(recorded: Step, attribute: str, sent: str | None,
-                       rules: tuple[volatile.VolatileRule, ...]) -> bool:
+def _same_but_volatile(
+    recorded: Step, attribute: str, sent: str | None, rules: tuple[volatile.VolatileRule, ...]
+) -> bool:
     """Whether what step ``recorded`` sent (the stored field behind its hash ``attribute``) and what the
     replay's call sends agree once their volatile ids are put aside (:mod:`otel_replay.replay.volatile`).
     False when either is not at hand: a hash that cannot be checked is never taken as a match."""
@@ -192,8 +197,9 @@ def _same_but_volatile(recorded: Step, attribute: str, sent: str | None,
         return False
 
 
-def _sent_diff(recorded: Step, attribute: str, sent: str | None,
-               rules: tuple[volatile.VolatileRule, ...] | None = None) -> str | None:
+def _sent_diff(
+    recorded: Step, attribute: str, sent: str | None, rules: tuple[volatile.VolatileRule, ...] | None = None
+) -> str | None:
     """A unified diff of what step ``recorded`` sent (the stored field behind its hash ``attribute``) and what
     the replay's call sends, as indented JSON with sorted keys (so a changed system prompt shows as its changed
     lines), volatile ids shown as their placeholders (``<id:1>``, see :mod:`otel_replay.replay.volatile`),
@@ -216,9 +222,18 @@ def _sent_diff(recorded: Step, attribute: str, sent: str | None,
 class ReplaySession:
     """Matches and answers the calls of one replay; collects divergences and what was executed."""
 
-    def __init__(self, *, original: Run, mode: ReplayMode, from_step: int | None,
-                 approvals: Approvals | Sequence[str], mocks: Mapping[str, Any] | None, actor: str, reason: str | None,
-                 allow_side_effects: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        original: Run,
+        mode: ReplayMode,
+        from_step: int | None,
+        approvals: Approvals | Sequence[str],
+        mocks: Mapping[str, Any] | None,
+        actor: str,
+        reason: str | None,
+        allow_side_effects: bool = False,
+    ) -> None:
         self.original = original
         self.mode = mode
         self.from_step = from_step
@@ -259,8 +274,14 @@ class ReplaySession:
                 if event.name == semconv.EVENT_VALUE:
                     a = event.attributes
                     seq = int(a.get(semconv.SNAPSHOT_SEQ) or 0)
-                    drawn.append((seq, a.get(semconv.VALUE_KIND, ""), a.get(semconv.VALUE_PAYLOAD),
-                                  step_of_span.get(span.span_id)))
+                    drawn.append(
+                        (
+                            seq,
+                            a.get(semconv.VALUE_KIND, ""),
+                            a.get(semconv.VALUE_PAYLOAD),
+                            step_of_span.get(span.span_id),
+                        )
+                    )
         # One queue per kind, in seq order; values of steps answered from the recording are skipped lazily.
         self._values: dict[str, deque[tuple[int, str, str | None, int | None]]] = {}
         for value in sorted(drawn, key=lambda v: v[0]):
@@ -304,8 +325,12 @@ class ReplaySession:
         root = next((s for s in roots if semconv.RUN_ID in s.span_attributes), roots[0] if roots else None)
         if root is None:
             return []
-        context = SpanContext(trace_id=int(root.trace_id, 16), span_id=int(root.span_id, 16), is_remote=True,
-                              trace_flags=TraceFlags(TraceFlags.SAMPLED))
+        context = SpanContext(
+            trace_id=int(root.trace_id, 16),
+            span_id=int(root.span_id, 16),
+            is_remote=True,
+            trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        )
         return [Link(context, {semconv.REPLAY_OF_RUN_ID: self.original.run_id})]
 
     def run_started(self, *, run_id: str, span: trace.Span) -> None:
@@ -342,8 +367,9 @@ class ReplaySession:
         except (TypeError, ValueError):
             return None
 
-    def intercept(self, *, step: Any, key: str | None, arguments: str | None,
-                  sent: str | None = None, markers: Sequence[str] = ()) -> Served | None:
+    def intercept(
+        self, *, step: Any, key: str | None, arguments: str | None, sent: str | None = None, markers: Sequence[str] = ()
+    ) -> Served | None:
         """Decide how one step call is answered: a :class:`Served` answer, None to execute, or raise.
 
         ``key`` is the call's hash, ``arguments`` its arguments as JSON (for a mock), ``sent`` what it sends as
@@ -358,21 +384,31 @@ class ReplaySession:
             was = recorded.attributes.get(semconv.TOOL_SCHEMA_VERSION)
             now = step.attrs.get(semconv.TOOL_SCHEMA_VERSION)
             if was != now:
-                self.schema_changes.append({"step_index": recorded.index, "tool": name, "recorded": was,
-                                            "current": now})
+                self.schema_changes.append(
+                    {"step_index": recorded.index, "tool": name, "recorded": was, "current": now}
+                )
         if recorded is not None:
             recorded_key = recorded.attributes.get(_HASH_ATTR.get(kind, ""), "")
-            if key is not None and recorded_key and not same_content(
-                    recorded_key, key, text_a=step_text(recorded, _HASH_ATTR[kind])) \
-                    and not _same_but_volatile(recorded, _HASH_ATTR[kind], sent, self.volatile_rules):
+            if (
+                key is not None
+                and recorded_key
+                and not same_content(recorded_key, key, text_a=step_text(recorded, _HASH_ATTR[kind]))
+                and not _same_but_volatile(recorded, _HASH_ATTR[kind], sent, self.volatile_rules)
+            ):
                 what = "request" if kind == "model" else "arguments"
-                self._diverge(recorded.index, what,
-                              f"{kind} {name!r} was called with different {what} than step {recorded.index}",
-                              expected=recorded_key, actual=key,
-                              diff=_sent_diff(recorded, _HASH_ATTR[kind], sent, self.volatile_rules))
+                self._diverge(
+                    recorded.index,
+                    what,
+                    f"{kind} {name!r} was called with different {what} than step {recorded.index}",
+                    expected=recorded_key,
+                    actual=key,
+                    diff=_sent_diff(recorded, _HASH_ATTR[kind], sent, self.volatile_rules),
+                )
                 if self.mode is ReplayMode.DETERMINISTIC and not self._before_from_step(recorded):
-                    raise DivergenceStop(f"deterministic replay stopped at step {recorded.index}: {kind} {name!r} "
-                                         f"{what} differ from the recording")
+                    raise DivergenceStop(
+                        f"deterministic replay stopped at step {recorded.index}: {kind} {name!r} "
+                        f"{what} differ from the recording"
+                    )
         from_recording = recorded is not None and self._before_from_step(recorded)
         if self.mode is ReplayMode.LIVE and not from_recording:
             if kind == "model" and markers:
@@ -424,18 +460,23 @@ class ReplaySession:
         for tool, call_id, index in asked:
             if call_id is not None and call_id in returned and tool not in reported:
                 reported.add(tool)
-                self._diverge(index, "unrecorded_tool",
-                              f"the model asked for tool {tool!r} at step {index} and its result went back to the "
-                              "model with no tool step: the tool ran outside the firewall (decorate it with "
-                              "@otel_replay.tool so a replay answers it from the recording)")
+                self._diverge(
+                    index,
+                    "unrecorded_tool",
+                    f"the model asked for tool {tool!r} at step {index} and its result went back to the "
+                    "model with no tool step: the tool ran outside the firewall (decorate it with "
+                    "@otel_replay.tool so a replay answers it from the recording)",
+                )
 
     def _refuse_markers(self, name: str, recorded: Step | None, paths: Sequence[str]) -> None:
         """Stop a live model call whose request would carry a redaction marker (never sent to a model)."""
         index = recorded.index if recorded is not None else self._closest("model", name)
         where = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
-        self.refusal = (f"model {name!r} would be sent a redaction marker at {where}: the recording holds no secret "
-                        "there, and a live replay never sends a marker to a model; have the agent take the value "
-                        "from the current environment, or replay in mock or deterministic mode")
+        self.refusal = (
+            f"model {name!r} would be sent a redaction marker at {where}: the recording holds no secret "
+            "there, and a live replay never sends a marker to a model; have the agent take the value "
+            "from the current environment, or replay in mock or deterministic mode"
+        )
         self.refused_call = {"kind": "model", "name": name, "step_index": index, "risk": None, "approve_with": None}
         self._diverge(index, "redacted", self.refusal)
         raise MarkerRefused(self.refusal)
@@ -453,18 +494,27 @@ class ReplaySession:
         for j in range(self.cursor, min(len(self.recorded), self.cursor + _LOOKAHEAD + 1)):
             candidate = self.recorded[j]
             if candidate.kind == kind and candidate.name == name:
-                for missing in self.recorded[self.cursor:j]:
-                    self._diverge(missing.index, "missing_call",
-                                  f"the replay did not make the recorded {missing.kind} call {missing.name!r}")
+                for missing in self.recorded[self.cursor : j]:
+                    self._diverge(
+                        missing.index,
+                        "missing_call",
+                        f"the replay did not make the recorded {missing.kind} call {missing.name!r}",
+                    )
                 self.cursor = j + 1
                 return candidate
         here = self.recorded[self.cursor].index if self.cursor < len(self.recorded) else None
         closest = self._closest(kind, name)
-        where = f"step {here} expected {self.recorded[self.cursor].kind} {self.recorded[self.cursor].name!r}" \
-            if here is not None else "the recording had no calls left"
+        where = (
+            f"step {here} expected {self.recorded[self.cursor].kind} {self.recorded[self.cursor].name!r}"
+            if here is not None
+            else "the recording had no calls left"
+        )
         nearest = f"; closest recorded {kind} {name!r} is step {closest}" if closest is not None else ""
-        self._diverge(here if here is not None else closest, "extra_call",
-                      f"the replay made a {kind} call {name!r} the recording does not have here ({where}{nearest})")
+        self._diverge(
+            here if here is not None else closest,
+            "extra_call",
+            f"the replay made a {kind} call {name!r} the recording does not have here ({where}{nearest})",
+        )
         return None
 
     def _closest(self, kind: str, name: str) -> int | None:
@@ -476,10 +526,19 @@ class ReplaySession:
             return same[-1]
         return here if here is not None else (self.recorded[-1].index if self.recorded else None)
 
-    def _diverge(self, index: int | None, kind: str, reason: str, *, expected: str | None = None,
-                 actual: str | None = None, diff: str | None = None) -> None:
-        self.divergences.append(Divergence(step_index=index, kind=kind, reason=reason, expected=expected,
-                                           actual=actual, diff=diff))
+    def _diverge(
+        self,
+        index: int | None,
+        kind: str,
+        reason: str,
+        *,
+        expected: str | None = None,
+        actual: str | None = None,
+        diff: str | None = None,
+    ) -> None:
+        self.divergences.append(
+            Divergence(step_index=index, kind=kind, reason=reason, expected=expected, actual=actual, diff=diff)
+        )
 
     def _answer(self, recorded: Step) -> Served:
         if recorded.index in self._valued_steps:
@@ -489,21 +548,27 @@ class ReplaySession:
         payload = recorded.snapshots.get(snapshot_kind)
         damaged = [s for s in recorded.snapshot_list if s.kind == snapshot_kind and (s.truncated or not s.intact)]
         if isinstance(payload, dict) and not _captured(payload):
-            reason = (f"step {recorded.index} was recorded by another instrumentation without its content: the "
-                      "recording cannot answer this call")
+            reason = (
+                f"step {recorded.index} was recorded by another instrumentation without its content: the "
+                "recording cannot answer this call"
+            )
             self._diverge(recorded.index, "unanswerable", reason)
             raise DivergenceStop(f"replay stopped: {reason} (pass a mock for it, or replay live)")
         if damaged:
-            reason = (f"step {recorded.index}'s {snapshot_kind} snapshot was "
-                      f"{'truncated at the size cap' if damaged[0].truncated else 'damaged'}: the recording cannot "
-                      "answer this call")
+            reason = (
+                f"step {recorded.index}'s {snapshot_kind} snapshot was "
+                f"{'truncated at the size cap' if damaged[0].truncated else 'damaged'}: the recording cannot "
+                "answer this call"
+            )
             self._diverge(recorded.index, "unanswerable", reason)
-            raise DivergenceStop(f"replay stopped: {reason} (raise OTEL_REPLAY_SNAPSHOT_MAX_BYTES when recording, "
-                                 "or pass a mock for it)")
+            raise DivergenceStop(
+                f"replay stopped: {reason} (raise OTEL_REPLAY_SNAPSHOT_MAX_BYTES when recording, or pass a mock for it)"
+            )
         if recorded.status == "error" or not isinstance(payload, dict):
             if recorded.status != "error":
-                raise DivergenceStop(f"replay stopped: step {recorded.index} has no readable {snapshot_kind} "
-                                     "snapshot to answer from")
+                raise DivergenceStop(
+                    f"replay stopped: step {recorded.index} has no readable {snapshot_kind} snapshot to answer from"
+                )
             error = recorded.error or (payload or {}).get("error")
             return Served(how="recording", error=revive_exception(error))
         return Served(how="recording", value=revive(payload.get(field)))
@@ -533,15 +598,24 @@ class ReplaySession:
                 if denied == "used up":
                     limit = self.approval_budget.limit(name)
                     flag = f"--approve {shlex.quote(f'{name}:{(limit or 0) + 1}')}"
-                    self.refusal = (f"tool {name!r} has risk {risk} and its approval for this replay is used up "
-                                    f"({limit} execution{'s' if limit != 1 else ''} approved): pass {flag} "
-                                    f"(or {name}:*) to let the live replay execute it again")
+                    self.refusal = (
+                        f"tool {name!r} has risk {risk} and its approval for this replay is used up "
+                        f"({limit} execution{'s' if limit != 1 else ''} approved): pass {flag} "
+                        f"(or {name}:*) to let the live replay execute it again"
+                    )
                 else:
                     flag = f"--approve {shlex.quote(name)}"
-                    self.refusal = (f"tool {name!r} has risk {risk} and no approval was given for this replay: "
-                                    f"add {flag} to let the live replay execute it")
-                self.refused_call = {"kind": "tool", "name": name, "step_index": index, "risk": risk,
-                                     "approve_with": flag}
+                    self.refusal = (
+                        f"tool {name!r} has risk {risk} and no approval was given for this replay: "
+                        f"add {flag} to let the live replay execute it"
+                    )
+                self.refused_call = {
+                    "kind": "tool",
+                    "name": name,
+                    "step_index": index,
+                    "risk": risk,
+                    "approve_with": flag,
+                }
                 self._diverge(index, "approval", self.refusal)
                 raise ApprovalRequired(self.refusal)
             with self._lock:
@@ -559,9 +633,12 @@ class ReplaySession:
         """The agent returned (or stopped): recorded calls never made are missing calls."""
         if completed:
             with self._lock:
-                for missing in self.recorded[self.cursor:]:
-                    self._diverge(missing.index, "missing_call",
-                                  f"the replay did not make the recorded {missing.kind} call {missing.name!r}")
+                for missing in self.recorded[self.cursor :]:
+                    self._diverge(
+                        missing.index,
+                        "missing_call",
+                        f"the replay did not make the recorded {missing.kind} call {missing.name!r}",
+                    )
                 self.cursor = len(self.recorded)
 
     @property
@@ -583,13 +660,18 @@ class ReplaySession:
                 attrs[semconv.DIVERGENCE_STEP] = d.step_index
             span.add_event(semconv.EVENT_DIVERGENCE, attrs)
         first = self.first_divergence
-        span.set_attributes({
-            semconv.REPLAY_EXECUTIONS: json.dumps(self.executions(), sort_keys=True),
-            semconv.REPLAY_OUTCOME: self.outcome,
-            semconv.REPLAY_DIVERGED: self.outcome == "diverged",
-            **({semconv.REPLAY_FIRST_DIVERGENCE: first.step_index}
-               if first is not None and first.step_index is not None else {}),
-        })
+        span.set_attributes(
+            {
+                semconv.REPLAY_EXECUTIONS: json.dumps(self.executions(), sort_keys=True),
+                semconv.REPLAY_OUTCOME: self.outcome,
+                semconv.REPLAY_DIVERGED: self.outcome == "diverged",
+                **(
+                    {semconv.REPLAY_FIRST_DIVERGENCE: first.step_index}
+                    if first is not None and first.step_index is not None
+                    else {}
+                ),
+            }
+        )
 
     @property
     def first_divergence(self) -> Divergence | None:
@@ -614,8 +696,9 @@ class ReplaySession:
         error_a = (original.get("error") or {}).get("type")
         error_b = (replayed.get("error") or {}).get("type")
         if error_a != error_b:
-            self._diverge(None, "output", f"the run ended with {error_b or 'no error'} instead of "
-                                          f"{error_a or 'no error'}")
+            self._diverge(
+                None, "output", f"the run ended with {error_b or 'no error'} instead of {error_a or 'no error'}"
+            )
 
 
 _RISK_ORDER: Final = {"read": 0, "write": 1, "high": 2}

@@ -30,8 +30,11 @@ _MAX_DEPTH: Final = 60
 
 def _fields(value: Any) -> Any:
     """A recorded object's fields (``{"$type": "pydantic", "fields": {...}}`` → the fields), else the value."""
-    if isinstance(value, dict) and value.get(TYPE_TAG) in ("pydantic", "dataclass") and isinstance(
-            value.get("fields"), dict):
+    if (
+        isinstance(value, dict)
+        and value.get(TYPE_TAG) in ("pydantic", "dataclass")
+        and isinstance(value.get("fields"), dict)
+    ):
         return value["fields"]
     return value
 

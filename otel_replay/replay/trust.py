@@ -82,8 +82,10 @@ def trusted_prefixes() -> tuple[str, ...]:
         if not entry:
             continue
         if not _DOTTED.fullmatch(entry):
-            raise ValueError(f"{OTEL_REPLAY_TRUSTED_MODULES} entry {entry[:80]!r} is not a module name prefix: "
-                             "give dotted Python module names separated by commas")
+            raise ValueError(
+                f"{OTEL_REPLAY_TRUSTED_MODULES} entry {entry[:80]!r} is not a module name prefix: "
+                "give dotted Python module names separated by commas"
+            )
         prefixes.append(entry)
     return tuple(prefixes)
 
@@ -214,15 +216,19 @@ def entrypoint_refusal(spec: str, *, given: bool, script: str | None = None) -> 
             return None  # the engine refuses a __main__ entrypoint without its script
         path = _resolved(script)
         if path is None or not _under(path, root):
-            return (f"{head}: its script {script[:300]!r} is not under the project folder {root}; run the replay "
-                    "from the script's project folder, or pass --app module:function")
+            return (
+                f"{head}: its script {script[:300]!r} is not under the project folder {root}; run the replay "
+                "from the script's project folder, or pass --app module:function"
+            )
         return None
     if not _DOTTED.fullmatch(module_name):
         return f"{head}: {module_name[:200]!r} is not a Python module name; pass --app module:function"
     top = module_name.partition(".")[0]
     if is_stdlib_name(top):
-        return (f"{head}: {top!r} is part of the Python standard library, which a replay never runs; pass "
-                "--app module:function naming your agent")
+        return (
+            f"{head}: {top!r} is part of the Python standard library, which a replay never runs; pass "
+            "--app module:function naming your agent"
+        )
     try:
         prefixes = trusted_prefixes()
     except ValueError as exc:
@@ -230,16 +236,20 @@ def entrypoint_refusal(spec: str, *, given: bool, script: str | None = None) -> 
     locations = locate(top)
     stdlib_file = next((p for p in locations or () if (r := _resolved(p)) is not None and _in_stdlib(r)), None)
     if stdlib_file is not None:
-        return (f"{head}: {top!r} is part of the Python standard library ({stdlib_file}), which a replay never "
-                "runs; pass --app module:function naming your agent")
+        return (
+            f"{head}: {top!r} is part of the Python standard library ({stdlib_file}), which a replay never "
+            "runs; pass --app module:function naming your agent"
+        )
     if given or module_name == DEMO_PACKAGE or module_name.startswith(DEMO_PACKAGE + "."):
         return None
     if any(_matches(module_name, p) for p in prefixes):
         return None
     how = f"pass --app {spec} if you trust it, or set {OTEL_REPLAY_TRUSTED_MODULES}={top}"
     if top == _OWN_PACKAGE:
-        return (f"{head}: it names otel-replay's own code (only {DEMO_PACKAGE} is run from a recording); "
-                "pass --app module:function naming your agent")
+        return (
+            f"{head}: it names otel-replay's own code (only {DEMO_PACKAGE} is run from a recording); "
+            "pass --app module:function naming your agent"
+        )
     why = _outside_project(top, locations, root)
     if why is not None:
         return f"{head}: {why}; {how}"

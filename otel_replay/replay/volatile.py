@@ -98,8 +98,10 @@ _PREFIXES: Final = r"chatcmpl-|call_|toolu_|srvtoolu_|msg_|resp_|fc_|rs_|ws_|fp_
 ID_PATTERN: Final = rf"(?:{_PREFIXES})[A-Za-z0-9_-]+|{_UUID}"
 """An id by its look: a provider or framework prefix and anything after it, or a uuid (matched under ``id``)."""
 
-RANDOM_ID_PATTERN: Final = (rf"(?:chatcmpl-|call_|toolu_|srvtoolu_|resp_|fc_|msg_)[A-Za-z0-9]{{16,}}"
-                            rf"|(?:run-|lc_run--){_UUID}(?:-\d+)?")
+RANDOM_ID_PATTERN: Final = (
+    rf"(?:chatcmpl-|call_|toolu_|srvtoolu_|resp_|fc_|msg_)[A-Za-z0-9]{{16,}}"
+    rf"|(?:run-|lc_run--){_UUID}(?:-\d+)?"
+)
 """A provider id with a long random part, or a LangChain run id: volatile under any key."""
 
 DEFAULT_RULES: Final[tuple[VolatileRule, ...]] = (
@@ -212,16 +214,18 @@ def _walk(value: Any, key: str | None, indexed: _Indexed) -> Any:
     if isinstance(value, dict):
         if REDACTED_TAG in value or TRUNCATED_TAG in value:
             return value
-        return {k: _walk(value[k], k if isinstance(k, str) else None, indexed)
-                for k in sorted(value, key=str)}
+        return {k: _walk(value[k], k if isinstance(k, str) else None, indexed) for k in sorted(value, key=str)}
     if isinstance(value, (list, tuple)):
         return [_walk(v, None, indexed) for v in value]
     return indexed.replace(key, value)
 
 
 def _typed(value: Any) -> bool:
-    return (isinstance(value, dict) and value.get(TYPE_TAG) in ("pydantic", "dataclass")
-            and isinstance(value.get("fields"), dict))
+    return (
+        isinstance(value, dict)
+        and value.get(TYPE_TAG) in ("pydantic", "dataclass")
+        and isinstance(value.get("fields"), dict)
+    )
 
 
 def aligned(a: Any, b: Any) -> tuple[Any, Any]:

@@ -83,8 +83,14 @@ def _indexes(text_index: bool) -> list[str]:
     ]
 
 
-def render_ddl(*, database: str = DEFAULT_DATABASE, table: str = DEFAULT_TABLE, cluster: str | None = None,
-               ttl_days: int | None = None, server_version: str | tuple[int, ...] | None = None) -> list[str]:
+def render_ddl(
+    *,
+    database: str = DEFAULT_DATABASE,
+    table: str = DEFAULT_TABLE,
+    cluster: str | None = None,
+    ttl_days: int | None = None,
+    server_version: str | tuple[int, ...] | None = None,
+) -> list[str]:
     """The three statements (traces table, trace-id lookup table, materialized view), each idempotent.
 
     ``cluster`` adds ``ON CLUSTER`` and switches to ``ReplicatedMergeTree`` / ``ReplicatedAggregatingMergeTree``
@@ -161,12 +167,21 @@ def render_ddl(*, database: str = DEFAULT_DATABASE, table: str = DEFAULT_TABLE, 
     return [traces_sql, lookup_sql, view_sql]
 
 
-def render_script(*, database: str = DEFAULT_DATABASE, table: str = DEFAULT_TABLE, cluster: str | None = None,
-                  ttl_days: int | None = None, server_version: str | tuple[int, ...] | None = None) -> str:
+def render_script(
+    *,
+    database: str = DEFAULT_DATABASE,
+    table: str = DEFAULT_TABLE,
+    cluster: str | None = None,
+    ttl_days: int | None = None,
+    server_version: str | tuple[int, ...] | None = None,
+) -> str:
     """:func:`render_ddl` as one ``;``-terminated script (what ``otel-replay db init --print`` prints)."""
-    statements = render_ddl(database=database, table=table, cluster=cluster, ttl_days=ttl_days,
-                            server_version=server_version)
-    header = ("-- otel-replay: ClickHouse tables in the OpenTelemetry Collector clickhouseexporter layout\n"
-              f"-- skip indexes: {'text' if _uses_text_index(server_version) else 'bloom_filter'}"
-              f"{'; cluster ' + cluster if cluster else ''}{f'; TTL {ttl_days} days' if ttl_days else ''}\n\n")
+    statements = render_ddl(
+        database=database, table=table, cluster=cluster, ttl_days=ttl_days, server_version=server_version
+    )
+    header = (
+        "-- otel-replay: ClickHouse tables in the OpenTelemetry Collector clickhouseexporter layout\n"
+        f"-- skip indexes: {'text' if _uses_text_index(server_version) else 'bloom_filter'}"
+        f"{'; cluster ' + cluster if cluster else ''}{f'; TTL {ttl_days} days' if ttl_days else ''}\n\n"
+    )
     return header + ";\n\n".join(statements) + ";\n"

@@ -148,7 +148,7 @@ def _quarantine(path: Path) -> None:
 
 def _insert(store: IngestTarget, rows: list[tuple[Any, ...]]) -> None:
     for start in range(0, len(rows), _INSERT_CHUNK_ROWS):
-        store.insert_rows(rows[start:start + _INSERT_CHUNK_ROWS])
+        store.insert_rows(rows[start : start + _INSERT_CHUNK_ROWS])
         _checkpoint("inserted_chunk")
     _checkpoint("inserted")
 
@@ -173,8 +173,10 @@ def _recover(store: IngestTarget, directory: Path, totals: _Totals) -> None:
                 except StoreError as exc:
                     if not _store_answers(store):
                         raise  # the store is down: keep the segment for the next attempt
-                    totals.problems.append(f"{path.name}: the store rejects its spans a second time "
-                                           f"({' '.join(str(exc).split())[:200]}); kept as {BAD_SUFFIX}")
+                    totals.problems.append(
+                        f"{path.name}: the store rejects its spans a second time "
+                        f"({' '.join(str(exc).split())[:200]}); kept as {BAD_SUFFIX}"
+                    )
                     _quarantine(path)
                     continue
             totals.spans += len(fresh)
@@ -255,11 +257,15 @@ def _ingest_locked(store: IngestTarget, directory: Path) -> IngestReport:
         totals.spans += len(rows)
         _delete([p for p in claimed if p.exists()], directory)
         totals.segments += len(claimed)
-    report = IngestReport(segments=totals.segments, spans=totals.spans,
-                          recovered_segments=totals.recovered, duplicates_skipped=totals.duplicates,
-                          skipped_records=totals.skipped, adopted_segments=len(adopted),
-                          problems=tuple(totals.problems))
+    report = IngestReport(
+        segments=totals.segments,
+        spans=totals.spans,
+        recovered_segments=totals.recovered,
+        duplicates_skipped=totals.duplicates,
+        skipped_records=totals.skipped,
+        adopted_segments=len(adopted),
+        problems=tuple(totals.problems),
+    )
     for problem in report.problems:
         _log.warning("otel-replay ingest: %s", problem)
     return report
-

@@ -52,8 +52,9 @@ def read_holder(path: str | os.PathLike[str]) -> LockHolder | None:
     """The holder recorded in a lock file, or None when it is absent or unreadable."""
     try:
         data: Any = json.loads(Path(path).read_text(encoding="utf-8") or "null")
-        return LockHolder(pid=int(data["pid"]), host=str(data["host"]), command=str(data["command"]),
-                          since=str(data["since"]))
+        return LockHolder(
+            pid=int(data["pid"]), host=str(data["host"]), command=str(data["command"]), since=str(data["since"])
+        )
     except (OSError, ValueError, TypeError, KeyError):
         return None
 
@@ -90,16 +91,22 @@ class StoreLock:
                     if str(self.path.resolve()) in _HELD_HERE:
                         raise StoreBusyError(
                             f"the {self.what} {self.path.parent} is already open in this process; close the other "
-                            "Store first (chDB opens one store per process)") from None
+                            "Store first (chDB opens one store per process)"
+                        ) from None
                     if time.monotonic() >= deadline:
                         who = holder.describe() if holder is not None else "another process"
                         raise StoreBusyError(
                             f"the {self.what} at {self.path.parent} is busy: held by {who}; waited "
                             f"{self.timeout:g}s. Close that process (or wait for it to finish), or raise "
-                            f"{settings.OTEL_REPLAY_LOCK_TIMEOUT} to wait longer") from None
+                            f"{settings.OTEL_REPLAY_LOCK_TIMEOUT} to wait longer"
+                        ) from None
                     time.sleep(_POLL_S)
-            info = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(sys.argv) or sys.executable,
-                    "since": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+            info = {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "command": " ".join(sys.argv) or sys.executable,
+                "since": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            }
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(info).encode("utf-8"), 0)
         except BaseException:

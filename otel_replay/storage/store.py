@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from .. import semconv, settings
+from .. import runtime, semconv, settings
 from ..dialects import FOREIGN_ROOT_KEYS
 from ..errors import StoreError, StoreUnavailableError
 from ..exporting.rows import (
@@ -79,8 +79,14 @@ def _redact_url(url: str) -> str:
 def _root_cause(exc: BaseException, password: str | None) -> str:
     """The shortest useful reason of a driver error: the innermost OS error when there is one."""
     text = str(exc)
-    for marker in ("Connection refused", "Name or service not known", "timed out", "No route to host",
-                   "Authentication failed", "Temporary failure in name resolution"):
+    for marker in (
+        "Connection refused",
+        "Name or service not known",
+        "timed out",
+        "No route to host",
+        "Authentication failed",
+        "Temporary failure in name resolution",
+    ):
         if marker.lower() in text.lower():
             return marker.lower()
     first = text.splitlines()[0] if text else type(exc).__name__
@@ -97,8 +103,9 @@ def _scrub(text: str, secret: str | None) -> str:
 class Store:
     """An open store (use :meth:`open`); a context manager that closes the connection and releases the lock."""
 
-    def __init__(self, *, client: Any, url: str, home: Path, database: str, table: str, embedded: bool,
-                 lock: StoreLock | None) -> None:
+    def __init__(
+        self, *, client: Any, url: str, home: Path, database: str, table: str, embedded: bool, lock: StoreLock | None
+    ) -> None:
         """Internal: use :meth:`Store.open`."""
         self._client = client
         self.url = url
@@ -118,8 +125,14 @@ class Store:
     # ------------------------------------------------------------------------------------------- opening
 
     @classmethod
-    def open(cls, url: str | None = None, *, home: str | os.PathLike[str] | None = None, ingest: bool = True,
-             lock_timeout: float | None = None) -> Store:
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        home: str | os.PathLike[str] | None = None,
+        ingest: bool = True,
+        lock_timeout: float | None = None,
+    ) -> Store:
         """Open the store at ``url`` (argument, the ``store=`` given to :func:`otel_replay.configure`,
         ``OTEL_REPLAY_STORE``, then ``chdb://{home}/store``; ``home`` defaults to the configured one).
 
@@ -128,9 +141,7 @@ class Store:
         :class:`StoreError` (run ``otel-replay db init``); an unreachable server raises
         :class:`StoreUnavailableError`. With ``ingest`` (default), pending spool segments are ingested.
         """
-        from ..exporting.setup import current_runtime
-
-        configured = current_runtime()
+        configured = runtime.current()
         if configured is not None:  # what the application passed to configure() is this process's default
             home = home if home is not None or not configured.home_given else configured.home
             url = url or configured.store_url
@@ -144,8 +155,10 @@ class Store:
             store = cls._open_server(resolved, home_path)
             auto_ingest = ingest
         else:
-            raise StoreError(f"unsupported store URL {_redact_url(resolved)!r}: use chdb:///abs/path, chdb://memory "
-                             "or http(s)://user:password@host:8123/database")
+            raise StoreError(
+                f"unsupported store URL {_redact_url(resolved)!r}: use chdb:///abs/path, chdb://memory "
+                "or http(s)://user:password@host:8123/database"
+            )
         try:
             if auto_ingest:
                 store.last_ingest = store.ingest()
@@ -180,10 +193,18 @@ class Store:
                 if "already initialized" in text:
                     raise StoreError(
                         f"cannot open {url}: this process already has another chDB store open (chDB runs one "
-                        "embedded store per process); close it first") from None
+                        "embedded store per process); close it first"
+                    ) from None
                 raise StoreError(f"cannot open the embedded store {url}: {_scrub(text, None)}") from None
-            store = cls(client=client, url=url, home=home, database=ddl.DEFAULT_DATABASE, table=ddl.DEFAULT_TABLE,
-                        embedded=True, lock=lock)
+            store = cls(
+                client=client,
+                url=url,
+                home=home,
+                database=ddl.DEFAULT_DATABASE,
+                table=ddl.DEFAULT_TABLE,
+                embedded=True,
+                lock=lock,
+            )
             store._memory = memory
             try:
                 if not store._tables_exist():
@@ -218,20 +239,28 @@ class Store:
             raise StoreError(f"store URL {_redact_url(url)}: bad port") from None
         try:
             client = clickhouse_connect.get_client(
-                host=parts.hostname or "localhost", port=port, username=unquote(parts.username or "default"),
-                password=password, database=database, secure=secure, connect_timeout=5,
-                send_receive_timeout=300)
+                host=parts.hostname or "localhost",
+                port=port,
+                username=unquote(parts.username or "default"),
+                password=password,
+                database=database,
+                secure=secure,
+                connect_timeout=5,
+                send_receive_timeout=300,
+            )
         except Exception as exc:  # noqa: BLE001 - may quote the password: from None
             raise StoreUnavailableError(
                 f"cannot reach the ClickHouse store at {_redact_url(url)} ({_root_cause(exc, password)}): check that "
-                "the server is running and the URL, user and password are right") from None
+                "the server is running and the URL, user and password are right"
+            ) from None
         store = cls(client=client, url=url, home=home, database=database, table=table, embedded=False, lock=None)
         store._memory = False
         try:
             if not store._tables_exist():
                 raise StoreError(
                     f"the store at {_redact_url(url)} has no {database}.{table} tables: run "
-                    f"`otel-replay db init --store URL` (or let the Collector's exporter create them)")
+                    f"`otel-replay db init --store URL` (or let the Collector's exporter create them)"
+                )
         except BaseException:
             store.close()
             raise
@@ -298,9 +327,11 @@ class Store:
         return StoreError(f"store query failed ({self.describe()}): {text}")
 
     def _tables_exist(self) -> bool:
-        result = self._run("query", "SELECT count() FROM system.tables WHERE database = {db:String} AND "
-                                    "name IN ({t:String}, {lookup:String})",
-                           {"db": self.database, "t": self.table, "lookup": self.table + "_trace_id_ts"})
+        result = self._run(
+            "query",
+            "SELECT count() FROM system.tables WHERE database = {db:String} AND name IN ({t:String}, {lookup:String})",
+            {"db": self.database, "t": self.table, "lookup": self.table + "_trace_id_ts"},
+        )
         return int(result.result_rows[0][0]) == 2
 
     def server_version(self) -> str:
@@ -312,11 +343,19 @@ class Store:
     def init_schema(self, *, cluster: str | None = None, ttl_days: int | None = None) -> None:
         """Create the exporter's tables if missing (idempotent), with indexes for this server's version."""
         if self.database != ddl.DEFAULT_DATABASE:
-            self._run("command", f"CREATE DATABASE IF NOT EXISTS `{ddl.check_identifier(self.database)}`"
-                      + (f" ON CLUSTER `{ddl.check_identifier(cluster)}`" if cluster else ""))
+            self._run(
+                "command",
+                f"CREATE DATABASE IF NOT EXISTS `{ddl.check_identifier(self.database)}`"
+                + (f" ON CLUSTER `{ddl.check_identifier(cluster)}`" if cluster else ""),
+            )
         try:
-            statements = ddl.render_ddl(database=self.database, table=self.table, cluster=cluster,
-                                        ttl_days=ttl_days, server_version=self.server_version())
+            statements = ddl.render_ddl(
+                database=self.database,
+                table=self.table,
+                cluster=cluster,
+                ttl_days=ttl_days,
+                server_version=self.server_version(),
+            )
         except ValueError as exc:
             raise StoreError(str(exc)) from None
         for statement in statements:
@@ -328,10 +367,14 @@ class Store:
         """Insert rows already in :data:`~otel_replay.exporting.rows.INSERT_COLUMNS` order; returns how many went in."""
         total = 0
         for start in range(0, len(rows), _INSERT_CHUNK_ROWS):
-            chunk = rows[start:start + _INSERT_CHUNK_ROWS]
+            chunk = rows[start : start + _INSERT_CHUNK_ROWS]
             try:
-                self.client.insert(self.traces_table.replace("`", ""), chunk, column_names=list(INSERT_COLUMNS),
-                                   column_type_names=list(INSERT_COLUMN_TYPES))
+                self.client.insert(
+                    self.traces_table.replace("`", ""),
+                    chunk,
+                    column_names=list(INSERT_COLUMNS),
+                    column_type_names=list(INSERT_COLUMN_TYPES),
+                )
             except StoreError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any driver failure becomes a StoreError with a scrubbed message
@@ -356,8 +399,11 @@ class Store:
         ids = sorted(set(trace_ids))
         found: set[tuple[str, str]] = set()
         for start in range(0, len(ids), 5000):
-            result = self._run("query", f"SELECT TraceId, SpanId FROM {self.traces_table} "
-                                        "WHERE TraceId IN {ids:Array(String)}", {"ids": ids[start:start + 5000]})
+            result = self._run(
+                "query",
+                f"SELECT TraceId, SpanId FROM {self.traces_table} WHERE TraceId IN {{ids:Array(String)}}",
+                {"ids": ids[start : start + 5000]},
+            )
             found.update((row[0], row[1]) for row in result.result_rows)
         return found
 
@@ -365,7 +411,9 @@ class Store:
         result = self._run(
             "query",
             f"SELECT count(), toUnixTimestamp(min(Start)), toUnixTimestamp(max(End) + 1) FROM {self.lookup_table} "
-            "WHERE TraceId = {trace_id:String}", {"trace_id": trace_id})
+            "WHERE TraceId = {trace_id:String}",
+            {"trace_id": trace_id},
+        )
         count, start, end = result.result_rows[0]
         return (int(start), int(end)) if count else None
 
@@ -387,11 +435,19 @@ class Store:
             "query",
             f"SELECT {SELECT_COLUMNS} FROM {self.traces_table} WHERE TraceId = {{trace_id:String}} AND Timestamp "
             "BETWEEN toDateTime({start:Int64}) AND toDateTime({end:Int64}) ORDER BY Timestamp, SpanId",
-            {"trace_id": tid, "start": window[0], "end": window[1]})
+            {"trace_id": tid, "start": window[0], "end": window[1]},
+        )
         return [record_from_query_row(row) for row in result.result_rows]
 
-    def run_rows(self, *, agent: str | None = None, status: str | None = None, kind: str | None = None,
-                 session: str | None = None, limit: int = 50) -> list[SpanRecord]:
+    def run_rows(
+        self,
+        *,
+        agent: str | None = None,
+        status: str | None = None,
+        kind: str | None = None,
+        session: str | None = None,
+        limit: int = 50,
+    ) -> list[SpanRecord]:
         """Run root spans, newest first, without their events: parentless spans named ``invoke_agent …``,
         and parentless spans of other GenAI instrumentations (carrying ``gen_ai.operation.name``,
         ``openinference.span.kind``, ``traceloop.span.kind`` or ``llm.request.type``; see
@@ -404,14 +460,22 @@ class Store:
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MAX_LIMIT:
             raise ValueError(f"limit must be a whole number from 1 to {_MAX_LIMIT}, got {limit!r}")
-        where = ["ParentSpanId = ''", "(startsWith(SpanName, {prefix:String}) OR "
-                                      "hasAny(mapKeys(SpanAttributes), {foreign_keys:Array(String)}))"]
+        where = [
+            "ParentSpanId = ''",
+            "(startsWith(SpanName, {prefix:String}) OR hasAny(mapKeys(SpanAttributes), {foreign_keys:Array(String)}))",
+        ]
         params: dict[str, Any] = {"prefix": _ROOT_PREFIX, "limit": limit, "foreign_keys": list(FOREIGN_ROOT_KEYS)}
         if agent is not None:
-            where.append("(SpanAttributes[{agent_key:String}] = {agent:String} OR SpanName = {agent_span:String}"
-                         " OR SpanName = {agent:String} OR SpanAttributes[{workflow_key:String}] = {agent:String})")
-            params.update(agent_key=semconv.GEN_AI_AGENT_NAME, agent=agent, agent_span=_ROOT_PREFIX + agent,
-                          workflow_key="traceloop.workflow.name")
+            where.append(
+                "(SpanAttributes[{agent_key:String}] = {agent:String} OR SpanName = {agent_span:String}"
+                " OR SpanName = {agent:String} OR SpanAttributes[{workflow_key:String}] = {agent:String})"
+            )
+            params.update(
+                agent_key=semconv.GEN_AI_AGENT_NAME,
+                agent=agent,
+                agent_span=_ROOT_PREFIX + agent,
+                workflow_key="traceloop.workflow.name",
+            )
         if status is not None:
             if status not in ("ok", "error"):
                 raise ValueError(f"status must be 'ok' or 'error', got {status!r}")
@@ -423,8 +487,10 @@ class Store:
         if kind is not None:
             if kind not in ("original", "replay"):
                 raise ValueError(f"kind must be 'original' or 'replay', got {kind!r}")
-            where.append("if(SpanAttributes[{kind_key:String}] = '', 'original', SpanAttributes[{kind_key:String}])"
-                         " = {kind:String}")
+            where.append(
+                "if(SpanAttributes[{kind_key:String}] = '', 'original', SpanAttributes[{kind_key:String}])"
+                " = {kind:String}"
+            )
             params.update(kind_key=semconv.RUN_KIND, kind=kind)
         return [record_from_query_row(row) for row in self._newest_first(where, params, limit)]
 
@@ -439,8 +505,10 @@ class Store:
         oldest span times come from the parts' min/max index (ClickHouse answers them without reading rows).
         """
         count, newest, oldest = self._run(
-            "query", f"SELECT count(), toUnixTimestamp64Nano(max(Timestamp)), toUnixTimestamp64Nano(min(Timestamp)) "
-                     f"FROM {self.traces_table}").result_rows[0]
+            "query",
+            f"SELECT count(), toUnixTimestamp64Nano(max(Timestamp)), toUnixTimestamp64Nano(min(Timestamp)) "
+            f"FROM {self.traces_table}",
+        ).result_rows[0]
         if not count:
             return []
         newest, oldest = int(newest), int(oldest)
@@ -459,8 +527,10 @@ class Store:
             if upper is not None:
                 bounds.append("Timestamp < fromUnixTimestamp64Nano({upper:Int64})")
                 window_params["upper"] = upper
-            sql = (f"SELECT {_LIST_COLUMNS} FROM {self.traces_table} WHERE {' AND '.join(where + bounds)} "
-                   "ORDER BY Timestamp DESC, TraceId LIMIT {limit:UInt32}")
+            sql = (
+                f"SELECT {_LIST_COLUMNS} FROM {self.traces_table} WHERE {' AND '.join(where + bounds)} "
+                "ORDER BY Timestamp DESC, TraceId LIMIT {limit:UInt32}"
+            )
             found = self._run("query", sql, window_params).result_rows
             rows.extend(found)
             if len(rows) >= limit or lower is None:
@@ -469,8 +539,9 @@ class Store:
             width *= _LIST_WINDOW_GROWTH
         return rows
 
-    def runs(self, *, agent: str | None = None, status: str | None = None, kind: str | None = None,
-             limit: int = 50) -> list[RunSummary]:
+    def runs(
+        self, *, agent: str | None = None, status: str | None = None, kind: str | None = None, limit: int = 50
+    ) -> list[RunSummary]:
         """Run summaries, newest first (see :meth:`run_rows` for the filters)."""
         return [summary_of(root) for root in self.run_rows(agent=agent, status=status, kind=kind, limit=limit)]
 

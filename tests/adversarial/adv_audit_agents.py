@@ -35,6 +35,7 @@ def executions() -> list[str]:
 
 # ------------------------------------------------------------------------------------ downgrade attempt
 
+
 # The name alone says nothing risky: only the declaration makes it high.
 @orp.tool("apply_discount", risk="high")
 def apply_discount(order: str, percent: int) -> dict[str, Any]:
@@ -74,6 +75,7 @@ def discount_agent_texting(order: str) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------- counted approvals
 
+
 @orp.tool("credit_account", risk="write")
 def credit_account(account: str, amount: int) -> dict[str, Any]:
     _ledger(f"credit_account {account} {amount}")
@@ -87,6 +89,7 @@ def batch_agent(account: str) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ killed after the effect
+
 
 @orp.tool("blocking_refund", risk="high")
 def blocking_refund(order: str) -> str:
@@ -113,5 +116,11 @@ def replay_live_from_file(path: str, approvals: list[str], reason: str) -> None:
     from otel_replay.runs import build_run
 
     original = build_run(from_otlp_json(json.loads(Path(path).read_text(encoding="utf-8"))))
-    replay_run(original, mode="live", approvals=approvals, reason=reason, actor="kill-test",
-               entrypoint="adv_audit_agents:refund_agent")
+    replay_run(
+        original,
+        mode="live",
+        approvals=approvals,
+        reason=reason,
+        actor="kill-test",
+        entrypoint="adv_audit_agents:refund_agent",
+    )

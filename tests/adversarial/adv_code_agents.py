@@ -145,8 +145,11 @@ class Unregistered(BaseModel):
 @orp.tool("read_ticket", risk="read")
 def read_ticket(number: int) -> dict[str, Any]:
     """A tool returning user types."""
-    return {"ticket": Ticket(id=number, title="printer on fire"), "order": Order(number="A1", cents=1500),
-            "other": Unregistered(note="n")}
+    return {
+        "ticket": Ticket(id=number, title="printer on fire"),
+        "order": Order(number="A1", cents=1500),
+        "other": Unregistered(note="n"),
+    }
 
 
 @orp.agent("adv-user-types")
@@ -198,10 +201,15 @@ ERRORS: dict[str, type[Exception]] = {}
 # ------------------------------------------------------------------------------------------ planting
 
 
-def plant(home: Path, spans: list[SpanRecord], *, root_attributes: Mapping[str, str] | None = None,
-          span_attributes: Callable[[SpanRecord], Mapping[str, str]] | None = None,
-          payload: Callable[[str, dict[str, Any]], dict[str, Any] | None] | None = None,
-          shift_ns: int = 0) -> str:
+def plant(
+    home: Path,
+    spans: list[SpanRecord],
+    *,
+    root_attributes: Mapping[str, str] | None = None,
+    span_attributes: Callable[[SpanRecord], Mapping[str, str]] | None = None,
+    payload: Callable[[str, dict[str, Any]], dict[str, Any] | None] | None = None,
+    shift_ns: int = 0,
+) -> str:
     """Send the spans of a recorded run again as a new trace, with the OTel SDK, into ``home``'s spool.
 
     ``root_attributes`` are set on the root span; ``span_attributes(span)`` are set on each span; ``payload(kind,
@@ -224,8 +232,13 @@ def plant(home: Path, spans: list[SpanRecord], *, root_attributes: Mapping[str, 
             attributes.update(span_attributes(span))
         parent = made.get(span.parent_span_id)
         context = set_span_in_context(parent) if parent is not None else None
-        new = tracer.start_span(span.span_name, context=context, kind=SpanKind.INTERNAL, attributes=attributes,
-                                start_time=span.timestamp_ns + shift_ns)
+        new = tracer.start_span(
+            span.span_name,
+            context=context,
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            start_time=span.timestamp_ns + shift_ns,
+        )
         for event in span.events:
             attrs = dict(event.attributes)
             text = attrs.get(semconv.SNAPSHOT_PAYLOAD)

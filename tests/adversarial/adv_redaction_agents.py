@@ -92,42 +92,64 @@ def _anthropic() -> Any:
     return anthropic.Anthropic(api_key="test-key-not-secret", base_url=os.environ[BASE_URL_ENV], max_retries=0)
 
 
-_WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}}}}}
+_WEATHER_TOOL = {
+    "type": "function",
+    "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}},
+}
 
 
 @orp.agent("stream-openai-chat")
 def openai_chat_stream(question: str) -> dict[str, Any]:
     client = _openai()
-    text = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
-        model="gpt-fake", messages=[{"role": "user", "content": question}], stream=True) if c.choices)
+    text = "".join(
+        c.choices[0].delta.content or ""
+        for c in client.chat.completions.create(
+            model="gpt-fake", messages=[{"role": "user", "content": question}], stream=True
+        )
+        if c.choices
+    )
     arguments = "".join(
         (call.function.arguments or "")
-        for c in client.chat.completions.create(model="gpt-fake", messages=[{"role": "user", "content": "hi"}],
-                                                tools=[_WEATHER_TOOL], stream=True)
-        if c.choices for call in (c.choices[0].delta.tool_calls or ()) if call.function)
+        for c in client.chat.completions.create(
+            model="gpt-fake", messages=[{"role": "user", "content": "hi"}], tools=[_WEATHER_TOOL], stream=True
+        )
+        if c.choices
+        for call in (c.choices[0].delta.tool_calls or ())
+        if call.function
+    )
     return {"text": bool(text), "arguments": bool(arguments)}  # the same in a replay of redacted deltas
 
 
 @orp.agent("stream-openai-responses")
 def openai_responses_stream(question: str) -> dict[str, Any]:
     client = _openai()
-    pieces = [e.delta for e in client.responses.create(model="gpt-fake", input=question, stream=True)
-              if e.type == "response.output_text.delta"]
+    pieces = [
+        e.delta
+        for e in client.responses.create(model="gpt-fake", input=question, stream=True)
+        if e.type == "response.output_text.delta"
+    ]
     return {"pieces": len(pieces)}
 
 
 @orp.agent("stream-anthropic")
 def anthropic_stream(question: str) -> dict[str, Any]:
     client = _anthropic()
-    with client.messages.stream(model="claude-fake", max_tokens=64,
-                                messages=[{"role": "user", "content": question}]) as stream:
+    with client.messages.stream(
+        model="claude-fake", max_tokens=64, messages=[{"role": "user", "content": question}]
+    ) as stream:
         text = "".join(stream.text_stream)
-    events = list(client.messages.create(
-        model="claude-fake", max_tokens=64, stream=True, messages=[{"role": "user", "content": "hi"}],
-        tools=[{"name": "get_weather", "input_schema": {"type": "object"}}]))
-    partial = "".join(e.delta.partial_json for e in events
-                      if e.type == "content_block_delta" and e.delta.type == "input_json_delta")
+    events = list(
+        client.messages.create(
+            model="claude-fake",
+            max_tokens=64,
+            stream=True,
+            messages=[{"role": "user", "content": "hi"}],
+            tools=[{"name": "get_weather", "input_schema": {"type": "object"}}],
+        )
+    )
+    partial = "".join(
+        e.delta.partial_json for e in events if e.type == "content_block_delta" and e.delta.type == "input_json_delta"
+    )
     return {"text": bool(text), "json": bool(partial)}
 
 
@@ -150,7 +172,8 @@ def _langchain_model() -> Any:
         def _stream(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
             question = str(messages[-1].content)
             for chunk in _openai().chat.completions.create(
-                    model="gpt-fake", messages=[{"role": "user", "content": question}], stream=True):
+                model="gpt-fake", messages=[{"role": "user", "content": question}], stream=True
+            ):
                 if chunk.choices and chunk.choices[0].delta.content:
                     yield ChatGenerationChunk(message=AIMessageChunk(content=chunk.choices[0].delta.content))
 

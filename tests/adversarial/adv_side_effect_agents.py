@@ -1,9 +1,9 @@
 """Agents for tests/adversarial/test_adv_side_effects.py.
 
 Each agent makes one recorded tool call and then an effect through plain, undecorated code that otel-replay
-knows nothing about: a process, a file write, a SQLite database, a delete, a rename, a socket connection. Recording runs it for
-real; a replay must not. The effect is made directly, from a thread pool created at import (so its worker
-thread exists before any replay), from a ``threading.Thread``, or from asyncio (a task and
+knows nothing about: a process, a file write, a SQLite database, a delete, a rename, a socket connection.
+Recording runs it for real; a replay must not. The effect is made directly, from a thread pool created at
+import (so its worker thread exists before any replay), from a ``threading.Thread``, or from asyncio (a task and
 ``loop.run_in_executor``). The agents tolerate ``OSError`` as code on a read-only system would, so their
 output is the same whether the effect happened or was blocked.
 """

@@ -55,12 +55,23 @@ def record(func: Any, *args: Any) -> str:
 
 
 def cli(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "OTEL_REPLAY_HOME": str(home), "COLUMNS": "200",
-            "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]), **(env or {})}
+    full = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(home),
+        "COLUMNS": "200",
+        "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        **(env or {}),
+    }
     if runs_in_process(args):  # the same main(), without a second of interpreter start-up
         return run_cli(args, env=full, cwd=ROOT)
-    return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
-                          env=full, cwd=ROOT, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "otel_replay.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        cwd=ROOT,
+        timeout=300,
+    )
 
 
 def audit_rows(home: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
@@ -88,15 +99,37 @@ def test_app_cannot_downgrade_a_recorded_high_tool_to_read(ledger: Path, home: P
     trace_id = record(agents.discount_agent, "A1")
     assert agents.executions() == ["apply_discount A1 10"]
     # The current code given with --app declares the same tool read: the recording says high, high wins.
-    refused = cli(home, "replay", trace_id, "--mode", "live", "--reason", "relabel", "--json",
-                  "--app", "adv_audit_agents:discount_agent_relabelled")
+    refused = cli(
+        home,
+        "replay",
+        trace_id,
+        "--mode",
+        "live",
+        "--reason",
+        "relabel",
+        "--json",
+        "--app",
+        "adv_audit_agents:discount_agent_relabelled",
+    )
     assert refused.returncode == 2, refused.stderr
     data = json.loads(refused.stdout)
     assert data["outcome"] == "refused"
     assert "'apply_discount'" in data["refusal"] and "risk high" in data["refusal"]
     assert agents.executions() == ["apply_discount A1 10"], "the relabelled tool ran without an approval"
-    approved = cli(home, "replay", trace_id, "--mode", "live", "--reason", "relabel, approved", "--json",
-                   "--app", "adv_audit_agents:discount_agent_relabelled", "--approve", "apply_discount")
+    approved = cli(
+        home,
+        "replay",
+        trace_id,
+        "--mode",
+        "live",
+        "--reason",
+        "relabel, approved",
+        "--json",
+        "--app",
+        "adv_audit_agents:discount_agent_relabelled",
+        "--approve",
+        "apply_discount",
+    )
     assert approved.returncode == 0, approved.stderr
     assert json.loads(approved.stdout)["executions"] == {"apply_discount": 1}
     assert agents.executions() == ["apply_discount A1 10"] * 2
@@ -105,18 +138,55 @@ def test_app_cannot_downgrade_a_recorded_high_tool_to_read(ledger: Path, home: P
 def test_a_tool_the_recording_does_not_have_is_judged_by_its_current_risk_and_name(ledger: Path, home: Path) -> None:
     trace_id = record(agents.discount_agent, "A2")
     # The current code texts instead of discounting: no recorded step matches, its undeclared name says high.
-    result = orp.replay(trace_id, mode="live", reason="new tool", approvals=["apply_discount"],
-                        entrypoint="adv_audit_agents:discount_agent_texting")
+    result = orp.replay(
+        trace_id,
+        mode="live",
+        reason="new tool",
+        approvals=["apply_discount"],
+        entrypoint="adv_audit_agents:discount_agent_texting",
+    )
     assert result.outcome == "refused" and "'sendsms'" in (result.refusal or "")
     assert agents.executions() == ["apply_discount A2 10"]
 
 
-HIGH_NAMES = ("sendemail", "send_sms", "write_file", "rm_rf", "resend_invoice", "charge_card", "drop_table", "exec",
-              "shell", "transfer", "payout", "sendEmail", "SENDEMAIL", "dropdb", "writeFile", "resendemail",
-              "delete_user", "issue_refund")
-READ_NAMES = ("get_weather", "search_docs", "lookup_order", "read_file", "list_files", "summarize", "transform_text",
-              "describe_table", "executive_summary", "evaluate_answer", "parse_payload", "postgres_query",
-              "dropdown_options", "rename_label", "report", "mailbox_size")
+HIGH_NAMES = (
+    "sendemail",
+    "send_sms",
+    "write_file",
+    "rm_rf",
+    "resend_invoice",
+    "charge_card",
+    "drop_table",
+    "exec",
+    "shell",
+    "transfer",
+    "payout",
+    "sendEmail",
+    "SENDEMAIL",
+    "dropdb",
+    "writeFile",
+    "resendemail",
+    "delete_user",
+    "issue_refund",
+)
+READ_NAMES = (
+    "get_weather",
+    "search_docs",
+    "lookup_order",
+    "read_file",
+    "list_files",
+    "summarize",
+    "transform_text",
+    "describe_table",
+    "executive_summary",
+    "evaluate_answer",
+    "parse_payload",
+    "postgres_query",
+    "dropdown_options",
+    "rename_label",
+    "report",
+    "mailbox_size",
+)
 
 
 @pytest.mark.parametrize("name", HIGH_NAMES)
@@ -135,15 +205,30 @@ def test_undeclared_tools_whose_names_only_read_stay_read(name: str) -> None:
 # ------------------------------------------------------------------------------------------- approvals
 
 
-@pytest.mark.parametrize(("spec", "ran", "outcome"), [
-    ("credit_account", 1, "refused"), ("credit_account:2", 2, "refused"), ("credit_account:*", 3, "matched")],
-    ids=["one", "two", "all"])
-def test_an_approval_covers_the_executions_it_names(ledger: Path, home: Path, spec: str, ran: int,
-                                                     outcome: str) -> None:
+@pytest.mark.parametrize(
+    ("spec", "ran", "outcome"),
+    [("credit_account", 1, "refused"), ("credit_account:2", 2, "refused"), ("credit_account:*", 3, "matched")],
+    ids=["one", "two", "all"],
+)
+def test_an_approval_covers_the_executions_it_names(
+    ledger: Path, home: Path, spec: str, ran: int, outcome: str
+) -> None:
     trace_id = record(agents.batch_agent, "acc-1")
     assert len(agents.executions()) == 3
-    out = cli(home, "replay", trace_id, "--mode", "live", "--reason", "count approvals", "--json",
-              "--approve", spec, "--app", "adv_audit_agents:batch_agent")
+    out = cli(
+        home,
+        "replay",
+        trace_id,
+        "--mode",
+        "live",
+        "--reason",
+        "count approvals",
+        "--json",
+        "--approve",
+        spec,
+        "--app",
+        "adv_audit_agents:batch_agent",
+    )
     data = json.loads(out.stdout)
     assert out.returncode == (2 if outcome == "refused" else 0), out.stderr
     assert len(agents.executions()) == 3 + ran
@@ -157,7 +242,12 @@ def test_an_approval_covers_the_executions_it_names(ledger: Path, home: Path, sp
     assert listed.returncode == 0, listed.stderr
     row = next(r for r in rows if r["replay_trace_id"] == data["replay_trace_id"])
     assert (row["approvals"], row["executions"], row["status"], row["mac_valid"], row["os_user"]) == (
-        [spec], {"credit_account": ran}, "recorded", True, OS_USER)
+        [spec],
+        {"credit_account": ran},
+        "recorded",
+        True,
+        OS_USER,
+    )
 
 
 def test_replay_tool_approve_is_one_execution(ledger: Path, home: Path) -> None:
@@ -179,21 +269,47 @@ def test_a_conversation_replay_shares_one_approval_budget_across_its_turns(ledge
         agents.batch_agent("acc-s")
     orp.flush()
     assert len(agents.executions()) == 6
-    out = cli(home, "replay-session", "conv-1", "--mode", "live", "--reason", "two turns", "--json",
-              "--approve", "credit_account:4", "--app", "adv_audit_agents:batch_agent")
+    out = cli(
+        home,
+        "replay-session",
+        "conv-1",
+        "--mode",
+        "live",
+        "--reason",
+        "two turns",
+        "--json",
+        "--approve",
+        "credit_account:4",
+        "--app",
+        "adv_audit_agents:batch_agent",
+    )
     assert out.returncode == 2, out.stderr
     turns = json.loads(out.stdout)["turns"]
     assert [(t["outcome"], t["executions"]) for t in turns] == [
-        ("matched", {"credit_account": 3}), ("refused", {"credit_account": 1})]
+        ("matched", {"credit_account": 3}),
+        ("refused", {"credit_account": 1}),
+    ]
     assert len(agents.executions()) == 6 + 4
 
 
-@pytest.mark.parametrize("spec", ["credit_account:0", "credit_account:", ":2", "credit_account:two",
-                                  "credit_account:-1", ""])
+@pytest.mark.parametrize(
+    "spec", ["credit_account:0", "credit_account:", ":2", "credit_account:two", "credit_account:-1", ""]
+)
 def test_a_bad_approval_is_one_error_line_and_nothing_runs(ledger: Path, home: Path, spec: str) -> None:
     trace_id = record(agents.batch_agent, "acc-3")
-    out = cli(home, "replay", trace_id, "--mode", "live", "--reason", "bad spec", "--approve", spec,
-              "--app", "adv_audit_agents:batch_agent")
+    out = cli(
+        home,
+        "replay",
+        trace_id,
+        "--mode",
+        "live",
+        "--reason",
+        "bad spec",
+        "--approve",
+        spec,
+        "--app",
+        "adv_audit_agents:batch_agent",
+    )
     assert out.returncode == 2
     assert "approval" in one_error_line(out)
     assert len(agents.executions()) == 3
@@ -210,14 +326,34 @@ def _closed_port() -> int:
 
 
 @pytest.mark.parametrize("exporter", ["none", "dead-otlp"])
-def test_a_replay_whose_trace_never_reaches_the_store_is_still_audited(ledger: Path, home: Path,
-                                                                       exporter: str) -> None:
+def test_a_replay_whose_trace_never_reaches_the_store_is_still_audited(ledger: Path, home: Path, exporter: str) -> None:
     trace_id = record(agents.batch_agent, "acc-4")
-    env = {"OTEL_REPLAY_EXPORTER": "none"} if exporter == "none" else {
-        "OTEL_REPLAY_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{_closed_port()}",
-        "OTEL_EXPORTER_OTLP_TIMEOUT": "2"}
-    out = cli(home, "replay", trace_id, "--mode", "live", "--reason", "lost trace", "--actor", "carol", "--json",
-              "--approve", "credit_account:*", "--app", "adv_audit_agents:batch_agent", env=env)
+    env = (
+        {"OTEL_REPLAY_EXPORTER": "none"}
+        if exporter == "none"
+        else {
+            "OTEL_REPLAY_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{_closed_port()}",
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "2",
+        }
+    )
+    out = cli(
+        home,
+        "replay",
+        trace_id,
+        "--mode",
+        "live",
+        "--reason",
+        "lost trace",
+        "--actor",
+        "carol",
+        "--json",
+        "--approve",
+        "credit_account:*",
+        "--app",
+        "adv_audit_agents:batch_agent",
+        env=env,
+    )
     data = json.loads(out.stdout)
     assert out.returncode == 0 and data["outcome"] == "matched", out.stdout + out.stderr
     assert len(agents.executions()) == 6  # the side effects happened
@@ -240,13 +376,25 @@ def test_a_replay_killed_right_after_its_side_effect_is_audited(ledger: Path, ho
         saved.write_text(json.dumps(orp_otlp(store.load_run(trace_id))), encoding="utf-8")
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
-    env = {**os.environ, "OTEL_REPLAY_HOME": str(home), agents.READY_FD_ENV: str(ready_w),
-           agents.GO_FD_ENV: str(go_r),
-           "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    code = ("import sys, adv_audit_agents as a; "
-            "a.replay_live_from_file(sys.argv[1], ['blocking_refund'], 'kill me after the refund')")
-    child = subprocess.Popen([sys.executable, "-c", code, str(saved)], env=env, cwd=ROOT, pass_fds=(ready_w, go_r),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    env = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(home),
+        agents.READY_FD_ENV: str(ready_w),
+        agents.GO_FD_ENV: str(go_r),
+        "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    code = (
+        "import sys, adv_audit_agents as a; "
+        "a.replay_live_from_file(sys.argv[1], ['blocking_refund'], 'kill me after the refund')"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, str(saved)],
+        env=env,
+        cwd=ROOT,
+        pass_fds=(ready_w, go_r),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     os.close(ready_w)
     os.close(go_r)
     try:
@@ -257,7 +405,11 @@ def test_a_replay_killed_right_after_its_side_effect_is_audited(ledger: Path, ho
         assert listed.returncode == 0, listed.stderr
         (running,) = [r for r in rows if r["original_trace_id"] == trace_id]
         assert (running["status"], running["actor"], running["mode"], running["mac_valid"]) == (
-            "started", "kill-test", "live", True)
+            "started",
+            "kill-test",
+            "live",
+            True,
+        )
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=60)
     finally:
@@ -269,9 +421,16 @@ def test_a_replay_killed_right_after_its_side_effect_is_audited(ledger: Path, ho
     listed, rows = audit_rows(home)
     (row,) = [r for r in rows if r["original_trace_id"] == trace_id]
     assert (row["status"], row["outcome"], row["run_id"], row["mac_valid"]) == (
-        "interrupted", "unknown", running["run_id"], True)
-    assert (row["approvals"], row["reason"], row["os_user"]) == (["blocking_refund"], "kill me after the refund",
-                                                                 OS_USER)
+        "interrupted",
+        "unknown",
+        running["run_id"],
+        True,
+    )
+    assert (row["approvals"], row["reason"], row["os_user"]) == (
+        ["blocking_refund"],
+        "kill me after the refund",
+        OS_USER,
+    )
 
 
 def orp_otlp(run: Any) -> dict[str, Any]:
@@ -281,15 +440,26 @@ def orp_otlp(run: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("obstacle", ["audit-folder-is-a-file", "journal-is-a-folder"])
-def test_a_live_replay_whose_audit_record_cannot_be_written_is_refused(ledger: Path, home: Path,
-                                                                        obstacle: str) -> None:
+def test_a_live_replay_whose_audit_record_cannot_be_written_is_refused(ledger: Path, home: Path, obstacle: str) -> None:
     trace_id = record(agents.batch_agent, "acc-5")
     if obstacle == "audit-folder-is-a-file":
         (home / "audit").write_text("not a folder", encoding="utf-8")
     else:
         (home / "audit" / "journal.jsonl").mkdir(parents=True)
-    out = cli(home, "replay", trace_id, "--mode", "live", "--reason", "no journal", "--json",
-              "--approve", "credit_account:*", "--app", "adv_audit_agents:batch_agent")
+    out = cli(
+        home,
+        "replay",
+        trace_id,
+        "--mode",
+        "live",
+        "--reason",
+        "no journal",
+        "--json",
+        "--approve",
+        "credit_account:*",
+        "--app",
+        "adv_audit_agents:batch_agent",
+    )
     assert out.returncode == 2
     assert "audit record" in one_error_line(out) and out.stdout == ""
     assert len(agents.executions()) == 3, "a tool ran although the audit record was never written"
@@ -301,8 +471,19 @@ def test_a_live_replay_whose_audit_record_cannot_be_written_is_refused(ledger: P
 def test_a_torn_last_journal_line_is_skipped_with_a_warning(ledger: Path, home: Path) -> None:
     trace_id = record(agents.batch_agent, "acc-6")
     env = {"OTEL_REPLAY_EXPORTER": "none"}
-    args = ("replay", trace_id, "--mode", "live", "--reason", "torn", "--json", "--approve", "credit_account:*",
-            "--app", "adv_audit_agents:batch_agent")
+    args = (
+        "replay",
+        trace_id,
+        "--mode",
+        "live",
+        "--reason",
+        "torn",
+        "--json",
+        "--approve",
+        "credit_account:*",
+        "--app",
+        "adv_audit_agents:batch_agent",
+    )
     first = json.loads(cli(home, *args, env=env).stdout)
     with (home / "audit" / "journal.jsonl").open("ab") as fh:
         fh.write(b'{"v":1,"record":"started","run_id":"cut-sho')  # a crash in the middle of a write
@@ -321,8 +502,19 @@ def test_a_torn_last_journal_line_is_skipped_with_a_warning(ledger: Path, home: 
 
 def test_actor_is_recorded_next_to_the_os_user_that_ran_the_command(ledger: Path, home: Path) -> None:
     trace_id = record(agents.batch_agent, "acc-7")
-    out = cli(home, "replay", trace_id, "--mode", "mock", "--actor", "mallory", "--json",
-              "--app", "adv_audit_agents:batch_agent", env={"USER": "mallory", "LOGNAME": "mallory"})
+    out = cli(
+        home,
+        "replay",
+        trace_id,
+        "--mode",
+        "mock",
+        "--actor",
+        "mallory",
+        "--json",
+        "--app",
+        "adv_audit_agents:batch_agent",
+        env={"USER": "mallory", "LOGNAME": "mallory"},
+    )
     assert out.returncode == 0, out.stderr
     _, rows = audit_rows(home)
     (row,) = rows
@@ -332,8 +524,11 @@ def test_actor_is_recorded_next_to_the_os_user_that_ran_the_command(ledger: Path
 
 def test_a_clean_store_verifies(ledger: Path, home: Path) -> None:
     trace_id = record(agents.batch_agent, "acc-8")
-    for args in (("--mode", "dry"), ("--mode", "mock"),
-                 ("--mode", "live", "--reason", "verify", "--approve", "credit_account:*")):
+    for args in (
+        ("--mode", "dry"),
+        ("--mode", "mock"),
+        ("--mode", "live", "--reason", "verify", "--approve", "credit_account:*"),
+    ):
         out = cli(home, "replay", trace_id, *args, "--app", "adv_audit_agents:batch_agent")
         assert out.returncode == 0, out.stderr
     out = cli(home, "audit", "--verify")
@@ -355,10 +550,18 @@ def _write_forged_root(trace_id: str, attributes: dict[str, Any], *, start_time:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    span = provider.get_tracer("forger").start_span("invoke_agent batch-agent", attributes={
-        semconv.RUN_ID: str(uuid.uuid4()), semconv.RUN_KIND: "replay", semconv.SCHEMA_VERSION_ATTR: "1.0",
-        semconv.GEN_AI_AGENT_NAME: "batch-agent", semconv.REPLAY_OF_TRACE_ID: trace_id, **attributes},
-        start_time=start_time)
+    span = provider.get_tracer("forger").start_span(
+        "invoke_agent batch-agent",
+        attributes={
+            semconv.RUN_ID: str(uuid.uuid4()),
+            semconv.RUN_KIND: "replay",
+            semconv.SCHEMA_VERSION_ATTR: "1.0",
+            semconv.GEN_AI_AGENT_NAME: "batch-agent",
+            semconv.REPLAY_OF_TRACE_ID: trace_id,
+            **attributes,
+        },
+        start_time=start_time,
+    )
     span.end()
     (finished,) = exporter.get_finished_spans()
     with orp.Store.open() as store:
@@ -368,19 +571,35 @@ def _write_forged_root(trace_id: str, attributes: dict[str, Any], *, start_time:
 
 def test_forged_and_edited_audit_rows_are_marked_and_fail_verify(ledger: Path, home: Path) -> None:
     trace_id = record(agents.batch_agent, "acc-9")
-    genuine = orp.replay(trace_id, mode="live", approvals=["credit_account:*"], actor="alice",
-                         reason="real refunds", entrypoint="adv_audit_agents:batch_agent")
-    edited = orp.replay(trace_id, mode="mock", actor="bob", reason="regression",
-                        entrypoint="adv_audit_agents:batch_agent")
+    genuine = orp.replay(
+        trace_id,
+        mode="live",
+        approvals=["credit_account:*"],
+        actor="alice",
+        reason="real refunds",
+        entrypoint="adv_audit_agents:batch_agent",
+    )
+    edited = orp.replay(
+        trace_id, mode="mock", actor="bob", reason="regression", entrypoint="adv_audit_agents:batch_agent"
+    )
     assert cli(home, "audit", "--verify").returncode == 0
     with orp.Store.open() as store:
-        real_mac = next(r for r in store.run_rows(kind="replay", limit=10) if r.trace_id == genuine.replay_trace_id
-                        ).span_attributes[semconv.REPLAY_AUDIT_MAC]
+        real_mac = next(
+            r for r in store.run_rows(kind="replay", limit=10) if r.trace_id == genuine.replay_trace_id
+        ).span_attributes[semconv.REPLAY_AUDIT_MAC]
     # 1. A row claiming another actor, written with the OTel SDK, with the MAC copied from a real row.
-    forged = _write_forged_root(trace_id, {
-        semconv.REPLAY_MODE: "live", semconv.REPLAY_ACTOR: "alice", semconv.REPLAY_OS_USER: "alice",
-        semconv.REPLAY_REASON: "approved by alice", semconv.REPLAY_APPROVALS: ["credit_account:*"],
-        semconv.REPLAY_OUTCOME: "matched", semconv.REPLAY_AUDIT_MAC: real_mac})
+    forged = _write_forged_root(
+        trace_id,
+        {
+            semconv.REPLAY_MODE: "live",
+            semconv.REPLAY_ACTOR: "alice",
+            semconv.REPLAY_OS_USER: "alice",
+            semconv.REPLAY_REASON: "approved by alice",
+            semconv.REPLAY_APPROVALS: ["credit_account:*"],
+            semconv.REPLAY_OUTCOME: "matched",
+            semconv.REPLAY_AUDIT_MAC: real_mac,
+        },
+    )
     # 2. A row without any MAC.
     bare = _write_forged_root(trace_id, {semconv.REPLAY_MODE: "mock", semconv.REPLAY_ACTOR: "ci"})
     # 3. An existing row whose actor and reason were changed in place.
@@ -389,14 +608,24 @@ def test_forged_and_edited_audit_rows_are_marked_and_fail_verify(ledger: Path, h
             f"ALTER TABLE {store.traces_table} UPDATE SpanAttributes = mapUpdate(SpanAttributes, "
             "map({actor_key:String}, {actor:String}, {reason_key:String}, {reason:String})) "
             "WHERE TraceId = {tid:String} AND ParentSpanId = '' SETTINGS mutations_sync = 2",
-            parameters={"actor_key": semconv.REPLAY_ACTOR, "actor": "mallory", "reason_key": semconv.REPLAY_REASON,
-                        "reason": "nothing to see", "tid": edited.replay_trace_id})
+            parameters={
+                "actor_key": semconv.REPLAY_ACTOR,
+                "actor": "mallory",
+                "reason_key": semconv.REPLAY_REASON,
+                "reason": "nothing to see",
+                "tid": edited.replay_trace_id,
+            },
+        )
     listed, rows = audit_rows(home)
     assert listed.returncode == 0
     by_trace = {r["replay_trace_id"]: r for r in rows}
     assert by_trace[edited.replay_trace_id]["actor"] == "mallory"  # the edit is in the store …
     assert {t: by_trace[t]["mac_valid"] for t in (genuine.replay_trace_id, forged, bare, edited.replay_trace_id)} == {
-        genuine.replay_trace_id: True, forged: False, bare: False, edited.replay_trace_id: False}  # … and marked
+        genuine.replay_trace_id: True,
+        forged: False,
+        bare: False,
+        edited.replay_trace_id: False,
+    }  # … and marked
     text = cli(home, "audit")
     assert text.returncode == 0 and text.stdout.count("INVALID") == 3
     verified = cli(home, "audit", "--verify")
@@ -408,9 +637,23 @@ def test_forged_and_edited_audit_rows_are_marked_and_fail_verify(ledger: Path, h
 
 def test_an_edited_journal_record_is_marked(ledger: Path, home: Path) -> None:
     trace_id = record(agents.batch_agent, "acc-10")
-    out = cli(home, "replay", trace_id, "--mode", "live", "--reason", "journal only", "--actor", "alice", "--json",
-              "--approve", "credit_account:*", "--app", "adv_audit_agents:batch_agent",
-              env={"OTEL_REPLAY_EXPORTER": "none"})
+    out = cli(
+        home,
+        "replay",
+        trace_id,
+        "--mode",
+        "live",
+        "--reason",
+        "journal only",
+        "--actor",
+        "alice",
+        "--json",
+        "--approve",
+        "credit_account:*",
+        "--app",
+        "adv_audit_agents:batch_agent",
+        env={"OTEL_REPLAY_EXPORTER": "none"},
+    )
     assert out.returncode == 0, out.stderr
     assert cli(home, "audit", "--verify").returncode == 0
     path = home / "audit" / "journal.jsonl"
@@ -427,8 +670,15 @@ def test_verify_checks_every_row_not_only_those_it_prints(ledger: Path, home: Pa
         orp.replay(trace_id, mode="mock", actor=actor, reason="regression", entrypoint="adv_audit_agents:batch_agent")
     assert cli(home, "audit", "--verify", "--limit", "1").returncode == 0
     # A forged row dated long before the others, beyond the one row --limit 1 prints.
-    _write_forged_root(trace_id, {semconv.REPLAY_MODE: "live", semconv.REPLAY_ACTOR: "alice",
-                                  semconv.REPLAY_AUDIT_MAC: "hmac-sha256:" + "0" * 64}, start_time=10**18)
+    _write_forged_root(
+        trace_id,
+        {
+            semconv.REPLAY_MODE: "live",
+            semconv.REPLAY_ACTOR: "alice",
+            semconv.REPLAY_AUDIT_MAC: "hmac-sha256:" + "0" * 64,
+        },
+        start_time=10**18,
+    )
     listed, rows = audit_rows(home, "--limit", "1")
     assert listed.returncode == 0 and len(rows) == 1 and rows[0]["mac_valid"] is True
     verified, rows = audit_rows(home, "--limit", "1", "--verify")
@@ -438,19 +688,28 @@ def test_verify_checks_every_row_not_only_those_it_prints(ledger: Path, home: Pa
 
 def test_a_store_edit_cannot_hide_a_journaled_replay(ledger: Path, home: Path) -> None:
     trace_id = record(agents.batch_agent, "acc-11")
-    live = orp.replay(trace_id, mode="live", approvals=["credit_account:*"], actor="alice", reason="refunds",
-                      entrypoint="adv_audit_agents:batch_agent")
+    live = orp.replay(
+        trace_id,
+        mode="live",
+        approvals=["credit_account:*"],
+        actor="alice",
+        reason="refunds",
+        entrypoint="adv_audit_agents:batch_agent",
+    )
     (row,) = [r for r in audit_rows(home)[1] if r["run_id"] == live.replay_run_id]
     assert row["status"] == "recorded" and row["mac_valid"] is True
     # Someone who can write the store deletes the replay's root span and keeps its child spans …
     with orp.Store.open() as store:
         store.client.command(
             f"ALTER TABLE {store.traces_table} DELETE WHERE TraceId = {{tid:String}} AND ParentSpanId = '' "
-            "SETTINGS mutations_sync = 2", parameters={"tid": live.replay_trace_id})
+            "SETTINGS mutations_sync = 2",
+            parameters={"tid": live.replay_trace_id},
+        )
         assert store.load_spans(live.replay_trace_id)  # the children are still there
     # … then forges a root with the same run id and no valid MAC: the journal's record still lists the replay.
-    _write_forged_root(trace_id, {semconv.RUN_ID: live.replay_run_id, semconv.REPLAY_MODE: "mock",
-                                  semconv.REPLAY_ACTOR: "nobody"})
+    _write_forged_root(
+        trace_id, {semconv.RUN_ID: live.replay_run_id, semconv.REPLAY_MODE: "mock", semconv.REPLAY_ACTOR: "nobody"}
+    )
     rows = [r for r in audit_rows(home)[1] if r["run_id"] == live.replay_run_id]
     journaled = [r for r in rows if r["status"] == "interrupted"]
     assert len(journaled) == 1 and journaled[0]["actor"] == "alice" and journaled[0]["mac_valid"] is True, rows

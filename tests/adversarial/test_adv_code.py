@@ -51,7 +51,7 @@ def outside(tmp_path: Path, marks: Path) -> Path:
     script that writes one when it is loaded."""
     folder = tmp_path / "elsewhere"
     folder.mkdir()
-    on_import = textwrap.dedent(f'''
+    on_import = textwrap.dedent(f"""
         from pathlib import Path
         (Path({str(marks)!r}) / ("imported-" + __name__)).write_text("imported")
 
@@ -59,7 +59,7 @@ def outside(tmp_path: Path, marks: Path) -> Path:
             (Path({str(marks)!r}) / ("ran-" + __name__)).write_text("ran")
 
         echo_tool = run
-    ''')
+    """)
     for name in ("adv_outside_agent", "adv_outside_tool"):
         (folder / f"{name}.py").write_text(on_import, encoding="utf-8")
     (folder / "adv_outside_script.py").write_text(on_import.replace("__name__", "'script'"), encoding="utf-8")
@@ -82,15 +82,26 @@ def spans_of(trace_id: str) -> list[Any]:
 def cli(home: Path, *args: str, extra_path: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     """``otel-replay ARGS`` in a fresh process, from the project folder."""
     paths = [str(p) for p in (extra_path, HERE) if p is not None]
-    full = {**os.environ, "OTEL_REPLAY_HOME": str(home), "COLUMNS": "300",
-            "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]), **env}
+    full = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(home),
+        "COLUMNS": "300",
+        "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]),
+        **env,
+    }
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_REPLAY_TRUSTED_MODULES"):
         if name not in env:
             full.pop(name, None)
     if runs_in_process(args):  # the same main(), without a second of interpreter start-up
         return run_cli(args, env=full, cwd=PROJECT)
-    return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
-                          env=full, timeout=180, cwd=PROJECT)
+    return subprocess.run(
+        [sys.executable, "-m", "otel_replay.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=180,
+        cwd=PROJECT,
+    )
 
 
 def one_error_line(out: subprocess.CompletedProcess[str]) -> str:
@@ -115,8 +126,13 @@ def test_type_tags_naming_popen_fileio_system_eval_in_a_stored_run_run_nothing(h
         result = orp.replay(trace_id, mode=mode)
         assert agents.created() == [], mode
         structured = result.replay.snapshots["output"]["structured"]
-        assert structured["tool"] == {"eval": "dict", "fileio": "dict", "popen": "dict", "pydantic_popen": "dict",
-                                      "system": "dict"}
+        assert structured["tool"] == {
+            "eval": "dict",
+            "fileio": "dict",
+            "popen": "dict",
+            "pydantic_popen": "dict",
+            "system": "dict",
+        }
         assert structured["model"] == {"object": "dict", "text": "str"}
         assert structured["input"] == structured["tool"]
         (note,) = result.notes
@@ -141,7 +157,7 @@ def test_type_tags_in_a_case_file_run_nothing_under_case_run(home: Path, marks: 
     assert all(repr(name) in note for name in HOSTILE_NAMES)
 
 
-PLUGIN_AGENT = '''
+PLUGIN_AGENT = """
 import dataclasses
 import otel_replay as orp
 
@@ -169,15 +185,16 @@ def fetch(folder):
 def handle(folder):
     fetch(folder)
     return {"ok": True}
-'''
+"""
 
 
 def test_type_tags_in_a_pytest_collected_case_run_nothing(marks: Path, tmp_path: Path) -> None:
     project = tmp_path / "sample"
     (project / "regression").mkdir(parents=True)
     (project / "plugin_hostile.py").write_text(PLUGIN_AGENT, encoding="utf-8")
-    (project / "pyproject.toml").write_text('[tool.pytest.ini_options]\notel_replay_cases = ["regression"]\n',
-                                            encoding="utf-8")
+    (project / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\notel_replay_cases = ["regression"]\n', encoding="utf-8"
+    )
     sys.path.insert(0, str(project))
     try:
         import plugin_hostile  # type: ignore[import-not-found]
@@ -194,8 +211,14 @@ def test_type_tags_in_a_pytest_collected_case_run_nothing(marks: Path, tmp_path:
     env = {**os.environ, "OTEL_REPLAY_HOME": str(project / "home")}
     for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "OTEL_REPLAY_TRUSTED_MODULES"):
         env.pop(name, None)
-    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"], capture_output=True,
-                         text=True, env=env, cwd=project, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=project,
+        timeout=300,
+    )
     assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout + out.stderr
     assert agents.created() == []
 
@@ -216,27 +239,35 @@ def _planted_entrypoint(home: Path, spec: str, args: list[Any], *, script: str |
 
 
 def test_recorded_entrypoints_outside_the_project_are_refused_before_anything_runs(
-        home: Path, marks: Path, outside: Path) -> None:
+    home: Path, marks: Path, outside: Path
+) -> None:
     planted = {
         "os:system": _planted_entrypoint(home, "os:system", [f"touch {marks / 'system'}"]),
         "builtins:eval": _planted_entrypoint(home, "builtins:eval", [f"open({str(marks / 'eval')!r}, 'w')"]),
         "subprocess:run": _planted_entrypoint(home, "subprocess:run", [["touch", str(marks / "run")]]),
         "adv_outside_agent:run": _planted_entrypoint(home, "adv_outside_agent:run", []),
-        "__main__:run": _planted_entrypoint(home, "__main__:run", [],
-                                            script=str(outside / "adv_outside_script.py")),
+        "__main__:run": _planted_entrypoint(home, "__main__:run", [], script=str(outside / "adv_outside_script.py")),
     }
     for spec, trace_id in planted.items():
         line = one_error_line(cli(home, "replay", trace_id, "--mode", "mock", extra_path=outside))
         assert line.startswith(f"error: entrypoint {spec!r} was not run: "), line
         assert "--app" in line, line
         assert agents.created() == [], spec
-    line = one_error_line(cli(home, "replay", planted["adv_outside_agent:run"], "--mode", "deterministic",
-                              extra_path=outside))
+    line = one_error_line(
+        cli(home, "replay", planted["adv_outside_agent:run"], "--mode", "deterministic", extra_path=outside)
+    )
     assert "OTEL_REPLAY_TRUSTED_MODULES=adv_outside_agent" in line and str(outside) in line
     # The same run, once the person replaying trusts the module by name, does import and run it: the refusal
     # above is the rule, not a module that could not be found.
-    cli(home, "replay", planted["adv_outside_agent:run"], "--mode", "mock", extra_path=outside,
-        OTEL_REPLAY_TRUSTED_MODULES="adv_outside_agent")
+    cli(
+        home,
+        "replay",
+        planted["adv_outside_agent:run"],
+        "--mode",
+        "mock",
+        extra_path=outside,
+        OTEL_REPLAY_TRUSTED_MODULES="adv_outside_agent",
+    )
     assert agents.created() == ["imported-adv_outside_agent", "ran-adv_outside_agent"]
 
 
@@ -244,8 +275,7 @@ def test_a_recorded_entrypoint_cannot_reach_other_code_through_a_trusted_module(
     # otel_replay.demo is trusted everywhere and adv_code_agents is under the project: neither lends its trust
     # to what it merely imports (a module it holds, or a function it imported from the standard library).
     command = f"touch {marks / 'reached'}"
-    for spec in ("otel_replay.demo.agent:settings.os.system", "adv_code_agents:os.system",
-                 "adv_code_agents:run_shell"):
+    for spec in ("otel_replay.demo.agent:settings.os.system", "adv_code_agents:os.system", "adv_code_agents:run_shell"):
         trace_id = _planted_entrypoint(home, spec, [command])
         for mode in ("mock", "live"):
             line = one_error_line(cli(home, "replay", trace_id, "--mode", mode, "--reason", "attack"))
@@ -256,14 +286,17 @@ def test_a_recorded_entrypoint_cannot_reach_other_code_through_a_trusted_module(
 
 
 def test_a_package_in_a_virtual_environment_inside_the_project_is_not_the_project(
-        home: Path, marks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home: Path, marks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     trace_id = _planted_entrypoint(home, "adv_venv_pkg:run", [])
     project = tmp_path / "project"
     site = project / ".venv" / "lib" / "python3" / "site-packages"
     (site / "adv_venv_pkg").mkdir(parents=True)
     (site / "adv_venv_pkg" / "__init__.py").write_text(
         f"from pathlib import Path\n(Path({str(marks)!r}) / 'venv-imported').write_text('x')\n"
-        "def run(*args):\n    pass\n", encoding="utf-8")
+        "def run(*args):\n    pass\n",
+        encoding="utf-8",
+    )
     monkeypatch.chdir(project)
     monkeypatch.syspath_prepend(str(site))
     with pytest.raises(orp.ReplayRefused, match="'adv_venv_pkg' is an installed package"):
@@ -271,8 +304,9 @@ def test_a_package_in_a_virtual_environment_inside_the_project_is_not_the_projec
     assert agents.created() == [] and "adv_venv_pkg" not in sys.modules
 
 
-def test_case_files_naming_code_outside_the_project_do_not_run_it(home: Path, marks: Path, outside: Path,
-                                                                   tmp_path: Path) -> None:
+def test_case_files_naming_code_outside_the_project_do_not_run_it(
+    home: Path, marks: Path, outside: Path, tmp_path: Path
+) -> None:
     trace_id = record(agents.echo, "hi")
     with Store.open() as store:
         run = store.load_run(trace_id)
@@ -280,8 +314,10 @@ def test_case_files_naming_code_outside_the_project_do_not_run_it(home: Path, ma
     cases = tmp_path / "pull-request"
     cases.mkdir()
     for spec in ("os:system", "subprocess:run", "adv_outside_agent:run"):
-        write_case({**document, "name": spec.replace(":", "-"), "entrypoint": spec},
-                   cases / f"{spec.replace(':', '-')}.case.json")
+        write_case(
+            {**document, "name": spec.replace(":", "-"), "entrypoint": spec},
+            cases / f"{spec.replace(':', '-')}.case.json",
+        )
     out = cli(home, "case", "run", str(cases), "--json", extra_path=outside)
     assert out.returncode == 2, out.stderr
     report = json.loads(out.stdout)
@@ -292,16 +328,25 @@ def test_case_files_naming_code_outside_the_project_do_not_run_it(home: Path, ma
     # The same file collected by pytest in a project that does not hold the module: the item fails, saying why.
     project = tmp_path / "sample"
     (project / "regression").mkdir(parents=True)
-    (project / "pyproject.toml").write_text('[tool.pytest.ini_options]\notel_replay_cases = ["regression"]\n',
-                                            encoding="utf-8")
-    (project / "regression" / "outside.case.json").write_bytes(
-        (cases / "adv_outside_agent-run.case.json").read_bytes())
-    env = {**os.environ, "OTEL_REPLAY_HOME": str(project / "home"),
-           "PYTHONPATH": os.pathsep.join([str(outside), os.environ.get("PYTHONPATH", "")])}
+    (project / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\notel_replay_cases = ["regression"]\n', encoding="utf-8"
+    )
+    (project / "regression" / "outside.case.json").write_bytes((cases / "adv_outside_agent-run.case.json").read_bytes())
+    env = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(project / "home"),
+        "PYTHONPATH": os.pathsep.join([str(outside), os.environ.get("PYTHONPATH", "")]),
+    }
     for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "OTEL_REPLAY_TRUSTED_MODULES"):
         env.pop(name, None)
-    ran = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"], capture_output=True,
-                         text=True, env=env, cwd=project, timeout=300)
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=project,
+        timeout=300,
+    )
     assert ran.returncode == 1 and "1 failed" in ran.stdout, ran.stdout + ran.stderr
     assert "entrypoint 'adv_outside_agent:run' was not run" in ran.stdout
     assert agents.created() == []
@@ -316,15 +361,18 @@ def test_app_given_by_the_person_replaying_runs_but_never_the_standard_library(h
 
 
 def test_replay_tool_refuses_a_recorded_tool_function_before_importing_it(
-        home: Path, marks: Path, outside: Path) -> None:
+    home: Path, marks: Path, outside: Path
+) -> None:
     spans = spans_of(record(agents.echo, "hi"))
     (tool_step,) = [s for s in spans if s.span_attributes.get(semconv.STEP_KIND) == "tool"]
     index = tool_step.span_attributes[semconv.STEP_INDEX]
     for function in ("os:system", "adv_outside_tool:echo_tool"):
-        trace_id = agents.plant(home, spans, span_attributes=lambda s, f=function: (
-            {semconv.TOOL_FUNCTION: f} if s.span_id == tool_step.span_id else {}))
-        line = one_error_line(cli(home, "replay-tool", trace_id, "--step", index, "--mode", "mock",
-                                  extra_path=outside))
+        trace_id = agents.plant(
+            home,
+            spans,
+            span_attributes=lambda s, f=function: {semconv.TOOL_FUNCTION: f} if s.span_id == tool_step.span_id else {},
+        )
+        line = one_error_line(cli(home, "replay-tool", trace_id, "--step", index, "--mode", "mock", extra_path=outside))
         assert line.startswith(f"error: entrypoint {function!r} was not run: "), line
     assert agents.created() == []  # adv_outside_tool writes a marker the moment it is imported
 
@@ -332,9 +380,12 @@ def test_replay_tool_refuses_a_recorded_tool_function_before_importing_it(
 def test_replay_session_checks_every_turn_whoever_recorded_it(home: Path, marks: Path, outside: Path) -> None:
     with orp.identity(session="conv-adv-1"):
         first = record(agents.echo, "turn one")
-    later = agents.plant(home, spans_of(first), root_attributes={semconv.RUN_ENTRYPOINT: "adv_outside_agent:run",
-                                                                  semconv.REPLAY_ACTOR: "someone else"},
-                         shift_ns=60 * 10**9)
+    later = agents.plant(
+        home,
+        spans_of(first),
+        root_attributes={semconv.RUN_ENTRYPOINT: "adv_outside_agent:run", semconv.REPLAY_ACTOR: "someone else"},
+        shift_ns=60 * 10**9,
+    )
     with Store.open() as store:
         assert {r.trace_id for r in store.run_rows(session="conv-adv-1", kind="original")} == {first, later}
     line = one_error_line(cli(home, "replay-session", "conv-adv-1", "--mode", "mock", extra_path=outside))
@@ -373,8 +424,10 @@ def test_register_type_takes_only_dataclasses_models_and_exceptions() -> None:
 
 
 def test_recorded_exceptions_rebuild_only_builtin_registered_and_project_classes(
-        home: Path, marks: Path, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (outside / "adv_outside_errors.py").write_text(textwrap.dedent(f'''
+    home: Path, marks: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (outside / "adv_outside_errors.py").write_text(
+        textwrap.dedent(f'''
         from pathlib import Path
 
         class Boom(Exception):
@@ -386,17 +439,29 @@ def test_recorded_exceptions_rebuild_only_builtin_registered_and_project_classes
 
         class Registered(Exception):
             pass
-    '''), encoding="utf-8")
+    '''),
+        encoding="utf-8",
+    )
     monkeypatch.syspath_prepend(str(outside))
     import adv_outside_errors  # type: ignore[import-not-found]
 
-    agents.ERRORS.update(boom=adv_outside_errors.Boom, registered=adv_outside_errors.Registered,
-                         project=agents.ProjectError, builtin=LookupError)
+    agents.ERRORS.update(
+        boom=adv_outside_errors.Boom,
+        registered=adv_outside_errors.Registered,
+        project=agents.ProjectError,
+        builtin=LookupError,
+    )
     traces = {name: record(agents.error_agent, name) for name in agents.ERRORS}
     (marks / "boom").unlink()  # written when the run was recorded, for real
     orp.register_type(adv_outside_errors.Registered)
-    answers = {name: orp.replay(trace_id, mode="mock").replay.snapshots["output"]["answer"]
-               for name, trace_id in traces.items()}
-    assert answers == {"boom": "RecordedError", "registered": "Registered", "project": "ProjectError",
-                       "builtin": "LookupError"}
+    answers = {
+        name: orp.replay(trace_id, mode="mock").replay.snapshots["output"]["answer"]
+        for name, trace_id in traces.items()
+    }
+    assert answers == {
+        "boom": "RecordedError",
+        "registered": "Registered",
+        "project": "ProjectError",
+        "builtin": "LookupError",
+    }
     assert agents.created() == []

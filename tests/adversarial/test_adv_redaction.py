@@ -55,23 +55,34 @@ def encoded_forms(secret: str) -> list[bytes]:
     for pad in (b"", b"x", b"xx"):
         for encode in (base64.b64encode, base64.urlsafe_b64encode):
             text = encode(pad + raw)
-            core = text[4 if pad else 0:-4]
+            core = text[4 if pad else 0 : -4]
             if len(core) >= 12:
                 forms.append(core)
     return list(dict.fromkeys(forms))
 
 
-def cli(home: Path, *args: str, env: dict[str, str] | None = None,
-        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "OTEL_REPLAY_HOME": str(home), "COLUMNS": "200",
-            "PYTHONPATH": os.pathsep.join([str(PACKAGE_ROOT), str(HERE)])}
+def cli(
+    home: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    full = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(home),
+        "COLUMNS": "200",
+        "PYTHONPATH": os.pathsep.join([str(PACKAGE_ROOT), str(HERE)]),
+    }
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_EXPORTER_OTLP_ENDPOINT"):
         full.pop(name, None)
     full.update(env or {})
     if runs_in_process(args):  # the same main(), without a second of interpreter start-up
         return run_cli(args, env=full, cwd=cwd or HERE)
-    return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
-                          env=full, timeout=180, cwd=cwd or HERE)
+    return subprocess.run(
+        [sys.executable, "-m", "otel_replay.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=180,
+        cwd=cwd or HERE,
+    )
 
 
 def home_bytes(home: Path) -> dict[str, bytes]:
@@ -92,12 +103,17 @@ def cli_outputs(home: Path, trace_id: str, tmp: Path) -> dict[str, bytes]:
     runs = cli(home, "runs", "--json")
     show = cli(home, "show", trace_id, "--json")
     case = tmp / "leak-check.case.json"
-    export = cli(home, "case", "export", trace_id, "-o", str(case), "--force", "--app",
-                 "adv_redaction_agents:account_agent")
-    assert runs.returncode == 0 and show.returncode == 0 and export.returncode == 0, \
+    export = cli(
+        home, "case", "export", trace_id, "-o", str(case), "--force", "--app", "adv_redaction_agents:account_agent"
+    )
+    assert runs.returncode == 0 and show.returncode == 0 and export.returncode == 0, (
         runs.stderr + show.stderr + export.stderr
-    return {"runs --json": (runs.stdout + runs.stderr).encode(), "show --json": (show.stdout + show.stderr).encode(),
-            "case export": case.read_bytes() + export.stdout.encode() + export.stderr.encode()}
+    )
+    return {
+        "runs --json": (runs.stdout + runs.stderr).encode(),
+        "show --json": (show.stdout + show.stderr).encode(),
+        "case export": case.read_bytes() + export.stdout.encode() + export.stderr.encode(),
+    }
 
 
 def assert_nowhere(secrets_: list[str], blobs: dict[str, bytes]) -> None:
@@ -134,15 +150,20 @@ def _candidates(guess: str) -> list[bytes]:
     """Every encoding the recorder hashes a PIN or password in (canonical JSON of the tool arguments, the
     retrieval query, the returned documents, a document's content, the model request) and the raw forms."""
     canonical = lambda v: json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False)  # noqa: E731
-    texts = [guess, canonical(guess), canonical({"padding": PADDING, "pin": guess}),
-             canonical({"filters": {"padding": PADDING}, "query": guess}),
-             canonical([{"content": guess, "id": "d1", "score": 1.0}]),
-             canonical({"padding": PADDING, "prompt": guess})]
+    texts = [
+        guess,
+        canonical(guess),
+        canonical({"padding": PADDING, "pin": guess}),
+        canonical({"filters": {"padding": PADDING}, "query": guess}),
+        canonical([{"content": guess, "id": "d1", "score": 1.0}]),
+        canonical({"padding": PADDING, "prompt": guess}),
+    ]
     return [t.encode() for t in texts] + [PNG_HEADER + guess.encode()]
 
 
-def test_a_guessed_pin_or_password_is_not_confirmed_by_any_stored_hash(home: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_guessed_pin_or_password_is_not_confirmed_by_any_stored_hash(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OTEL_REPLAY_SNAPSHOT_MAX_BYTES", "2048")  # every payload holding them is over the cap
     orp.configure(home=home, exporter="spool", service_name="adv-pin")
     pin = f"{secrets.randbelow(10_000):04d}"
@@ -151,8 +172,9 @@ def test_a_guessed_pin_or_password_is_not_confirmed_by_any_stored_hash(home: Pat
     trace_id = trace_of(home, "pin-agent")
     blobs = home_bytes(home)
     # (a four-digit PIN also turns up by chance in a keyed hash's hex or a truncation marker's size: masked first)
-    assert_nowhere([f'"{pin}"', f":{pin}", word],
-                   {k: masked_bytes(v) for k, v in blobs.items() if k != "redaction.key"})
+    assert_nowhere(
+        [f'"{pin}"', f":{pin}", word], {k: masked_bytes(v) for k, v in blobs.items() if k != "redaction.key"}
+    )
 
     # every hex or base64 digest anywhere under the home
     found: set[str] = set()
@@ -196,8 +218,9 @@ def test_attachment_hash_is_keyed_and_its_bytes_are_not_kept(home: Path) -> None
     assert ref["sha256"] == Redactor.for_home(home).content_hash(data) and ref["content_base64"] is None
     blobs = home_bytes(home)
     stored = b"".join(blobs.values())
-    assert not any(d.encode() in stored for g in range(10_000)
-                   for d in _digests(PNG_HEADER + f"{g:04d}".encode())), "a plain digest of the bytes was stored"
+    assert not any(d.encode() in stored for g in range(10_000) for d in _digests(PNG_HEADER + f"{g:04d}".encode())), (
+        "a plain digest of the bytes was stored"
+    )
     assert base64.b64encode(data) not in stored and data not in stored
 
 
@@ -209,8 +232,20 @@ def test_a_case_recorded_under_one_key_replays_deterministically_under_another(h
     trace_id = trace_of(home, "account-agent")
     orp.flush()
     case = tmp_path / "account.case.json"
-    exported = cli(home, "case", "export", trace_id, "-o", str(case), "--mode", "deterministic",
-                   "--expect", "no-divergence", "--expect", "tools")
+    exported = cli(
+        home,
+        "case",
+        "export",
+        trace_id,
+        "-o",
+        str(case),
+        "--mode",
+        "deterministic",
+        "--expect",
+        "no-divergence",
+        "--expect",
+        "tools",
+    )
     assert exported.returncode == 0, exported.stderr
     assert "hmac-sha256:" in case.read_text()
 
@@ -284,13 +319,19 @@ def _joined_deltas(response: Any) -> list[str]:
     return [v for v in channels.values() if v]
 
 
-@pytest.mark.parametrize("agent", ["stream-openai-chat", "stream-openai-responses", "stream-anthropic",
-                                   "stream-langchain"])
-def test_a_secret_split_over_stream_deltas_is_never_stored(home: Path, sdks: None, fake: tuple[Any, str, str],
-                                                           agent: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "agent", ["stream-openai-chat", "stream-openai-responses", "stream-anthropic", "stream-langchain"]
+)
+def test_a_secret_split_over_stream_deltas_is_never_stored(
+    home: Path, sdks: None, fake: tuple[Any, str, str], agent: str, tmp_path: Path
+) -> None:
     server, in_text, in_args = fake
-    func = {"stream-openai-chat": agents.openai_chat_stream, "stream-openai-responses": agents.openai_responses_stream,
-            "stream-anthropic": agents.anthropic_stream, "stream-langchain": agents.langchain_stream}[agent]
+    func = {
+        "stream-openai-chat": agents.openai_chat_stream,
+        "stream-openai-responses": agents.openai_responses_stream,
+        "stream-anthropic": agents.anthropic_stream,
+        "stream-langchain": agents.langchain_stream,
+    }[agent]
     if agent == "stream-langchain":
         pytest.importorskip("langchain_core")
     answer = func(f"my key is {in_text}")
@@ -298,9 +339,12 @@ def test_a_secret_split_over_stream_deltas_is_never_stored(home: Path, sdks: Non
     run = load(home, trace_id)
     models = [s for s in run.steps if s.kind == "model"]
     assert models
-    streamed = [s.snapshots["model"]["response"] for s in models
-                if isinstance(s.snapshots["model"].get("response"), dict)
-                and s.snapshots["model"]["response"].get("otel_replay.stream")]
+    streamed = [
+        s.snapshots["model"]["response"]
+        for s in models
+        if isinstance(s.snapshots["model"].get("response"), dict)
+        and s.snapshots["model"]["response"].get("otel_replay.stream")
+    ]
     if agent != "stream-langchain":  # LangChain keeps the merged message, not the chunk boundaries
         assert streamed and all(len(r["chunks"]) > 3 for r in streamed)
         joined = [text for r in streamed for text in _joined_deltas(r)]
@@ -328,8 +372,9 @@ def test_binary_attachments_are_scanned_or_kept_as_hash_size_and_type(home: Path
     @orp.agent("attachments")
     def attach() -> str:
         orp.attach_file(secret_binary, name="photo.png")
-        orp.attach_file(secret_binary.replace(key_in_binary.encode(), key_opted.encode()), name="opted.png",
-                        store_binary=True)
+        orp.attach_file(
+            secret_binary.replace(key_in_binary.encode(), key_opted.encode()), name="opted.png", store_binary=True
+        )
         orp.attach_file(("\ufeffnotes: " + key_in_utf16).encode("utf-16"), name="notes.txt")
         orp.attach_file(clean, name="clean.bin", store_binary=True)
         return "ok"
@@ -343,8 +388,9 @@ def test_binary_attachments_are_scanned_or_kept_as_hash_size_and_type(home: Path
     assert files["opted.png"]["content_base64"] is None, "an opted-in binary holding a secret must not be kept"
     assert "[REDACTED:openai_api_key" in files["notes.txt"]["content_text"]
     assert base64.b64decode(files["clean.bin"]["content_base64"]) == clean
-    assert_nowhere([key_in_binary, key_in_utf16, key_opted],
-                   {**home_bytes(home), **cli_outputs(home, trace_id, tmp_path)})
+    assert_nowhere(
+        [key_in_binary, key_in_utf16, key_opted], {**home_bytes(home), **cli_outputs(home, trace_id, tmp_path)}
+    )
 
 
 # ------------------------------------------------------------------------------- 4. what the redactor sees
@@ -383,8 +429,10 @@ def test_identity_names_approvals_parameters_and_span_attributes_are_redacted(ho
         (summary,) = store.runs(kind="original")
         trace_id = summary.trace_id
     blobs = home_bytes(home)
-    assert_nowhere([tenant, role, session, name_key, param_key, attr_key, status_key, approval, "plainvalue42"],
-                   {**blobs, **cli_outputs(home, trace_id, tmp_path)})
+    assert_nowhere(
+        [tenant, role, session, name_key, param_key, attr_key, status_key, approval, "plainvalue42"],
+        {**blobs, **cli_outputs(home, trace_id, tmp_path)},
+    )
 
 
 OTHER_SCRIPT = r"""
@@ -413,24 +461,43 @@ logger.warning("store at %s refused", s["store"])
 
 def test_every_attribute_of_another_instrumentations_span_is_scrubbed(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    planted = {"name": _openai_key(), "link": _openai_key(), "header": _token(32), "event": _openai_key(),
-               "status": _openai_key(), "resource": _openai_key(), "url_pw": "pw" + _token(20),
-               "stmt_pw": "hunter" + _token(12), "pct_key": _openai_key(), "b64_key": _openai_key(),
-               "store_pw": "sp" + _token(18)}
-    values = {"name": planted["name"], "link": f"peer {planted['link']}", "header": planted["header"],
-              "event": f"retrying with {planted['event']}", "status": f"denied for {planted['status']}",
-              "url": f"https://svc:{planted['url_pw']}@api.example.test/v1",
-              "stmt": f"ALTER USER app PASSWORD='{planted['stmt_pw']}'",
-              "pct": "key=" + quote(planted["pct_key"], safe=""),
-              "b64": base64.b64encode(f"token {planted['b64_key']}".encode()).decode(),
-              "store": f"http://default:{planted['store_pw']}@127.0.0.1:8123/db"}
-    env = {**os.environ, "OTEL_REPLAY_HOME": str(home), "OTEL_SERVICE_NAME": "acme",
-           "OTEL_RESOURCE_ATTRIBUTES": f"deployment.token={planted['resource']},build.note=key {planted['resource']}",
-           "PYTHONPATH": os.pathsep.join([str(PACKAGE_ROOT), str(HERE)])}
+    planted = {
+        "name": _openai_key(),
+        "link": _openai_key(),
+        "header": _token(32),
+        "event": _openai_key(),
+        "status": _openai_key(),
+        "resource": _openai_key(),
+        "url_pw": "pw" + _token(20),
+        "stmt_pw": "hunter" + _token(12),
+        "pct_key": _openai_key(),
+        "b64_key": _openai_key(),
+        "store_pw": "sp" + _token(18),
+    }
+    values = {
+        "name": planted["name"],
+        "link": f"peer {planted['link']}",
+        "header": planted["header"],
+        "event": f"retrying with {planted['event']}",
+        "status": f"denied for {planted['status']}",
+        "url": f"https://svc:{planted['url_pw']}@api.example.test/v1",
+        "stmt": f"ALTER USER app PASSWORD='{planted['stmt_pw']}'",
+        "pct": "key=" + quote(planted["pct_key"], safe=""),
+        "b64": base64.b64encode(f"token {planted['b64_key']}".encode()).decode(),
+        "store": f"http://default:{planted['store_pw']}@127.0.0.1:8123/db",
+    }
+    env = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(home),
+        "OTEL_SERVICE_NAME": "acme",
+        "OTEL_RESOURCE_ATTRIBUTES": f"deployment.token={planted['resource']},build.note=key {planted['resource']}",
+        "PYTHONPATH": os.pathsep.join([str(PACKAGE_ROOT), str(HERE)]),
+    }
     env.pop("OTEL_REPLAY_STORE", None)
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
-    out = subprocess.run([sys.executable, "-c", OTHER_SCRIPT, json.dumps(values)], capture_output=True,
-                         text=True, env=env, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", OTHER_SCRIPT, json.dumps(values)], capture_output=True, text=True, env=env, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert "store at" in out.stderr, "the log line itself must still be written"
     spans = cli(home, "runs", "--json")
@@ -441,8 +508,9 @@ def test_every_attribute_of_another_instrumentations_span_is_scrubbed(tmp_path: 
     assert_nowhere([v for k, v in planted.items()], blobs)
 
 
-def test_log_lines_and_error_lines_never_show_a_secret(home: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_log_lines_and_error_lines_never_show_a_secret(
+    home: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path_key = _openai_key()
     missing = tmp_path / f"token={path_key}" / "report.pdf"
 
@@ -549,9 +617,11 @@ def test_percent_encoded_and_base64_wrapped_secrets_are_found(home: Path, tmp_pa
 
     @orp.agent("encoded")
     def encoded() -> str:
-        fetch_url(f"https://api.example.test/v1?key={pct_key.replace('-', '%2D')}&password%3D{form_pw}",
-                  body="config=" + base64.b64encode(f"OPENAI_API_KEY={b64_key}".encode()).decode(),
-                  header=base64.urlsafe_b64encode(f"password={b64_pw}".encode()).decode())
+        fetch_url(
+            f"https://api.example.test/v1?key={pct_key.replace('-', '%2D')}&password%3D{form_pw}",
+            body="config=" + base64.b64encode(f"OPENAI_API_KEY={b64_key}".encode()).decode(),
+            header=base64.urlsafe_b64encode(f"password={b64_pw}".encode()).decode(),
+        )
         return "ok"
 
     encoded()
@@ -560,5 +630,6 @@ def test_percent_encoded_and_base64_wrapped_secrets_are_found(home: Path, tmp_pa
     arguments = tool.snapshots["tool"]["arguments"]
     assert arguments["url"].startswith("https://api.example.test/v1?key=[REDACTED:openai_api_key.percent:")
     assert arguments["body"].startswith("config=[REDACTED:")
-    assert_nowhere([pct_key, b64_key, form_pw, b64_pw, *forms],
-                   {**home_bytes(home), **cli_outputs(home, trace_id, tmp_path)})
+    assert_nowhere(
+        [pct_key, b64_key, form_pw, b64_pw, *forms], {**home_bytes(home), **cli_outputs(home, trace_id, tmp_path)}
+    )

@@ -147,20 +147,30 @@ def side_effects(result: Any) -> list[str]:
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OTEL_REPLAY_HOME": str(home), "COLUMNS": "400",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)}
-    for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_EXPORTER_OTLP_ENDPOINT",
-                 "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+    env = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(home),
+        "COLUMNS": "400",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p),
+    }
+    for name in (
+        "OTEL_REPLAY_STORE",
+        "OTEL_REPLAY_DEBUG",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ):
         env.pop(name, None)
     if runs_in_process(args):  # the same main(), without a second of interpreter start-up
         return run_cli(args, env=env, cwd=ROOT)
-    return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_mock_and_deterministic_replays_block_an_undecorated_side_effect(
-        kind: str, home: Path, outside: Path, listener: Listener) -> None:
+    kind: str, home: Path, outside: Path, listener: Listener
+) -> None:
     effect = Effect(kind, outside, listener)
     trace_id = record(agents.direct_effect, kind, effect.target)
     assert effect.happened()  # recording made it for real
@@ -179,7 +189,8 @@ def test_mock_and_deterministic_replays_block_an_undecorated_side_effect(
 @pytest.mark.parametrize("kind", ("write", "spawn", "connect"))
 @pytest.mark.parametrize("agent", ("pool", "thread"))
 def test_the_guard_follows_the_agent_into_a_pool_and_a_thread(
-        agent: str, kind: str, home: Path, outside: Path, listener: Listener) -> None:
+    agent: str, kind: str, home: Path, outside: Path, listener: Listener
+) -> None:
     func = agents.pool_effect if agent == "pool" else agents.thread_effect
     effect = Effect(kind, outside, listener)
     trace_id = record(func, kind, effect.target)
@@ -196,7 +207,8 @@ def test_the_guard_follows_the_agent_into_a_pool_and_a_thread(
 
 @pytest.mark.parametrize("kind", ("write", "connect"))
 def test_the_guard_follows_the_agent_into_asyncio_tasks_and_run_in_executor(
-        kind: str, home: Path, outside: Path, listener: Listener) -> None:
+    kind: str, home: Path, outside: Path, listener: Listener
+) -> None:
     in_task, in_executor = Effect(kind, outside, listener, "task"), Effect(kind, outside, listener, "executor")
     trace_id = record(agents.async_effect, kind, in_task.target, in_executor.target)
     if kind == "connect":
@@ -304,7 +316,8 @@ def test_a_from_step_replay_follows_its_base_mode(home: Path, outside: Path, lis
 
 
 def test_otel_replays_own_writes_and_bytecode_are_not_side_effects(
-        home: Path, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A plain agent (a temp file, a flush to the spool of a home outside the temp folder) and a module first
     imported during the replay (Python writes its bytecode next to it, outside the temp folder) replay as
     matched."""
@@ -365,15 +378,20 @@ def test_pytest_plugin_cases_are_guarded(home: Path, outside: Path, listener: Li
     (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")  # its own root: not this project's
     _case(home, folder, trace_id, "connects")
     # The agent module lives outside that root: the user trusts it by name.
-    env = {**os.environ, "OTEL_REPLAY_HOME": str(home), "OTEL_REPLAY_TRUSTED_MODULES": agents.__name__,
-           "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)}
+    env = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(home),
+        "OTEL_REPLAY_TRUSTED_MODULES": agents.__name__,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p),
+    }
     base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--otel-replay-cases", str(folder), str(folder)]
     out = subprocess.run(base, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
     assert out.returncode == 1, out.stdout + out.stderr
     assert BLOCKED in out.stdout and listener.address in out.stdout
     assert not effect.happened()
-    allowed = subprocess.run([*base, "--otel-replay-allow-side-effects"], capture_output=True, text=True, env=env,
-                             timeout=300, cwd=ROOT)
+    allowed = subprocess.run(
+        [*base, "--otel-replay-allow-side-effects"], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT
+    )
     assert allowed.returncode == 0, allowed.stdout + allowed.stderr
     assert "--otel-replay-allow-side-effects: the side-effect guard is off" in allowed.stdout
     assert effect.happened()
@@ -392,7 +410,8 @@ def test_a_link_in_the_temp_folder_does_not_lead_out(home: Path, outside: Path) 
 
 
 def test_a_blocked_command_never_shows_the_secret_it_carried(
-        home: Path, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     secret = "sk-proj-" + "Q7v2Lx9Rk4Tz8Wm3Np6Hs1Jd5Fc0Gb"
     monkeypatch.setenv("ADV_SIDE_EFFECT_TOKEN", secret)
     marker = outside / "token-call.txt"
@@ -411,7 +430,8 @@ def test_a_blocked_command_never_shows_the_secret_it_carried(
 
 
 def test_only_otel_replays_own_export_endpoint_is_exempt(
-        home: Path, outside: Path, listener: Listener, monkeypatch: pytest.MonkeyPatch) -> None:
+    home: Path, outside: Path, listener: Listener, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A connection to the OTLP endpoint otel-replay exports to is allowed; the same code connecting to any
     other loopback port is blocked."""
     other = Listener()
@@ -428,6 +448,7 @@ def test_only_otel_replays_own_export_endpoint_is_exempt(
         assert exempt.happened() and allowed.outcome == "matched", allowed.divergences
         refused = orp.replay(elsewhere, mode="mock")
         assert not blocked.happened() and side_effects(refused) == [
-            f"{BLOCKED}network connection (socket.connect): {other.address}"]
+            f"{BLOCKED}network connection (socket.connect): {other.address}"
+        ]
     finally:
         other.sock.close()

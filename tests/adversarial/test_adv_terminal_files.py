@@ -30,14 +30,17 @@ CONTROL_CHARACTERS = ("\x1b", "\x07", "\r", "\x9b", "\x00")
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    env = {**os.environ, "OTEL_REPLAY_HOME": str(home), "COLUMNS": "200",
-           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(home),
+        "COLUMNS": "200",
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
     env.pop("OTEL_REPLAY_STORE", None)
     if runs_in_process(args):  # the same main(), without a second of interpreter start-up; its text as UTF-8 bytes
         out = run_cli(args, env=env)
         return subprocess.CompletedProcess(out.args, out.returncode, out.stdout.encode(), out.stderr.encode())
-    return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, env=env,
-                          timeout=180)
+    return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, env=env, timeout=180)
 
 
 def assert_inert(out: subprocess.CompletedProcess[bytes]) -> str:
@@ -58,15 +61,24 @@ def record_runs(home: Path) -> dict[str, str]:
     provider = TracerProvider(resource=Resource.create({"service.name": "stranger" + agents.TITLE}))
     provider.add_span_processor(SimpleSpanProcessor(SpoolExporter(home / "spool")))
     with provider.get_tracer("stranger").start_as_current_span("invoke_agent " + agents.MARKUP) as span:
-        span.set_attributes({"otel_replay.run.id": "run" + agents.CLEAR, "gen_ai.agent.name": agents.HOSTILE,
-                             "otel_replay.schema.version": "1.1", "otel_replay.run.kind": "original",
-                             "otel_replay.run.entrypoint": agents.CLEAR + "evil:main"})
+        span.set_attributes(
+            {
+                "otel_replay.run.id": "run" + agents.CLEAR,
+                "gen_ai.agent.name": agents.HOSTILE,
+                "otel_replay.schema.version": "1.1",
+                "otel_replay.run.kind": "original",
+                "otel_replay.run.entrypoint": agents.CLEAR + "evil:main",
+            }
+        )
     provider.shutdown()
     orp.flush()
     with orp.Store.open() as store:
         runs = {r.agent: r.trace_id for r in store.runs(limit=10)}
-    return {"ok": runs["hostile" + agents.CLEAR + agents.MARKUP], "failed": runs["hostile-failing" + agents.LINK],
-            "stranger": runs[agents.HOSTILE]}
+    return {
+        "ok": runs["hostile" + agents.CLEAR + agents.MARKUP],
+        "failed": runs["hostile-failing" + agents.LINK],
+        "stranger": runs[agents.HOSTILE],
+    }
 
 
 def test_no_command_lets_stored_data_drive_the_terminal(home: Path, tmp_path: Path) -> None:
@@ -79,10 +91,21 @@ def test_no_command_lets_stored_data_drive_the_terminal(home: Path, tmp_path: Pa
         assert trace_id in shown
         json.loads(assert_inert(cli(home, "show", trace_id, "--json")))
     # JSON output escapes what it must and loses nothing: the stored name reads back exactly.
-    assert json.loads(assert_inert(cli(home, "show", traces["ok"], "--json")))["agent"] == \
-        "hostile" + agents.CLEAR + agents.MARKUP
-    replayed = cli(home, "replay", traces["ok"], "--mode", "mock", "--actor", "eve" + agents.TITLE,
-                   "--reason", "look" + agents.LINK + agents.MARKUP)
+    assert (
+        json.loads(assert_inert(cli(home, "show", traces["ok"], "--json")))["agent"]
+        == "hostile" + agents.CLEAR + agents.MARKUP
+    )
+    replayed = cli(
+        home,
+        "replay",
+        traces["ok"],
+        "--mode",
+        "mock",
+        "--actor",
+        "eve" + agents.TITLE,
+        "--reason",
+        "look" + agents.LINK + agents.MARKUP,
+    )
     assert replayed.returncode == 0, replayed.stderr
     assert_inert(replayed)
     assert_inert(cli(home, "replay", traces["failed"], "--mode", "mock", "--json"))
@@ -100,8 +123,7 @@ def test_no_command_lets_stored_data_drive_the_terminal(home: Path, tmp_path: Pa
     assert_inert(cli(home, "case", "run", str(case_file)))
 
 
-def test_a_home_that_existed_open_to_others_is_made_private(tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_home_that_existed_open_to_others_is_made_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "shared-home"
     home.mkdir(mode=0o755)
     os.chmod(home, 0o755)

@@ -40,8 +40,9 @@ class RealWorld:
         """Lines written by the agents' side-effecting tools so far."""
         return [line for f in sorted(self.outbox.glob("*")) for line in f.read_text().splitlines()]
 
-    def run_agent(self, script: str, *args: str, zero_code: bool = False,
-                  extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def run_agent(
+        self, script: str, *args: str, zero_code: bool = False, extra_env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """Run ``tests/realworld/<script>`` as a program; with ``zero_code`` under ``opentelemetry-instrument``."""
         command = [sys.executable, str(HERE / script), *args]
         if zero_code:
@@ -49,15 +50,22 @@ class RealWorld:
             if launcher is None:
                 pytest.skip("opentelemetry-instrument is not installed next to this Python")
             command = [launcher, *command]
-        return subprocess.run(command, capture_output=True, text=True, env={**self.env, **(extra_env or {})},
-                              cwd=HERE, timeout=180)
+        return subprocess.run(
+            command, capture_output=True, text=True, env={**self.env, **(extra_env or {})}, cwd=HERE, timeout=180
+        )
 
     def cli(self, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         """``otel-replay <args>`` in this world (working directory: ``tests/realworld``)."""
         if runs_in_process(args):  # the same main(), without a second of interpreter start-up
             return run_cli(args, env={**self.env, **(extra_env or {})}, cwd=HERE)
-        return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True,
-                              env={**self.env, **(extra_env or {})}, cwd=HERE, timeout=180)
+        return subprocess.run(
+            [sys.executable, "-m", "otel_replay.cli", *args],
+            capture_output=True,
+            text=True,
+            env={**self.env, **(extra_env or {})},
+            cwd=HERE,
+            timeout=180,
+        )
 
     def cli_json(self, *args: str, ok: tuple[int, ...] = (0,), **kwargs: Any) -> Any:
         """``otel-replay <args> --json``, parsed; fails the test on an exit code not in ``ok``. The read-only
@@ -82,11 +90,18 @@ def world(home: Path, tmp_path: Path) -> Iterator[RealWorld]:
     outbox = tmp_path / "outbox"
     outbox.mkdir()
     with FakeLLMServer(volatile_ids=True) as server:
-        env = {**os.environ, "OTEL_REPLAY_HOME": str(home), "RW_OUTBOX": str(outbox),
-               "OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-test-" + "1" * 32,
-               "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p),
-               "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
-               "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai_v2,openai"}
+        env = {
+            **os.environ,
+            "OTEL_REPLAY_HOME": str(home),
+            "RW_OUTBOX": str(outbox),
+            "OPENAI_BASE_URL": server.openai_url,
+            "OPENAI_API_KEY": "sk-test-" + "1" * 32,
+            "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p),
+            "OTEL_TRACES_EXPORTER": "none",
+            "OTEL_METRICS_EXPORTER": "none",
+            "OTEL_LOGS_EXPORTER": "none",
+            "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "openai_v2,openai",
+        }
         for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_REPLAY_STORE"):
             env.pop(name, None)
         yield RealWorld(server=server, home=home, outbox=outbox, env=env)

@@ -50,12 +50,14 @@ def shown_results(intermediate_steps):
 
 
 tools = [send_postcard, get_weather]
-prompt = ChatPromptTemplate.from_messages([
-    ("system", SYSTEM_PROMPT),
-    ("placeholder", "{chat_history}"),
-    ("human", "{input}"),
-    ("placeholder", "{agent_scratchpad}"),
-])
+prompt = ChatPromptTemplate.from_messages(
+    [
+        ("system", SYSTEM_PROMPT),
+        ("placeholder", "{chat_history}"),
+        ("human", "{input}"),
+        ("placeholder", "{agent_scratchpad}"),
+    ]
+)
 model = ChatOpenAI(model="gpt-4o-mini", temperature=0)
 agent = create_tool_calling_agent(model, tools, prompt, message_formatter=shown_results)
 agent_executor = AgentExecutor(agent=agent, tools=tools)

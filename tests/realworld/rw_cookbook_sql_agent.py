@@ -65,8 +65,10 @@ def get_database_info(conn: sqlite3.Connection) -> list[dict[str, object]]:
 
 database_schema_dict = get_database_info(conn)
 database_schema_string = "\n".join(
-    [f"Table: {table['table_name']}\nColumns: {', '.join(table['column_names'])}"  # type: ignore[arg-type]
-     for table in database_schema_dict]
+    [
+        f"Table: {table['table_name']}\nColumns: {', '.join(table['column_names'])}"  # type: ignore[arg-type]
+        for table in database_schema_dict
+    ]
 )
 
 tools = [
@@ -75,7 +77,7 @@ tools = [
         "function": {
             "name": "ask_database",
             "description": "Use this function to answer user questions about music. Input should be a fully formed "
-                           "SQL query.",
+            "SQL query.",
             "parameters": {
                 "type": "object",
                 "properties": {
@@ -95,8 +97,9 @@ tools = [
     }
 ]
 
-SYSTEM_PROMPT = os.environ.get("RW_SYSTEM_PROMPT",
-                               "Answer user questions by generating SQL queries against the Chinook Music Database.")
+SYSTEM_PROMPT = os.environ.get(
+    "RW_SYSTEM_PROMPT", "Answer user questions by generating SQL queries against the Chinook Music Database."
+)
 
 
 def ask_database(query: str) -> str:
@@ -134,7 +137,7 @@ def _loop(question: str) -> str | None:
     results = ask_database(tool_query_string)
     limit = os.environ.get("RW_MAX_RESULT_CHARS")
     if limit:
-        results = results[:int(limit)]
+        results = results[: int(limit)]
     messages.append({"role": "tool", "tool_call_id": tool_call_id, "name": tool_function_name, "content": results})
     model_response_with_function_call = client.chat.completions.create(model=GPT_MODEL, messages=messages)
     return model_response_with_function_call.choices[0].message.content

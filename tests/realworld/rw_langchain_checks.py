@@ -58,16 +58,23 @@ def record(world: RealWorld, shape: Shape, *, zero_code: bool) -> Recorded:
     shown = world.cli_json("show", run["trace_id"])
     assert [(s["kind"], s["name"]) for s in shown["steps"]] == STEPS
     assert [s["index"] for s in shown["steps"]] == [0, 1, 2]
-    return Recorded(trace_id=run["trace_id"], zero_code=zero_code, requests=world.server.count,
-                    effects=len(world.effects()))
+    return Recorded(
+        trace_id=run["trace_id"], zero_code=zero_code, requests=world.server.count, effects=len(world.effects())
+    )
 
 
-def replay(world: RealWorld, shape: Shape, recorded: Recorded, mode: str, *args: str, ok: tuple[int, ...] = (0,),
-           extra_env: dict[str, str] | None = None) -> dict[str, Any]:
+def replay(
+    world: RealWorld,
+    shape: Shape,
+    recorded: Recorded,
+    mode: str,
+    *args: str,
+    ok: tuple[int, ...] = (0,),
+    extra_env: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """``otel-replay replay TRACE --mode MODE --app APP ... --json`` (no entrypoint was recorded: --app)."""
     env = {**zero_code_env(recorded.zero_code), **(extra_env or {})}
-    return world.cli_json("replay", recorded.trace_id, "--mode", mode, "--app", shape.app, *args, ok=ok,
-                          extra_env=env)
+    return world.cli_json("replay", recorded.trace_id, "--mode", mode, "--app", shape.app, *args, ok=ok, extra_env=env)
 
 
 def assert_matched_offline(world: RealWorld, shape: Shape, recorded: Recorded) -> None:
@@ -92,8 +99,15 @@ def assert_prompt_change_diverges(world: RealWorld, shape: Shape, recorded: Reco
     assert (first["kind"], first["step_index"]) == ("request", 0), first
     assert '-      "content": "You are a helpful travel assistant.",' in first["diff"]
     assert '+      "content": "You are a terse travel assistant.",' in first["diff"]
-    text = world.cli("replay", recorded.trace_id, "--mode", "deterministic", "--app", shape.app,
-                     extra_env={**zero_code_env(recorded.zero_code), **env})
+    text = world.cli(
+        "replay",
+        recorded.trace_id,
+        "--mode",
+        "deterministic",
+        "--app",
+        shape.app,
+        extra_env={**zero_code_env(recorded.zero_code), **env},
+    )
     assert text.returncode == 1
     assert "first divergence at step 0" in text.stdout and "You are a terse travel assistant." in text.stdout
     assert world.server.count == recorded.requests
@@ -118,8 +132,9 @@ def assert_live_replay(world: RealWorld, shape: Shape, recorded: Recorded) -> No
     assert refused["outcome"] == "refused" and "--approve send_postcard" in refused["refusal"]
     assert len(world.effects()) == recorded.effects
     requests = world.server.count
-    result = replay(world, shape, recorded, "live", "--reason", "verify the fix", "--approve", "send_postcard",
-                    ok=(0, 1))
+    result = replay(
+        world, shape, recorded, "live", "--reason", "verify the fix", "--approve", "send_postcard", ok=(0, 1)
+    )
     assert world.server.count == requests + 2
     assert world.effects() == [EFFECT] * (recorded.effects + 1)
     assert result["executions"] == {"send_postcard": 1}
@@ -132,12 +147,36 @@ def assert_replay_tool(world: RealWorld, shape: Shape, recorded: Recorded) -> No
     mock = world.cli_json("replay-tool", recorded.trace_id, "--step", "1", "--app", shape.tool_app, extra_env=env)
     assert (mock["tool"], mock["outcome"]) == ("send_postcard", "matched")
     assert len(world.effects()) == recorded.effects
-    refused = world.cli_json("replay-tool", recorded.trace_id, "--step", "1", "--app", shape.tool_app, "--mode",
-                             "live", "--reason", "check the tool", ok=(2,), extra_env=env)
+    refused = world.cli_json(
+        "replay-tool",
+        recorded.trace_id,
+        "--step",
+        "1",
+        "--app",
+        shape.tool_app,
+        "--mode",
+        "live",
+        "--reason",
+        "check the tool",
+        ok=(2,),
+        extra_env=env,
+    )
     assert refused["outcome"] == "refused"
     assert len(world.effects()) == recorded.effects
-    live = world.cli_json("replay-tool", recorded.trace_id, "--step", "1", "--app", shape.tool_app, "--mode", "live",
-                          "--reason", "check the tool", "--approve", extra_env=env)
+    live = world.cli_json(
+        "replay-tool",
+        recorded.trace_id,
+        "--step",
+        "1",
+        "--app",
+        shape.tool_app,
+        "--mode",
+        "live",
+        "--reason",
+        "check the tool",
+        "--approve",
+        extra_env=env,
+    )
     assert live["outcome"] == "matched", live
     assert world.effects() == [EFFECT] * (recorded.effects + 1)
     assert world.server.count == recorded.requests

@@ -49,8 +49,9 @@ def shown_result(request, execute):
 
 
 model = ChatOpenAI(model="gpt-4o-mini", temperature=0)
-agent = create_react_agent(model, tools=ToolNode([send_postcard, get_weather], wrap_tool_call=shown_result),
-                           prompt=SYSTEM_PROMPT)
+agent = create_react_agent(
+    model, tools=ToolNode([send_postcard, get_weather], wrap_tool_call=shown_result), prompt=SYSTEM_PROMPT
+)
 
 
 if __name__ == "__main__":

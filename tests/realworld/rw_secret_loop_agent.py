@@ -17,12 +17,23 @@ import otel_replay as orp
 
 orp.instrument()
 
-TOOLS_OPENAI = [{"type": "function", "function": {
-    "name": "lookup_account", "description": "The account record of a user, with its access token",
-    "parameters": {"type": "object", "properties": {"user": {"type": "string"}}, "required": ["user"]}}}]
-TOOLS_ANTHROPIC = [{"name": "lookup_account", "description": "The account record of a user, with its access token",
-                    "input_schema": {"type": "object", "properties": {"user": {"type": "string"}},
-                                     "required": ["user"]}}]
+TOOLS_OPENAI = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup_account",
+            "description": "The account record of a user, with its access token",
+            "parameters": {"type": "object", "properties": {"user": {"type": "string"}}, "required": ["user"]},
+        },
+    }
+]
+TOOLS_ANTHROPIC = [
+    {
+        "name": "lookup_account",
+        "description": "The account record of a user, with its access token",
+        "input_schema": {"type": "object", "properties": {"user": {"type": "string"}}, "required": ["user"]},
+    }
+]
 
 
 @orp.tool
@@ -51,13 +62,17 @@ def _openai(question: str) -> str | None:
 def _anthropic(question: str, *, stream: bool) -> str:
     import anthropic
 
-    client = anthropic.Anthropic(base_url=os.environ["RW_ANTHROPIC_URL"], api_key="sk-ant-test-not-a-key",
-                                 max_retries=0)
+    client = anthropic.Anthropic(
+        base_url=os.environ["RW_ANTHROPIC_URL"], api_key="sk-ant-test-not-a-key", max_retries=0
+    )
     messages: list[Any] = [{"role": "user", "content": question}]
     first = client.messages.create(model="claude-fake-1", max_tokens=256, tools=TOOLS_ANTHROPIC, messages=messages)
     messages.append({"role": "assistant", "content": first.content})
-    results = [{"type": "tool_result", "tool_use_id": b.id, "content": lookup_account(**b.input)}
-               for b in first.content if b.type == "tool_use"]
+    results = [
+        {"type": "tool_result", "tool_use_id": b.id, "content": lookup_account(**b.input)}
+        for b in first.content
+        if b.type == "tool_use"
+    ]
     messages.append({"role": "user", "content": results})
     if stream:
         with client.messages.stream(model="claude-fake-1", max_tokens=256, messages=messages) as answer:

@@ -20,8 +20,12 @@ from rw_langchain_checks import (
     record,
 )
 
-EXECUTOR = Shape(script="rw_agent_executor_agent.py", app="rw_agent_executor_agent:agent_executor.invoke",
-                 agent="AgentExecutor", tool_app="rw_agent_executor_agent")
+EXECUTOR = Shape(
+    script="rw_agent_executor_agent.py",
+    app="rw_agent_executor_agent:agent_executor.invoke",
+    agent="AgentExecutor",
+    tool_app="rw_agent_executor_agent",
+)
 
 
 def test_one_line_recording_replays_in_every_mode(world: RealWorld) -> None:

@@ -65,8 +65,7 @@ def _record(world: Any, *, zero_code: bool = False, **env: str) -> dict[str, Any
     return world.cli_json("show", new[0]["trace_id"])
 
 
-def _replay(world: Any, trace_id: str, mode: str, *args: str, ok: tuple[int, ...] = (0,),
-            **env: str) -> dict[str, Any]:
+def _replay(world: Any, trace_id: str, mode: str, *args: str, ok: tuple[int, ...] = (0,), **env: str) -> dict[str, Any]:
     return world.cli_json("replay", trace_id, "--mode", mode, *args, ok=ok, extra_env=_replay_env(world, **env))
 
 
@@ -85,8 +84,11 @@ def _unchanged(result: dict[str, Any]) -> None:
 @pytest.mark.parametrize("form", ["decorator", "with"])
 def test_recommended_setup_replays_offline_with_no_side_effect(cookbook: Any, form: str) -> None:
     run = _record(cookbook, RW_FORM=form)
-    assert _steps(run) == [("model", "openai.chat.completions"), ("tool", "ask_database"),
-                           ("model", "openai.chat.completions")]
+    assert _steps(run) == [
+        ("model", "openai.chat.completions"),
+        ("tool", "ask_database"),
+        ("model", "openai.chat.completions"),
+    ]
     assert cookbook.effects() == [QUERY]
     app = ["--app", "rw_cookbook_sql_agent:answer"] if form == "with" else []
     assert run["entrypoint"] == ("__main__:main" if form == "decorator" else "")
@@ -111,8 +113,11 @@ def test_recommended_setup_replays_offline_with_no_side_effect(cookbook: Any, fo
 
 def test_zero_code_records_one_run_and_replays_offline(cookbook: Any) -> None:
     run = _record(cookbook, zero_code=True)
-    assert _steps(run) == [("model", "openai.chat.completions"), ("tool", "ask_database"),
-                           ("model", "openai.chat.completions")]
+    assert _steps(run) == [
+        ("model", "openai.chat.completions"),
+        ("tool", "ask_database"),
+        ("model", "openai.chat.completions"),
+    ]
     requests = cookbook.server.count
     for mode in ("mock", "deterministic"):
         _unchanged(_replay(cookbook, run["trace_id"], mode))
@@ -131,8 +136,9 @@ def test_changed_prompt_changed_tool_result_and_live_replays_of_one_run(cookbook
     assert (first["step_index"], first["kind"]) == (0, "request")
     assert f'-      "content": "{SYSTEM_PROMPT}",' in first["diff"].splitlines()
     assert f'+      "content": "{changed}",' in first["diff"].splitlines()
-    text = cookbook.cli("replay", run["trace_id"], "--mode", "deterministic",
-                        extra_env=_replay_env(cookbook, RW_SYSTEM_PROMPT=changed))
+    text = cookbook.cli(
+        "replay", run["trace_id"], "--mode", "deterministic", extra_env=_replay_env(cookbook, RW_SYSTEM_PROMPT=changed)
+    )
     assert text.returncode == 1
     assert "first divergence at step 0" in text.stdout and f'+      "content": "{changed}",' in text.stdout
     assert cookbook.server.count == requests
@@ -153,8 +159,9 @@ def test_changed_prompt_changed_tool_result_and_live_replays_of_one_run(cookbook
     assert cookbook.server.count == requests + 1  # the first model call went out; the tool was stopped
 
     requests = cookbook.server.count
-    approved = _replay(cookbook, run["trace_id"], "live", "--reason", "check the fix", "--approve", "ask_database",
-                       ok=(0, 1))
+    approved = _replay(
+        cookbook, run["trace_id"], "live", "--reason", "check the fix", "--approve", "ask_database", ok=(0, 1)
+    )
     assert approved["executions"] == {"ask_database": 1}
     assert cookbook.server.count == requests + 2
     assert cookbook.effects() == [QUERY, QUERY]
@@ -174,8 +181,9 @@ def test_undecorated_tool_is_not_firewalled_dry_names_it_and_the_guard_blocks_it
 
     requests = cookbook.server.count
     for mode in ("mock", "deterministic"):
-        result = _replay(cookbook, run["trace_id"], mode, "--app", "rw_cookbook_sql_agent:answer", ok=(1,),
-                         RW_DECORATE="0")
+        result = _replay(
+            cookbook, run["trace_id"], mode, "--app", "rw_cookbook_sql_agent:answer", ok=(1,), RW_DECORATE="0"
+        )
         assert result["outcome"] == "diverged"
         assert result["not_firewalled"] == ["ask_database"]
         blocked = [d for d in result["divergences"] if d["kind"] == "side_effect"]

@@ -19,8 +19,12 @@ from rw_langchain_checks import (
     record,
 )
 
-LANGGRAPH = Shape(script="rw_langgraph_agent.py", app="rw_langgraph_agent:agent.invoke", agent="LangGraph",
-                  tool_app="rw_langgraph_agent")
+LANGGRAPH = Shape(
+    script="rw_langgraph_agent.py",
+    app="rw_langgraph_agent:agent.invoke",
+    agent="LangGraph",
+    tool_app="rw_langgraph_agent",
+)
 
 
 def test_one_line_recording_replays_in_every_mode(world: RealWorld) -> None:

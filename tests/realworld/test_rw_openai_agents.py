@@ -32,7 +32,8 @@ def _entry_point_shim(folder: Path) -> str | None:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: otel-replay-openai-agents-entry\nVersion: 0\n")
     (info / "entry_points.txt").write_text(
         f"[opentelemetry_instrumentor]\n{ENTRY_POINT} = otel_replay.instrumentation.openai_agents:"
-        "OpenAIAgentsInstrumentor\n")
+        "OpenAIAgentsInstrumentor\n"
+    )
     return str(folder)
 
 
@@ -73,14 +74,19 @@ def _replay(world: Any, trace_id: str, *args: str, ok: tuple[int, ...] = (0,), *
     return world.cli_json("replay", trace_id, "--app", APP, *args, ok=ok, **kwargs)
 
 
-@pytest.mark.parametrize(("zero_code", "stream"), [(False, False), (True, True)],
-                         ids=["run-one-line", "run-streamed-zero-code"])
-def test_one_run_per_invocation_and_mock_and_deterministic_replays_touch_nothing(agents_world: Any, zero_code: bool,
-                                                                                  stream: bool) -> None:
+@pytest.mark.parametrize(
+    ("zero_code", "stream"), [(False, False), (True, True)], ids=["run-one-line", "run-streamed-zero-code"]
+)
+def test_one_run_per_invocation_and_mock_and_deterministic_replays_touch_nothing(
+    agents_world: Any, zero_code: bool, stream: bool
+) -> None:
     world = agents_world
     trace_id = _record(world, zero_code=zero_code, stream=stream)
-    assert _steps(world, trace_id) == [("model", "openai.responses"), ("tool", "send_forecast"),
-                                       ("model", "openai.responses")]
+    assert _steps(world, trace_id) == [
+        ("model", "openai.responses"),
+        ("tool", "send_forecast"),
+        ("model", "openai.responses"),
+    ]
     shown = world.cli_json("show", trace_id)
     assert shown["steps"][1]["attributes"]["otel_replay.tool.risk"] == "high"  # the name heuristic: send_…
     assert world.effects() == ["forecast for Tokyo"]
@@ -105,8 +111,14 @@ def test_changed_instructions_dry_live_and_replay_tool_on_one_recorded_run(agent
     trace_id = _record(world)
     requests = world.server.count
 
-    changed = _replay(world, trace_id, "--mode", "deterministic", ok=(1,),
-                      extra_env={"RW_INSTRUCTIONS": "You are a terse weather agent."})
+    changed = _replay(
+        world,
+        trace_id,
+        "--mode",
+        "deterministic",
+        ok=(1,),
+        extra_env={"RW_INSTRUCTIONS": "You are a terse weather agent."},
+    )
     assert changed["outcome"] == "diverged"
     first = changed["first_divergence"]
     assert first["step_index"] == 0 and first["kind"] == "request"
@@ -128,14 +140,27 @@ def test_changed_instructions_dry_live_and_replay_tool_on_one_recorded_run(agent
     refused = world.cli_json("replay-tool", trace_id, "--step", "1", "--mode", "live", "--reason", "retry", ok=(2,))
     assert refused["outcome"] == "refused"
     assert world.effects() == ["forecast for Tokyo"]
-    live = world.cli_json("replay-tool", trace_id, "--step", "1", "--mode", "live", "--reason", "retry", "--approve",
-                          "--args", '{"city": "Oslo"}', ok=(0, 1))
+    live = world.cli_json(
+        "replay-tool",
+        trace_id,
+        "--step",
+        "1",
+        "--mode",
+        "live",
+        "--reason",
+        "retry",
+        "--approve",
+        "--args",
+        '{"city": "Oslo"}',
+        ok=(0, 1),
+    )
     assert live["outcome"] == "diverged" and live["result"] == "forecast sent for Oslo"
     assert world.effects() == ["forecast for Tokyo", "forecast for Oslo"]
     assert world.server.count == requests
 
-    result = _replay(world, trace_id, "--mode", "live", "--reason", "check the fix", "--approve", "send_forecast",
-                     ok=(0, 1))
+    result = _replay(
+        world, trace_id, "--mode", "live", "--reason", "check the fix", "--approve", "send_forecast", ok=(0, 1)
+    )
     assert world.server.count == requests + 2  # both model calls really made
     assert world.effects() == ["forecast for Tokyo", "forecast for Oslo", "forecast for Tokyo"]
     assert result["executions"] == {"send_forecast": 1}

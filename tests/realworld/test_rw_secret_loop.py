@@ -14,8 +14,11 @@ AGENT = "rw_secret_loop_agent.py"
 TOKEN = "ghp_" + "A1b2" * 9
 """A GitHub token: the redactor stores it as ``[REDACTED:github_token:…]`` inside the string that holds it."""
 PROVIDERS = ["openai", "anthropic", "anthropic-stream"]
-TOOL_RESULT_FIELD = {"openai": "messages[2].content", "anthropic": "messages[2].content[0].content",
-                     "anthropic-stream": "messages[2].content[0].content"}
+TOOL_RESULT_FIELD = {
+    "openai": "messages[2].content",
+    "anthropic": "messages[2].content[0].content",
+    "anthropic-stream": "messages[2].content[0].content",
+}
 
 
 def _env(world: Any, provider: str, **extra: str) -> dict[str, str]:
@@ -52,14 +55,25 @@ def test_a_token_from_a_recorded_tool_result_is_never_sent_to_a_model(world: Any
     requests = world.server.count
     # Steps 0 (model) and 1 (the tool) are answered from the recording; the tool's recorded result holds the
     # token's marker, which the loop puts into the next model request.
-    result = world.cli_json("replay", trace_id, "--mode", "live", "--from-step", "2", "--reason", "verify", ok=(2,),
-                            extra_env=_env(world, provider))
+    result = world.cli_json(
+        "replay",
+        trace_id,
+        "--mode",
+        "live",
+        "--from-step",
+        "2",
+        "--reason",
+        "verify",
+        ok=(2,),
+        extra_env=_env(world, provider),
+    )
     assert result["outcome"] == "refused"
     assert TOOL_RESULT_FIELD[provider] in result["refusal"]
     assert result["first_divergence"]["kind"] == "redacted"
     assert world.server.count == requests
-    text = world.cli("replay", trace_id, "--mode", "live", "--from-step", "2", "--reason", "verify",
-                     extra_env=_env(world, provider))
+    text = world.cli(
+        "replay", trace_id, "--mode", "live", "--from-step", "2", "--reason", "verify", extra_env=_env(world, provider)
+    )
     assert text.returncode == 2
     refused = [line for line in text.stdout.splitlines() if line.startswith("refused:")]
     assert len(refused) == 1 and f"redaction marker at {TOOL_RESULT_FIELD[provider]}" in refused[0]
@@ -70,8 +84,16 @@ def test_a_token_from_a_recorded_tool_result_is_never_sent_to_a_model(world: Any
 def test_a_token_the_agent_takes_from_the_environment_is_sent(world: Any, provider: str) -> None:
     trace_id = _record(world, provider, "Look up the account of ada", RW_ACCOUNT_TOKEN=TOKEN)
     requests = world.server.count
-    result = world.cli_json("replay", trace_id, "--mode", "live", "--reason", "verify", ok=(0, 1),
-                            extra_env=_env(world, provider, RW_ACCOUNT_TOKEN=TOKEN))
+    result = world.cli_json(
+        "replay",
+        trace_id,
+        "--mode",
+        "live",
+        "--reason",
+        "verify",
+        ok=(0, 1),
+        extra_env=_env(world, provider, RW_ACCOUNT_TOKEN=TOKEN),
+    )
     assert result["refusal"] is None
     assert world.server.count == requests + 2
     sent = world.server.requests[-1][1]

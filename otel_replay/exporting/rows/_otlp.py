@@ -117,8 +117,10 @@ def _any_value_of_subclass(value: object) -> bytes:
     if isinstance(value, Sequence):
         return _field(b"\x2a", b"".join([_field(b"\x0a", _any_value(v)) for v in value]))
     if isinstance(value, Mapping):
-        entries = [_field(b"\x0a", _field(b"\x0a", str(k).encode("utf-8")) + _field(b"\x12", _any_value(v)))
-                   for k, v in value.items()]
+        entries = [
+            _field(b"\x0a", _field(b"\x0a", str(k).encode("utf-8")) + _field(b"\x12", _any_value(v)))
+            for k, v in value.items()
+        ]
         return _field(b"\x32", b"".join(entries))
     raise _Refused(f"invalid type {type(value).__name__}")
 
@@ -178,8 +180,9 @@ def _attributes(tag: bytes, attributes: object) -> bytes:
                     n += 1 + len(size)
                     any_size = lengths[n] if n < end else _varint(n)
                     n += len(key_field) + 1 + len(any_size)
-                    parts.extend((tag, lengths[n] if n < end else _varint(n), key_field, b"\x12", any_size, b"\x0a",
-                                  size, data))
+                    parts.extend(
+                        (tag, lengths[n] if n < end else _varint(n), key_field, b"\x12", any_size, b"\x0a", size, data)
+                    )
                     continue
             elif kind is int and 0 <= value < end:
                 size = lengths[value]
@@ -244,8 +247,13 @@ def _span(span: ReadableSpan) -> bytes:
         parts.append(b"\x60" + _varint(dropped))
     for link in span.links:
         link_context = link.context
-        body = [b"\x0a\x10", link_context.trace_id.to_bytes(16, "big"), b"\x12\x08",
-                link_context.span_id.to_bytes(8, "big"), _attributes(b"\x22", link.attributes)]
+        body = [
+            b"\x0a\x10",
+            link_context.trace_id.to_bytes(16, "big"),
+            b"\x12\x08",
+            link_context.span_id.to_bytes(8, "big"),
+            _attributes(b"\x22", link.attributes),
+        ]
         dropped = link.dropped_attributes
         if dropped:
             body.append(b"\x28" + _varint(dropped))

@@ -49,19 +49,55 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 from ...records import EventRecord, LinkRecord, SpanRecord
 
 INSERT_COLUMNS: Final[tuple[str, ...]] = (
-    "Timestamp", "TraceId", "SpanId", "ParentSpanId", "TraceState", "SpanName", "SpanKind", "ServiceName",
-    "ResourceAttributes", "ScopeName", "ScopeVersion", "SpanAttributes", "Duration", "StatusCode",
-    "StatusMessage", "Events.Timestamp", "Events.Name", "Events.Attributes", "Links.TraceId", "Links.SpanId",
-    "Links.TraceState", "Links.Attributes",
+    "Timestamp",
+    "TraceId",
+    "SpanId",
+    "ParentSpanId",
+    "TraceState",
+    "SpanName",
+    "SpanKind",
+    "ServiceName",
+    "ResourceAttributes",
+    "ScopeName",
+    "ScopeVersion",
+    "SpanAttributes",
+    "Duration",
+    "StatusCode",
+    "StatusMessage",
+    "Events.Timestamp",
+    "Events.Name",
+    "Events.Attributes",
+    "Links.TraceId",
+    "Links.SpanId",
+    "Links.TraceState",
+    "Links.Attributes",
 )
 """The 22 columns the exporter inserts, in its order; a row tuple from this module has exactly these fields."""
 
 _MAP: Final = "Map(LowCardinality(String), String)"
 INSERT_COLUMN_TYPES: Final[tuple[str, ...]] = (
-    "DateTime64(9)", "String", "String", "String", "String", "LowCardinality(String)", "LowCardinality(String)",
-    "LowCardinality(String)", _MAP, "String", "String", _MAP, "UInt64", "LowCardinality(String)", "String",
-    "Array(DateTime64(9))", "Array(LowCardinality(String))", f"Array({_MAP})", "Array(String)", "Array(String)",
-    "Array(String)", f"Array({_MAP})",
+    "DateTime64(9)",
+    "String",
+    "String",
+    "String",
+    "String",
+    "LowCardinality(String)",
+    "LowCardinality(String)",
+    "LowCardinality(String)",
+    _MAP,
+    "String",
+    "String",
+    _MAP,
+    "UInt64",
+    "LowCardinality(String)",
+    "String",
+    "Array(DateTime64(9))",
+    "Array(LowCardinality(String))",
+    f"Array({_MAP})",
+    "Array(String)",
+    "Array(String)",
+    "Array(String)",
+    f"Array({_MAP})",
 )
 """ClickHouse types of :data:`INSERT_COLUMNS`, so an insert needs no ``DESCRIBE`` round trip."""
 
@@ -255,8 +291,10 @@ def _hex_id(raw: bytes, zero: str) -> str:
 
 
 def _bad_id(span: Any, what: str, raw: bytes, size: int) -> ValueError:
-    return ValueError(f"span {span.name[:80]!r} has a {what} of {len(raw)} bytes: OTLP ids are {size} bytes "
-                      "(or empty), so the request is refused, as the Collector refuses it")
+    return ValueError(
+        f"span {span.name[:80]!r} has a {what} of {len(raw)} bytes: OTLP ids are {size} bytes "
+        "(or empty), so the request is refused, as the Collector refuses it"
+    )
 
 
 # ------------------------------------------------------------------------------------------ OTLP → rows
@@ -304,8 +342,12 @@ def rows_from_resource_spans(resource_spans: ResourceSpans) -> list[tuple[Any, .
                 for link in links:
                     if len(link.trace_id) not in (0, 16) or len(link.span_id) not in (0, 8):
                         bad_trace = len(link.trace_id) not in (0, 16)
-                        raise _bad_id(span, "link's trace id" if bad_trace else "link's span id",
-                                      link.trace_id if bad_trace else link.span_id, 16 if bad_trace else 8)
+                        raise _bad_id(
+                            span,
+                            "link's trace id" if bad_trace else "link's span id",
+                            link.trace_id if bad_trace else link.span_id,
+                            16 if bad_trace else 8,
+                        )
                     link_traces.append(_hex_id(link.trace_id, _ZERO_TRACE))
                     link_spans.append(_hex_id(link.span_id, _ZERO_SPAN))
                     link_states.append(link.trace_state)
@@ -314,25 +356,32 @@ def rows_from_resource_spans(resource_spans: ResourceSpans) -> list[tuple[Any, .
                 link_traces = link_spans = link_states = link_attrs = []  # type: ignore[assignment]
             span_id = raw_span_id.hex()
             parent_hex = parent.hex() if parent else ""
-            append((
-                start if start <= _I64_MAX else start - _WRAP,  # Go's int64(ts): DateTime64 holds an Int64
-                last_trace_hex,
-                "" if span_id == _ZERO_SPAN else span_id,
-                "" if parent_hex == _ZERO_SPAN else parent_hex,
-                span.trace_state,
-                span.name,
-                kinds[kind] if 0 <= kind < 6 else "",
-                service_name,
-                resource_attributes,
-                scope_name,
-                scope_version,
-                _attributes(span.attributes),
-                (span.end_time_unix_nano - start) & _U64,
-                codes[code] if 0 <= code < 3 else "",
-                status.message,
-                event_times, event_names, event_attrs,
-                link_traces, link_spans, link_states, link_attrs,
-            ))
+            append(
+                (
+                    start if start <= _I64_MAX else start - _WRAP,  # Go's int64(ts): DateTime64 holds an Int64
+                    last_trace_hex,
+                    "" if span_id == _ZERO_SPAN else span_id,
+                    "" if parent_hex == _ZERO_SPAN else parent_hex,
+                    span.trace_state,
+                    span.name,
+                    kinds[kind] if 0 <= kind < 6 else "",
+                    service_name,
+                    resource_attributes,
+                    scope_name,
+                    scope_version,
+                    _attributes(span.attributes),
+                    (span.end_time_unix_nano - start) & _U64,
+                    codes[code] if 0 <= code < 3 else "",
+                    status.message,
+                    event_times,
+                    event_names,
+                    event_attrs,
+                    link_traces,
+                    link_spans,
+                    link_states,
+                    link_attrs,
+                )
+            )
     return rows
 
 
@@ -350,15 +399,32 @@ def rows_from_request(request: ExportTraceServiceRequest | bytes) -> list[tuple[
 
 def record_from_row(row: Sequence[Any]) -> SpanRecord:
     """The :class:`SpanRecord` of an insert row (or of a query row selected with :data:`SELECT_COLUMNS`)."""
-    events = tuple(EventRecord(timestamp_ns=int(t), name=n, attributes=dict(a))
-                   for t, n, a in zip(row[15], row[16], row[17], strict=False))
-    links = tuple(LinkRecord(trace_id=t, span_id=s, trace_state=st, attributes=dict(a))
-                  for t, s, st, a in zip(row[18], row[19], row[20], row[21], strict=False))
+    events = tuple(
+        EventRecord(timestamp_ns=int(t), name=n, attributes=dict(a))
+        for t, n, a in zip(row[15], row[16], row[17], strict=False)
+    )
+    links = tuple(
+        LinkRecord(trace_id=t, span_id=s, trace_state=st, attributes=dict(a))
+        for t, s, st, a in zip(row[18], row[19], row[20], row[21], strict=False)
+    )
     return SpanRecord(
-        timestamp_ns=int(row[0]), trace_id=row[1], span_id=row[2], parent_span_id=row[3], trace_state=row[4],
-        span_name=row[5], span_kind=row[6], service_name=row[7], resource_attributes=dict(row[8]),
-        scope_name=row[9], scope_version=row[10], span_attributes=dict(row[11]), duration_ns=int(row[12]),
-        status_code=row[13], status_message=row[14], events=events, links=links,
+        timestamp_ns=int(row[0]),
+        trace_id=row[1],
+        span_id=row[2],
+        parent_span_id=row[3],
+        trace_state=row[4],
+        span_name=row[5],
+        span_kind=row[6],
+        service_name=row[7],
+        resource_attributes=dict(row[8]),
+        scope_name=row[9],
+        scope_version=row[10],
+        span_attributes=dict(row[11]),
+        duration_ns=int(row[12]),
+        status_code=row[13],
+        status_message=row[14],
+        events=events,
+        links=links,
     )
 
 
@@ -375,12 +441,27 @@ def row_from_record(record: SpanRecord) -> tuple[Any, ...]:
     """The insert row (:data:`INSERT_COLUMNS` order) of a :class:`SpanRecord`; maps get sorted keys."""
     events, links = record.events, record.links
     return (
-        record.timestamp_ns, record.trace_id, record.span_id, record.parent_span_id, record.trace_state,
-        record.span_name, record.span_kind, record.service_name, _sorted_map(record.resource_attributes),
-        record.scope_name, record.scope_version, _sorted_map(record.span_attributes), record.duration_ns & _U64,
-        record.status_code, record.status_message,
-        [e.timestamp_ns for e in events], [e.name for e in events], [_sorted_map(e.attributes) for e in events],
-        [x.trace_id for x in links], [x.span_id for x in links], [x.trace_state for x in links],
+        record.timestamp_ns,
+        record.trace_id,
+        record.span_id,
+        record.parent_span_id,
+        record.trace_state,
+        record.span_name,
+        record.span_kind,
+        record.service_name,
+        _sorted_map(record.resource_attributes),
+        record.scope_name,
+        record.scope_version,
+        _sorted_map(record.span_attributes),
+        record.duration_ns & _U64,
+        record.status_code,
+        record.status_message,
+        [e.timestamp_ns for e in events],
+        [e.name for e in events],
+        [_sorted_map(e.attributes) for e in events],
+        [x.trace_id for x in links],
+        [x.span_id for x in links],
+        [x.trace_state for x in links],
         [_sorted_map(x.attributes) for x in links],
     )
 
@@ -416,14 +497,30 @@ def record_from_query_row(row: Sequence[Any]) -> SpanRecord:
     values are unescaped, and maps come back with sorted keys.
     """
     kind, code = row[6], row[13]
-    events = tuple(EventRecord(timestamp_ns=int(t), name=n, attributes=_read_map(a))
-                   for t, n, a in zip(row[15], row[16], row[17], strict=False))
-    links = tuple(LinkRecord(trace_id=t, span_id=s, trace_state=st, attributes=_read_map(a))
-                  for t, s, st, a in zip(row[18], row[19], row[20], row[21], strict=False))
+    events = tuple(
+        EventRecord(timestamp_ns=int(t), name=n, attributes=_read_map(a))
+        for t, n, a in zip(row[15], row[16], row[17], strict=False)
+    )
+    links = tuple(
+        LinkRecord(trace_id=t, span_id=s, trace_state=st, attributes=_read_map(a))
+        for t, s, st, a in zip(row[18], row[19], row[20], row[21], strict=False)
+    )
     return SpanRecord(
-        timestamp_ns=int(row[0]), trace_id=row[1], span_id=row[2], parent_span_id=row[3], trace_state=row[4],
-        span_name=row[5], span_kind=_OLD_SPELLINGS.get(kind, kind), service_name=row[7],
-        resource_attributes=_read_map(row[8]), scope_name=row[9], scope_version=row[10],
-        span_attributes=_read_map(row[11]), duration_ns=int(row[12]), status_code=_OLD_SPELLINGS.get(code, code),
-        status_message=row[14], events=events, links=links,
+        timestamp_ns=int(row[0]),
+        trace_id=row[1],
+        span_id=row[2],
+        parent_span_id=row[3],
+        trace_state=row[4],
+        span_name=row[5],
+        span_kind=_OLD_SPELLINGS.get(kind, kind),
+        service_name=row[7],
+        resource_attributes=_read_map(row[8]),
+        scope_name=row[9],
+        scope_version=row[10],
+        span_attributes=_read_map(row[11]),
+        duration_ns=int(row[12]),
+        status_code=_OLD_SPELLINGS.get(code, code),
+        status_message=row[14],
+        events=events,
+        links=links,
     )

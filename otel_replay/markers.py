@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from ..snapshots import REDACTED_TAG
+from .snapshots import REDACTED_TAG
 
 INLINE_MARKER: Final = re.compile(r"\[REDACTED:(?:[A-Za-z0-9_.\-]+:)?(?:hmac-sha256:[0-9a-f]+|error)\]")
 """The inline token of a redaction in a string: ``[REDACTED:<rule>:<fingerprint>]``, ``[REDACTED:error]``, and
