@@ -449,6 +449,14 @@ def test_links_only_when_configured(sc: Scenarios, monkeypatch: pytest.MonkeyPat
     assert [label for label, _ in only_jaeger.for_trace(run.trace_id)] == ["Jaeger"]
 
 
+def test_links_leave_out_the_credentials_of_the_url(sc: Scenarios, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Grafana URL with ``user:password@`` links without them: a report is a file anyone may be sent."""
+    monkeypatch.setenv(OTEL_REPLAY_GRAFANA_URL, "https://admin:Gr4fana-pass@grafana.example.test:3000/")
+    page = run_report(sc.run, links=Links.from_env())
+    assert "Gr4fana-pass" not in page and "admin" not in page
+    assert f"https://grafana.example.test:3000/d/otel-replay-run/otel-replay-run?var-trace_id={sc.run.trace_id}" in page
+
+
 @pytest.mark.parametrize(
     "value",
     ["javascript:alert(1)", "ftp://jaeger.example.test", "jaeger:16686", "  ", 'http://x" onmouseover="alert(1)'],

@@ -28,7 +28,8 @@ GRAFANA_RUN_DASHBOARD_UID: Final = "otel-replay-run"
 
 
 def _base_url(value: str | None) -> str | None:
-    """``value`` without trailing slashes when it is an http(s) URL with a host, else None."""
+    """``value`` without trailing slashes when it is an http(s) URL with a host, else None. User info
+    (``user:password@``) is left out: the link goes into a file anyone may be sent, and a browser asks for it."""
     if value is None:
         return None
     text = value.strip().rstrip("/")
@@ -40,6 +41,8 @@ def _base_url(value: str | None) -> str | None:
         return None
     if parts.scheme.lower() not in ("http", "https") or not parts.netloc or any(c in text for c in "\"'<> \t\n"):
         return None
+    if "@" in parts.netloc:
+        text = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
     return text
 
 
