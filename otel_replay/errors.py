@@ -35,7 +35,3 @@ class TraceNotFoundError(OtelReplayError):
 
 class InvalidTraceIdError(OtelReplayError, ValueError):
     """A trace id is not 32 hexadecimal characters."""
-
-
-class SpoolError(OtelReplayError):
-    """A spool segment cannot be read."""

@@ -120,12 +120,6 @@ _current_step: ContextVar[_Step | None] = ContextVar("otel_replay_step", default
 _identity: ContextVar[Mapping[str, str]] = ContextVar("otel_replay_identity", default=MappingProxyType({}))
 
 
-def current_run_id() -> str | None:
-    """Run id of the run this code executes in, or None outside a run."""
-    run = _current_run.get()
-    return run.run_id if run is not None else None
-
-
 # ----------------------------------------------------------------------------------------------- guards
 
 

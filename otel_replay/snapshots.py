@@ -12,8 +12,8 @@ can be rebuilt without importing user code back into Python values.
 
 This module must never raise while encoding: whatever it is given, it returns a tree (worst case an
 ``object`` tag holding the value's type name). Redaction is applied to the tree before it is serialised.
-The pydantic models describe each kind's payload; decoding validates against them (unknown keys allowed,
-so newer minor versions still read).
+The payload of each kind is documented in ``docs/semconv.md``; readers take unknown keys as they come, so
+newer minor versions still read.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from pathlib import PurePath
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from . import semconv
 from .settings import env_number
@@ -468,158 +468,3 @@ def payload_events(
         }
         for i, chunk in enumerate(chunks)
     ]
-
-
-# ------------------------------------------------------------------------------------ payload models
-
-
-class _Payload(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-
-class FileRef(_Payload):
-    """A file the run was given as input."""
-
-    name: str | None = None
-    media_type: str | None = None
-    size: int
-    sha256: str
-    content_text: str | None = None
-    """The content of a UTF-8 file under the attachment size cap, redacted like any text."""
-    content_base64: str | None = None
-    """The content of a binary file under the attachment size cap (binary content cannot be scrubbed)."""
-
-
-class InputSnapshot(_Payload):
-    """What the run was called with: enough to call the entrypoint again."""
-
-    entrypoint: str
-    script: str | None = None
-    """Absolute path of the script when the entrypoint lives in ``__main__``."""
-    args: list[Any] = []
-    kwargs: dict[str, Any] = {}
-    input: Any = None
-    files: list[FileRef] = []
-    session: str | None = None
-    tenant: str | None = None
-    role: str | None = None
-
-
-class ConfigSnapshot(_Payload):
-    """The configuration in force: model, prompt version, policies, budget and anything else given."""
-
-    model: Any = None
-    prompt_version: Any = None
-    route_policy: Any = None
-    tool_policy: Any = None
-    budget: Any = None
-
-
-class ContextSnapshot(_Payload):
-    """What the model was shown besides the request itself."""
-
-    system_rules: Any = None
-    rag_context: Any = None
-    memory: Any = None
-    history: Any = None
-    tool_results: Any = None
-
-
-class RetrievedDocument(_Payload):
-    """One retrieval result as recorded."""
-
-    id: Any = None
-    score: Any = None
-    rerank_score: Any = None
-    content_hash: str | None = None
-    citation: Any = None
-
-
-class RetrievalSnapshot(_Payload):
-    """A retrieval: the query as asked and as rewritten, filters, top_k and the results."""
-
-    retriever: str
-    query: Any = None
-    rewritten_query: Any = None
-    filters: Any = None
-    top_k: Any = None
-    arguments: dict[str, Any] = {}
-    results: list[RetrievedDocument] = []
-    returned: Any = None
-    """The retriever's return value itself, as the agent received it (for replay)."""
-    error: Any = None
-
-
-class StateSnapshot(_Payload):
-    """The agent's state at a point of the run."""
-
-    task_state: Any = None
-    step_state: Any = None
-    transition: Any = None
-    retry_count: Any = None
-    extra: dict[str, Any] = {}
-
-
-class ToolSnapshot(_Payload):
-    """A tool call: arguments, approval and result, each hashed."""
-
-    tool: str
-    call_id: str
-    schema_version: str | None = None
-    risk: str
-    arguments: dict[str, Any] = {}
-    args_hash: str
-    approval_id: str | None = None
-    approval_status: str | None = None
-    result: Any = None
-    result_hash: str | None = None
-    error: Any = None
-
-
-class ModelSnapshot(_Payload):
-    """A model call: request, response, usage."""
-
-    name: str
-    provider: str | None = None
-    model: str | None = None
-    request: dict[str, Any] = {}
-    request_hash: str
-    response: Any = None
-    response_hash: str | None = None
-    usage: dict[str, Any] = {}
-    prompt_version: Any = None
-    error: Any = None
-
-
-class OutputSnapshot(_Payload):
-    """How the run ended: final answer, structured output, citations, safety result or error."""
-
-    answer: Any = None
-    structured: Any = None
-    citations: Any = None
-    safety: Any = None
-    error: Any = None
-
-
-SNAPSHOT_MODELS: Final[dict[semconv.SnapshotKind, type[_Payload]]] = {
-    semconv.SnapshotKind.INPUT: InputSnapshot,
-    semconv.SnapshotKind.CONFIG: ConfigSnapshot,
-    semconv.SnapshotKind.CONTEXT: ContextSnapshot,
-    semconv.SnapshotKind.RETRIEVAL: RetrievalSnapshot,
-    semconv.SnapshotKind.STATE: StateSnapshot,
-    semconv.SnapshotKind.TOOL: ToolSnapshot,
-    semconv.SnapshotKind.MODEL: ModelSnapshot,
-    semconv.SnapshotKind.OUTPUT: OutputSnapshot,
-}
-"""The payload model of each snapshot kind."""
-
-
-def validate_payload(kind: semconv.SnapshotKind | str, payload: Any) -> _Payload | None:
-    """Validate a decoded payload against its kind's model; None for an unknown kind or a truncated payload."""
-    try:
-        model = SNAPSHOT_MODELS[semconv.SnapshotKind(kind)]
-    except ValueError:
-        return None
-    if isinstance(payload, dict) and payload.get(TRUNCATED_TAG):
-        return None
-    return model.model_validate(payload)

@@ -44,7 +44,6 @@ import wrapt
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.instrumentation.utils import unwrap
 
-from .. import semconv
 from ..recording import (
     DivergenceStop,
     ReplayInterrupt,
@@ -77,7 +76,6 @@ _NAME: Final = "langchain"  # otel_replay.step.instrumentation of the steps reco
 
 _SCORE_KEYS: Final = ("score", "relevance_score", "similarity_score", "_score")
 _STRUCTURED_OUTPUT_KWARGS: Final = ("ls_structured_output_format", "structured_output_format")
-_TOOL_CALL_ID_ATTR: Final = getattr(semconv, "GEN_AI_TOOL_CALL_ID", None)
 """``gen_ai.tool.call.id``, written only once the project's convention defines it."""
 
 _CHAT: Final = "langchain_core.language_models.chat_models"
@@ -763,8 +761,6 @@ class _ToolParts:
             function=self.function,
             instrumentation=_NAME,
         )
-        if call is not None and _TOOL_CALL_ID_ATTR and isinstance(self.tool_call_id, str):
-            _safely("record the tool call id", call.step.span.set_attribute, _TOOL_CALL_ID_ATTR, self.tool_call_id)
         return call
 
 
