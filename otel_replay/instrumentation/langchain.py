@@ -752,7 +752,7 @@ class _ToolParts:
         self.tool_call_id = kwargs.get("tool_call_id")
 
     def begin(self) -> Any:
-        call = _begin(
+        return _begin(
             "tool",
             begin_tool_call,
             self.name,
@@ -761,7 +761,6 @@ class _ToolParts:
             function=self.function,
             instrumentation=_NAME,
         )
-        return call
 
 
 def _served_tool_output(call: Any, parts: Any, served: Any) -> Any:

@@ -36,7 +36,7 @@ import base64
 import json.encoder
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import Any, Final
 
@@ -397,14 +397,14 @@ def rows_from_request(request: ExportTraceServiceRequest | bytes) -> list[tuple[
     return rows
 
 
-def record_from_row(row: Sequence[Any]) -> SpanRecord:
-    """The :class:`SpanRecord` of an insert row (or of a query row selected with :data:`SELECT_COLUMNS`)."""
+def _record(row: Sequence[Any], read_map: Callable[[Any], dict[str, str]], kind: str, code: str) -> SpanRecord:
+    """The :class:`SpanRecord` of a row, its maps read with ``read_map`` and its kind and status code given."""
     events = tuple(
-        EventRecord(timestamp_ns=int(t), name=n, attributes=dict(a))
+        EventRecord(timestamp_ns=int(t), name=n, attributes=read_map(a))
         for t, n, a in zip(row[15], row[16], row[17], strict=False)
     )
     links = tuple(
-        LinkRecord(trace_id=t, span_id=s, trace_state=st, attributes=dict(a))
+        LinkRecord(trace_id=t, span_id=s, trace_state=st, attributes=read_map(a))
         for t, s, st, a in zip(row[18], row[19], row[20], row[21], strict=False)
     )
     return SpanRecord(
@@ -414,18 +414,23 @@ def record_from_row(row: Sequence[Any]) -> SpanRecord:
         parent_span_id=row[3],
         trace_state=row[4],
         span_name=row[5],
-        span_kind=row[6],
+        span_kind=kind,
         service_name=row[7],
-        resource_attributes=dict(row[8]),
+        resource_attributes=read_map(row[8]),
         scope_name=row[9],
         scope_version=row[10],
-        span_attributes=dict(row[11]),
+        span_attributes=read_map(row[11]),
         duration_ns=int(row[12]),
-        status_code=row[13],
+        status_code=code,
         status_message=row[14],
         events=events,
         links=links,
     )
+
+
+def record_from_row(row: Sequence[Any]) -> SpanRecord:
+    """The :class:`SpanRecord` of an insert row (or of a query row selected with :data:`SELECT_COLUMNS`)."""
+    return _record(row, dict, row[6], row[13])
 
 
 def records_from_request(request: ExportTraceServiceRequest | bytes) -> list[SpanRecord]:
@@ -497,30 +502,4 @@ def record_from_query_row(row: Sequence[Any]) -> SpanRecord:
     values are unescaped, and maps come back with sorted keys.
     """
     kind, code = row[6], row[13]
-    events = tuple(
-        EventRecord(timestamp_ns=int(t), name=n, attributes=_read_map(a))
-        for t, n, a in zip(row[15], row[16], row[17], strict=False)
-    )
-    links = tuple(
-        LinkRecord(trace_id=t, span_id=s, trace_state=st, attributes=_read_map(a))
-        for t, s, st, a in zip(row[18], row[19], row[20], row[21], strict=False)
-    )
-    return SpanRecord(
-        timestamp_ns=int(row[0]),
-        trace_id=row[1],
-        span_id=row[2],
-        parent_span_id=row[3],
-        trace_state=row[4],
-        span_name=row[5],
-        span_kind=_OLD_SPELLINGS.get(kind, kind),
-        service_name=row[7],
-        resource_attributes=_read_map(row[8]),
-        scope_name=row[9],
-        scope_version=row[10],
-        span_attributes=_read_map(row[11]),
-        duration_ns=int(row[12]),
-        status_code=_OLD_SPELLINGS.get(code, code),
-        status_message=row[14],
-        events=events,
-        links=links,
-    )
+    return _record(row, _read_map, _OLD_SPELLINGS.get(kind, kind), _OLD_SPELLINGS.get(code, code))
