@@ -30,3 +30,13 @@ def hostile_agent(question: str) -> dict[str, Any]:
 def failing_agent(question: str) -> dict[str, Any]:
     lookup(question)
     raise RuntimeError("it broke " + HOSTILE)
+
+
+LEAKED_KEY = "sk-proj-" + "Q7w8E9r0T1y2U3i4O5p6" * 2
+
+
+@orp.agent("leaky-failing")
+def leaky_failing_agent(question: str) -> dict[str, Any]:
+    """Raises with a live secret and control characters in its message, in the recording and in every replay."""
+    lookup(question)
+    raise RuntimeError(f"upstream refused key {LEAKED_KEY} " + HOSTILE)

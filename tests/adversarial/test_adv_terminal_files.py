@@ -137,3 +137,21 @@ def test_a_home_that_existed_open_to_others_is_made_private(tmp_path: Path, monk
     for folder in (home, home / "spool", home / "store"):
         assert stat.S_IMODE(folder.stat().st_mode) & 0o077 == 0, (folder, oct(folder.stat().st_mode))
     assert stat.S_IMODE((home / "redaction.key").stat().st_mode) == 0o600
+
+
+def test_the_agent_exception_line_of_a_replay_is_scrubbed_and_inert(home: Path) -> None:
+    """A replayed agent raises again with a live secret and terminal controls in its message: the CLI's
+    ``agent raised`` line (and the ``agent_error`` JSON key) shows neither in clear."""
+    with pytest.raises(RuntimeError):
+        agents.leaky_failing_agent("why")
+    orp.flush()
+    with orp.Store.open() as store:
+        (summary,) = [r for r in store.runs(limit=10) if r.agent == "leaky-failing"]
+    text = cli(home, "replay", summary.trace_id, "--mode", "mock")
+    shown = assert_inert(text) + text.stderr.decode("utf-8")
+    assert "agent raised RuntimeError" in shown and "upstream refused key" in shown
+    as_json = cli(home, "replay", summary.trace_id, "--mode", "mock", "--json")
+    data = json.loads(assert_inert(as_json))
+    assert data["agent_error"]["type"] == "RuntimeError"
+    for out in (text, as_json):
+        assert agents.LEAKED_KEY.encode() not in out.stdout + out.stderr
