@@ -1,0 +1,196 @@
+"""``otel-replay replay``, ``replay-tool`` and ``replay-session``: a recorded run, one tool call or one
+conversation replayed from the command line.
+
+It must never print the replayed agent's own output on stdout under ``--json``, or import the engine at module
+level.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+
+import typer
+
+from .app import _HTML_HELP, _STORE_HELP, _handled, _out, _output_to_stderr, _print_json, _write_html, app, fail
+from .listing import _preview
+from .outcome import _ALLOW_SIDE_EFFECTS_HELP, _exit_for, _render_result, _warn_side_effects_allowed
+
+# ------------------------------------------------------------------------------------------------ replay
+
+
+class ModeChoice(str, Enum):
+    """Replay mode."""
+
+    dry = "dry"
+    mock = "mock"
+    deterministic = "deterministic"
+    live = "live"
+
+
+class ToolModeChoice(str, Enum):
+    """Tool replay mode."""
+
+    mock = "mock"
+    live = "live"
+
+
+@app.command("replay")
+@_handled
+def replay_command(
+    trace_id: str = typer.Argument(..., help="Trace id of the run to replay."),
+    mode: ModeChoice = typer.Option(..., "--mode", help="dry, mock, deterministic or live."),
+    from_step: int | None = typer.Option(None, "--from-step", min=0, help="Answer steps before N from the recording."),
+    approve: list[str] = typer.Option(
+        [],
+        "--approve",
+        help="A write/high tool this replay may execute: NAME (one call), NAME:N or NAME:* (repeatable).",
+    ),
+    actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
+    reason: str | None = typer.Option(None, "--reason", help="Why (required for live)."),
+    app_spec: str | None = typer.Option(
+        None, "--app", help="Entrypoint module:function to run instead of the recorded one."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    html: str | None = typer.Option(None, "--html", metavar="FILE", help=_HTML_HELP),
+    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+    allow_side_effects: bool = typer.Option(False, "--allow-side-effects", help=_ALLOW_SIDE_EFFECTS_HELP),
+) -> None:
+    """Replay a run. Exit 0: matched; 1: diverged; 2: refused or impossible."""
+    from ..replay.engine import replay
+
+    if allow_side_effects:
+        _warn_side_effects_allowed()
+    with _output_to_stderr(as_json):
+        result = replay(
+            trace_id,
+            mode=mode.value,
+            from_step=from_step,
+            approvals=approve,
+            actor=actor,
+            reason=reason,
+            store=store_url,
+            entrypoint=app_spec,
+            allow_side_effects=allow_side_effects,
+        )
+    if as_json:
+        _print_json(result.to_dict())
+    else:
+        _render_result(result)
+    if html and result.original is not None:
+        from ..report import Links, replay_report
+
+        _write_html(html, replay_report(result, result.original, links=Links.from_env()), quiet=as_json)
+    _exit_for(result)
+
+
+@app.command("replay-tool")
+@_handled
+def replay_tool_command(
+    trace_id: str = typer.Argument(..., help="Trace id of the run."),
+    step: int = typer.Option(..., "--step", min=0, help="Index of the tool step to re-run."),
+    mode: ToolModeChoice = typer.Option(
+        ToolModeChoice.mock, "--mode", help="mock (answer from the recording) or live."
+    ),
+    args_json: str | None = typer.Option(
+        None, "--args", help="Arguments as a JSON object instead of the recorded ones."
+    ),
+    approve: bool = typer.Option(False, "--approve", help="Allow a write/high tool to execute (live)."),
+    actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
+    reason: str | None = typer.Option(None, "--reason", help="Why (required for live)."),
+    app_spec: str | None = typer.Option(
+        None,
+        "--app",
+        help="Module (or module:object) holding the LangChain tool, for a run that recorded no entrypoint.",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+) -> None:
+    """Re-run one recorded tool call and compare its result. Exit 0 same, 1 different, 2 refused."""
+    from rich.text import Text
+
+    from ..replay.scopes import replay_tool
+
+    args = None
+    if args_json is not None:
+        try:
+            args = json.loads(args_json)
+        except ValueError as exc:
+            fail(f"--args is not valid JSON: {exc}")
+        if not isinstance(args, dict):
+            fail("--args must be a JSON object of argument names to values")
+    with _output_to_stderr(as_json):
+        result = replay_tool(
+            trace_id,
+            step,
+            mode=mode.value,
+            args=args,
+            approve=approve,
+            actor=actor,
+            reason=reason,
+            store=store_url,
+            app=app_spec,
+        )
+    if as_json:
+        _print_json(result.to_dict())
+    else:
+        style = {"matched": "green", "diverged": "yellow", "refused": "bold red"}[result.outcome]
+        console = _out()
+        console.print(
+            Text.assemble(
+                f"{result.mode} replay of tool {result.tool!r} (step {result.step}): ", (result.outcome, style)
+            )
+        )
+        if result.refusal:
+            console.print(Text(f"refused: {result.refusal}", style="red"))
+        console.print(f"recorded: {_preview(result.recorded_error or result.recorded_result, 160)}")
+        console.print(f"now:      {_preview(result.error or result.result, 160)}")
+        versions = result.schema_version
+        if versions["recorded"] != versions["current"]:
+            console.print(
+                Text(f"tool schema version changed: {versions['recorded']} → {versions['current']}", style="yellow")
+            )
+    _exit_for(result)
+
+
+@app.command("replay-session")
+@_handled
+def replay_session_command(
+    session_id: str = typer.Argument(..., help="Session (conversation) id shared by the runs."),
+    mode: ModeChoice = typer.Option(..., "--mode", help="dry, mock, deterministic or live."),
+    approve: list[str] = typer.Option(
+        [],
+        "--approve",
+        help="A write/high tool the replay may execute: NAME (one call in all turns), NAME:N or NAME:* (repeatable).",
+    ),
+    actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
+    reason: str | None = typer.Option(None, "--reason", help="Why (required for live)."),
+    app_spec: str | None = typer.Option(None, "--app", help="Entrypoint module:function to run instead."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+) -> None:
+    """Replay every run of one conversation in order; a diff per turn and the first turn that diverged."""
+    from ..replay.scopes import replay_session
+
+    with _output_to_stderr(as_json):
+        result = replay_session(
+            session_id,
+            mode=mode.value,
+            approvals=approve,
+            actor=actor,
+            reason=reason,
+            store=store_url,
+            entrypoint=app_spec,
+        )
+    if as_json:
+        _print_json(result.to_dict())
+    else:
+        for i, turn in enumerate(result.turns):
+            _out().rule(f"turn {i}")
+            _render_result(turn)
+        first = result.first_diverged_turn
+        _out().print(
+            f"session {session_id}: {result.outcome}"
+            + (f" (first diverged turn: {first})" if first is not None else "")
+        )
+    _exit_for(result)
