@@ -1045,13 +1045,15 @@ class Redactor:
         """True when none of ``strings`` can hold a secret (the pre-check of :meth:`suspects`, over them all).
 
         Strings already found clean are not looked at again: a run repeats its messages, names and keys in
-        every step. When the pre-check over them all fails, each new string gets the full test (a UUID's digit
-        groups pass for a card number's until the checksum is tried), so one id does not send a whole payload
-        through the slow walk. Never raises (False on error).
+        every step, and strings too short for any rule to match are not looked at either. When the pre-check
+        over them all fails, each new string gets the full test (a UUID's digit groups pass for a card number's
+        until the checksum is tried), so one id does not send a whole payload through the slow walk. Never
+        raises (False on error).
         """
         try:
             clean = self._clean
-            fresh = [text for text in strings if text not in clean]
+            shortest = self._min_len  # a shorter string holds no secret (no rule matches it: see _hits)
+            fresh = [text for text in strings if len(text) >= shortest and text not in clean]
             if not fresh:
                 return True
             if self._suspect_text("\n".join(fresh)):
