@@ -1070,7 +1070,8 @@ def _tool_end(call: _Call, *, result: Any = None, exc: BaseException | None = No
             SnapshotKind.TOOL,
             {
                 "tool": meta.name,
-                "call_id": state["call_id"],
+                # made here from the span id ("call_" + 16 hex digits): spliced in, not pre-checked as a new string
+                "call_id": RawJSON(f'"{state["call_id"]}"'),
                 "schema_version": meta.schema_version,
                 "risk": meta.risk,
                 "arguments": RawJSON(state["arguments"]),

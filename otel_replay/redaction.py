@@ -1444,13 +1444,17 @@ class Redactor:
         True as soon as a key not in ``known_keys`` names a secret (then ``strings`` is incomplete). Strings the
         redactor remembers as clean (see :meth:`clean_strings`) are left out as well."""
         clean = self._clean
+        shortest = self._min_len
+        digest = _DIGEST.fullmatch
         for key, value in attributes.items():
             if key in skip_keys:
                 continue
             if key not in known_keys and self.is_secret_key(key):
                 return True
             if type(value) is str:
-                if value not in clean and not self.is_digest(value):  # known clean: left out at once
+                # too short for any rule, or known clean: left out at once (is_digest inlined)
+                size = len(value)
+                if size >= shortest and value not in clean and not ((size == 64 or size == 76) and digest(value)):
                     strings.append(value)
             elif isinstance(value, str):  # a str subclass is exported as its text: judged as that text
                 text = str.__str__(value)
