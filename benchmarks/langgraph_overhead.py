@@ -16,6 +16,13 @@ process: the agent, the fake server's threads and the export thread) is printed 
 the machine's load than the wall time does.
 
     python benchmarks/langgraph_overhead.py [--runs 10] [--blocks 30]
+    python benchmarks/langgraph_overhead.py --recording-only [--runs 300]
+
+``--recording-only`` measures otel-replay's own part alone: the recorder calls the LangChain instrumentor makes
+for one agent run (begin the run, the model, tool and model steps, end the run, with the values LangChain gave
+it) are captured once, then made again ``--runs`` times in a loop, without LangChain, the model or the server;
+it prints the CPU time per agent run of this thread (the caller's share) and of the process (with the export
+thread), medians of 7 rounds. The redactor remembers the repeated strings, as it does in a real run's steps.
 
 Target (issue 13): ratio <= 1.05.
 """
@@ -73,11 +80,78 @@ def timed(agent: Any, runs: int, *, recorded: bool) -> tuple[float, float]:
     return time.perf_counter() - start, time.process_time() - cpu
 
 
+def recording_only(url: str, runs: int) -> dict[str, Any]:
+    """CPU time per agent run of the recorder calls of one captured run, made again ``runs`` times."""
+    from otel_replay import recording
+    from otel_replay.instrumentation import langchain as instrumentor
+
+    names = ("begin_run", "end_run", "begin_model_call", "begin_tool_call", "end_call")
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any], Any]] = []
+
+    def capturing(name: str) -> Any:
+        original = getattr(instrumentor, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            handle = original(*args, **kwargs)
+            calls.append((name, args, kwargs, handle))
+            return handle
+
+        return call
+
+    orp.instrument("langchain", "openai")
+    agent = build_agent(url)
+    timed(agent, 3, recorded=True)
+    saved = {name: getattr(instrumentor, name) for name in names}
+    for name in names:
+        setattr(instrumentor, name, capturing(name))
+    try:
+        agent.invoke(QUESTION)
+    finally:
+        for name, original in saved.items():
+            setattr(instrumentor, name, original)
+
+    def one_run() -> None:
+        handles: dict[int, Any] = {}
+        for name, args, kwargs, handle in calls:
+            if name.startswith("begin_"):
+                handles[id(handle)] = getattr(recording, name)(*args, **kwargs)
+            elif name == "end_run":
+                recording.end_run(handles[id(args[0])], **kwargs)
+            else:
+                recording.end_call(handles[id(args[0])], **kwargs)
+
+    for _ in range(30):
+        one_run()
+    setup.flush()
+    thread_us, process_us = [], []
+    for _ in range(7):
+        thread_start, process_start = time.thread_time(), time.process_time()
+        for _ in range(runs):
+            one_run()
+        setup.flush()
+        thread_us.append((time.thread_time() - thread_start) / runs * 1e6)
+        process_us.append((time.process_time() - process_start) / runs * 1e6)
+    return {
+        "recorder_calls_per_run": [name for name, *_ in calls],
+        "runs": runs,
+        "caller_thread_cpu_us_per_run": round(statistics.median(thread_us)),
+        "process_cpu_us_per_run": round(statistics.median(process_us)),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="agent runs per block")
     parser.add_argument("--blocks", type=int, default=30, help="blocks of each side")
+    parser.add_argument("--recording-only", action="store_true", help="time the recorder calls of one run alone")
     args = parser.parse_args()
+    if args.recording_only:
+        home = tempfile.mkdtemp()
+        atexit.register(shutil.rmtree, home, ignore_errors=True)
+        with FakeLLMServer(tool_args_for={"get_weather": {"city": "Lyon"}, "get_time": {"city": "Lyon"}}) as server:
+            orp.configure(home=home, exporter="spool")
+            print(json.dumps(recording_only(server.openai_url, args.runs), indent=2))
+        return 0
     home = tempfile.mkdtemp()
     # removed after otel-replay's own exit flush (atexit runs last-registered first)
     atexit.register(shutil.rmtree, home, ignore_errors=True)

@@ -151,11 +151,25 @@ def _encode(rt: Runtime, value: Any, scope: str, *, ordered: bool = False) -> tu
     ``value`` when it is plain JSON without secrets: use the text for anything kept.
     """
     dump = ordered_json if ordered else canonical_json
+    if rt.redactor.is_clean_json(value):  # plain JSON and clean, in one walk: the common case
+        return value, dump(value), 0
     tree = to_jsonable(value)
     if rt.redactor.is_clean(tree):
         return tree, dump(tree), 0
     tree, n = rt.redactor.redact(tree, scope)
     return tree, dump(tree), n
+
+
+def _redacted(rt: Runtime, value: Any, scope: str) -> tuple[Any, int]:
+    """:func:`_encode` without the JSON text, for callers that only keep the redacted tree (to encode it as part
+    of a larger value): the same encoding and redaction, one dump less."""
+    if rt.redactor.is_clean_json(value):
+        return value, 0
+    tree = to_jsonable(value)
+    if rt.redactor.is_clean(tree):
+        return tree, 0
+    tree, n = rt.redactor.redact(tree, scope)
+    return tree, n
 
 
 def _emit_snapshot(
@@ -426,31 +440,29 @@ def _start_run(meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     run_id = (session.take_run_id() if session is not None else None) or str(uuid.uuid4())
     # A run is one trace: start from an empty context so an ambient span (a web request, say) does not
     # swallow it; the ambient span is linked instead.
+    attrs = {
+        semconv.RUN_ID: run_id,
+        semconv.SCHEMA_VERSION_ATTR: semconv.SCHEMA_VERSION,
+        semconv.RUN_KIND: semconv.RunKind.ORIGINAL.value,
+        semconv.RUN_ENTRYPOINT: meta.entrypoint,
+        semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_AGENT,
+        semconv.GEN_AI_AGENT_NAME: meta.name,
+        semconv.TENANT_ID: ident.get("tenant"),
+        semconv.USER_ROLE: ident.get("role"),
+        semconv.SESSION_ID: ident.get("session"),
+        semconv.GEN_AI_CONVERSATION_ID: ident.get("session"),
+    }
     span = rt.tracer.start_span(
         f"{semconv.SPAN_AGENT} {meta.name}",
         context=otel_context.Context(),
         kind=SpanKind.INTERNAL,
+        attributes={k: v for k, v in attrs.items() if v is not None},  # set at start: one attribute call less
         links=links or None,
         start_time=start_ns,
     )
     run = _Run(run_id=run_id, agent=meta.name, entrypoint=meta.entrypoint, span=span, rt=rt, start_ns=start_ns)
     run.input_seq = next(run.snapshot_seq)  # the input snapshot is written last but ordered first
     with _guard("run start"):
-        _set_attrs(
-            span,
-            {
-                semconv.RUN_ID: run_id,
-                semconv.SCHEMA_VERSION_ATTR: semconv.SCHEMA_VERSION,
-                semconv.RUN_KIND: semconv.RunKind.ORIGINAL.value,
-                semconv.RUN_ENTRYPOINT: meta.entrypoint,
-                semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_AGENT,
-                semconv.GEN_AI_AGENT_NAME: meta.name,
-                semconv.TENANT_ID: ident.get("tenant"),
-                semconv.USER_ROLE: ident.get("role"),
-                semconv.SESSION_ID: ident.get("session"),
-                semconv.GEN_AI_CONVERSATION_ID: ident.get("session"),
-            },
-        )
         if session is not None:
             _set_attrs(span, session.root_attributes())
             session.run_started(run_id=run_id, span=span)
@@ -504,12 +516,12 @@ def _input_fields(
     redactions = 0
     positional: list[Any] = []
     for name, value in zip(_positional_names(meta.sig, len(args)), args, strict=False):
-        tree, _, n = _encode(rt, {name: value}, "input.args")
+        tree, n = _redacted(rt, {name: value}, "input.args")
         positional.append(tree.get(name) if isinstance(tree, dict) else tree)
         redactions += n
     _, keyword, n = _encode(rt, kwargs, "input.kwargs", ordered=True)
     redactions += n
-    named, _, _ = _encode(rt, _named_arguments(meta.sig, args, kwargs), "input")
+    named, _ = _redacted(rt, _named_arguments(meta.sig, args, kwargs), "input")
     return {
         "entrypoint": meta.entrypoint,
         "script": meta.script,
@@ -1058,7 +1070,8 @@ def _tool_end(call: _Call, *, result: Any = None, exc: BaseException | None = No
             SnapshotKind.TOOL,
             {
                 "tool": meta.name,
-                "call_id": state["call_id"],
+                # made here from the span id ("call_" + 16 hex digits): spliced in, not pre-checked as a new string
+                "call_id": RawJSON(f'"{state["call_id"]}"'),
                 "schema_version": meta.schema_version,
                 "risk": meta.risk,
                 "arguments": RawJSON(state["arguments"]),
@@ -1318,6 +1331,13 @@ def _model_begin(
         run = _current_run.get()
         requested = run.config.get("model") if run is not None and run.config else None
     requested = requested if isinstance(requested, str) else None
+    run = _current_run.get()
+    if run is None:
+        return None
+    # encoded before the span starts, so its hash is one of the span's starting attributes
+    _, request, n = _encode(run.rt, named, "model.request")
+    request_hash = run.rt.redactor.content_hash(request)
+    prompt_version = (run.config or {}).get("prompt_version")
     step = _start_step(
         StepKind.MODEL,
         step_name,
@@ -1328,21 +1348,12 @@ def _model_begin(
             semconv.GEN_AI_PROVIDER_NAME: provider,
             semconv.GEN_AI_REQUEST_MODEL: requested,
             semconv.STEP_INSTRUMENTATION: instrumentation,
-        },
-    )
-    if step is None:
-        return None
-    _, request, n = _encode(step.run.rt, named, "model.request")
-    request_hash = step.run.rt.redactor.content_hash(request)
-    config = step.run.config or {}
-    prompt_version = config.get("prompt_version")
-    _set_attrs(
-        step.span,
-        {
             semconv.MODEL_REQUEST_HASH: request_hash,
             semconv.MODEL_PROMPT_VERSION: _scalar_text(prompt_version),
         },
     )
+    if step is None:
+        return None
     state = {
         "end": _model_end,
         "provider": provider,

@@ -46,6 +46,7 @@ import hmac
 import itertools
 import json
 import logging
+import math
 import os
 import re
 import secrets
@@ -57,6 +58,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from .files import private_dir, private_file
+from .snapshots import PLAIN_MAX_DEPTH, TRUNCATED_TAG, TYPE_TAG
 
 __all__ = [
     "CONTENT_HASH_PREFIX",
@@ -1043,13 +1045,15 @@ class Redactor:
         """True when none of ``strings`` can hold a secret (the pre-check of :meth:`suspects`, over them all).
 
         Strings already found clean are not looked at again: a run repeats its messages, names and keys in
-        every step. When the pre-check over them all fails, each new string gets the full test (a UUID's digit
-        groups pass for a card number's until the checksum is tried), so one id does not send a whole payload
-        through the slow walk. Never raises (False on error).
+        every step, and strings too short for any rule to match are not looked at either. When the pre-check
+        over them all fails, each new string gets the full test (a UUID's digit groups pass for a card number's
+        until the checksum is tried), so one id does not send a whole payload through the slow walk. Never
+        raises (False on error).
         """
         try:
             clean = self._clean
-            fresh = [text for text in strings if text not in clean]
+            shortest = self._min_len  # a shorter string holds no secret (no rule matches it: see _hits)
+            fresh = [text for text in strings if len(text) >= shortest and text not in clean]
             if not fresh:
                 return True
             if self._suspect_text("\n".join(fresh)):
@@ -1072,6 +1076,67 @@ class Redactor:
         except Exception:  # noqa: BLE001 - _Suspicious, or anything unexpected: let redact() decide
             return False
         return self.clean_strings(strings)
+
+    def is_clean_json(self, value: Any) -> bool:
+        """:meth:`is_clean` for a value that has not been through :func:`~otel_replay.snapshots.to_jsonable`, in
+        one walk instead of two: True only when ``value`` is plain JSON as ``to_jsonable`` returns it unchanged
+        (exact ``dict``/``list``/``str``/``int``/``bool``/``None``, finite floats, string keys, no ``$type``,
+        ``$truncated`` or ``$redacted`` key, shallower than its depth limit) *and* :meth:`is_clean` would say
+        True of it. False says only "not both": encode the value and ask :meth:`is_clean`. Never raises."""
+        try:
+            strings: list[str] = []
+            self._gather_plain(value, strings, 0)
+        except Exception:  # noqa: BLE001 - _Suspicious (not plain, or not clean), or anything unexpected
+            return False
+        return self.clean_strings(strings)
+
+    def _gather_plain(self, value: Any, strings: list[str], depth: int) -> None:
+        """:meth:`_gather` that also raises :class:`_Suspicious` at anything that is not plain JSON."""
+        kind = type(value)
+        if kind is str:
+            if value not in self._clean:
+                strings.append(value)
+            return
+        if value is None or kind is bool:
+            return
+        if kind is int:
+            if value >= 1_000_000_000_000 and self._cards:
+                raise _Suspicious
+            return
+        if kind is float:
+            if not math.isfinite(value):
+                raise _Suspicious
+            return
+        if depth >= PLAIN_MAX_DEPTH:
+            raise _Suspicious
+        if kind is dict:
+            if REDACTED_KEY in value or TYPE_TAG in value or TRUNCATED_TAG in value:
+                raise _Suspicious
+            quiet = self._quiet_keys
+            clean = self._clean
+            for k, v in value.items():
+                if k not in quiet:
+                    self._gather_key(k, strings)
+                kv = type(v)
+                if kv is str:
+                    if v not in clean:
+                        strings.append(v)
+                elif v is None or kv is bool or (kv is int and v < 1_000_000_000_000):
+                    continue  # the common leaves inline: one call per container, not per value
+                else:
+                    self._gather_plain(v, strings, depth + 1)
+            return
+        if kind is list:
+            clean = self._clean
+            for v in value:
+                kv = type(v)
+                if kv is str:
+                    if v not in clean:
+                        strings.append(v)
+                elif not (v is None or kv is bool or (kv is int and v < 1_000_000_000_000)):
+                    self._gather_plain(v, strings, depth + 1)
+            return
+        raise _Suspicious
 
     def _remember(self, fresh: list[str]) -> None:
         """Remember ``fresh`` strings as clean (the long ones excepted), within the memory's bound."""
@@ -1376,14 +1441,23 @@ class Redactor:
     ) -> bool:
         """Add the string values of OpenTelemetry ``attributes`` (and the strings in sequence values) to
         ``strings``, for one pre-check over all of them; digests are left out, keys in ``skip_keys`` too. Returns
-        True as soon as a key not in ``known_keys`` names a secret (then ``strings`` is incomplete)."""
+        True as soon as a key not in ``known_keys`` names a secret (then ``strings`` is incomplete). Strings the
+        redactor remembers as clean (see :meth:`clean_strings`) are left out as well."""
+        clean = self._clean
+        shortest = self._min_len
+        digest = _DIGEST.fullmatch
         for key, value in attributes.items():
             if key in skip_keys:
                 continue
             if key not in known_keys and self.is_secret_key(key):
                 return True
-            if isinstance(value, str):  # a str subclass is exported as its text: judged as that text
-                text = value if type(value) is str else str.__str__(value)
+            if type(value) is str:
+                # too short for any rule, or known clean: left out at once (is_digest inlined)
+                size = len(value)
+                if size >= shortest and value not in clean and not ((size == 64 or size == 76) and digest(value)):
+                    strings.append(value)
+            elif isinstance(value, str):  # a str subclass is exported as its text: judged as that text
+                text = str.__str__(value)
                 if not self.is_digest(text):
                     strings.append(text)
             elif isinstance(value, (tuple, list)):

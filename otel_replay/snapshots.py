@@ -52,6 +52,8 @@ _DEFAULT_ATTACHMENT_MAX_BYTES: Final = 64 * 1024
 _DEFAULT_CHUNK_CHARS: Final = 64 * 1024
 _PREVIEW_CHARS: Final = 1024
 _MAX_DEPTH: Final = 64
+PLAIN_MAX_DEPTH: Final = _MAX_DEPTH
+"""Containers nested this deep or deeper are never plain JSON for :func:`to_jsonable` (they are tagged)."""
 _MAX_REPR: Final = 64 * 1024
 _MAX_INT_BITS: Final = 12_000  # json refuses ints over 4,300 digits; larger ones are tagged
 
