@@ -12,7 +12,18 @@ from pathlib import Path
 import typer
 
 from ..wording import plural
-from .app import _STORE_HELP, EXIT_ERROR, _handled, _open_store, _out, _output_to_stderr, _print_json, case_app, fail
+from .app import (
+    _STORE_HELP,
+    EXIT_ERROR,
+    _handled,
+    _open_store,
+    _out,
+    _output_to_stderr,
+    _print_json,
+    _without_dataframes,
+    case_app,
+    fail,
+)
 from .outcome import _ALLOW_SIDE_EFFECTS_HELP, _warn_side_effects_allowed
 
 # ------------------------------------------------------------------------------------------------- cases
@@ -134,6 +145,7 @@ def case_run_command(
         fail(f"no case files (*.case.json) in {', '.join(paths)}")
     if allow_side_effects:
         _warn_side_effects_allowed()
+    _without_dataframes()
     results: list[CaseResult] = []
     err = SafeConsole(stderr=True)
     progress = Progress(

@@ -12,7 +12,18 @@ from enum import Enum
 
 import typer
 
-from .app import _HTML_HELP, _STORE_HELP, _handled, _out, _output_to_stderr, _print_json, _write_html, app, fail
+from .app import (
+    _HTML_HELP,
+    _STORE_HELP,
+    _handled,
+    _out,
+    _output_to_stderr,
+    _print_json,
+    _without_dataframes,
+    _write_html,
+    app,
+    fail,
+)
 from .listing import _preview
 from .outcome import _ALLOW_SIDE_EFFECTS_HELP, _exit_for, _render_result, _warn_side_effects_allowed
 
@@ -58,6 +69,8 @@ def replay_command(
 ) -> None:
     """Replay a run. Exit 0: matched; 1: diverged; 2: refused or impossible."""
     from ..replay.engine import replay
+
+    _without_dataframes()
 
     if allow_side_effects:
         _warn_side_effects_allowed()
@@ -110,6 +123,8 @@ def replay_tool_command(
     from rich.text import Text
 
     from ..replay.scopes import replay_tool
+
+    _without_dataframes()
 
     args = None
     if args_json is not None:
@@ -171,6 +186,8 @@ def replay_session_command(
 ) -> None:
     """Replay every run of one conversation in order; a diff per turn and the first turn that diverged."""
     from ..replay.scopes import replay_session
+
+    _without_dataframes()
 
     with _output_to_stderr(as_json):
         result = replay_session(
