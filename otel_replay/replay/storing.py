@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from ..runtime import Runtime
     from .session import ReplaySession
 
-__all__ = ["Capture", "capturing", "ingest", "stored_records"]
+__all__ = ["Capture", "capturing", "ingest", "load_replay", "stored_records"]
 
 _log = logging.getLogger("otel_replay.replay")
 
@@ -143,7 +143,7 @@ class Capture:
             except OtelReplayError:
                 return _build(spans)
             return stored
-        return _load_replay(self.store, trace_id, spans)
+        return load_replay(self.store, trace_id, spans)
 
 
 def _trace_of(span: ReadableSpan) -> str | None:
@@ -217,7 +217,7 @@ def ingest(store: Any) -> None:
         pass
 
 
-def _load_replay(store: Any, trace_id: str, spans: list[ReadableSpan]) -> Run | None:
+def load_replay(store: Any, trace_id: str | None, spans: list[ReadableSpan]) -> Run | None:
     """The replay as the store holds it (the spool was just ingested).
 
     It is built from the spans this process saw, mapped to records exactly as the ingest maps and the store
@@ -225,6 +225,8 @@ def _load_replay(store: Any, trace_id: str, spans: list[ReadableSpan]) -> Run | 
     the whole trace back). When it does not (spans dropped on the way, spans another process added to the
     trace, the ingest busy or failed), the replay is loaded from the store; when the store does not have it
     (the exporter sends elsewhere, OTLP to a Collector), it is rebuilt from the spans this process saw."""
+    if trace_id is None:
+        return None
     if store is None:
         return _build(spans)
     records = stored_records(spans)
