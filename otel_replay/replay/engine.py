@@ -32,7 +32,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .. import revival, semconv
-from .._gc import gc_paused
+from .._gc import gc_frozen, gc_paused
 from ..errors import ReplayRefused as ReplayRefused  # re-exported: otel_replay.replay.engine.ReplayRefused
 from ..exporting import setup
 from ..markers import marker_paths
@@ -628,7 +628,9 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         identity(tenant=inp.get("tenant"), role=inp.get("role"), session=inp.get("session")),
     ):
         try:
-            with guard.agent_call(session):  # the agent's code only: never the engine's own work
+            # The agent's code only, never the engine's own work; the loaded run is kept out of the full
+            # collections the recording sets off (see _gc).
+            with gc_frozen(), guard.agent_call(session):
                 _call(func, args, kwargs)
         except ReplayInterrupt as stop:
             stopped = stop
