@@ -5,11 +5,14 @@ ingest, no read back): the run the replay returns is the one the store returns, 
 the store again (which ingests the spool) adds nothing. When the store stops answering during the replay,
 the spans reach it through the spool on its next open, once; a span of the replay's trace started outside the
 replay's context goes through the spool too, and the replay still returns (and the store holds) all of them.
+While the replayed agent runs, the objects that existed before (the loaded run) are frozen out of the garbage
+collector's full collections, and handed back afterwards, unless the host program froze objects itself.
 """
 
 from __future__ import annotations
 
 import contextvars
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +27,8 @@ from otel_replay.replay.audit import audit
 from otel_replay.storage.store import Store
 
 DURING_REPLAY: dict[str, Any] = {}
-"""What the agent does when it runs again: ``close`` (a store to close), ``side_span`` (True)."""
+"""What the agent does when it runs again: ``close`` (a store to close), ``side_span`` (True), ``frozen``
+(note how many objects the garbage collector keeps frozen)."""
 
 
 @orp.tool("straight_lookup", risk="read")
@@ -56,6 +60,8 @@ def straight_agent(question: str) -> dict[str, Any]:
         store.close()  # the store stops answering before the replay is stored
     if DURING_REPLAY.pop("side_span", False):
         _side_span()
+    if "frozen" in DURING_REPLAY:
+        DURING_REPLAY["frozen"] = gc.get_freeze_count()
     return {"answer": plan["text"], "found": found}
 
 
@@ -143,3 +149,21 @@ def test_a_span_of_the_replay_started_outside_its_context_is_stored_with_it(home
         assert spans == 7 and stored_rows(store, replay_id) == (spans, spans)
     with Store.open() as store:
         assert stored_rows(store, replay_id) == (spans, spans)
+
+
+def test_the_loaded_run_is_frozen_only_while_the_agent_runs_and_a_host_freeze_is_kept(recorded: str) -> None:
+    assert gc.get_freeze_count() == 0
+    with Store.open() as store:
+        DURING_REPLAY["frozen"] = None
+        assert orp.replay(recorded, mode="mock", store=store).outcome == "matched"
+        assert DURING_REPLAY.pop("frozen") > 0  # the loaded run was out of the collector's sight
+        assert gc.get_freeze_count() == 0  # and handed back
+        gc.freeze()  # the host program froze objects of its own: the replay leaves them frozen
+        try:
+            frozen = gc.get_freeze_count()
+            DURING_REPLAY["frozen"] = None
+            assert orp.replay(recorded, mode="mock", store=store).outcome == "matched"
+            assert DURING_REPLAY.pop("frozen") == frozen
+            assert gc.get_freeze_count() == frozen
+        finally:
+            gc.unfreeze()

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Capture", "capturing", "ingest", "load_replay", "stored_records"]
 
-_log = logging.getLogger("otel_replay.replay")
+_log = logging.getLogger("otel_replay")  # a logger redaction.LOGGER_NAMES scrubs
 
 
 @dataclass(eq=False)
