@@ -163,7 +163,7 @@ def test_the_loaded_run_is_frozen_only_while_the_agent_runs_and_a_host_freeze_is
             frozen = gc.get_freeze_count()
             DURING_REPLAY["frozen"] = None
             assert orp.replay(recorded, mode="mock", store=store).outcome == "matched"
-            assert DURING_REPLAY.pop("frozen") == frozen
-            assert gc.get_freeze_count() == frozen
+            assert DURING_REPLAY.pop("frozen") <= frozen  # nothing more frozen (the loaded run is not)
+            assert 0 < gc.get_freeze_count() <= frozen  # and the host's objects are not handed back
         finally:
             gc.unfreeze()
