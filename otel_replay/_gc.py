@@ -10,8 +10,15 @@ this module keeps one counted pause (``_pauses``, ``_resume`` under ``_lock``). 
 ingest in one thread, a replay in another) share it; the collector is enabled again when the last block ends,
 and only if it was enabled when the first one began.
 
+:func:`gc_frozen` is the other half, for the block where the agent's code runs during a replay (never paused):
+the run the replay just loaded (tens of thousands of long-lived objects) would be scanned again by every full
+collection the recording's allocations set off. ``gc.freeze()`` moves the objects that exist when the block
+starts out of the collector's sight; collections of what the block allocates go on as usual, and the objects
+are handed back (``gc.unfreeze()``) when the last such block ends. Counted like the pause (``_freezes``).
+
 What it must never do: enable a collector the host program had disabled, leave the collector off after the last
-block ends (an exception included), run the agent's own code inside a pause, or import anything of otel_replay.
+block ends (an exception included), run the agent's own code inside a pause, unfreeze objects the host program
+froze itself (when it has frozen any, :func:`gc_frozen` does nothing), or import anything of otel_replay.
 """
 
 from __future__ import annotations
@@ -21,11 +28,13 @@ import gc
 import threading
 from collections.abc import Iterator
 
-__all__ = ["gc_paused"]
+__all__ = ["gc_frozen", "gc_paused"]
 
 _lock = threading.Lock()
 _pauses = 0
 _resume = False
+_freezes = 0
+_froze = False
 
 
 @contextlib.contextmanager
@@ -44,3 +53,25 @@ def gc_paused() -> Iterator[None]:
             _pauses -= 1
             if _pauses == 0 and _resume:
                 gc.enable()
+
+
+@contextlib.contextmanager
+def gc_frozen() -> Iterator[None]:
+    """Keep the objects that exist now out of the collector's sight for the block (``gc.freeze()``); what the
+    block allocates is collected as usual. Nested and concurrent blocks share one freeze; nothing is frozen
+    when the host program has frozen objects itself."""
+    global _freezes, _froze
+    with _lock:
+        if _freezes == 0:
+            _froze = gc.get_freeze_count() == 0
+            if _froze:
+                gc.freeze()
+        _freezes += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _freezes -= 1
+            if _freezes == 0 and _froze:
+                gc.unfreeze()
+                _froze = False

@@ -29,27 +29,27 @@ from pathlib import Path
 from typing import Any, overload
 
 from opentelemetry import context as otel_context
-from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .. import revival, semconv
-from .._gc import gc_paused
-from ..errors import OtelReplayError
+from .._gc import gc_frozen, gc_paused
 from ..errors import ReplayRefused as ReplayRefused  # re-exported: otel_replay.replay.engine.ReplayRefused
 from ..exporting import setup
-from ..exporting.rows import records_from_spans
 from ..markers import marker_paths
 from ..recording import ReplayInterrupt, agent, identity, replaying
-from ..records import SpanRecord
-from ..runs import Run, build_run
+from ..runs import Run
 from ..semconv import ReplayMode
 from ..snapshots import register_module_alias
-from . import guard, volatile
+from . import guard, storing, volatile
 from . import journal as audit_journal
 from .approvals import Approvals
 from .raised import agent_exception
 from .session import ApprovalRequired, Divergence, ReplaySession, _captured, callable_mocks, os_user, revive
+from .storing import capturing, ingest
 from .volatile import VolatileRule
+
+# The names scopes.replay_tool and the encoder's tests use (the functions live in storing).
+_ingest, _load_replay, _stored_records = storing.ingest, storing.load_replay, storing.stored_records
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -515,7 +515,7 @@ def _replay(
         report = readiness(original)
         _record_dry(session, original, report)
         setup.flush()
-        _ingest(store)
+        ingest(store)
         from .diff import diff_runs
 
         return ReplayResult(
@@ -606,15 +606,6 @@ def _scrubbed(text: str | None) -> str | None:
     return setup.runtime().redactor.scrub_text(str(text), "replay")[0]
 
 
-def _ingest(store: Any) -> None:
-    if store is None:
-        return
-    try:
-        store.ingest()
-    except Exception:  # noqa: BLE001 - the replay already happened; the store picks it up on next open
-        pass
-
-
 def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any], store: Any) -> ReplayResult:
     inp = original.snapshots.get("input") or {}
     args = revive(inp.get("args") or [])
@@ -628,22 +619,18 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
             )
     if not hasattr(func, "__otel_replay__"):
         func = agent(original.agent)(func)
-    spans: list[ReadableSpan] = []
-
-    def keep(span: ReadableSpan) -> None:
-        if session.trace_id is not None and f"{span.context.trace_id:032x}" == session.trace_id:
-            spans.append(span)
-
     journal = audit_journal.started(session) if audit_journal.needs_record(session) else None
     stopped: ReplayInterrupt | None = None
     raised: dict[str, Any] | None = None
     with (
         replaying(session),
-        setup.tap(keep),
+        capturing(session, store) as capture,
         identity(tenant=inp.get("tenant"), role=inp.get("role"), session=inp.get("session")),
     ):
         try:
-            with guard.agent_call(session):  # the agent's code only: never the engine's own work
+            # The agent's code only, never the engine's own work; the loaded run is kept out of the full
+            # collections the recording sets off (see _gc).
+            with gc_frozen(), guard.agent_call(session):
                 _call(func, args, kwargs)
         except ReplayInterrupt as stop:
             stopped = stop
@@ -658,9 +645,9 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         )
     from .diff import diff_runs
 
-    with gc_paused():  # loading, ingesting, rebuilding and diffing: no cycles, see _gc
-        _ingest(store)
-        replayed = _load_replay(store, session.trace_id, spans)
+    with gc_paused():  # storing, rebuilding and diffing: no cycles, see _gc
+        capture.store_replay()
+        replayed = capture.replay_run()
         diff = diff_runs(original, replayed) if replayed is not None else None
     # The outcome is the session's, as written on the replay's root span (and so in the audit): calls and
     # the run's output compared with the original. The diff details every section.
@@ -712,61 +699,6 @@ def _call(func: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")
-
-
-def _load_replay(store: Any, trace_id: str | None, spans: list[ReadableSpan]) -> Run | None:
-    """The replay as the store holds it (the spool was just ingested).
-
-    It is built from the spans this process saw, mapped to records exactly as the ingest maps and the store
-    reads them back, once the store confirms it holds exactly those spans (one id query instead of reading
-    the whole trace back). When it does not (spans dropped on the way, spans another process added to the
-    trace, the ingest busy or failed), the replay is loaded from the store; when the store does not have it
-    (the exporter sends elsewhere, OTLP to a Collector), it is rebuilt from the spans this process saw."""
-    if trace_id is None:
-        return None
-    if store is None:
-        return _build(spans)
-    records = _stored_records(spans)
-    if records is not None and _store_holds(store, trace_id, records):
-        try:
-            return build_run(records, trace_id=trace_id)
-        except OtelReplayError:
-            pass  # the store's copy reads the same and fails the same way: fall through to the usual path
-    try:
-        stored: Run = store.load_run(trace_id)
-    except OtelReplayError:
-        return _build(spans)
-    return stored
-
-
-def _store_holds(store: Any, trace_id: str, records: list[SpanRecord]) -> bool:
-    """True when the store holds exactly the spans of ``records`` for ``trace_id``, no more and no fewer."""
-    try:
-        stored = store.existing_span_ids([trace_id])
-    except Exception:  # noqa: BLE001 - the check failing only means the slower path
-        return False
-    return len(stored) == len(records) and stored == {(r.trace_id, r.span_id) for r in records}
-
-
-def _build(spans: list[ReadableSpan]) -> Run | None:
-    if not spans:
-        return None
-    try:
-        return build_run(records_from_spans(spans))
-    except OtelReplayError:
-        return None
-
-
-def _stored_records(spans: list[ReadableSpan]) -> list[SpanRecord] | None:
-    """The records :meth:`Store.load_spans` returns for ``spans`` once they are ingested, in its order (oldest
-    first, then by span id), or None when a span cannot be encoded: the one span encoder's rows, read back
-    as the store reads them."""
-    try:
-        records = records_from_spans(spans, as_stored=True)
-    except Exception:  # noqa: BLE001 - the store's copy is then the one to read
-        return None
-    records.sort(key=lambda r: (r.timestamp_ns, r.span_id))
-    return records
 
 
 def diff(

@@ -37,6 +37,7 @@ from ..snapshots import REDACTED_TAG, TYPE_TAG, RedactedValue, from_jsonable, mo
 from . import volatile
 from .approvals import Approvals, executions_of
 from .hashing import MISSING, same_content, step_text, stored_value
+from .toolcalls import requested_calls, result_ids
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -392,6 +393,7 @@ class ReplaySession:
             if (
                 key is not None
                 and recorded_key
+                and recorded_key != key  # equal hashes agree: the stored text is only rebuilt when they differ
                 and not same_content(recorded_key, key, text_a=step_text(recorded, _HASH_ATTR[kind]))
                 and not _same_but_volatile(recorded, _HASH_ATTR[kind], sent, self.volatile_rules)
             ):
@@ -423,8 +425,6 @@ class ReplaySession:
             raise DivergenceStop(f"replay stopped: {reason} (closest recorded step: {closest})")
         served = self._answer(recorded)
         if kind == "model" and served.error is None:
-            from .toolcalls import requested_calls
-
             payload = recorded.snapshots.get("model") or {}
             with self._lock:
                 self._asked = [(n, i, recorded.index) for n, i in requested_calls(payload.get("response"))]
@@ -450,8 +450,6 @@ class ReplaySession:
             asked, self._asked = self._asked, []
         if sent is None:
             return
-        from .toolcalls import result_ids
-
         try:
             returned = result_ids(json.loads(sent))
         except ValueError:
