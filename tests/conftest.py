@@ -19,6 +19,42 @@ settings.register_profile("otel-replay", derandomize=True, database=None, deadli
 settings.load_profile("otel-replay")
 
 
+SLOW_FIRST = ("realworld",)
+"""Folders of tests/ whose tests run first: each of their tests runs real agent programs and replays them in
+processes of their own (tens of seconds apiece)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Start every xdist worker on the slowest tests (:data:`SLOW_FIRST`), keeping every other order.
+
+    ``--dist worksteal`` gives each of N workers a contiguous share of the collection (the next
+    ``len(pending) // workers_left`` tests) and lets an idle worker steal the end of another's queue. So the slow
+    tests are dealt to the workers a module at a time (a module's tests stay together, and share what their
+    module fixtures record) and each share starts with its slow tests: the queues end with short tests, which
+    an idle worker can take, and the workers finish together. Without workers: the slow tests first."""
+    slow = [item for item in items if item.path.parent.name in SLOW_FIRST]
+    rest = [item for item in items if item.path.parent.name not in SLOW_FIRST]
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    if workers <= 1 or not slow:
+        items[:] = slow + rest
+        return
+    modules: dict[Path, list[pytest.Item]] = {}
+    for item in slow:
+        modules.setdefault(item.path, []).append(item)
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for module in sorted(modules.values(), key=len, reverse=True):
+        min(shares, key=len).extend(module)
+    ordered: list[pytest.Item] = []
+    pending = len(items)
+    for k, share in enumerate(shares):
+        size = pending // (workers - k)
+        take = max(0, size - len(share))
+        ordered += share + rest[:take]
+        rest = rest[take:]
+        pending -= len(share) + take
+    items[:] = ordered + rest
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh OTEL_REPLAY_HOME for one test, with no store URL inherited from the environment."""

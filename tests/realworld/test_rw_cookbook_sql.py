@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Recordings
 
 AGENT = "rw_cookbook_sql_agent.py"
 QUERY = "SELECT Album.Title, COUNT(*) FROM Track JOIN Album USING (AlbumId) GROUP BY AlbumId ORDER BY 2 DESC LIMIT 1"
@@ -37,8 +38,10 @@ def _chinook(path: Path) -> None:
 
 
 @pytest.fixture
-def cookbook(world: Any, tmp_path: Path) -> Any:
-    """The world with the catalogue in place and the fake model asking ``ask_database`` for :data:`QUERY`."""
+def cookbook(shared_world: Any, tmp_path: Path) -> Any:
+    """The world (on the module's server) with the catalogue in place and the fake model asking
+    ``ask_database`` for :data:`QUERY`."""
+    world = shared_world
     db = tmp_path / "chinook.db"
     _chinook(db)
     world.env["RW_DB"] = str(db)
@@ -53,10 +56,15 @@ def _replay_env(world: Any, **extra: str) -> dict[str, str]:
     return {"TMPDIR": world.env["RW_REPLAY_TMP"], **extra}
 
 
-def _record(world: Any, *, zero_code: bool = False, **env: str) -> dict[str, Any]:
-    """Run the agent once; returns the one new run (``show --json``), after checking it is the only one."""
-    before = {r["trace_id"] for r in world.cli_json("runs")}
-    out = world.run_agent(AGENT, *(["--zero-code"] if zero_code else []), zero_code=zero_code, extra_env=env)
+def _record(world: Any, *, zero_code: bool = False, shared: Recordings | None = None, **env: str) -> dict[str, Any]:
+    """Run the agent once (or, with ``shared``, copy the module's one recording of the same invocation into this
+    test's fresh home); returns the one new run (``show --json``), after checking it is the only one."""
+    args = ["--zero-code"] if zero_code else []
+    if shared is None:
+        before = {r["trace_id"] for r in world.cli_json("runs")}
+        out = world.run_agent(AGENT, *args, zero_code=zero_code, extra_env=env)
+    else:  # into a fresh home: no run before it
+        before, out = set(), shared.world(world, AGENT, *args, zero_code=zero_code, **env).out
     assert out.returncode == 0, out.stderr
     assert "For Those About To Rock We Salute You" in out.stdout
     new = [r for r in world.cli_json("runs") if r["trace_id"] not in before]
@@ -82,8 +90,10 @@ def _unchanged(result: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("form", ["decorator", "with"])
-def test_recommended_setup_replays_offline_with_no_side_effect(cookbook: Any, form: str) -> None:
-    run = _record(cookbook, RW_FORM=form)
+def test_recommended_setup_replays_offline_with_no_side_effect(
+    cookbook: Any, recordings: Recordings, form: str
+) -> None:
+    run = _record(cookbook, shared=recordings, RW_FORM=form)
     assert _steps(run) == [
         ("model", "openai.chat.completions"),
         ("tool", "ask_database"),
@@ -125,10 +135,10 @@ def test_zero_code_records_one_run_and_replays_offline(cookbook: Any) -> None:
     assert cookbook.effects() == [QUERY]
 
 
-def test_changed_prompt_changed_tool_result_and_live_replays_of_one_run(cookbook: Any) -> None:
+def test_changed_prompt_changed_tool_result_and_live_replays_of_one_run(cookbook: Any, recordings: Recordings) -> None:
     """A changed system prompt diverges at the first model step, a changed tool result at the next one, each
     with a readable diff; live runs the tool only with an approval, and then matches."""
-    run = _record(cookbook)
+    run = _record(cookbook, shared=recordings, RW_FORM="decorator")
     requests = cookbook.server.count
     changed = "Answer in one word, using SQL against the Chinook database."
     result = _replay(cookbook, run["trace_id"], "deterministic", ok=(1,), RW_SYSTEM_PROMPT=changed)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Recordings
 
 APP = "rw_openai_agents_agent:main"
 SCRIPT = "rw_openai_agents_agent.py"
@@ -38,8 +39,10 @@ def _entry_point_shim(folder: Path) -> str | None:
 
 
 @pytest.fixture
-def agents_world(world: Any, tmp_path: Path) -> Any:
-    """The real-world fixture, with the SDK's own trace export replaced by the bridge (nothing goes to OpenAI)."""
+def agents_world(shared_world: Any, tmp_path: Path) -> Any:
+    """The real-world fixture on the module's server, with the SDK's own trace export replaced by the bridge
+    (nothing goes to OpenAI). Tests that record the same invocation share one recording (``recordings``)."""
+    world = shared_world
     world.env["OTEL_REPLAY_OPENAI_AGENTS_TRACING"] = "replace"
     world.env["OPENAI_AGENTS_DONT_LOG_MODEL_DATA"] = "1"
     shim = _entry_point_shim(tmp_path / "entry-points")
@@ -49,11 +52,12 @@ def agents_world(world: Any, tmp_path: Path) -> Any:
     return world
 
 
-def _record(world: Any, *, zero_code: bool = False, stream: bool = False) -> str:
-    """Run the agent once; returns the trace id of the one run it recorded."""
-    before = {r["trace_id"] for r in _originals(world)}
+def _record(world: Any, recordings: Recordings, *, zero_code: bool = False, stream: bool = False) -> str:
+    """Run the agent once (one recording per invocation and module, copied into this test's fresh home);
+    returns the trace id of the one run it recorded."""
+    before: set[str] = set()  # a fresh home
     extra = {"RW_ZERO_CODE": "1" if zero_code else "0", "RW_STREAM": "1" if stream else "0"}
-    out = world.run_agent(SCRIPT, zero_code=zero_code, extra_env=extra)
+    out = recordings.world(world, SCRIPT, zero_code=zero_code, **extra).out
     assert out.returncode == 0, out.stderr
     assert "The weather: forecast sent for Tokyo" in out.stdout
     new = [r for r in _originals(world) if r["trace_id"] not in before]
@@ -78,10 +82,10 @@ def _replay(world: Any, trace_id: str, *args: str, ok: tuple[int, ...] = (0,), *
     ("zero_code", "stream"), [(False, False), (True, True)], ids=["run-one-line", "run-streamed-zero-code"]
 )
 def test_one_run_per_invocation_and_mock_and_deterministic_replays_touch_nothing(
-    agents_world: Any, zero_code: bool, stream: bool
+    agents_world: Any, recordings: Recordings, zero_code: bool, stream: bool
 ) -> None:
     world = agents_world
-    trace_id = _record(world, zero_code=zero_code, stream=stream)
+    trace_id = _record(world, recordings, zero_code=zero_code, stream=stream)
     assert _steps(world, trace_id) == [
         ("model", "openai.responses"),
         ("tool", "send_forecast"),
@@ -102,13 +106,15 @@ def test_one_run_per_invocation_and_mock_and_deterministic_replays_touch_nothing
     assert world.effects() == effects, "a mock or deterministic replay ran the side-effecting tool"
 
 
-def test_changed_instructions_dry_live_and_replay_tool_on_one_recorded_run(agents_world: Any) -> None:
+def test_changed_instructions_dry_live_and_replay_tool_on_one_recorded_run(
+    agents_world: Any, recordings: Recordings
+) -> None:
     """One recorded run, replayed as a user checking a fix would: a changed instruction diverges at the first
     model step with a readable diff; dry names the tool that needs approval; live is refused without it;
     replay-tool re-runs the function tool only when approved; live with the approval on unchanged code
     matches."""
     world = agents_world
-    trace_id = _record(world)
+    trace_id = _record(world, recordings)
     requests = world.server.count
 
     changed = _replay(

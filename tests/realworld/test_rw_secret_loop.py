@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from conftest import Recordings
 
 AGENT = "rw_secret_loop_agent.py"
 TOKEN = "ghp_" + "A1b2" * 9
@@ -25,10 +26,14 @@ def _env(world: Any, provider: str, **extra: str) -> dict[str, str]:
     return {"RW_PROVIDER": provider, "RW_ANTHROPIC_URL": world.server.anthropic_url, **extra}
 
 
-def _record(world: Any, provider: str, question: str, **extra: str) -> str:
+def _record(world: Any, provider: str, question: str, shared: Recordings | None = None, **extra: str) -> str:
+    """Run the agent once (or, with ``shared``, copy in the module's one recording of the same invocation)."""
     world.server.tool_args_for["lookup_account"] = {"user": "ada"}
-    before = {r["trace_id"] for r in world.cli_json("runs")}
-    out = world.run_agent(AGENT, question, extra_env=_env(world, provider, **extra))
+    if shared is None:
+        before = {r["trace_id"] for r in world.cli_json("runs")}
+        out = world.run_agent(AGENT, question, extra_env=_env(world, provider, **extra))
+    else:  # into a fresh home: no run before it
+        before, out = set(), shared.world(world, AGENT, question, **_env(world, provider, **extra)).out
     assert out.returncode == 0, out.stderr
     new = [r["trace_id"] for r in world.cli_json("runs") if r["trace_id"] not in before]
     assert len(new) == 1
@@ -50,8 +55,11 @@ def test_a_token_in_the_user_message_stops_a_live_replay_before_any_request(worl
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_a_token_from_a_recorded_tool_result_is_never_sent_to_a_model(world: Any, provider: str) -> None:
-    trace_id = _record(world, provider, "Look up the account of ada", RW_ACCOUNT_TOKEN=TOKEN)
+def test_a_token_from_a_recorded_tool_result_is_never_sent_to_a_model(
+    shared_world: Any, recordings: Recordings, provider: str
+) -> None:
+    world = shared_world
+    trace_id = _record(world, provider, "Look up the account of ada", recordings, RW_ACCOUNT_TOKEN=TOKEN)
     requests = world.server.count
     # Steps 0 (model) and 1 (the tool) are answered from the recording; the tool's recorded result holds the
     # token's marker, which the loop puts into the next model request.
@@ -81,8 +89,11 @@ def test_a_token_from_a_recorded_tool_result_is_never_sent_to_a_model(world: Any
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_a_token_the_agent_takes_from_the_environment_is_sent(world: Any, provider: str) -> None:
-    trace_id = _record(world, provider, "Look up the account of ada", RW_ACCOUNT_TOKEN=TOKEN)
+def test_a_token_the_agent_takes_from_the_environment_is_sent(
+    shared_world: Any, recordings: Recordings, provider: str
+) -> None:
+    world = shared_world
+    trace_id = _record(world, provider, "Look up the account of ada", recordings, RW_ACCOUNT_TOKEN=TOKEN)
     requests = world.server.count
     result = world.cli_json(
         "replay",
