@@ -126,11 +126,11 @@ def test_deprecated_and_unknown_component_types_fail() -> None:
 
 def _gateway_exporter(agent: dict[str, Any]) -> dict[str, Any]:
     (exporter,) = [v for k, v in agent["exporters"].items() if k.startswith("otlp_grpc/")]
-    return exporter
+    return dict(exporter)
 
 
 def _grpc_receiver(config: dict[str, Any]) -> dict[str, Any]:
-    return config["receivers"]["otlp"]["protocols"]["grpc"]
+    return dict(config["receivers"]["otlp"]["protocols"]["grpc"])
 
 
 def _token_env(config: dict[str, Any], authenticator: str) -> str:
@@ -241,9 +241,11 @@ def test_grafana_provisioning_keys() -> None:
         "database",
         "user",
     }
-    sources = yaml.safe_load(
-        (ROOT / "dashboards" / "provisioning" / "datasources" / "clickhouse.yaml").read_text(encoding="utf-8")
-    )
-    assert set(sources) <= {"apiVersion", "datasources", "deleteDatasources", "prune"}
-    for source in sources["datasources"]:
-        assert set(source) <= datasource_keys, set(source) - datasource_keys
+    folder = ROOT / "dashboards" / "provisioning" / "datasources"
+    files = sorted(folder.glob("*.yaml"))
+    assert len(files) >= 2, "the ClickHouse and the Prometheus data sources"
+    for path in files:
+        sources = yaml.safe_load(path.read_text(encoding="utf-8"))
+        assert set(sources) <= {"apiVersion", "datasources", "deleteDatasources", "prune"}, path.name
+        for source in sources["datasources"]:
+            assert set(source) <= datasource_keys, (path.name, set(source) - datasource_keys)

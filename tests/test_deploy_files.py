@@ -305,7 +305,7 @@ def _bytes(size: str) -> int:
     """``1g``, ``512m`` (compose) or ``800MiB`` (Go) in bytes."""
     match = re.fullmatch(r"(\d+)\s*([kmgKMG])?(i?[bB])?", str(size))
     assert match, f"not a size: {size!r}"
-    return int(match.group(1)) * 1024 ** " kmg".index((match.group(2) or " ").lower())
+    return int(match.group(1)) * int(1024 ** " kmg".index((match.group(2) or " ").lower()))
 
 
 def test_compose_least_privilege_clickhouse_users() -> None:
