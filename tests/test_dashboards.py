@@ -3,7 +3,9 @@
 No Grafana here: each SQL target is expanded with tests/grafana_macros.py (the ClickHouse data source's
 macros and Grafana's variable interpolation, for a concrete time range and variable values) and run on a
 chDB store holding the demo's three runs, a mock replay of the failed run and a refused live replay of the
-refund run. Every panel must return rows for that data.
+refund run. Every panel must return rows for that data, and the same numbers when every span is stored two or
+three times (an at-least-once delivery). The overview's "Collector pipeline" row reads Prometheus: its
+queries may only name metrics the pinned Collector publishes (tests/data/collector_schema_v0.152.json).
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ DASHBOARDS = REPO / "dashboards"
 PROVIDER = DASHBOARDS / "provisioning" / "dashboards" / "otel-replay.yaml"
 PLUGIN = "grafana-clickhouse-datasource"
 DATASOURCE_UID = "clickhouse"  # what dashboards/provisioning/datasources/ provisions
+PROMETHEUS = {"type": "prometheus", "uid": "${prometheus}"}  # the overview's Collector pipeline row
+COLLECTOR_METRICS = json.loads((REPO / "tests" / "data" / "collector_schema_v0.152.json").read_text(encoding="utf-8"))[
+    "published_metrics"
+]
 JAEGER_LINK = "${jaeger_url}/trace/${__data.fields.TraceId}"
 TRACE_COLUMNS = {
     "traceID",
@@ -56,7 +62,12 @@ def _panels(board: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def _query_panels(board: dict[str, Any]) -> list[dict[str, Any]]:
-    return [p for p in _panels(board) if p.get("type") != "row"]
+    """Panels that query ClickHouse (rows and the Prometheus panels of the pipeline row left out)."""
+    return [p for p in _panels(board) if p.get("type") != "row" and p.get("datasource") != PROMETHEUS]
+
+
+def _prometheus_panels(board: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for p in _panels(board) if p.get("datasource") == PROMETHEUS]
 
 
 def _variables(board: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -187,8 +198,12 @@ def test_dashboard_shape(name: str) -> None:
     for panel in panels:
         assert {"x", "y", "w", "h"} <= set(panel["gridPos"])
         if panel["type"] != "row":
-            assert panel["datasource"] == {"type": PLUGIN, "uid": "${datasource}"}
+            assert panel["datasource"] in ({"type": PLUGIN, "uid": "${datasource}"}, PROMETHEUS)
             assert panel["targets"], f"panel {panel['title']!r} has no query"
+    if _prometheus_panels(board):
+        prometheus = variables["prometheus"]
+        assert prometheus["type"] == "datasource" and prometheus["query"] == "prometheus"
+        assert prometheus["current"]["value"] == "prometheus"  # dashboards/provisioning/datasources/prometheus.yaml
 
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
@@ -258,6 +273,32 @@ def test_query_returns_rows(demo_store: dict[str, Any], board_name: str, panel_i
             assert all(isinstance(row[0], datetime) for row in result.result_rows)
         if target["format"] == 3:  # the columns Grafana's trace view reads
             assert set(result.column_names) >= TRACE_COLUMNS
+            # startTime and duration in milliseconds (floats), as the plugin's own trace query sends them.
+            start = result.column_names.index("startTime")
+            assert all(isinstance(row[start], float) and row[start] > 1e12 for row in result.result_rows)
+
+
+def test_pipeline_row_reads_only_metrics_the_collector_publishes() -> None:
+    """The overview's Collector pipeline row: accepted, refused, queue size, failed sends, on real metric names."""
+    panels = _prometheus_panels(BOARDS["otel-replay-overview.json"])
+    rows = [p for p in _panels(BOARDS["otel-replay-overview.json"]) if p.get("type") == "row"]
+    assert any(r["title"] == "Collector pipeline" for r in rows)
+    used: set[str] = set()
+    for panel in panels:
+        for target in panel["targets"]:
+            assert target["datasource"] == PROMETHEUS and target["expr"]
+            used |= set(re.findall(r"\b(otelcol_[a-z_]+)\b", target["expr"]))
+            labels = set(re.findall(r"by \(([a-z_, ]+)\)", target["expr"]))
+            for group in labels:
+                assert {lab.strip() for lab in group.split(",")} <= set(COLLECTOR_METRICS["labels"]), group
+    assert used <= set(COLLECTOR_METRICS["names"]), used - set(COLLECTOR_METRICS["names"])
+    for needed in (
+        "otelcol_receiver_accepted_spans_total",
+        "otelcol_receiver_refused_spans_total",
+        "otelcol_exporter_queue_size",
+        "otelcol_exporter_send_failed_spans_total",
+    ):
+        assert needed in used, needed
 
 
 def test_variable_queries_run(demo_store: dict[str, Any]) -> None:
@@ -381,3 +422,60 @@ def test_drill_down_quotes_the_trace_id(demo_store: dict[str, Any]) -> None:
     for panel in _query_panels(board):
         for target in panel["targets"]:
             assert _run(demo_store["store"], target["rawSql"], variables) == [], panel["title"]
+
+
+# ------------------------------------------------------------------------------- duplicated deliveries
+
+_TABLES = re.compile(r"\botel_traces(_trace_id_ts)?\b")
+
+
+def _normal(row: tuple[Any, ...]) -> str:
+    """A row as text, floats to 12 significant digits: a sum over the same spans read in another order may
+    differ in the last bits (0.000488 and 0.00048799999999999994), which is not a duplicate counted twice."""
+    return repr(tuple(float(f"{v:.12g}") if isinstance(v, float) else v for v in row))
+
+
+def _all_results(store: Store, database: str, data: dict[str, Any]) -> dict[str, list[str]]:
+    """Every ClickHouse query of every dashboard, for every scenario, read from ``database``; rows sorted."""
+    start, end = _window(store)
+    results: dict[str, list[str]] = {}
+    for board_name, board in BOARDS.items():
+        for scenario, variables in _scenarios(board, data).items():
+            for panel in _query_panels(board):
+                for target in panel["targets"]:
+                    sql = expand(target["rawSql"], start=start, end=end, interval_s=60, variables=variables)
+                    sql = _TABLES.sub(lambda m: f"{database}.otel_traces{m.group(1) or ''}", sql)
+                    rows = store.client.query(sql).result_rows
+                    results[f"{board_name}:{panel['title']}:{target['refId']}:{scenario}"] = sorted(map(_normal, rows))
+    return results
+
+
+def test_dashboard_numbers_ignore_duplicate_spans(demo_store: dict[str, Any]) -> None:
+    """Every span stored twice, then three times (SDK retry, Collector restart between insert and ack): every
+    dashboard query returns exactly what it returns with each span once."""
+    from otel_replay.storage import ddl
+
+    store: Store = demo_store["store"]
+    client = store.client
+    once = _all_results(store, ddl.DEFAULT_DATABASE, demo_store)
+    assert once and all(once.values())
+    ((spans,),) = client.query("SELECT count() FROM otel_traces").result_rows
+    for copies in (2, 3):
+        database = f"dashboards_dup_{copies}"
+        client.command(f"DROP DATABASE IF EXISTS {database} SYNC")
+        client.command(f"CREATE DATABASE {database}")
+        try:
+            for statement in ddl.render_script().split(";"):
+                body = "\n".join(line for line in statement.splitlines() if not line.lstrip().startswith("--"))
+                if body.strip():
+                    client.command(body.replace("`default`.", f"`{database}`."))
+            for _ in range(copies):
+                client.command(f"INSERT INTO {database}.otel_traces SELECT * FROM default.otel_traces")
+            # The rows really are there `copies` times (a reader that does not deduplicate would count them).
+            ((stored,),) = client.query(f"SELECT count() FROM {database}.otel_traces").result_rows
+            assert stored == copies * spans
+            again = _all_results(store, database, demo_store)
+            differing = sorted(key for key in once if once[key] != again[key])
+            assert not differing, f"with every span stored {copies} times these panels change: {differing}"
+        finally:
+            client.command(f"DROP DATABASE IF EXISTS {database} SYNC")

@@ -2,10 +2,13 @@
 
 No Docker engine runs on the test machines, so these tests check the files themselves: that they parse, that
 every Collector component a pipeline uses is defined (and every defined one used), that the ClickHouse
-exporter writes the tables otel-replay reads with a persistent queue and endless retries, that the compose
-file pins its images, publishes each port once, mounts only paths that exist and takes every credential from
-``.env``, that the committed init SQL is exactly what ``otel-replay db init --print`` generates, and that this
-SQL runs on the real ClickHouse engine (chDB) and builds the same tables the store creates itself.
+exporter writes the tables otel-replay reads with a persistent, fsync'ed queue and retries bounded in time,
+that Jaeger sits on its own pipeline behind a connector and a batch processor (so its failures never reach the
+receiver), that the compose file pins its images, publishes each port once, mounts only paths that exist,
+limits the Collector's memory, gives the Collector and Grafana their own least-privilege ClickHouse users and
+takes every credential from ``.env``, that the committed init SQL is exactly what ``otel-replay db init
+--print`` generates, and that this SQL runs on the real ClickHouse engine (chDB) and builds the same tables the
+store creates itself. Every key of the Collector configs is checked in tests/test_collector_schema.py.
 """
 
 from __future__ import annotations
@@ -22,14 +25,21 @@ from otel_replay.storage import ddl
 from otel_replay.storage.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
-COLLECTOR_CONFIGS = [ROOT / "collector-config" / "collector.yaml", ROOT / "collector-config" / "gateway.yaml"]
+COLLECTOR_CONFIGS = [
+    ROOT / "collector-config" / "collector.yaml",
+    ROOT / "collector-config" / "gateway.yaml",
+    ROOT / "collector-config" / "agent.yaml",
+]
+CLICKHOUSE_CONFIGS = COLLECTOR_CONFIGS[:2]  # the configs that write ClickHouse (agent.yaml writes the gateways)
+USERS_XML = ROOT / "clickhouse" / "users.d" / "otel-replay-users.xml"
+PROMETHEUS_DATASOURCE = ROOT / "dashboards" / "provisioning" / "datasources" / "prometheus.yaml"
 COMPOSE = ROOT / "docker-compose.yml"
 ENV_EXAMPLE = ROOT / ".env.example"
 INIT_SQL = ROOT / "clickhouse" / "init" / "01-otel-replay.sql"
 DATASOURCE = ROOT / "dashboards" / "provisioning" / "datasources" / "clickhouse.yaml"
 DASHBOARD_PROVIDER = ROOT / "dashboards" / "provisioning" / "dashboards" / "otel-replay.yaml"
 COLLECTOR_CONFIG_IN_CONTAINER = "/etc/otelcol-contrib/config.yaml"
-SECTIONS = ("receivers", "processors", "exporters", "extensions")
+SECTIONS = ("receivers", "processors", "exporters", "extensions", "connectors")
 
 # ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?message}, ${VAR?message} as docker compose reads them
 # ($$ is compose's escape for a literal $ and is not a variable).
@@ -84,6 +94,17 @@ def _component_type(component_id: str) -> str:
     return component_id.split("/", 1)[0]
 
 
+def _seconds(duration: Any) -> float:
+    """A Collector duration (``90s``, ``5m``, ``1h``, ``1h30m``, or a bare number of nanoseconds) in seconds."""
+    text = str(duration)
+    if re.fullmatch(r"\d+", text):
+        return int(text) / 1e9
+    parts = re.findall(r"(\d+(?:\.\d+)?)(h|ms|m|s)", text)
+    assert parts and "".join(n + u for n, u in parts) == text, f"not a duration: {text!r}"
+    scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
 def _sql_statements(script: str) -> list[str]:
     """The statements of a ``;``-terminated script, comment lines dropped."""
     body = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("--"))
@@ -100,27 +121,49 @@ def test_collector_config_components_are_defined_and_used(path: Path) -> None:
     service = config["service"]
     used: dict[str, set[str]] = {section: set() for section in SECTIONS}
     used["extensions"] = set(service.get("extensions") or [])
+    connectors = set(config.get("connectors") or {})
     assert service["pipelines"], f"{path.name}: no pipelines"
     for name, pipeline in service["pipelines"].items():
         assert pipeline.get("receivers") and pipeline.get("exporters"), f"{path.name}: pipeline {name} is incomplete"
         for section in ("receivers", "processors", "exporters"):
-            used[section].update(pipeline.get(section) or [])
+            for component in pipeline.get(section) or []:
+                used["connectors" if component in connectors else section].add(component)
     for section in SECTIONS:
         defined = set(config.get(section) or {})
         assert used[section] <= defined, f"{path.name}: {section} used but not defined: {used[section] - defined}"
         assert defined <= used[section], f"{path.name}: {section} defined but never used: {defined - used[section]}"
-    # memory_limiter must run first where it is used (it exists to refuse data before anything else holds it).
+    # memory_limiter runs first in every pipeline fed by a real receiver (it exists to refuse data before anything
+    # else holds it). A pipeline fed by a connector has none: a refusal there would travel back to the receiver.
     for name, pipeline in service["pipelines"].items():
         processors = pipeline.get("processors") or []
-        assert processors and _component_type(processors[0]) == "memory_limiter", f"{path.name}: {name}"
+        if set(pipeline["receivers"]) & connectors:
+            assert not any(_component_type(p) == "memory_limiter" for p in processors), f"{path.name}: {name}"
+        else:
+            assert processors and _component_type(processors[0]) == "memory_limiter", f"{path.name}: {name}"
     assert any(_component_type(e) == "health_check" for e in used["extensions"]), path.name
     receivers = {_component_type(r): r for r in config["receivers"]}
     assert set(config["receivers"][receivers["otlp"]]["protocols"]) == {"grpc", "http"}, path.name
 
 
 @pytest.mark.parametrize("path", COLLECTOR_CONFIGS, ids=lambda p: p.name)
+def test_health_check_reports_component_status_and_metrics_are_published(path: Path) -> None:
+    """health_check in component-status mode (/status), and the Collector's own metrics on :8888 for Prometheus."""
+    config = _load_yaml(path)
+    (health_id,) = [k for k in config["extensions"] if _component_type(k) == "health_check"]
+    health = config["extensions"][health_id]
+    assert health["use_v2"] is True and health["http"]["status"] == {"enabled": True, "path": "/status"}
+    assert health["http"]["endpoint"].endswith(":13133")
+    components = health["component_health"]
+    assert components["include_permanent_errors"] is True and components["include_recoverable_errors"] is True
+    readers = config["service"]["telemetry"]["metrics"]["readers"]
+    prometheus = readers[0]["pull"]["exporter"]["prometheus"]
+    assert prometheus["port"] == 8888 and prometheus["host"] == "0.0.0.0", "Prometheus in compose must reach it"
+
+
+@pytest.mark.parametrize("path", CLICKHOUSE_CONFIGS, ids=lambda p: p.name)
 def test_clickhouse_exporter_persists_retries_and_writes_the_project_tables(path: Path) -> None:
-    """The clickhouse exporter leaves the schema alone, queues on disk, retries forever, writes default.otel_traces."""
+    """The clickhouse exporter leaves the schema alone, queues on disk with fsync, retries for a bounded time,
+    and writes default.otel_traces with the Collector's own (non-admin) user."""
     config = _load_yaml(path)
     exporters = {k: v for k, v in config["exporters"].items() if _component_type(k) == "clickhouse"}
     assert len(exporters) == 1, f"{path.name}: expected one clickhouse exporter, got {sorted(exporters)}"
@@ -130,28 +173,48 @@ def test_clickhouse_exporter_persists_retries_and_writes_the_project_tables(path
     assert exporter.get("traces_table_name", "otel_traces") == ddl.DEFAULT_TABLE
     queue = exporter["sending_queue"]
     assert queue.get("enabled", True) is True
+    assert queue.get("block_on_overflow", False) is False, "a full queue must answer the SDK (retry), not hang it"
     storage = queue["storage"]
     assert _component_type(storage) == "file_storage"
     assert storage in config["extensions"], f"{path.name}: queue storage {storage} is not defined"
     assert storage in config["service"]["extensions"], f"{path.name}: queue storage {storage} is not started"
+    assert config["extensions"][storage]["fsync"] is True, "an acknowledged span must survive a power loss"
     retry = exporter["retry_on_failure"]
     assert retry["enabled"] is True
-    assert retry.get("max_elapsed_time") in (0, "0", "0s"), "retries must not give up while ClickHouse is down"
-    for key in ("username", "password"):
-        assert str(exporter[key]).startswith("${env:"), f"{path.name}: {key} must come from the environment"
+    # Bounded (0 would mean for ever: one bad batch would hold a queue consumer until someone deletes the queue),
+    # and long enough to ride out a ClickHouse restart.
+    assert 600 <= _seconds(retry["max_elapsed_time"]) <= 24 * 3600, retry["max_elapsed_time"]
+    assert exporter["username"] == "${env:CLICKHOUSE_COLLECTOR_USER}"
+    assert exporter["password"] == "${env:CLICKHOUSE_COLLECTOR_PASSWORD}"
 
 
-def test_agent_config_fans_out_to_jaeger() -> None:
-    """collector.yaml sends the same traces to Jaeger over OTLP gRPC, insecure inside the compose network."""
+def test_jaeger_has_its_own_path_that_cannot_push_back() -> None:
+    """collector.yaml: the traces pipeline writes ClickHouse and feeds a forward connector; Jaeger's exporter sits in
+    a second pipeline behind a batch processor, with an in-memory queue that drops when full. The batch processor
+    accepts every batch and only logs its export errors, so a Jaeger outage never reaches the OTLP receiver
+    (no SDK retry, no duplicate ClickHouse row)."""
     config = _load_yaml(COLLECTOR_CONFIGS[0])
+    pipelines = config["service"]["pipelines"]
+    connectors = set(config["connectors"])
     jaeger = [k for k in config["exporters"] if _component_type(k) in ("otlp", "otlp_grpc")]
-    assert len(jaeger) == 1
-    exporter = config["exporters"][jaeger[0]]
+    assert jaeger == ["otlp_grpc/jaeger"], "the OTLP gRPC exporter type is otlp_grpc (otlp is a deprecated alias)"
+    exporter = config["exporters"]["otlp_grpc/jaeger"]
     assert exporter["endpoint"] == "jaeger:4317"
     assert exporter["tls"]["insecure"] is True
-    (traces,) = [p for name, p in config["service"]["pipelines"].items() if name.split("/")[0] == "traces"]
-    assert jaeger[0] in traces["exporters"]
-    assert any(_component_type(e) == "clickhouse" for e in traces["exporters"])
+    queue = exporter["sending_queue"]
+    assert queue["enabled"] is True and "storage" not in queue and queue.get("block_on_overflow", False) is False
+    assert 0 < _seconds(exporter["retry_on_failure"]["max_elapsed_time"]) <= 600
+    fed_by_otlp = [p for p in pipelines.values() if "otlp" in p["receivers"]]
+    (ingest,) = fed_by_otlp
+    assert any(_component_type(e) == "clickhouse" for e in ingest["exporters"])
+    assert not any(e in jaeger for e in ingest["exporters"]), "Jaeger must not share the receiver's pipeline"
+    (connector,) = [e for e in ingest["exporters"] if e in connectors]
+    assert _component_type(connector) == "forward"
+    (jaeger_pipeline,) = [p for p in pipelines.values() if connector in p["receivers"]]
+    assert jaeger_pipeline["exporters"] == ["otlp_grpc/jaeger"]
+    processors = jaeger_pipeline["processors"]
+    assert processors and _component_type(processors[0]) == "batch", "the batch processor decouples Jaeger"
+    assert not config["processors"][processors[0]].get("metadata_keys"), "one shard: consume never fails"
 
 
 def test_gateway_config_targets_a_replicated_cluster() -> None:
@@ -226,11 +289,60 @@ def test_compose_collector_config_path_and_start_order() -> None:
     for name in ("clickhouse", "jaeger", "grafana"):
         test = compose["services"][name]["healthcheck"]["test"]
         assert test[0] in ("CMD", "CMD-SHELL"), name
+    # The feature gate of the health check's component-status mode, and memory limits that memory_limiter and the
+    # Go runtime see (GOMEMLIMIT below the container limit).
+    assert "--feature-gates=+extension.healthcheck.useComponentStatus" in command
+    limit = _bytes(collector["mem_limit"])
+    assert 0 < _bytes(collector["environment"]["GOMEMLIMIT"]) < limit
     # The persistent queue directory of collector.yaml is a named volume of the collector.
     config = _load_yaml(COLLECTOR_CONFIGS[0])
     storage = config["exporters"]["clickhouse"]["sending_queue"]["storage"]
     directory = config["extensions"][storage]["directory"]
     assert mounts.get(directory) in (compose.get("volumes") or {}), "queue directory must be a named volume"
+
+
+def _bytes(size: str) -> int:
+    """``1g``, ``512m`` (compose) or ``800MiB`` (Go) in bytes."""
+    match = re.fullmatch(r"(\d+)\s*([kmgKMG])?(i?[bB])?", str(size))
+    assert match, f"not a size: {size!r}"
+    return int(match.group(1)) * int(1024 ** " kmg".index((match.group(2) or " ").lower()))
+
+
+def test_compose_least_privilege_clickhouse_users() -> None:
+    """The Collector writes as otel_collector and Grafana reads as grafana_reader, both defined in the mounted
+    users.d file with their passwords from the environment; neither gets the admin's password."""
+    import xml.etree.ElementTree as ET
+
+    compose = _compose()
+    services = compose["services"]
+    raw = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))["services"]
+    ch_mounts = {v.split(":")[1]: v.split(":")[0] for v in services["clickhouse"]["volumes"]}
+    assert (ROOT / ch_mounts["/etc/clickhouse-server/users.d/otel-replay-users.xml"]).resolve() == USERS_XML
+    users = ET.parse(USERS_XML).getroot().find("users")
+    assert users is not None
+    collector_user = users.find(services["collector"]["environment"]["CLICKHOUSE_COLLECTOR_USER"])
+    grafana_user = users.find(services["grafana"]["environment"]["CLICKHOUSE_GRAFANA_USER"])
+    assert collector_user is not None and grafana_user is not None
+    for user, variable in (
+        (collector_user, "CLICKHOUSE_COLLECTOR_PASSWORD"),
+        (grafana_user, "CLICKHOUSE_GRAFANA_PASSWORD"),
+    ):
+        password = user.find("password")
+        assert password is not None and password.get("from_env") == variable and not (password.text or "").strip()
+        assert variable in raw["clickhouse"]["environment"], f"the server needs {variable} to create the user"
+        assert user.findtext("access_management", "0") == "0"
+    writer_grants = [q.text or "" for q in collector_user.iter("query")]
+    assert writer_grants and all(
+        re.fullmatch(r"GRANT (SELECT, )?INSERT ON default\.otel_traces\w*", g) for g in writer_grants
+    )
+    reader_grants = [q.text or "" for q in grafana_user.iter("query")]
+    assert reader_grants == ["GRANT SELECT ON default.*"]
+    profile = ET.parse(USERS_XML).getroot().find(f"profiles/{grafana_user.findtext('profile')}")
+    assert profile is not None and profile.findtext("readonly") == "1"
+    # Only the ClickHouse service knows the admin password; Grafana and the Collector get their own.
+    for name in ("collector", "grafana"):
+        assert "CLICKHOUSE_PASSWORD" not in raw[name]["environment"], name
+    assert "CLICKHOUSE_COLLECTOR_PASSWORD" not in raw["grafana"]["environment"]
 
 
 def test_compose_creates_the_schema_and_provisions_grafana() -> None:
@@ -270,11 +382,16 @@ def test_dashboards_default_to_the_provisioned_datasource() -> None:
     if not dashboards:
         pytest.skip("no dashboards written yet")
     (source,) = _load_yaml(DATASOURCE)["datasources"]
+    (prometheus,) = _load_yaml(PROMETHEUS_DATASOURCE)["datasources"]
+    provisioned = {source["type"]: source, prometheus["type"]: prometheus}
     for path in dashboards:
         variables = json.loads(path.read_text(encoding="utf-8")).get("templating", {}).get("list", [])
         for variable in (v for v in variables if v.get("type") == "datasource"):
-            assert variable["query"] == source["type"], path.name
-            assert variable["current"]["value"] == source["uid"], f"{path.name}: default data source uid"
+            expected = provisioned[variable["query"]]
+            assert variable["current"]["value"] == expected["uid"], f"{path.name}: default data source uid"
+    scrape = _load_yaml(ROOT / "prometheus" / "prometheus.yml")["scrape_configs"]
+    assert ["collector:8888"] in [job["static_configs"][0]["targets"] for job in scrape]
+    assert prometheus["url"] == "http://prometheus:9090" and "prometheus" in _compose()["services"]
 
 
 def test_env_example_defines_every_variable_compose_needs() -> None:
@@ -301,7 +418,8 @@ def test_compose_has_no_literal_credentials() -> None:
             if "PASSWORD" in key:
                 match = _COMPOSE_VAR.fullmatch(str(value))
                 assert match and match.group(2) in (None, ":?", "?"), f"{name}: {key} must come from .env"
-    config_vars = set(re.findall(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)", COLLECTOR_CONFIGS[0].read_text()))
+    live = "\n".join(ln for ln in COLLECTOR_CONFIGS[0].read_text().splitlines() if not ln.lstrip().startswith("#"))
+    config_vars = set(re.findall(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)", live))
     assert config_vars <= set(compose["services"]["collector"]["environment"]), "collector.yaml needs these env vars"
 
 
@@ -325,6 +443,8 @@ def test_grafana_datasource_uses_the_plugin_and_the_otel_schema() -> None:
     assert "password" not in json_data
     grafana_env = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))["services"]["grafana"]["environment"]
     assert match.group(1) in grafana_env, "Grafana's container must receive the password variable"
+    assert match.group(1) == "CLICKHOUSE_GRAFANA_PASSWORD", "Grafana reads with the read-only user"
+    assert json_data["username"] == "${CLICKHOUSE_GRAFANA_USER}"
 
 
 # -------------------------------------------------------------------------------------------- ClickHouse DDL
@@ -389,7 +509,7 @@ def test_operations_doc_names_the_pinned_images() -> None:
     """docs/operations.md lists the images compose actually pins (the doc moves with the pins)."""
     doc = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
     assert "## Start the stack" in doc and "## Scale-out topology" in doc
-    for name in ("clickhouse", "collector", "jaeger", "grafana"):
+    for name in ("clickhouse", "collector", "jaeger", "grafana", "prometheus"):
         image = _compose()["services"][name]["image"]
         assert f"`{image}`" in doc, f"docs/operations.md does not name {image}"
     plugin = _env_example()["GRAFANA_CLICKHOUSE_PLUGIN_VERSION"]
