@@ -28,6 +28,7 @@ import sys
 from importlib import metadata
 from typing import Any, Final
 
+from ..runtime import bind_provider
 from . import _lazy
 
 _log = logging.getLogger("otel_replay")
@@ -137,14 +138,16 @@ def instrument(*sdks: str, **options: Any) -> list[str]:
     are checked at once (both load otel-replay's instrumentation code); for an armed SDK not named, a version
     the instrumentor does not support is said when the SDK is imported.
 
-    ``options`` go to each instrumentor's ``instrument()`` (e.g. ``tool_risks={...}`` for LangChain).
-    Unknown names raise ValueError; an SDK that is not installed is skipped (said once as a warning when it was
-    named, or when it is installed but its instrumentation cannot load: the ``otel-replay[sdk]`` extra is
-    missing).
+    ``options`` go to each instrumentor's ``instrument()`` (e.g. ``tool_risks={...}`` for LangChain;
+    ``tracer_provider=`` for every one: the spans it records go to that provider instead of the current
+    runtime's). Unknown names, and a ``tracer_provider`` that is not one, raise ValueError; an SDK that is
+    not installed is skipped (said once as a warning when it was named, or when it is installed but its
+    instrumentation cannot load: the ``otel-replay[sdk]`` extra is missing).
     """
     unknown = [s for s in sdks if s not in INSTRUMENTORS]
     if unknown:
         raise ValueError(f"unknown SDK {', '.join(unknown)}: choose from {', '.join(INSTRUMENTORS)}")
+    bind_provider(options.get("tracer_provider"))  # checked now, not when an armed SDK is imported
     return [name for name in sdks or tuple(INSTRUMENTORS) if _instrument_one(name, options, asked=bool(sdks))]
 
 

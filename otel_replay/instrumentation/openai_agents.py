@@ -55,7 +55,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.instrumentation.utils import unwrap
 
 from .. import semconv
-from ..recording import DivergenceStop, ReplayInterrupt, begin_run, begin_tool_call, end_call, end_run, in_run
+from ..recording import DivergenceStop, ReplayInterrupt, begin_tool_call, end_call, end_run, in_run
 from ..snapshots import qualname_of
 from ._guarded import RISKS as _RISKS
 from ._guarded import Guards
@@ -163,7 +163,7 @@ def _begin_implicit_run(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any
     if parts is None:
         return None
     (name, config), arguments = parts
-    return _safely("begin an implicit run", begin_run, name, arguments=arguments, config=config, script=_main_script())
+    return _guards.begin_run(name, arguments=arguments, config=config, script=_main_script())
 
 
 def _main_script() -> str | None:
@@ -390,9 +390,7 @@ def _tool_wrapper(instrumentor: OpenAIAgentsInstrumentor) -> Callable[..., Any]:
     async def in_run_body(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], parts: _ToolParts | None) -> Any:
         if in_run() or parts is None:
             return await body(wrapped, args, kwargs, parts)
-        handle = _safely(
-            "begin an implicit run", begin_run, parts.name, arguments=parts.arguments, script=_main_script()
-        )
+        handle = _guards.begin_run(parts.name, arguments=parts.arguments, script=_main_script())
         try:
             result = await body(wrapped, args, kwargs, parts)
         except BaseException as exc:
@@ -606,8 +604,11 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     Options (constructor or :meth:`instrument`): ``tool_risks`` maps tool (or handoff tool) names to
     ``read`` / ``write`` / ``high``; a tool not in the map takes the risk declared on it (:func:`declare_risk`),
     else the recorder's name heuristic; a handoff not in the map is ``read``. ``tracing`` is ``bridge``
-    (default), ``replace`` or ``off`` (see :data:`OTEL_REPLAY_OPENAI_AGENTS_TRACING`). Bad values raise
-    ValueError.
+    (default), ``replace`` or ``off`` (see :data:`OTEL_REPLAY_OPENAI_AGENTS_TRACING`). :meth:`instrument` also
+    takes ``tracer_provider``: the runs, tool and handoff steps it records go to that provider instead of the
+    current runtime's (and so do the OpenAI instrumentor's model steps inside those runs, unless it was given a
+    provider of its own; see ``docs/instrumentation.md``).
+    Bad values raise ValueError.
 
     Like every ``BaseInstrumentor`` it is a singleton: constructing it again keeps the current options unless
     new ones are given.
@@ -681,6 +682,7 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         if "tool_risks" in kwargs:
             self._tool_risks = _check_risks(kwargs["tool_risks"])
         mode = _tracing_mode(kwargs.get("tracing", self._tracing))
+        _guards.bind(kwargs.get("tracer_provider"))
         self._patched: list[tuple[str, str]] = []
         for module, target, wrapper in self._targets():
             try:
@@ -732,6 +734,7 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             except Exception:  # noqa: BLE001
                 _log.warning("otel-replay: cannot uninstrument %s.%s", module, target, exc_info=True)
         self._patched = []
+        _guards.bind(None)
         if getattr(self, "_bridged", False):
             _safely("remove the tracing bridge", self._unbridge)
 
