@@ -739,21 +739,17 @@ class DivergenceStop(ReplayInterrupt):
 
 
 _replay_session: ContextVar[Any] = ContextVar("otel_replay_replay_session", default=None)
-
-_ACTIVE_REPLAYS: set[int] = set()
-"""Ids of the replay sessions running in this process. A tool called outside any run while one is active
-(from a thread that did not inherit the replay's context) is refused when it is write/high risk."""
+"""The replay answering the calls of this context: the only replay state there is (no process-wide registry).
+Threads and executor work started during a replay get it with the replay's context (``replay.guard``)."""
 
 
 @contextlib.contextmanager
 def replaying(session: Any) -> Iterator[None]:
     """Make ``session`` answer the calls made in this context (used by the replay engine)."""
     token = _replay_session.set(session)
-    _ACTIVE_REPLAYS.add(id(session))
     try:
         yield
     finally:
-        _ACTIVE_REPLAYS.discard(id(session))
         _replay_session.reset(token)
 
 
@@ -811,7 +807,7 @@ def _wrap(
         except ReplayInterrupt:
             raise
         except Exception as exc:
-            if _replay_session.get() is not None or _ACTIVE_REPLAYS:
+            if _replay_session.get() is not None:
                 # During a replay a call that cannot be recorded cannot be answered either: fail closed,
                 # never run the real function unchecked.
                 raise ReplayInterrupt(
@@ -1010,10 +1006,10 @@ def _tool_begin(
 ) -> _Call | None:
     run = _current_run.get()
     if run is None:
-        if _ACTIVE_REPLAYS and meta.risk in ("write", "high"):
+        if meta.risk in ("write", "high") and _replay_session.get() is not None:
             raise ReplayInterrupt(
-                f"tool {meta.name!r} (risk {meta.risk}) was called outside the replayed run "
-                "(a thread that did not inherit the replay's context): refused, not executed"
+                f"tool {meta.name!r} (risk {meta.risk}) was called during a replay outside the replayed run: "
+                "refused, not executed"
             )
         return None
     _, arguments, n = _encode(run.rt, named, "tool.args")
