@@ -11,6 +11,7 @@ provider is not used.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -220,3 +221,35 @@ def test_langchain_tools_and_models_go_to_the_given_provider_only(
     assert len(a.roots()) == 2 and b.spans() == []
     (summary,) = _default_runs(home)
     assert summary.agent == "lookup_order"
+
+
+# ------------------------------------------------------------------------------------- OpenAI Agents SDK
+
+
+try:  # the Agents SDK test module's setup: fake server, both instrumentors, counters
+    import test_instrument_openai_agents as oa_tests
+    from test_instrument_openai_agents import oa  # noqa: F401 - the fixture, used below by name
+except (ImportError, pytest.skip.Exception):  # the SDK is not installed: the test below is skipped
+    oa_tests = None
+
+
+def test_an_agents_sdk_run_and_the_model_calls_in_it_go_to_the_given_provider(
+    home: Path, sinks: tuple[Sink, Sink], request: pytest.FixtureRequest
+) -> None:
+    if oa_tests is None:
+        pytest.skip("the OpenAI Agents SDK is not installed")
+    oa = request.getfixturevalue("oa")
+    a, b = sinks
+    instrumentor = oa["instrumentor"]
+    instrumentor.uninstrument()
+    instrumentor.instrument(tracing="bridge", tracer_provider=a.provider)
+
+    assert asyncio.run(oa_tests.ask("note Oslo")) == "The weather: noted Oslo"
+
+    (root,) = a.roots()
+    assert root.attributes is not None and root.attributes[semconv.GEN_AI_AGENT_NAME] == "notes"
+    # the OpenAI instrumentor has no provider of its own: its model steps join the run where it is recorded
+    assert a.steps() == oa_tests.STEPS
+    assert {s.context.trace_id for s in a.spans()} == {root.context.trace_id}
+    assert b.spans() == []
+    assert _default_runs(home) == []
