@@ -147,12 +147,13 @@ def instrument(*sdks: str, **options: Any) -> list[str]:
     unknown = [s for s in sdks if s not in INSTRUMENTORS]
     if unknown:
         raise ValueError(f"unknown SDK {', '.join(unknown)}: choose from {', '.join(INSTRUMENTORS)}")
-    bind_provider(options.get("tracer_provider"))  # checked now, not when an armed SDK is imported
     return [name for name in sdks or tuple(INSTRUMENTORS) if _instrument_one(name, options, asked=bool(sdks))]
 
 
 def _instrument_one(name: str, options: dict[str, Any], *, asked: bool) -> bool:
-    """Patch or arm one SDK; True when it is instrumented or armed."""
+    """Patch or arm one SDK; True when it is instrumented or armed. A bad ``tracer_provider`` raises ValueError
+    here, before anything is armed (not when an armed SDK is imported)."""
+    bind_provider(options.get("tracer_provider"))
     if _lazy.imported(_sdk_module(name)):
         return _patch(name, options, asked=asked)
     if not _sdk_installed(name):
