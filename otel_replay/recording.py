@@ -407,8 +407,11 @@ class _AgentMeta:
     script: str | None
 
 
-def _start_run(meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
-    """Open the root span of a run (or a nested agent step); None if recording is unavailable."""
+def _start_run(
+    meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any], given: Runtime | None = None
+) -> tuple[Any, ...] | None:
+    """Open the root span of a run (or a nested agent step); None if recording is unavailable. ``given``:
+    the runtime of an instrumentor given ``tracer_provider=`` (see :func:`_start_step`)."""
     parent_run = _current_run.get()
     if parent_run is not None:
         step = _start_step(
@@ -420,6 +423,7 @@ def _start_run(meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any]) 
                 semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_AGENT,
                 semconv.GEN_AI_AGENT_NAME: meta.name,
             },
+            given,
         )
         if step is None:
             return None
@@ -428,7 +432,7 @@ def _start_run(meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any]) 
             _emit_snapshot(step.run, step.span, SnapshotKind.INPUT, fields, n)
         return ("step", step, _current_step.set(step), otel_context.attach(trace.set_span_in_context(step.span)))
 
-    rt = runtime()
+    rt = runtime() if given is None or _replay_session.get() is not None else given
     ident = _identity_of(rt)
     ambient = trace.get_current_span().get_span_context()
     links = [Link(ambient)] if ambient.is_valid else []
@@ -607,15 +611,18 @@ def begin_run(
     arguments: Mapping[str, Any] | None = None,
     config: Any = None,
     script: str | None = None,
+    runtime: Runtime | None = None,
 ) -> Any:
     """Begin a run (or a nested ``agent`` step inside a run) for code that drives an agent it does not own,
     e.g. an instrumentor starting a run at a framework's top-level invocation. ``arguments`` are recorded as
     the input (keyword arguments of ``entrypoint``, ``module:qualname``, when the run can be called again);
     ``script`` as the input's script (the file of the ``__main__`` module, which a replay of a tool defined
-    there loads). Returns a handle for :func:`end_run`, or None when recording is unavailable. Never raises."""
+    there loads). ``runtime`` records it with that runtime instead of the current one (an instrumentor given
+    ``tracer_provider=``; ignored during a replay). Returns a handle for :func:`end_run`, or None when recording
+    is unavailable. Never raises."""
     try:
         meta = _AgentMeta(name=name, config=config, sig=None, entrypoint=entrypoint or "", script=script)
-        return _start_run(meta, (), dict(arguments or {}))
+        return _start_run(meta, (), dict(arguments or {}), runtime)
     except Exception:  # noqa: BLE001
         _log_failure("run start")
         return None
@@ -651,7 +658,12 @@ def _reset(var: ContextVar[Any], token: Any) -> None:
 # ----------------------------------------------------------------------------------------------- steps
 
 
-def _start_step(kind: StepKind, name: str, span_name: str, span_kind: SpanKind, attrs: dict[str, Any]) -> _Step | None:
+def _start_step(
+    kind: StepKind, name: str, span_name: str, span_kind: SpanKind, attrs: dict[str, Any], given: Runtime | None = None
+) -> _Step | None:
+    """Open a step's span in the current run (None outside one). Its tracer is the run's, or ``given``'s (an
+    instrumentor given ``tracer_provider=``: its spans go to that provider) except during a replay, whose
+    steps always go where the replay reads them."""
     run = _current_run.get()
     if run is None:
         return None
@@ -667,7 +679,8 @@ def _start_step(kind: StepKind, name: str, span_name: str, span_kind: SpanKind, 
     attrs[semconv.STEP_KIND] = kind.value
     attrs[semconv.STEP_NAME] = name
     attrs[semconv.STEP_ATTEMPT] = attempt
-    span = run.rt.tracer.start_span(
+    tracer = run.rt.tracer if given is None or _replay_session.get() is not None else given.tracer
+    span = tracer.start_span(
         span_name, context=trace.set_span_in_context(parent_span), kind=span_kind, attributes=attrs
     )
     return _Step(run=run, span=span, kind=kind, name=name, index=index, attempt=attempt, attrs=attrs)
@@ -738,21 +751,17 @@ class DivergenceStop(ReplayInterrupt):
 
 
 _replay_session: ContextVar[Any] = ContextVar("otel_replay_replay_session", default=None)
-
-_ACTIVE_REPLAYS: set[int] = set()
-"""Ids of the replay sessions running in this process. A tool called outside any run while one is active
-(from a thread that did not inherit the replay's context) is refused when it is write/high risk."""
+"""The replay answering the calls of this context: the only replay state there is (no process-wide registry).
+Threads and executor work started during a replay get it with the replay's context (``replay.guard``)."""
 
 
 @contextlib.contextmanager
 def replaying(session: Any) -> Iterator[None]:
     """Make ``session`` answer the calls made in this context (used by the replay engine)."""
     token = _replay_session.set(session)
-    _ACTIVE_REPLAYS.add(id(session))
     try:
         yield
     finally:
-        _ACTIVE_REPLAYS.discard(id(session))
         _replay_session.reset(token)
 
 
@@ -810,7 +819,7 @@ def _wrap(
         except ReplayInterrupt:
             raise
         except Exception as exc:
-            if _replay_session.get() is not None or _ACTIVE_REPLAYS:
+            if _replay_session.get() is not None:
                 # During a replay a call that cannot be recorded cannot be answered either: fail closed,
                 # never run the real function unchecked.
                 raise ReplayInterrupt(
@@ -1004,13 +1013,15 @@ class _ToolMeta:
     function: str | None
 
 
-def _tool_begin(meta: _ToolMeta, named: dict[str, Any], instrumentation: str | None = None) -> _Call | None:
+def _tool_begin(
+    meta: _ToolMeta, named: dict[str, Any], instrumentation: str | None = None, given: Runtime | None = None
+) -> _Call | None:
     run = _current_run.get()
     if run is None:
-        if _ACTIVE_REPLAYS and meta.risk in ("write", "high"):
+        if meta.risk in ("write", "high") and _replay_session.get() is not None:
             raise ReplayInterrupt(
-                f"tool {meta.name!r} (risk {meta.risk}) was called outside the replayed run "
-                "(a thread that did not inherit the replay's context): refused, not executed"
+                f"tool {meta.name!r} (risk {meta.risk}) was called during a replay outside the replayed run: "
+                "refused, not executed"
             )
         return None
     _, arguments, n = _encode(run.rt, named, "tool.args")
@@ -1036,6 +1047,7 @@ def _tool_begin(meta: _ToolMeta, named: dict[str, Any], instrumentation: str | N
             semconv.APPROVAL_STATUS: approval[1] if approval else None,
             semconv.STEP_INSTRUMENTATION: instrumentation,
         },
+        given,
     )
     if step is None:
         return None
@@ -1108,16 +1120,19 @@ def begin_tool_call(
     schema_version: str | None = None,
     function: str | None = None,
     instrumentation: str | None = None,
+    runtime: Runtime | None = None,
 ) -> _Call | None:
     """Begin a tool step for code that wraps a tool it does not own (instrumentors of agent frameworks).
 
     Returns None outside a run. During a replay, ``call.served`` holds the answer to use instead of calling
     the tool (raise ``served.error`` or return ``served.value``); raises :class:`ReplayInterrupt` when the
     replay forbids the call. Always finish with :func:`end_call`. ``instrumentation`` names the instrumentor
-    (``otel_replay.step.instrumentation``), so a replay instruments that SDK again.
+    (``otel_replay.step.instrumentation``), so a replay instruments that SDK again. ``runtime``: the step's
+    span goes to that runtime's tracer instead of the run's (an instrumentor given ``tracer_provider=``;
+    ignored during a replay).
     """
     meta = _ToolMeta(name=name, risk=effective_risk(name, risk), schema_version=schema_version, function=function)
-    return _tool_begin(meta, dict(arguments), instrumentation)
+    return _tool_begin(meta, dict(arguments), instrumentation, runtime)
 
 
 @overload
@@ -1187,7 +1202,9 @@ def retriever(name: str | Callable[..., Any] | None = None) -> Any:
     return _decorator(name, build)
 
 
-def _retrieval_begin(retriever_name: str, named: dict[str, Any], instrumentation: str | None = None) -> _Call | None:
+def _retrieval_begin(
+    retriever_name: str, named: dict[str, Any], instrumentation: str | None = None, given: Runtime | None = None
+) -> _Call | None:
     top_k = _as_int(_get(named, "top_k", "k", "limit"))
     step = _start_step(
         StepKind.RETRIEVAL,
@@ -1200,6 +1217,7 @@ def _retrieval_begin(retriever_name: str, named: dict[str, Any], instrumentation
             semconv.GEN_AI_REQUEST_TOP_K: top_k,
             semconv.STEP_INSTRUMENTATION: instrumentation,
         },
+        given,
     )
     if step is None:
         return None
@@ -1267,10 +1285,10 @@ def _retrieval_end(call: _Call, *, result: Any = None, exc: BaseException | None
 
 
 def begin_retrieval_call(
-    name: str, arguments: Mapping[str, Any], *, instrumentation: str | None = None
+    name: str, arguments: Mapping[str, Any], *, instrumentation: str | None = None, runtime: Runtime | None = None
 ) -> _Call | None:
     """Begin a retrieval step for instrumentors (see :func:`begin_tool_call`); finish with :func:`end_call`."""
-    return _retrieval_begin(name, dict(arguments), instrumentation)
+    return _retrieval_begin(name, dict(arguments), instrumentation, runtime)
 
 
 def _document(rt: Runtime, doc: Any, position: int) -> dict[str, Any]:
@@ -1325,6 +1343,7 @@ def _model_begin(
     model_name: str | None,
     named: dict[str, Any],
     instrumentation: str | None = None,
+    given: Runtime | None = None,
 ) -> _Call | None:
     requested = model_name or _get(named, "model")
     if requested is None:
@@ -1351,6 +1370,7 @@ def _model_begin(
             semconv.MODEL_REQUEST_HASH: request_hash,
             semconv.MODEL_PROMPT_VERSION: _scalar_text(prompt_version),
         },
+        given,
     )
     if step is None:
         return None
@@ -1431,6 +1451,7 @@ def begin_model_call(
     provider: str | None = None,
     model: str | None = None,
     instrumentation: str | None = None,
+    runtime: Runtime | None = None,
 ) -> _Call | None:
     """Begin a model step for instrumentors of model SDKs (see :func:`begin_tool_call`); ``request`` is
     what the SDK was asked (its hash is what deterministic replay matches on). Finish with :func:`end_call`,
@@ -1441,7 +1462,7 @@ def begin_model_call(
     current = _current_step.get()
     if current is not None and current.kind is StepKind.MODEL:
         return None
-    return _model_begin(name, provider, model, dict(request), instrumentation)
+    return _model_begin(name, provider, model, dict(request), instrumentation, runtime)
 
 
 def _usage(response: Any) -> dict[str, Any]:

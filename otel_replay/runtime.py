@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from . import semconv
 from ._version import __version__
@@ -123,7 +123,47 @@ def set_factory(fn: Callable[[], Runtime] | None) -> None:
 def for_provider(tp: TracerProvider) -> Runtime:
     """The current runtime (built on first use) with its tracer taken from ``tp``: what an instrumentor given
     ``tracer_provider=`` records with. Everything else (home, redactor, exporter) is the current runtime's."""
-    base = get()
+    return _derived(get(), tp)
+
+
+def _derived(base: Runtime, tp: TracerProvider) -> Runtime:
     if tp is base.provider:
         return base
     return replace(base, provider=tp, tracer=tp.get_tracer(semconv.TRACER_NAME, __version__))
+
+
+class ProviderBinding:
+    """What an instrumentor given ``tracer_provider=`` records with: calling it gives :func:`for_provider` of
+    that provider, resolved when a call is recorded (so a later ``configure()``, or the runtime an ``active``
+    block set, is followed: its redactor and home), rebuilt only when the current runtime changes.
+
+    Nothing is configured when the binding is made: an instrumentor bound at ``instrument()`` time sets no
+    global provider and builds no runtime until it records."""
+
+    __slots__ = ("_cached", "provider")
+
+    def __init__(self, provider: TracerProvider) -> None:
+        self.provider = provider
+        self._cached: tuple[Runtime, Runtime] | None = None
+
+    def __call__(self) -> Runtime:
+        base = get()
+        cached = self._cached  # one read: a thread that rebuilds it meanwhile replaces the pair whole
+        if cached is not None and cached[0] is base:
+            return cached[1]
+        derived = _derived(base, self.provider)
+        self._cached = (base, derived)
+        return derived
+
+
+def bind_provider(tp: object) -> ProviderBinding | None:
+    """The :class:`ProviderBinding` of an instrumentor's ``tracer_provider=`` option (None: no option, record
+    with the current runtime). Anything without ``get_tracer`` raises :class:`ValueError`."""
+    if tp is None:
+        return None
+    if not callable(getattr(tp, "get_tracer", None)):
+        raise ValueError(
+            f"tracer_provider must be an OpenTelemetry TracerProvider, got {type(tp).__name__}: "
+            "pass the provider whose processors should receive the spans, or leave it out"
+        )
+    return ProviderBinding(cast("TracerProvider", tp))

@@ -28,6 +28,7 @@ import sys
 from importlib import metadata
 from typing import Any, Final
 
+from ..runtime import bind_provider
 from . import _lazy
 
 _log = logging.getLogger("otel_replay")
@@ -137,10 +138,11 @@ def instrument(*sdks: str, **options: Any) -> list[str]:
     are checked at once (both load otel-replay's instrumentation code); for an armed SDK not named, a version
     the instrumentor does not support is said when the SDK is imported.
 
-    ``options`` go to each instrumentor's ``instrument()`` (e.g. ``tool_risks={...}`` for LangChain).
-    Unknown names raise ValueError; an SDK that is not installed is skipped (said once as a warning when it was
-    named, or when it is installed but its instrumentation cannot load: the ``otel-replay[sdk]`` extra is
-    missing).
+    ``options`` go to each instrumentor's ``instrument()`` (e.g. ``tool_risks={...}`` for LangChain;
+    ``tracer_provider=`` for every one: the spans it records go to that provider instead of the current
+    runtime's). Unknown names, and a ``tracer_provider`` that is not one, raise ValueError; an SDK that is
+    not installed is skipped (said once as a warning when it was named, or when it is installed but its
+    instrumentation cannot load: the ``otel-replay[sdk]`` extra is missing).
     """
     unknown = [s for s in sdks if s not in INSTRUMENTORS]
     if unknown:
@@ -149,7 +151,9 @@ def instrument(*sdks: str, **options: Any) -> list[str]:
 
 
 def _instrument_one(name: str, options: dict[str, Any], *, asked: bool) -> bool:
-    """Patch or arm one SDK; True when it is instrumented or armed."""
+    """Patch or arm one SDK; True when it is instrumented or armed. A bad ``tracer_provider`` raises ValueError
+    here, before anything is armed (not when an armed SDK is imported)."""
+    bind_provider(options.get("tracer_provider"))
     if _lazy.imported(_sdk_module(name)):
         return _patch(name, options, asked=asked)
     if not _sdk_installed(name):

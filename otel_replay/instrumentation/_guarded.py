@@ -3,7 +3,13 @@
 Why it exists: an instrumentor's own work around a call (reading arguments, beginning and ending steps) must
 never reach the host program; each failure is logged once with the framework's name and the call goes ahead
 unrecorded there. A replay's :class:`~otel_replay.recording.ReplayInterrupt` is the one exception that passes.
-The tool-risk option (``tool_risks={name: risk}``) is checked here the same way for every framework.
+The tool-risk option (``tool_risks={name: risk}``) is checked here the same way for every framework, and the
+``tracer_provider=`` option is carried here: a framework's :class:`Guards` begins its runs and steps with the
+runtime of the provider its instrumentor was given (:meth:`Guards.bind`).
+
+Process-wide state: each framework module's one :class:`Guards` object, which holds the provider binding of
+that framework's instrumentor (a ``BaseInstrumentor`` is a singleton, so there is one binding per framework;
+``uninstrument()`` clears it).
 
 What it must never do: swallow a ``ReplayInterrupt``, or raise from a guard.
 """
@@ -17,7 +23,8 @@ from typing import Any, Final
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from .. import semconv
-from ..recording import ReplayInterrupt
+from ..recording import ReplayInterrupt, begin_run
+from ..runtime import ProviderBinding, bind_provider
 
 _log = logging.getLogger("otel_replay")
 
@@ -47,10 +54,18 @@ def check_risks(tool_risks: Mapping[str, str] | None) -> dict[str, str]:
 
 
 class Guards:
-    """``warn``, ``safely`` and ``begin`` for the instrumentation of one framework (its name in the log)."""
+    """``warn``, ``safely``, ``begin`` and ``begin_run`` for the instrumentation of one framework (its name in
+    the log), recording with the runtime of the ``tracer_provider=`` its instrumentor was given, if any."""
 
     def __init__(self, framework: str) -> None:
         self.framework = framework
+        self.runtime: ProviderBinding | None = None
+        """The binding of the instrumentor's ``tracer_provider=`` (None: record with the current runtime)."""
+
+    def bind(self, tracer_provider: Any) -> None:
+        """Record with ``tracer_provider`` from now on (None: with the current runtime again). Anything that is
+        not a TracerProvider raises ValueError (at ``instrument()``, never while recording)."""
+        self.runtime = bind_provider(tracer_provider)
 
     def warn(self, what: str) -> None:
         """Log (with the traceback) that the instrumentation could not do ``what``."""
@@ -70,11 +85,25 @@ class Guards:
             return default
 
     def begin(self, what: str, begin: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Begin a step; a replay's :class:`ReplayInterrupt` propagates, any other failure means unrecorded."""
+        """Begin a step with ``begin`` (a ``begin_*_call`` of the recorder: it is given ``runtime=``); a replay's
+        :class:`ReplayInterrupt` propagates, any other failure means unrecorded."""
         try:
-            return begin(*args, **kwargs)
+            binding = self.runtime
+            return begin(*args, runtime=binding() if binding is not None else None, **kwargs)
         except ReplayInterrupt:
             raise
         except Exception:  # noqa: BLE001
             self.warn(f"begin the {what} step")
+            return None
+
+    def begin_run(self, name: str, **kwargs: Any) -> Any:
+        """Begin an implicit run (:func:`~otel_replay.recording.begin_run` with ``kwargs``), or None (logged)
+        when that fails; a replay's :class:`ReplayInterrupt` propagates."""
+        try:
+            binding = self.runtime
+            return begin_run(name, runtime=binding() if binding is not None else None, **kwargs)
+        except ReplayInterrupt:
+            raise
+        except Exception:  # noqa: BLE001
+            self.warn("begin an implicit run")
             return None

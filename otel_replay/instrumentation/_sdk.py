@@ -65,6 +65,8 @@ request so its hash (what deterministic replay matches on) does not change with 
 _PROXY: Final[type[Any]] = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)  # wrapt 2 splits the two
 
 if TYPE_CHECKING:
+    from ..runtime import Runtime
+
     _ObjectProxy = wrapt.ObjectProxy[Any]
 else:
     _ObjectProxy = wrapt.ObjectProxy  # not subscriptable before wrapt 2
@@ -156,6 +158,9 @@ class SdkApi:
     Completions' ``choices[].finish_reason``, Messages' ``stop_reason``) and sets it over ours: then
     :attr:`finish_reasons` is applied only to a streamed call, whose recorded envelope the recorder does not
     read that way."""
+    runtime: Callable[[], Runtime] | None = None
+    """What the instrumentor given ``tracer_provider=`` records with (:func:`otel_replay.runtime.bind_provider`,
+    resolved per call); None: the current runtime."""
 
 
 def redact_stream(chunks: list[Any], api: SdkApi, redactor: Any) -> int:
@@ -251,8 +256,9 @@ class _Plan:
 
     def begin(self, request: dict[str, Any]) -> None:
         model = request.get("model")
+        rt = self.api.runtime() if self.api.runtime is not None else None
         if not in_run():
-            self.run = begin_run(self.api.step, arguments=request)
+            self.run = begin_run(self.api.step, arguments=request, runtime=rt)
         try:
             self.call = begin_model_call(
                 self.api.step,
@@ -260,6 +266,7 @@ class _Plan:
                 provider=self.api.provider,
                 model=model if isinstance(model, str) else None,
                 instrumentation=self.api.provider,
+                runtime=rt,
             )
         except ReplayInterrupt as stop:
             end_run(self.run, exc=stop)

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
+from ..runtime import bind_provider
 from . import _sdk
 from ._sdk import SdkApi, as_list, field
 
@@ -200,8 +201,9 @@ class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     ``AnthropicInstrumentor().instrument()`` wraps ``messages.create`` and ``messages.stream`` of
     ``Anthropic`` and ``AsyncAnthropic`` clients. Options: ``capture_context`` (default True) also writes a
-    context snapshot (system, messages, tool_result blocks) on each step. ``uninstrument()`` removes only
-    this instrumentor's wrappers.
+    context snapshot (system, messages, tool_result blocks) on each step; ``tracer_provider`` sends the spans it
+    records to that provider instead of the current runtime's (see ``docs/instrumentation.md``).
+    ``uninstrument()`` removes only this instrumentor's wrappers.
     """
 
     def instrumentation_dependencies(self) -> Collection[str]:
@@ -226,6 +228,7 @@ class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             capture_context=bool(kwargs.get("capture_context", True)),
             recorder_reads_finish_reasons=True,
             path="/v1/messages",
+            runtime=bind_provider(kwargs.get("tracer_provider")),
         )
         _sdk.wrap(module.Messages, "create", _sdk.create_wrapper(api, is_async=False))
         _sdk.wrap(module.AsyncMessages, "create", _sdk.create_wrapper(api, is_async=True))

@@ -49,7 +49,6 @@ from ..recording import (
     ReplayInterrupt,
     begin_model_call,
     begin_retrieval_call,
-    begin_run,
     begin_tool_call,
     end_call,
     end_run,
@@ -332,7 +331,7 @@ def _run_config(config: Any) -> dict[str, Any] | None:
 
 
 def _implicit_run(name: str, arguments: dict[str, Any], config: Any = None) -> Any:
-    return _safely("begin an implicit run", begin_run, name, arguments=arguments, config=_run_config(config))
+    return _guards.begin_run(name, arguments=arguments, config=_run_config(config))
 
 
 def _sync_in_run(name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], Any]) -> Any:
@@ -960,7 +959,8 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     ``tool_risks`` maps tool names to ``read`` / ``write`` / ``high``; a tool not in the map takes the risk
     marked on it (``metadata={"otel_replay_risk": "high"}`` or a tag ``otel_replay_risk:high``), else the
     recorder's name heuristic (``send_email``, ``delete_user``, … are ``high``), else ``read``. Passing
-    ``tool_risks`` to :meth:`instrument` replaces the map. Bad values raise ValueError.
+    ``tool_risks`` to :meth:`instrument` replaces the map. ``tracer_provider`` sends the spans it records to that
+    provider instead of the current runtime's (see ``docs/instrumentation.md``). Bad values raise ValueError.
 
     Like every ``BaseInstrumentor`` it is a singleton: constructing it again keeps the current map unless a
     new one is given.
@@ -1041,6 +1041,7 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def _instrument(self, **kwargs: Any) -> None:
         if "tool_risks" in kwargs:
             self._tool_risks = _check_risks(kwargs["tool_risks"])
+        _guards.bind(kwargs.get("tracer_provider"))
         self._patched: list[tuple[str, str, str]] = []
         self._patch(self._targets())
         _register_models()
@@ -1078,3 +1079,4 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             except Exception:  # noqa: BLE001
                 _log.warning("otel-replay: cannot uninstrument %s.%s.%s", module, cls, method, exc_info=True)
         self._patched = []
+        _guards.bind(None)

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
+from ..runtime import ProviderBinding, bind_provider
 from . import _sdk
 from ._sdk import SdkApi, as_list, field
 
@@ -269,7 +270,7 @@ def responses_context(request: Mapping[str, Any]) -> dict[str, Any]:
     return {"system_rules": request.get("instructions"), "history": items, "tool_results": results or None}
 
 
-def _api(kind: str, capture_context: bool) -> SdkApi:
+def _api(kind: str, capture_context: bool, runtime: ProviderBinding | None = None) -> SdkApi:
     if kind == "chat":
         return SdkApi(
             provider=PROVIDER,
@@ -285,6 +286,7 @@ def _api(kind: str, capture_context: bool) -> SdkApi:
             capture_context=capture_context,
             recorder_reads_finish_reasons=True,
             path="/chat/completions",
+            runtime=runtime,
         )
     return SdkApi(
         provider=PROVIDER,
@@ -299,6 +301,7 @@ def _api(kind: str, capture_context: bool) -> SdkApi:
         delta_slots=responses_delta_slots,
         capture_context=capture_context,
         path="/responses",
+        runtime=runtime,
     )
 
 
@@ -308,8 +311,9 @@ class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     ``OpenAIInstrumentor().instrument()`` wraps ``chat.completions.create`` and ``responses.create`` of
     ``OpenAI`` and ``AsyncOpenAI`` clients (every client, including ones created before the call).
     Options: ``capture_context`` (default True) also writes a context snapshot (system rules, messages,
-    tool results) on each step. ``uninstrument()`` removes only this instrumentor's wrappers, also when
-    another instrumentor wrapped the same methods after it.
+    tool results) on each step; ``tracer_provider`` sends the spans it records to that provider instead of
+    the current runtime's (see ``docs/instrumentation.md``). ``uninstrument()`` removes only this
+    instrumentor's wrappers, also when another instrumentor wrapped the same methods after it.
     """
 
     def instrumentation_dependencies(self) -> Collection[str]:
@@ -320,9 +324,10 @@ class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         import importlib
 
         capture_context = bool(kwargs.get("capture_context", True))
+        runtime = bind_provider(kwargs.get("tracer_provider"))
         for module_name, cls_name, method, kind, is_async in _TARGETS:
             owner = getattr(importlib.import_module(module_name), cls_name)
-            _sdk.wrap(owner, method, _sdk.create_wrapper(_api(kind, capture_context), is_async=is_async))
+            _sdk.wrap(owner, method, _sdk.create_wrapper(_api(kind, capture_context, runtime), is_async=is_async))
         _sdk.register_models(_response_models, PROVIDER)
 
     def _uninstrument(self, **kwargs: Any) -> None:
