@@ -24,7 +24,6 @@ from typing import Any, Final
 
 from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
-from rich.text import Text
 
 _BIDI_AND_SEPARATORS: Final = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff"
 _UNSAFE: Final = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI_AND_SEPARATORS}]")
@@ -49,11 +48,6 @@ def clean(value: Any) -> str:
     bidirectional override and line separator is replaced by one visible character."""
     text = value if isinstance(value, str) else str(value)
     return _UNSAFE.sub(_stand_in, text) if _UNSAFE.search(text) else text
-
-
-def text(value: Any, style: str | None = None) -> Text:
-    """A Rich :class:`~rich.text.Text` of a value from stored data: cleaned, never parsed as markup."""
-    return Text(clean(value), style=style or "")
 
 
 def escape_json_text(document: str) -> str:

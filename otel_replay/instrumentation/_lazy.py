@@ -80,12 +80,6 @@ def cancel(handle: object) -> bool:
     return False
 
 
-def pending(handle: object) -> bool:
-    """Whether the hook of ``handle`` is still waiting for its module."""
-    with _lock:
-        return any(h is handle for hooks in _pending.values() for h, _ in hooks)
-
-
 def _install() -> None:
     global _finder
     if _finder is None:
