@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo lint test bench clean
+.PHONY: demo lint test coverage bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "otel-replay needs Python >= 3.10 (set PYTHON=...)")'
@@ -29,6 +29,16 @@ test: lint
 	@# would cache the package's bytecode, and each would compile it again (~0.2 s per process)
 	$(BIN)/python -m compileall -q otel_replay
 	$(BIN)/python -m pytest -q -n auto --dist worksteal
+
+# the suite under coverage (installs coverage and pytest-cov into .venv), then the modules and public functions
+# it never executed (scripts/unexecuted.py; exit 1 when there are any)
+coverage: $(STAMP)
+	$(BIN)/python -m pip install --quiet 'coverage>=7.10' 'pytest-cov>=6'
+	rm -rf .coverage-data && mkdir .coverage-data
+	COVERAGE_FILE=$(CURDIR)/.coverage-data/coverage $(BIN)/python -m pytest -q -n auto --dist worksteal --cov --cov-report=
+	COVERAGE_FILE=$(CURDIR)/.coverage-data/coverage $(BIN)/python -m coverage combine -q
+	COVERAGE_FILE=$(CURDIR)/.coverage-data/coverage $(BIN)/python -m coverage json -q -o .coverage-data/coverage.json
+	$(BIN)/python scripts/unexecuted.py .coverage-data/coverage.json
 
 bench: $(STAMP)
 	@# each benchmark exits 1 when it misses a target; "-" lets make run the rest and report it as ignored
