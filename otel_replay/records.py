@@ -7,6 +7,7 @@ columns one for one; attribute values are the exporter's strings (see ``docs/sto
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
@@ -74,6 +75,23 @@ def parse_trace_id(text: str) -> str:
         shown = value if len(value) <= 40 else value[:40] + "…"
         raise InvalidTraceIdError(f"{shown!r} is not a trace id: expected 32 hexadecimal characters")
     return value
+
+
+def one_per_span(records: Iterable[SpanRecord]) -> list[SpanRecord]:
+    """``records`` with one record per ``(trace_id, span_id)``: the first seen, in the order given.
+
+    At-least-once delivery (an SDK retrying a batch the Collector had already inserted, a Collector restarting
+    between its insert and its acknowledgement) stores the same span as several identical rows; every reader
+    counts it once. Copies of one span are the same encoded row, so keeping the first one loses nothing.
+    """
+    seen: set[tuple[str, str]] = set()
+    kept: list[SpanRecord] = []
+    for record in records:
+        key = (record.trace_id, record.span_id)
+        if key not in seen:
+            seen.add(key)
+            kept.append(record)
+    return kept
 
 
 def stored_int(text: str | None, default: int | None = None) -> int | None:

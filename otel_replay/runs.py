@@ -15,7 +15,7 @@ from typing import Any
 
 from . import dialects, semconv
 from .errors import OtelReplayError, TraceNotFoundError
-from .records import EventRecord, SpanRecord
+from .records import EventRecord, SpanRecord, one_per_span
 from .records import stored_int as _int
 from .run_model import Run, RunSummary, Snapshot, Step, _status, span_error
 from .snapshots import TRUNCATED_TAG, sha256_hex
@@ -109,9 +109,10 @@ def build_run(spans: Iterable[SpanRecord], *, trace_id: str | None = None) -> Ru
     A trace with no otel-replay run root but spans of another GenAI instrumentation (OpenTelemetry GenAI
     conventions, OpenInference, OpenLLMetry) is read by :func:`otel_replay.dialects.build_foreign_run`.
     Raises :class:`TraceNotFoundError` for no spans, and :class:`OtelReplayError` when the trace holds
-    neither (a run still in progress, or spans recorded by something else).
+    neither (a run still in progress, or spans recorded by something else). A span given more than once
+    (rows delivered twice) counts once: the first copy is kept (:func:`~otel_replay.records.one_per_span`).
     """
-    spans = tuple(spans)
+    spans = tuple(one_per_span(spans))
     if not spans:
         raise TraceNotFoundError(f"no run with trace id {trace_id} in the store; list runs with `otel-replay runs`")
     root = find_root(spans)

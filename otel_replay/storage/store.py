@@ -5,6 +5,10 @@ the Collector exporter's tables: create them, insert rows, find one trace throug
 list run roots. This class owns the connection, the embedded store's file lock and the schema check, so
 nobody else builds SQL against ``otel_traces``.
 
+Delivery into the store is at least once (an SDK retry, a Collector restart between insert and
+acknowledgement), so a span may be stored as several identical rows; every read here keeps one row per
+``(TraceId, SpanId)`` (``LIMIT 1 BY``), and the tables keep the exporter's layout (docs/storage.md).
+
 Store URLs (argument → ``OTEL_REPLAY_STORE`` → ``chdb://{home}/store``):
 
 * ``chdb:///abs/path``: embedded chDB on disk. Locked for this process (:mod:`.lock`); schema created if
@@ -61,6 +65,9 @@ _MAX_LIMIT: Final = 2**32 - 1  # bound as UInt32
 _LIST_FIRST_WINDOW_NS: Final = 86_400 * 10**9  # the newest day of the store (the table has one partition a day)
 _LIST_WINDOW_GROWTH: Final = 8  # each next window is 8 times wider: 1, 8, 64 and 512 days
 _LIST_MAX_WINDOWS: Final = 4  # then the rest of the store in one last query
+# A span delivered more than once (SDK retry, Collector restart between insert and acknowledgement) is stored
+# as several identical rows; every read keeps the first row of each (TraceId, SpanId) in its ORDER BY.
+_ONE_ROW_PER_SPAN: Final = "LIMIT 1 BY TraceId, SpanId"
 _LIST_COLUMNS: Final = SELECT_COLUMNS.replace(
     "arrayMap(t -> toUnixTimestamp64Nano(t), Events.Timestamp), Events.Name, Events.Attributes",
     "CAST([] AS Array(Int64)), CAST([] AS Array(String)), CAST([] AS Array(Map(String, String)))",
@@ -425,7 +432,8 @@ class Store:
         """Every span of one trace, oldest first ([] when unknown), found through the trace-id lookup table.
 
         As the exporter's docs and Grafana do: ``min(Start)`` / ``max(End) + 1`` from ``{table}_trace_id_ts``,
-        then ``TraceId = id AND Timestamp BETWEEN start AND end`` on the traces table.
+        then ``TraceId = id AND Timestamp BETWEEN start AND end`` on the traces table. A span stored more than
+        once is returned once (the first copy in that order).
         """
         tid = parse_trace_id(trace_id)
         window = self._trace_window(tid)
@@ -434,7 +442,8 @@ class Store:
         result = self._run(
             "query",
             f"SELECT {SELECT_COLUMNS} FROM {self.traces_table} WHERE TraceId = {{trace_id:String}} AND Timestamp "
-            "BETWEEN toDateTime({start:Int64}) AND toDateTime({end:Int64}) ORDER BY Timestamp, SpanId",
+            "BETWEEN toDateTime({start:Int64}) AND toDateTime({end:Int64}) ORDER BY Timestamp, SpanId "
+            f"{_ONE_ROW_PER_SPAN}",
             {"trace_id": tid, "start": window[0], "end": window[1]},
         )
         return [record_from_query_row(row) for row in result.result_rows]
@@ -456,7 +465,7 @@ class Store:
         ``agent`` matches ``gen_ai.agent.name``, the span name's agent part, the whole span name or
         ``traceloop.workflow.name``; ``status`` is ``ok`` or ``error`` (both status spellings); ``kind`` is
         ``original`` (also runs without the attribute) or ``replay``; ``session`` matches
-        ``otel_replay.session.id``.
+        ``otel_replay.session.id``. A root stored more than once is returned once, and ``limit`` counts runs.
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MAX_LIMIT:
             raise ValueError(f"limit must be a whole number from 1 to {_MAX_LIMIT}, got {limit!r}")
@@ -529,7 +538,7 @@ class Store:
                 window_params["upper"] = upper
             sql = (
                 f"SELECT {_LIST_COLUMNS} FROM {self.traces_table} WHERE {' AND '.join(where + bounds)} "
-                "ORDER BY Timestamp DESC, TraceId LIMIT {limit:UInt32}"
+                f"ORDER BY Timestamp DESC, TraceId, SpanId {_ONE_ROW_PER_SPAN} LIMIT {{limit:UInt32}}"
             )
             found = self._run("query", sql, window_params).result_rows
             rows.extend(found)
