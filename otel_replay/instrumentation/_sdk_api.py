@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING, Any, Final
 import wrapt
 
 _log = logging.getLogger("otel_replay")
-
-
 TRANSPORT_ONLY: Final = frozenset(
     {
         "timeout",

@@ -23,11 +23,7 @@ from ..markers import marker_paths
 from ..risk import effective_risk
 from ..runtime import Runtime
 from ..semconv import SnapshotKind, StepKind
-from ..snapshots import (
-    RawJSON,
-    canonical_json,
-    to_jsonable,
-)
+from ..snapshots import RawJSON, canonical_json, to_jsonable
 from .arguments import _as_float, _as_int, _get
 from .encoding import _emit_snapshot, _encode, _record_exception, _safe_str, _scalar_text, _set_attrs
 from .hooks import ReplayInterrupt, _begin_call, _Call

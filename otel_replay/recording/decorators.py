@@ -17,9 +17,7 @@ from typing import Any, Final, Literal, ParamSpec, TypeVar, cast, overload
 
 from .. import semconv
 from ..risk import _DEFAULT_RISK, effective_risk
-from ..snapshots import (
-    qualname_of,
-)
+from ..snapshots import qualname_of
 from .arguments import _ArgNames, _entrypoint_of, _signature
 from .calls import _model_begin, _retrieval_begin, _tool_begin, _ToolMeta, end_call
 from .hooks import ReplayInterrupt, _answer_of, _Call
@@ -27,11 +25,7 @@ from .lifecycle import _AgentMeta, _end_run, _start_run
 from .state import _log, _log_failure, _replay_session
 
 P = ParamSpec("P")
-
-
 R = TypeVar("R")
-
-
 _RISKS: Final = frozenset(r.value for r in semconv.Risk)
 
 

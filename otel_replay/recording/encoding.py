@@ -19,20 +19,10 @@ from opentelemetry.trace import Status, StatusCode
 from .. import semconv
 from ..runtime import Runtime
 from ..semconv import SnapshotKind
-from ..snapshots import (
-    RawJSON,
-    canonical_json,
-    compose_json,
-    ordered_json,
-    payload_events,
-    qualname_of,
-    to_jsonable,
-)
+from ..snapshots import RawJSON, canonical_json, compose_json, ordered_json, payload_events, qualname_of, to_jsonable
 from .state import _identity, _Run
 
 _OK = Status(StatusCode.OK)
-
-
 _EVENT_NAMES: Final = {kind: semconv.snapshot_event_name(kind) for kind in SnapshotKind}
 
 

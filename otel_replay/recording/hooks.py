@@ -18,9 +18,7 @@ from typing import Any
 
 from .. import semconv
 from ..semconv import StepKind
-from ..snapshots import (
-    RawJSON,
-)
+from ..snapshots import RawJSON
 from .encoding import _record_exception
 from .lifecycle import _enter_step, _finish_step
 from .state import _replay_session, _Step

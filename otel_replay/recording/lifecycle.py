@@ -27,12 +27,7 @@ from .. import semconv
 from ..runtime import Runtime
 from ..runtime import get as runtime
 from ..semconv import SnapshotKind, StepKind
-from ..snapshots import (
-    RawJSON,
-    canonical_json,
-    compose_json,
-    ordered_json,
-)
+from ..snapshots import RawJSON, canonical_json, compose_json, ordered_json
 from .arguments import _named_arguments, _positional_names
 from .encoding import _OK, _emit_snapshot, _encode, _identity_of, _record_exception, _redacted, _scalar_text, _set_attrs
 from .state import _current_run, _current_step, _guard, _log_failure, _replay_session, _Run, _Step

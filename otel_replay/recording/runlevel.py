@@ -28,11 +28,7 @@ from opentelemetry import trace
 from .. import semconv
 from ..runtime import Runtime
 from ..semconv import SnapshotKind, StepKind
-from ..snapshots import (
-    RawJSON,
-    canonical_json,
-    to_jsonable,
-)
+from ..snapshots import RawJSON, canonical_json, to_jsonable
 from .arguments import _get
 from .encoding import _emit_snapshot, _encode, _safe_str, _scrub, _set_attrs
 from .state import _current_run, _current_step, _guard, _identity, _log, _log_failure, _replay_session, _Run

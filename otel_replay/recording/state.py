@@ -71,11 +71,7 @@ class _Step:
 
 
 _current_run: ContextVar[_Run | None] = ContextVar("otel_replay_run", default=None)
-
-
 _current_step: ContextVar[_Step | None] = ContextVar("otel_replay_step", default=None)
-
-
 _identity: ContextVar[Mapping[str, str]] = ContextVar("otel_replay_identity", default=MappingProxyType({}))
 
 
