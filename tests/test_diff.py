@@ -38,7 +38,7 @@ def span_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     no time at all unless it sleeps, however busy the machine is, so no latency section changes by chance."""
     clock = FakeClock()
     monkeypatch.setattr(sdk_trace, "time_ns", clock.time_ns)
-    monkeypatch.setattr(recording, "time", clock)
+    monkeypatch.setattr(recording.lifecycle, "time", clock)  # the run start time is read there
     monkeypatch.setattr(sys.modules[__name__], "_sleep", clock.sleep)
     return clock
 

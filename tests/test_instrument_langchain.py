@@ -621,15 +621,17 @@ def test_suppressed_instrumentation_records_nothing(lc: dict[str, Any]) -> None:
 
 
 def test_recording_failures_never_reach_the_agent(lc: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    import otel_replay.instrumentation._langchain_models as models
     import otel_replay.instrumentation.langchain as module
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("recorder is broken")
 
-    monkeypatch.setattr(module, "begin_model_call", broken)
+    # each patched where it is called: the model and retriever wrappers, the tool wrappers
+    monkeypatch.setattr(models, "begin_model_call", broken)
     monkeypatch.setattr(module, "begin_tool_call", broken)
-    monkeypatch.setattr(module, "begin_retrieval_call", broken)
-    monkeypatch.setattr(module, "_model_request", broken)
+    monkeypatch.setattr(models, "begin_retrieval_call", broken)
+    monkeypatch.setattr(models, "_model_request", broken)
     assert billing_agent("E5") == "Done: settled 42 on acc-7"
     assert CALLS == {"retriever": 1, "model": 3, "lookup_order": 1, "settle_account": 1}
 

@@ -343,12 +343,12 @@ def test_a_method_bound_before_uninstrumenting_records_again_once_instrumented_a
 def test_a_bookkeeping_failure_never_reaches_the_agent(
     home: Path, server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from otel_replay.instrumentation import _sdk
+    from otel_replay.instrumentation import _sdk_plan
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("bookkeeping bug")
 
-    monkeypatch.setattr(_sdk, "request_of", broken)
+    monkeypatch.setattr(_sdk_plan, "request_of", broken)  # where a call's recording begins
     client = openai.OpenAI(base_url=BASE_URL, api_key="sk-test", max_retries=0)
     answer = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "still works"}])
     assert answer.choices[0].message.content == "echo: still works"
@@ -357,12 +357,12 @@ def test_a_bookkeeping_failure_never_reaches_the_agent(
 def test_a_failure_reading_finish_reasons_still_ends_the_step(
     home: Path, server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from otel_replay.instrumentation import _sdk
+    from otel_replay.instrumentation import _sdk_plan
 
     def broken(value: Any) -> bool:
         raise RuntimeError("odd response")
 
-    monkeypatch.setattr(_sdk, "is_stream_envelope", broken)  # the first thing finishing a step looks at
+    monkeypatch.setattr(_sdk_plan, "is_stream_envelope", broken)  # the first thing finishing a step looks at
     client = openai.OpenAI(base_url=BASE_URL, api_key="sk-test", max_retries=0)
 
     @orp.agent("finish-agent")

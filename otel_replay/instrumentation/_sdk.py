@@ -18,803 +18,62 @@ What it must never do:
   :class:`~otel_replay.recording.ReplayInterrupt` (a replay stopping the agent) always propagates;
 * let an HTTP request leave the process for a call the replay answers;
 * import an SDK: the instrumentor modules hand in everything SDK-specific through :class:`SdkApi`.
+
+The machinery is in three modules this one re-exports: ``_sdk_api`` (:class:`SdkApi` and a call as plain
+data), ``_sdk_plan`` (one call's plan, performed or answered, and the recording streams) and ``_sdk_replayed``
+(recorded answers revived as raw responses and streams). This module keeps the switch that wraps and unwraps
+an SDK method (:func:`wrap`, :func:`unwrap`) and :func:`replay_stream_class`. The classes defined in those
+modules keep this module's name as their ``__module__``, the path a recorded value of one was always stored
+under.
 """
 
 from __future__ import annotations
 
-import contextvars
 import inspect
-import logging
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable
+from typing import Any, Final
 
 import wrapt
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
-from .. import semconv
-from ..recording import (
-    DivergenceStop,
-    ReplayInterrupt,
-    begin_model_call,
-    begin_run,
-    end_call,
-    end_run,
-    in_run,
-    record_context,
+from . import _sdk_plan, _sdk_replayed
+from ._sdk_api import (
+    STREAM_ENVELOPE,
+    TRANSPORT_ONLY,
+    SdkApi,
+    _ObjectProxy,
+    as_list,
+    field,
+    is_sentinel,
+    is_stream_envelope,
+    plain,
+    redact_stream,
+    request_of,
 )
-
-_log = logging.getLogger("otel_replay")
-
-TRANSPORT_ONLY: Final = frozenset(
-    {
-        "timeout",
-        "extra_headers",
-        "extra_query",
-        "extra_body",
-        "idempotency_key",
-        "max_retries",
-        "stream_cls",
-        "request_options",
-        "options",
-    }
+from ._sdk_plan import (
+    AsyncRecordingStream,
+    RecordingStream,
+    create_wrapper,
+    run_async,
+    run_sync,
+    stream_request,
+    stream_request_async,
 )
-"""Keyword arguments that shape the HTTP exchange, not what the model is asked: left out of the recorded
-request so its hash (what deterministic replay matches on) does not change with a timeout or a header."""
+from ._sdk_replayed import (
+    AsyncReplayStreamMixin,
+    ReplayedRawResponse,
+    ReplayedRequest,
+    ReplayedResponse,
+    ReplayStreamMixin,
+    register_models,
+)
 
 _PROXY: Final[type[Any]] = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)  # wrapt 2 splits the two
-
-if TYPE_CHECKING:
-    from ..runtime import Runtime
-
-    _ObjectProxy = wrapt.ObjectProxy[Any]
-else:
-    _ObjectProxy = wrapt.ObjectProxy  # not subscriptable before wrapt 2
-_RAW_RESPONSE_HEADER: Final = "x-stainless-raw-response"
-STREAM_ENVELOPE: Final = "otel_replay.stream"
-"""Key marking a recorded streamed response: ``{"otel_replay.stream": 1, "chunks": [...], "response": {...},
-"complete": bool, "model": ..., "usage": {...}}``."""
-
-
-# ------------------------------------------------------------------------------------------ plain data
-
-
-def is_sentinel(value: Any) -> bool:
-    """True for the SDKs' "argument not given" markers (``NOT_GIVEN``, ``omit``)."""
-    return type(value).__name__ in ("NotGiven", "Omit")
-
-
-def request_of(args: tuple[Any, ...], kwargs: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
-    """The request a call records: its keyword arguments minus transport-only ones and "not given" markers."""
-    request = {k: v for k, v in kwargs.items() if k not in TRANSPORT_ONLY and not is_sentinel(v)}
-    if args:
-        request["args"] = list(args)
-    request.update(extra)
-    return request
-
-
-def plain(obj: Any) -> Any:
-    """An SDK object as the JSON its server sent (``model_dump`` of the fields that were set)."""
-    dump = getattr(obj, "model_dump", None)
-    if dump is None:
-        return obj
-    try:
-        return dump(mode="json", exclude_unset=True, by_alias=True, warnings=False)
-    except TypeError:  # an older pydantic signature
-        return dump(mode="json", exclude_unset=True, by_alias=True)
-
-
-def field(obj: Any, name: str, default: Any = None) -> Any:
-    """``obj[name]`` for a dict, ``obj.name`` otherwise (request messages may be dicts or SDK objects)."""
-    if type(obj) is dict or isinstance(obj, Mapping):  # plain dicts first: the ABC check costs more than the get
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
-def as_list(value: Any) -> list[Any]:
-    """A request value as a list (iterables of messages may be generators or tuples)."""
-    if value is None or isinstance(value, (str, bytes, Mapping)):
-        return [] if value is None else [value]
-    try:
-        return list(value)
-    except TypeError:
-        return [value]
-
-
-# -------------------------------------------------------------------------------------------- the API
-
-
-@dataclass(frozen=True, kw_only=True)
-class SdkApi:
-    """What the shared machinery needs to know about one SDK method (supplied by the instrumentor module)."""
-
-    provider: str
-    """``gen_ai.provider.name``: ``openai`` or ``anthropic``."""
-    step: str
-    """Step name, e.g. ``openai.chat.completions``; also the name of an implicit run."""
-    build_response: Callable[[Any], Any]
-    """Recorded response (plain data) → the SDK's response object."""
-    build_chunk: Callable[[Any], Any]
-    """One recorded chunk → the SDK's chunk / event object."""
-    assemble: Callable[[list[Any]], Any]
-    """Recorded chunks, in order → the response they make up (plain data), or None."""
-    finish_reasons: Callable[[Any], list[str] | None]
-    """Plain response → ``gen_ai.response.finish_reasons``."""
-    context: Callable[[Mapping[str, Any]], dict[str, Any]]
-    """Request → keyword arguments of :func:`~otel_replay.recording.record_context`."""
-    replay_stream: Callable[[list[Any], Callable[[], None]], Any]
-    """``(chunk objects, on_done)`` → a sync stream object that yields them like the SDK's stream."""
-    replay_async_stream: Callable[[list[Any], Callable[[], None]], Any]
-    """The same, as an async stream."""
-    delta_slots: Callable[[Any], Iterable[tuple[Any, Any, str]]] | None = None
-    """One plain chunk → ``(channel, container, key)`` for each text delta it carries (``container[key]`` is
-    the piece; the pieces of one channel, in order, make up one text: a message's content, a tool call's
-    arguments). Lets :func:`redact_stream` redact the joined text of each channel."""
-    capture_context: bool = True
-    path: str = ""
-    """The API path of the method (``/chat/completions``), shown as the URL of a replayed raw response."""
-    recorder_reads_finish_reasons: bool = False
-    """True when the recorder takes ``gen_ai.response.finish_reasons`` from the plain response itself (Chat
-    Completions' ``choices[].finish_reason``, Messages' ``stop_reason``) and sets it over ours: then
-    :attr:`finish_reasons` is applied only to a streamed call, whose recorded envelope the recorder does not
-    read that way."""
-    runtime: Callable[[], Runtime] | None = None
-    """What the instrumentor given ``tracer_provider=`` records with (:func:`otel_replay.runtime.bind_provider`,
-    resolved per call); None: the current runtime."""
-
-
-def redact_stream(chunks: list[Any], api: SdkApi, redactor: Any) -> int:
-    """Redact the text deltas of recorded stream ``chunks`` in place, channel by channel, as the text each
-    channel's pieces make up together (:meth:`~otel_replay.redaction.Redactor.scrub_pieces`): joining the
-    stored deltas gives the redacted text, never a secret that was split over several chunks. Returns the
-    number of replacements."""
-    if api.delta_slots is None:
-        return 0
-    channels: dict[Any, list[tuple[Any, str]]] = {}
-    for chunk in chunks:
-        for channel, container, key in api.delta_slots(chunk):
-            if isinstance(container, dict) and isinstance(container.get(key), str):
-                channels.setdefault(channel, []).append((container, key))
-    total = 0
-    for channel, slots in channels.items():
-        pieces = [container[key] for container, key in slots]
-        clean, n = redactor.scrub_pieces(pieces, f"model.response.stream.{channel}")
-        if n:
-            total += n
-            for (container, key), piece in zip(slots, clean, strict=False):
-                container[key] = piece
-    return total
-
-
-def is_stream_envelope(value: Any) -> bool:
-    """True for a recorded streamed response."""
-    return isinstance(value, Mapping) and STREAM_ENVELOPE in value
-
-
-def _ensure_list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else []
-
-
-def _raw_response_requested(kwargs: Mapping[str, Any]) -> str | None:
-    """The SDK's raw-response marker of a call: ``"true"`` (``with_raw_response``: the call returns the raw
-    response, read), ``"stream"`` (``with_streaming_response``: the raw response, unread), else None."""
-    headers = kwargs.get("extra_headers")
-    if not isinstance(headers, Mapping):
-        return None
-    return next((str(v) for k, v in headers.items() if str(k).lower() == _RAW_RESPONSE_HEADER), None)
-
-
-def _refuse_raw_during_replay(api: SdkApi) -> None:
-    """A ``with_streaming_response`` call is neither recorded nor answerable; in a replay that is not live it
-    would reach the network unasked, so it stops the replay instead."""
-    from ..recording import _replay_session
-
-    session = _replay_session.get()
-    if session is None or getattr(getattr(session, "mode", None), "value", None) == "live":
-        return
-
-    reason = f"a {api.step} call through with_streaming_response cannot be answered from a recording"
-    diverge = getattr(session, "_diverge", None)
-    if diverge is not None:
-        diverge(None, "unanswerable", reason)
-    raise DivergenceStop(
-        f"replay stopped: {reason} (use the plain method or with_raw_response, or replay in live mode)"
-    )
-
-
-# ------------------------------------------------------------------------------------------- one call
-
-
-class _Plan:
-    """One instrumented SDK call: its (implicit) run, its step, and the context they live in.
-
-    A streamed call keeps its step open after ``create`` returns, until the stream ends; its run and step
-    therefore live in a copy of the caller's context (``ctx``), so the caller's context is left exactly as
-    it was and later steps of the agent are not nested under the stream's step. The stream's HTTP call itself
-    runs in the caller's context inside a run (whatever the SDK or another instrumentor attaches there for
-    the stream's lifetime is detached there too; their spans are children of the caller's current span, in
-    the run's trace), and in ``ctx`` for an implicit run (so their spans join the implicit run's trace
-    instead of starting traces of their own).
-    """
-
-    __slots__ = ("api", "call", "ctx", "done", "raw", "run", "stream")
-
-    def __init__(self, api: SdkApi, stream: bool, raw: bool = False) -> None:
-        self.api = api
-        self.stream = stream
-        self.raw = raw
-        """The call asked for the raw response (``with_raw_response``): it returns one and is answered with
-        a :class:`ReplayedRawResponse`."""
-        self.ctx = contextvars.copy_context() if stream else None
-        self.run: Any = None
-        self.call: Any = None
-        self.done = False
-
-    def enter(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        ctx = self.ctx
-        return ctx.run(fn, *args, **kwargs) if ctx is not None else fn(*args, **kwargs)
-
-    def begin(self, request: dict[str, Any]) -> None:
-        model = request.get("model")
-        rt = self.api.runtime() if self.api.runtime is not None else None
-        if not in_run():
-            self.run = begin_run(self.api.step, arguments=request, runtime=rt)
-        try:
-            self.call = begin_model_call(
-                self.api.step,
-                request,
-                provider=self.api.provider,
-                model=model if isinstance(model, str) else None,
-                instrumentation=self.api.provider,
-                runtime=rt,
-            )
-        except ReplayInterrupt as stop:
-            end_run(self.run, exc=stop)
-            self.run = None
-            raise
-        if self.call is not None and self.api.capture_context:
-            try:
-                record_context(**self.api.context(request))
-            except Exception:  # noqa: BLE001 - never into the host program
-                _log.warning("otel-replay: %s context snapshot failed", self.api.step, exc_info=True)
-
-    @property
-    def served(self) -> Any:
-        return self.call.served if self.call is not None else None
-
-    # ------------------------------------------------------------------------------------------ endings
-
-    def _end(self, result: Any = None, exc: BaseException | None = None) -> None:
-        end_call(self.call, result=result, exc=exc)
-        end_run(self.run, result=result, exc=exc)
-
-    def finish(self, *, result: Any = None, exc: BaseException | None = None) -> None:
-        """End the step (and an implicit run) once; never raises."""
-        if self.done:
-            return
-        self.done = True
-        try:
-            if exc is None and self.call is not None:
-                streamed = is_stream_envelope(result)
-                if streamed or not self.api.recorder_reads_finish_reasons:
-                    reasons = self.api.finish_reasons(result.get("response") if streamed else result)
-                    if reasons:
-                        self.call.step.span.set_attribute(semconv.GEN_AI_RESPONSE_FINISH_REASONS, reasons)
-        except Exception:  # noqa: BLE001 - an odd response loses its finish reasons, never its step's end
-            _log.warning("otel-replay: could not read the finish reasons of %s", self.api.step, exc_info=True)
-        try:
-            self.enter(self._end, result, exc)
-        except Exception:  # noqa: BLE001
-            _log.warning("otel-replay: could not finish recording %s", self.api.step, exc_info=True)
-
-    def finish_chunks(
-        self, chunks: list[Any], *, complete: bool, exc: BaseException | None = None, plain_chunks: bool = False
-    ) -> None:
-        """End a streamed call from the chunks it yielded (SDK objects, or plain data when replayed)."""
-        if self.done:
-            return
-        try:
-            data = chunks if plain_chunks else [plain(c) for c in chunks]
-            if self.call is not None and not plain_chunks:
-                redact_stream(data, self.api, self.call.step.run.rt.redactor)
-            response = self.api.assemble(data)
-            envelope = {
-                STREAM_ENVELOPE: 1,
-                "chunks": data,
-                "complete": complete,
-                "response": response,
-                "model": field(response, "model") if isinstance(response, Mapping) else None,
-                "usage": field(response, "usage") if isinstance(response, Mapping) else None,
-            }
-        except Exception:  # noqa: BLE001
-            _log.warning("otel-replay: could not assemble the %s stream", self.api.step, exc_info=True)
-            envelope = None
-        self.finish(result=envelope if exc is None else None, exc=exc)
-
-    # --------------------------------------------------------------------------------------- answering
-
-    def answer(self, value: Any, *, async_: bool) -> Any:
-        """The SDK object for a recorded answer (a stream that ends the step when it is done)."""
-        if self.stream:
-            if is_stream_envelope(value):
-                data = _ensure_list(value.get("chunks"))
-            else:
-                exc = DivergenceStop(
-                    f"replay stopped: the recorded {self.api.step} call was not streamed and "
-                    "this call asks for a stream (pass stream= as when it was recorded)"
-                )
-                self.finish(exc=exc)
-                raise exc
-            objects = [self.api.build_chunk(c) for c in data]
-            on_done = lambda: self.finish_chunks(data, complete=True, plain_chunks=True)  # noqa: E731
-            stream = (self.api.replay_async_stream if async_ else self.api.replay_stream)(objects, on_done)
-            return ReplayedRawResponse(stream, None, self.api) if self.raw else stream
-        if is_stream_envelope(value):
-            value = value.get("response")
-        obj = self.api.build_response(value)
-        self.finish(result=value)
-        return ReplayedRawResponse(obj, value, self.api) if self.raw else obj
-
-
-def _start(
-    api: SdkApi, request: dict[str, Any] | None, args: tuple[Any, ...], kwargs: Mapping[str, Any], stream: bool
-) -> _Plan | None:
-    """Begin recording one call; None when the call must simply go through (suppressed, raw, or a failure)."""
-    try:
-        if not is_instrumentation_enabled():
-            return None
-        raw = _raw_response_requested(kwargs)
-        if raw is not None and raw != "true":
-            _refuse_raw_during_replay(api)
-            return None
-        if request is None:
-            request = request_of(args, kwargs)
-        plan = _Plan(api, stream, raw=raw is not None)
-    except Exception:  # noqa: BLE001
-        _log.warning("otel-replay: could not record %s; calling it unrecorded", api.step, exc_info=True)
-        return None
-    try:
-        plan.enter(plan.begin, request)
-    except ReplayInterrupt:
-        raise
-    except Exception:  # noqa: BLE001
-        _log.warning("otel-replay: could not record %s; calling it unrecorded", api.step, exc_info=True)
-        plan.finish(exc=None)
-        return None
-    if plan.call is None and plan.run is None:  # inside a step that records it (e.g. a LangChain chat model)
-        return None
-    return plan
-
-
-def run_sync(api: SdkApi, plan: _Plan, call: Callable[[], Any]) -> Any:
-    """Answer or perform a sync call under ``plan``."""
-    if plan.served is not None:
-        return _served(plan, async_=False)
-    try:
-        result = call() if plan.stream and plan.run is None else plan.enter(call)
-    except BaseException as exc:
-        plan.finish(exc=exc)
-        raise
-    return _performed(api, plan, result, RecordingStream)
-
-
-async def run_async(api: SdkApi, plan: _Plan, call: Callable[[], Any]) -> Any:
-    """Answer or perform an async call under ``plan`` (``call()`` returns an awaitable)."""
-    if plan.served is not None:
-        return _served(plan, async_=True)
-    try:
-        result = await call()
-    except BaseException as exc:
-        plan.finish(exc=exc)
-        raise
-    return _performed(api, plan, result, AsyncRecordingStream)
-
-
-def _served(plan: _Plan, *, async_: bool) -> Any:
-    """The recorded answer of a call (its recorded error raised)."""
-    served = plan.served
-    if served.error is not None:
-        plan.finish(exc=served.error)
-        raise served.error
-    return plan.answer(served.value, async_=async_)
-
-
-def _performed(api: SdkApi, plan: _Plan, result: Any, stream_type: Callable[[Any, _Plan], Any]) -> Any:
-    """A call that really ran: its stream, wrapped to record the chunks, or its response, recorded now."""
-    if plan.raw:
-        return _performed_raw(api, plan, result, stream_type)
-    if plan.stream:
-        try:
-            return stream_type(result, plan)
-        except Exception:  # noqa: BLE001
-            _log.warning("otel-replay: could not record the %s stream", api.step, exc_info=True)
-            plan.finish(result=None)
-            return result
-    plan.finish(result=_plain_guarded(api, result))
-    return result
-
-
-def _performed_raw(api: SdkApi, plan: _Plan, raw: Any, stream_type: Callable[[Any, _Plan], Any]) -> Any:
-    """A ``with_raw_response`` call that really ran: the raw response is parsed to the SDK object (what the
-    recording holds; the raw response keeps the parsed object, so the caller's ``parse()`` gets the same one).
-    For a stream, the caller's ``parse()`` returns the stream wrapped to record its chunks."""
-    try:
-        parsed = raw.parse()
-    except Exception:  # noqa: BLE001 - the caller's own parse() will meet the same problem
-        _log.warning("otel-replay: could not read the raw %s response", api.step, exc_info=True)
-        plan.finish(result=None)
-        return raw
-    if not plan.stream:
-        plan.finish(result=_plain_guarded(api, parsed))
-        return raw
-    try:
-        return _RawRecording(raw, stream_type(parsed, plan))
-    except Exception:  # noqa: BLE001
-        _log.warning("otel-replay: could not record the %s stream", api.step, exc_info=True)
-        plan.finish(result=None)
-        return raw
-
-
-def _plain_guarded(api: SdkApi, result: Any) -> Any:
-    try:
-        return plain(result)
-    except Exception:  # noqa: BLE001
-        _log.warning("otel-replay: could not record the %s response", api.step, exc_info=True)
-        return None
-
-
-def create_wrapper(api: SdkApi, *, is_async: bool) -> Callable[..., Any]:
-    """A ``wrapt`` wrapper for a ``create``-shaped method (``stream=True`` returns a stream)."""
-    if is_async:
-
-        async def async_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            plan = _start(api, None, args, kwargs, bool(kwargs.get("stream")))
-            if plan is None:
-                return await wrapped(*args, **kwargs)
-            return await run_async(api, plan, lambda: wrapped(*args, **kwargs))
-
-        return async_wrapper
-
-    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        plan = _start(api, None, args, kwargs, bool(kwargs.get("stream")))
-        if plan is None:
-            return wrapped(*args, **kwargs)
-        return run_sync(api, plan, lambda: wrapped(*args, **kwargs))
-
-    return wrapper
-
-
-def stream_request(api: SdkApi, request: dict[str, Any], original: Callable[[], Any]) -> Any:
-    """Perform or answer the request behind a stream helper's context manager (sync)."""
-    plan = _start(api, request, (), {}, True)
-    if plan is None:
-        return original()
-    return run_sync(api, plan, original)
-
-
-async def stream_request_async(api: SdkApi, request: dict[str, Any], original: Any) -> Any:
-    """Perform or answer the awaitable request behind an async stream helper's context manager."""
-    plan = _start(api, request, (), {}, True)
-    if plan is None:
-        return await original
-    if plan.served is not None:
-        close = getattr(original, "close", None)  # the SDK's coroutine is never awaited: close it quietly
-        if close is not None:
-            close()
-    return await run_async(api, plan, lambda: original)
-
-
-# ------------------------------------------------------------------------------------------ raw responses
-
-
-class _RawRecording(_ObjectProxy):
-    """The SDK's raw response of a recorded streamed call: ``parse()`` returns the recording stream."""
-
-    def __init__(self, wrapped: Any, stream: Any) -> None:
-        super().__init__(wrapped)
-        self._self_stream = stream
-
-    def parse(self, *, to: Any = None) -> Any:
-        """The recording stream (a custom ``to`` type is parsed by the SDK, unrecorded)."""
-        return self._self_stream if to is None else self.__wrapped__.parse(to=to)
-
-
-class ReplayedRequest:
-    """Stands in for the HTTP request behind a replayed raw response (none was sent)."""
-
-    method = "POST"
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.headers: dict[str, str] = {}
-        self.content = b""
-
-
-class ReplayedRawResponse:
-    """Stands in for the raw response (``with_raw_response``) of a call answered from the recording.
-
-    ``parse()`` returns the SDK object rebuilt from the recording (the same object on every call; a replayed
-    stream for a streamed call); ``status_code`` is 200; ``headers`` are empty (response headers are not
-    recorded: they hold request ids, dates and rate-limit counters that change with every call);
-    ``http_request`` names the API path; ``content`` / ``text`` / ``json()`` are the recorded response body as
-    JSON (empty for a stream). ``http_response`` is the object itself, so code reaching for the HTTP
-    response finds the same fields."""
-
-    status_code = 200
-    http_version = "HTTP/1.1"
-    retries_taken = 0
-    is_closed = True
-    request_id = None
-
-    def __init__(self, parsed: Any, body: Any, api: SdkApi) -> None:
-        import datetime
-
-        self._parsed = parsed
-        self._body = body
-        self.headers: dict[str, str] = {}
-        self.http_request = ReplayedRequest(api.path)
-        self.url = api.path
-        self.method = "POST"
-        self.elapsed = datetime.timedelta(0)
-
-    @property
-    def http_response(self) -> ReplayedRawResponse:
-        """This object (no HTTP response exists)."""
-        return self
-
-    def parse(self, *, to: Any = None) -> Any:
-        """The recorded answer as the SDK object (``to=dict``: the recorded JSON)."""
-        if to is None:
-            return self._parsed
-        if to is dict and isinstance(self._body, dict):
-            return dict(self._body)
-        raise TypeError(f"a replayed raw response parses only to its own type, not {to!r}")
-
-    @property
-    def content(self) -> bytes:
-        """The recorded response body as JSON bytes (empty for a stream)."""
-        return self.text.encode()
-
-    @property
-    def text(self) -> str:
-        """The recorded response body as JSON text (empty for a stream)."""
-        import json
-
-        return "" if self._body is None else json.dumps(self._body)
-
-    def json(self) -> Any:
-        """The recorded response body (None for a stream)."""
-        return self._body
-
-    def read(self) -> bytes:
-        """The recorded response body as JSON bytes."""
-        return self.content
-
-    def close(self) -> None:
-        """Nothing to close."""
-
-
-# --------------------------------------------------------------------------------------------- streams
-
-
-class _ClosingResponse(_ObjectProxy):
-    """The stream's HTTP response; closing it (as the SDKs' stream helpers do) also ends the step."""
-
-    def __init__(self, wrapped: Any, on_close: Callable[[], None]) -> None:
-        super().__init__(wrapped)
-        self._self_on_close = on_close
-
-    def close(self) -> None:
-        """Close the HTTP response; the step ends with what was received."""
-        try:
-            self.__wrapped__.close()
-        finally:
-            self._self_on_close()
-
-    async def aclose(self) -> None:
-        """Close the HTTP response (async); the step ends with what was received."""
-        try:
-            await self.__wrapped__.aclose()
-        finally:
-            self._self_on_close()
-
-
-class _RecordingStreamBase(_ObjectProxy):
-    """What the sync and async recording streams share: the chunks seen so far and the HTTP response."""
-
-    def __init__(self, wrapped: Any, plan: _Plan) -> None:
-        super().__init__(wrapped)
-        self._self_plan = plan
-        self._self_chunks: list[Any] = []
-
-    @property
-    def response(self) -> Any:
-        """The SDK stream's HTTP response."""
-        return _ClosingResponse(
-            self.__wrapped__.response, lambda: self._self_plan.finish_chunks(self._self_chunks, complete=False)
-        )
-
-
-class RecordingStream(_RecordingStreamBase):
-    """The SDK's own stream, passed through unchanged, noting each chunk; the step ends with the stream."""
-
-    def __iter__(self) -> Any:
-        return self
-
-    def __next__(self) -> Any:
-        try:
-            item = next(self.__wrapped__)
-        except StopIteration:
-            self._self_plan.finish_chunks(self._self_chunks, complete=True)
-            raise
-        except BaseException as exc:
-            self._self_plan.finish_chunks(self._self_chunks, complete=False, exc=exc)
-            raise
-        self._self_chunks.append(item)
-        return item
-
-    def __enter__(self) -> Any:
-        self.__wrapped__.__enter__()
-        return self
-
-    def __exit__(self, *exc_info: Any) -> Any:
-        try:
-            return self.__wrapped__.__exit__(*exc_info)
-        finally:
-            self._self_plan.finish_chunks(self._self_chunks, complete=False)
-
-    def close(self) -> None:
-        """Close the SDK's stream; the step ends with what was received."""
-        try:
-            self.__wrapped__.close()
-        finally:
-            self._self_plan.finish_chunks(self._self_chunks, complete=False)
-
-
-class AsyncRecordingStream(_RecordingStreamBase):
-    """The SDK's own async stream, passed through unchanged, noting each chunk; the step ends with it."""
-
-    def __aiter__(self) -> Any:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            item = await self.__wrapped__.__anext__()
-        except StopAsyncIteration:
-            self._self_plan.finish_chunks(self._self_chunks, complete=True)
-            raise
-        except BaseException as exc:
-            self._self_plan.finish_chunks(self._self_chunks, complete=False, exc=exc)
-            raise
-        self._self_chunks.append(item)
-        return item
-
-    async def __aenter__(self) -> Any:
-        await self.__wrapped__.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> Any:
-        try:
-            return await self.__wrapped__.__aexit__(*exc_info)
-        finally:
-            self._self_plan.finish_chunks(self._self_chunks, complete=False)
-
-    async def close(self) -> None:
-        """Close the SDK's stream; the step ends with what was received."""
-        try:
-            await self.__wrapped__.close()
-        finally:
-            self._self_plan.finish_chunks(self._self_chunks, complete=False)
-
-
-class ReplayedResponse:
-    """Stands in for the HTTP response of a replayed stream (none exists): status 200, no headers; closing it
-    ends the stream, as closing the real one does."""
-
-    status_code = 200
-    headers: Mapping[str, str] = {}
-    http_version = "HTTP/1.1"
-
-    def __init__(self, on_close: Callable[[], None]) -> None:
-        self._on_close = on_close
-        self.is_closed = False
-
-    def close(self) -> None:
-        """End the replayed stream."""
-        self.is_closed = True
-        self._on_close()
-
-    async def aclose(self) -> None:
-        """End the replayed stream."""
-        self.close()
-
-
-class _ReplayedItems:
-    """What the sync and async replayed streams share: the recorded items and ending the step once."""
-
-    def __init__(self, items: Iterable[Any], on_done: Callable[[], None]) -> None:
-        self._otel_replay_items = iter(list(items))
-        self._otel_replay_on_done = on_done
-        self._otel_replay_done = False
-        self.response = ReplayedResponse(self._otel_replay_finish)
-
-    def _otel_replay_finish(self) -> None:
-        if not self._otel_replay_done:
-            self._otel_replay_done = True
-            self._otel_replay_on_done()
-
-
-class ReplayStreamMixin(_ReplayedItems):
-    """A stream that yields recorded chunk objects in order, like the SDK's ``Stream`` (no HTTP behind it).
-
-    Mixed into a subclass of the SDK's own ``Stream`` class (see :func:`replay_stream_class`) so that
-    ``isinstance`` checks hold; ``response`` is a :class:`ReplayedResponse`, as no HTTP response exists.
-    """
-
-    def __iter__(self) -> Any:
-        return self
-
-    def __next__(self) -> Any:
-        try:
-            return next(self._otel_replay_items)
-        except StopIteration:
-            self._otel_replay_finish()
-            raise
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """End the replayed stream."""
-        self._otel_replay_finish()
-
-
-class AsyncReplayStreamMixin(_ReplayedItems):
-    """The async counterpart of :class:`ReplayStreamMixin`."""
-
-    def __aiter__(self) -> Any:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return next(self._otel_replay_items)
-        except StopIteration:
-            self._otel_replay_finish()
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Any:
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """End the replayed stream."""
-        self._otel_replay_finish()
 
 
 def replay_stream_class(sdk_stream: type, *, is_async: bool) -> type:
     """A subclass of the SDK's ``Stream`` / ``AsyncStream`` that replays recorded chunks."""
     mixin = AsyncReplayStreamMixin if is_async else ReplayStreamMixin
     return type(sdk_stream.__name__, (mixin, sdk_stream), {"__module__": __name__, "__doc__": mixin.__doc__})
-
-
-# ----------------------------------------------------------------------------------------- wrap/unwrap
-
-
-def register_models(load: Callable[[], Iterable[type]], sdk: str) -> None:
-    """Register the SDK's response models that ``load`` imports (the instrumentor calls this when it
-    instruments, the SDK being imported then anyway), so a recorded value holding one is rebuilt in a replay
-    with ``model_validate``; never raises."""
-    from ..revival import register_types
-
-    try:
-        register_types(load())
-    except Exception:  # noqa: BLE001 - an SDK version without one of the models: replays get plain dicts
-        _log.warning("otel-replay: could not register the %s response models", sdk, exc_info=True)
 
 
 class _Switch:
@@ -883,3 +142,51 @@ def unwrap(owner: type, name: str) -> None:
             outer.__wrapped__ = inner.__wrapped__
             return
         outer = inner
+
+
+__all__ = [
+    "STREAM_ENVELOPE",
+    "TRANSPORT_ONLY",
+    "AsyncRecordingStream",
+    "AsyncReplayStreamMixin",
+    "RecordingStream",
+    "ReplayStreamMixin",
+    "ReplayedRawResponse",
+    "ReplayedRequest",
+    "ReplayedResponse",
+    "SdkApi",
+    "_ObjectProxy",
+    "as_list",
+    "create_wrapper",
+    "field",
+    "is_sentinel",
+    "is_stream_envelope",
+    "plain",
+    "redact_stream",
+    "register_models",
+    "replay_stream_class",
+    "request_of",
+    "run_async",
+    "run_sync",
+    "stream_request",
+    "stream_request_async",
+    "unwrap",
+    "wrap",
+]
+
+# Instances of these reach the agent's code (and may be recorded as values, as ``module:qualname``): they keep
+# the module name they had before the machinery was split into modules.
+for _moved in (
+    _sdk_plan._RawRecording,
+    _sdk_plan._ClosingResponse,
+    _sdk_plan._RecordingStreamBase,
+    RecordingStream,
+    AsyncRecordingStream,
+    ReplayedRequest,
+    ReplayedRawResponse,
+    ReplayedResponse,
+    _sdk_replayed._ReplayedItems,
+    ReplayStreamMixin,
+    AsyncReplayStreamMixin,
+):
+    _moved.__module__ = __name__

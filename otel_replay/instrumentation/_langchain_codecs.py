@@ -1,0 +1,257 @@
+"""LangChain's objects as plain data and back: the request and response conversion of the LangChain instrumentor.
+
+A chat model's request (messages without per-run ids, invocation parameters, bound tools as JSON schema) and
+its response (LangChain's own message dicts, with usage, model and finish reason lifted to the top), a
+stream's chunks, a tool's input and output (``ToolMessage``), a retriever's Documents; and back, a recorded
+value rebuilt as the ``ChatResult``, ``AIMessageChunk``, ``ToolMessage`` or Documents LangChain expects.
+LangChain is imported inside the functions that need it (by then the application has imported it). Part of
+:mod:`otel_replay.instrumentation.langchain`.
+
+It must never call a model, tool or retriever, record or answer a step, import LangChain at module level, or
+guess a value the recording does not hold (a recording it cannot rebuild raises, and the replay stops).
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Mapping
+from typing import Any, Final
+
+_SCORE_KEYS: Final = ("score", "relevance_score", "similarity_score", "_score")
+_STRUCTURED_OUTPUT_KWARGS: Final = ("ls_structured_output_format", "structured_output_format")
+"""``gen_ai.tool.call.id``, written only once the project's convention defines it."""
+
+
+def _arg(args: tuple[Any, ...], kwargs: Mapping[str, Any], position: int, name: str, default: Any = None) -> Any:
+    if len(args) > position:
+        return args[position]
+    return kwargs.get(name, default)
+
+
+def _message_request(message: Any) -> Any:
+    """A request message as plain data for the request hash: role, content, name, tool calls and tool call
+    id; without the per-run ``id`` and the response-only metadata (which would change every run)."""
+    dump = getattr(message, "model_dump", None)
+    if dump is None:
+        return message
+    data = dump(exclude={"id", "response_metadata", "usage_metadata"})
+    return {k: v for k, v in data.items() if k in ("type", "content") or v not in (None, {}, [], "")}
+
+
+def _plain_tools(params: dict[str, Any]) -> dict[str, Any]:
+    """Bound tools as their JSON schema (a BaseTool object would otherwise be encoded by identity)."""
+    tools = params.get("tools")
+    if not isinstance(tools, (list, tuple)):
+        return params
+    from langchain_core.tools import BaseTool
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    converted = [convert_to_openai_tool(t) if isinstance(t, BaseTool) or callable(t) else t for t in tools]
+    return {**params, "tools": converted}
+
+
+def _model_request(
+    instance: Any, messages: Any, stop: Any, extra: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The model request (messages + invocation parameters) and the LangSmith params (provider, model)."""
+    params = _plain_tools(dict(instance._get_invocation_params(stop=stop, **extra)))
+    try:
+        ls = dict(instance._get_ls_params(stop=stop, **extra))
+    except Exception:  # noqa: BLE001 - a subclass with its own signature
+        ls = {}
+    return {"messages": [_message_request(m) for m in messages or []], "params": params}, ls
+
+
+def _response_plain(messages: list[Any], generation_info: list[Any], llm_output: Any) -> dict[str, Any]:
+    """A model response as plain data: LangChain's own message dicts, plus usage, model and finish reason at
+    the top so the recorder writes the ``gen_ai.*`` attributes."""
+    from langchain_core.messages import message_to_dict
+
+    out: dict[str, Any] = {
+        "generations": [
+            {"message": message_to_dict(m), "generation_info": info}
+            for m, info in zip(messages, generation_info, strict=False)
+        ],
+        "llm_output": llm_output,
+    }
+    first = messages[0] if messages else None
+    usage = getattr(first, "usage_metadata", None)
+    if usage:
+        out["usage"] = dict(usage)
+    meta = dict(getattr(first, "response_metadata", None) or {})
+    model = meta.get("model_name") or meta.get("model")
+    if model is None and isinstance(llm_output, dict):
+        model = llm_output.get("model_name") or llm_output.get("model")
+    if isinstance(model, str):
+        out["model"] = model
+    finish = meta.get("finish_reason") or meta.get("stop_reason")
+    if isinstance(finish, str):
+        out["finish_reason"] = finish
+    return out
+
+
+def _chat_result_plain(result: Any) -> Any:
+    generations = list(getattr(result, "generations", None) or [])
+    return _response_plain(
+        [g.message for g in generations], [g.generation_info for g in generations], getattr(result, "llm_output", None)
+    )
+
+
+def _chunks_plain(chunks: list[Any]) -> Any:
+    if not chunks:
+        return {"generations": [], "llm_output": None}
+    merged = functools.reduce(operator.add, chunks)
+    return _response_plain([merged], [None], None)
+
+
+def _recorded_messages(value: Any) -> list[tuple[Any, Any]]:
+    """(message, generation_info) pairs of a recorded model response."""
+    from langchain_core.messages import messages_from_dict
+
+    if not isinstance(value, dict) or not isinstance(value.get("generations"), list):
+        raise ValueError("the recorded response has no generations")
+    gens = value["generations"]
+    messages = messages_from_dict([g["message"] for g in gens])
+    return [(m, g.get("generation_info")) for m, g in zip(messages, gens, strict=True)]
+
+
+def _chat_result_from(value: Any) -> Any:
+    """The recorded response as a ``ChatResult`` of ``ChatGeneration``s."""
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    pairs = _recorded_messages(value)
+    return ChatResult(
+        generations=[ChatGeneration(message=m, generation_info=info) for m, info in pairs],
+        llm_output=value.get("llm_output"),
+    )
+
+
+def _chunks_from(value: Any) -> list[Any]:
+    """The recorded response as the ``AIMessageChunk`` a stream yields (one chunk: boundaries are not kept)."""
+    from langchain_core.messages import AIMessageChunk
+
+    pairs = _recorded_messages(value)
+    if not pairs:
+        raise ValueError("the recorded stream produced no message")
+    chunk = _as_chunk(pairs[0][0])
+    if not isinstance(chunk, AIMessageChunk):
+        raise ValueError(f"the recorded stream produced a {type(chunk).__name__}, not an AI message")
+    return [chunk]
+
+
+def _as_chunk(message: Any) -> Any:
+    from langchain_core.messages import AIMessageChunk
+
+    if isinstance(message, AIMessageChunk) or not hasattr(message, "tool_calls"):
+        return message
+    return AIMessageChunk(
+        content=message.content,
+        additional_kwargs=message.additional_kwargs,
+        response_metadata=message.response_metadata,
+        name=message.name,
+        id=message.id,
+        tool_calls=list(message.tool_calls or []),
+        usage_metadata=message.usage_metadata,
+    )
+
+
+def _token_events(
+    instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any, *, async_api: bool
+) -> list[tuple[Any, Any, Any]]:
+    """(run manager, text, chunk) of the ``on_llm_new_token`` callbacks a served answer owes its streaming
+    handlers (LangGraph ``stream_mode="messages"``): one chunk per generation, when the model would have
+    streamed. Empty when nothing listens."""
+    from langchain_core.outputs import ChatGenerationChunk
+
+    run_manager = _arg(args, kwargs, 2, "run_manager")
+    if run_manager is None:
+        return []
+    extra = {k: v for k, v in kwargs.items() if k not in ("messages", "stop", "run_manager")}
+    if not instance._should_stream(async_api=async_api, run_manager=run_manager, **extra):
+        return []
+    events = []
+    for generation in result.generations:
+        chunk = _as_chunk(generation.message)
+        text = chunk.content if isinstance(chunk.content, str) else ""
+        events.append((run_manager, text, ChatGenerationChunk(message=chunk)))
+    return events
+
+
+def _tool_arguments(tool: Any, tool_input: Any) -> dict[str, Any]:
+    """The tool's input as the model gave it: a dict without injected arguments (``InjectedState``,
+    ``InjectedToolCallId``, …, which hold per-run values), or a string under the tool's single argument."""
+    visible: list[str] | None = None
+    try:
+        schema = tool.tool_call_schema
+        if isinstance(schema, dict):
+            visible = list((schema.get("properties") or {}).keys())
+        else:
+            visible = list(getattr(schema, "model_fields", {}).keys())
+    except Exception:  # noqa: BLE001 - no schema: keep the input as given
+        visible = None
+    if isinstance(tool_input, Mapping):
+        if visible is None:
+            return dict(tool_input)
+        return {k: v for k, v in tool_input.items() if k in visible}
+    key = visible[0] if visible is not None and len(visible) == 1 else "input"
+    return {key: tool_input}
+
+
+def _tool_output_plain(output: Any) -> Any:
+    """A tool's output as plain data: a ``ToolMessage`` as LangChain's own message dict."""
+    from langchain_core.messages import BaseMessage, message_to_dict
+
+    return message_to_dict(output) if isinstance(output, BaseMessage) else output
+
+
+def _tool_output_from(value: Any, tool_call_id: Any) -> Any:
+    """The recorded output as the tool returned it: a ``ToolMessage`` when one was recorded and LangChain
+    asked for one (``tool_call_id`` given), else the recorded value."""
+    if tool_call_id is None or not isinstance(value, dict) or set(value) != {"type", "data"}:
+        return value
+    from langchain_core.messages import ToolMessage, messages_from_dict
+
+    message = messages_from_dict([value])[0]
+    if isinstance(message, ToolMessage) and message.tool_call_id != tool_call_id:
+        message.tool_call_id = str(tool_call_id)
+    return message
+
+
+def _retrieval_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``invoke(input, config=None, **kwargs)`` → the query and the retriever's own keyword arguments."""
+    named = {"query": _arg(args, kwargs, 0, "input")}
+    named.update({k: v for k, v in kwargs.items() if k not in ("input", "config", "run_id", "callbacks")})
+    return named
+
+
+def _document_plain(doc: Any) -> Any:
+    """A Document as plain data, with its score lifted from the metadata when the retriever put one there."""
+    page_content = getattr(doc, "page_content", None)
+    if page_content is None:
+        return doc
+    metadata = dict(getattr(doc, "metadata", None) or {})
+    out: dict[str, Any] = {"id": getattr(doc, "id", None), "page_content": page_content, "metadata": metadata}
+    score = getattr(doc, "score", None)
+    if score is None:
+        score = next((metadata[k] for k in _SCORE_KEYS if isinstance(metadata.get(k), (int, float))), None)
+    if score is not None:
+        out["score"] = score
+    return out
+
+
+def _documents_plain(docs: Any) -> Any:
+    return [_document_plain(d) for d in docs] if isinstance(docs, (list, tuple)) else docs
+
+
+def _documents_from(value: Any) -> list[Any]:
+    from langchain_core.documents import Document
+
+    if not isinstance(value, list):
+        raise ValueError("the recorded retrieval returned no list of documents")
+    return [
+        Document(page_content=d["page_content"], metadata=d.get("metadata") or {}, id=d.get("id"))
+        if isinstance(d, dict) and "page_content" in d
+        else d
+        for d in value
+    ]

@@ -1,0 +1,292 @@
+"""The chat model and retriever wrappers of the LangChain instrumentor: record each call, or answer it in a replay.
+
+``BaseChatModel._generate_with_cache`` / ``_agenerate_with_cache`` / ``stream`` / ``astream`` and
+``BaseRetriever.invoke`` / ``ainvoke`` become model and retrieval steps; during a replay the recorded answer is
+rebuilt as LangChain's objects (streamed as one chunk, with the ``on_llm_new_token`` callbacks its streaming
+handlers expect). Part of :mod:`otel_replay.instrumentation.langchain`.
+
+It must never call the real model or retriever when the replay answered the call, raise into the host
+program from its own bookkeeping, or swallow the host's exceptions.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+from ..recording import begin_model_call, begin_retrieval_call, end_call
+from ._guarded import enabled as _enabled
+from ._langchain_codecs import (
+    _STRUCTURED_OUTPUT_KWARGS,
+    _arg,
+    _chat_result_from,
+    _chat_result_plain,
+    _chunks_from,
+    _chunks_plain,
+    _documents_from,
+    _documents_plain,
+    _model_request,
+    _retrieval_arguments,
+    _token_events,
+)
+from ._langchain_runs import (
+    _NAME,
+    _aiter_in_run,
+    _async_in_run,
+    _begin,
+    _iter_in_run,
+    _iterate_in,
+    _name_of,
+    _ran,
+    _safely,
+    _served_answer,
+    _sync_in_run,
+)
+
+
+class _ModelCall:
+    """What a chat model wrapper needs to begin a step: name, request, provider and model."""
+
+    __slots__ = ("model", "name", "provider", "request")
+
+    def __init__(self, instance: Any, messages: Any, stop: Any, extra: dict[str, Any]) -> None:
+        self.name = _name_of(instance, type(instance).__name__)
+        self.request, ls = _model_request(instance, messages, stop, extra)
+        provider, model = ls.get("ls_provider"), ls.get("ls_model_name")
+        self.provider = provider if isinstance(provider, str) else None
+        self.model = model if isinstance(model, str) else None
+
+    def begin(self) -> Any:
+        return _begin(
+            "model",
+            begin_model_call,
+            self.name,
+            self.request,
+            provider=self.provider,
+            model=self.model,
+            instrumentation=_NAME,
+        )
+
+
+def _generate_parts(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _ModelCall:
+    """``_generate_with_cache(messages, stop=None, run_manager=None, **kwargs)``."""
+    extra = {k: v for k, v in kwargs.items() if k not in ("messages", "stop", "run_manager")}
+    return _ModelCall(instance, _arg(args, kwargs, 0, "messages"), _arg(args, kwargs, 1, "stop"), extra)
+
+
+def _stream_parts(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _ModelCall:
+    """``stream(input, config=None, *, stop=None, **kwargs)``: the messages as ``stream`` will send them."""
+    extra = {k: v for k, v in kwargs.items() if k not in ("input", "config", "stop", *_STRUCTURED_OUTPUT_KWARGS)}
+    messages = instance._convert_input(_arg(args, kwargs, 0, "input")).to_messages()
+    return _ModelCall(instance, messages, kwargs.get("stop"), extra)
+
+
+def _streams(instance: Any, kwargs: dict[str, Any], *, async_api: bool) -> bool:
+    """Whether ``stream``/``astream`` will really stream (else they call ``invoke``, recorded there)."""
+    extra = {k: v for k, v in kwargs.items() if k not in ("input", "config", "stop")}
+    try:
+        return bool(instance._should_stream(async_api=async_api, **{**extra, "stream": True}))
+    except Exception:  # noqa: BLE001 - a LangChain without _should_stream: record at the stream level
+        return True
+
+
+def _generate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``BaseChatModel._generate_with_cache``: one model step, answered with a ``ChatResult`` in a replay."""
+    if not _enabled():
+        return wrapped(*args, **kwargs)
+
+    def body() -> Any:
+        parts = _safely("read the model request", _generate_parts, instance, args, kwargs)
+        call = parts.begin() if parts is not None else None
+        served = call.served if call is not None else None
+        if served is None:
+            try:
+                result = wrapped(*args, **kwargs)
+            except BaseException as exc:
+                end_call(call, exc=exc)
+                raise
+            return _ran(call, result, "model response", _chat_result_plain)
+        result = _served_answer(call, "model", parts.name, served, _chat_result_from)
+        for manager, text, chunk in _safely(
+            "replay the token callbacks", _token_events, instance, args, kwargs, result, async_api=False, default=[]
+        ):
+            manager.on_llm_new_token(text, chunk=chunk)
+        return result
+
+    return _sync_in_run(
+        _name_of(instance, "chat_model"), lambda: {"messages": _arg(args, kwargs, 0, "messages")}, None, body
+    )
+
+
+def _agenerate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``BaseChatModel._agenerate_with_cache``: the async twin of :func:`_generate_wrapper`."""
+    if not _enabled():
+        return wrapped(*args, **kwargs)
+
+    async def body() -> Any:
+        parts = _safely("read the model request", _generate_parts, instance, args, kwargs)
+        call = parts.begin() if parts is not None else None
+        served = call.served if call is not None else None
+        if served is None:
+            try:
+                result = await wrapped(*args, **kwargs)
+            except BaseException as exc:
+                end_call(call, exc=exc)
+                raise
+            return _ran(call, result, "model response", _chat_result_plain)
+        result = _served_answer(call, "model", parts.name, served, _chat_result_from)
+        for manager, text, chunk in _safely(
+            "replay the token callbacks", _token_events, instance, args, kwargs, result, async_api=True, default=[]
+        ):
+            await manager.on_llm_new_token(text, chunk=chunk)
+        return result
+
+    return _async_in_run(
+        _name_of(instance, "chat_model"), lambda: {"messages": _arg(args, kwargs, 0, "messages")}, None, body
+    )
+
+
+def _stream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``BaseChatModel.stream`` when the model streams: one model step whose response is the merged chunks;
+    a replay yields the recorded message as one ``AIMessageChunk``."""
+    if not _enabled() or not _streams(instance, kwargs, async_api=False):
+        return wrapped(*args, **kwargs)
+
+    def body() -> Iterator[Any]:
+        # The step stays open while the stream is consumed: it lives in a context of its own, advanced
+        # inside it, so the model's own calls nest under it and the consumer's context is untouched.
+        parts = _safely("read the model request", _stream_parts, instance, args, kwargs)
+        ctx = contextvars.copy_context()
+        call = ctx.run(parts.begin) if parts is not None else None
+        served = call.served if call is not None else None
+        if served is None:
+            chunks: list[Any] = []
+            try:
+                for chunk in _iterate_in(ctx, ctx.run(wrapped, *args, **kwargs)):
+                    chunks.append(chunk)
+                    yield chunk
+            except GeneratorExit:
+                _end_stream(ctx, call, chunks)
+                raise
+            except BaseException as exc:
+                ctx.run(end_call, call, exc=exc)
+                raise
+            _end_stream(ctx, call, chunks)
+            return
+        replayed = _served_chunks(ctx, call, parts, served)
+        yield from replayed
+
+    return _iter_in_run(
+        _name_of(instance, "chat_model"),
+        lambda: {"input": _arg(args, kwargs, 0, "input")},
+        _arg(args, kwargs, 1, "config"),
+        body,
+    )
+
+
+def _end_stream(ctx: contextvars.Context, call: Any, chunks: list[Any]) -> None:
+    """End a streamed model step with the chunks received so far, in the step's own context."""
+    ctx.run(end_call, call, result=_safely("encode the model response", _chunks_plain, chunks))
+
+
+def _served_chunks(ctx: contextvars.Context, call: Any, parts: Any, served: Any) -> list[Any]:
+    """The chunks of a streamed model call answered from the recording (or its recorded error, raised)."""
+
+    def end(*args: Any, **kwargs: Any) -> None:
+        ctx.run(end_call, *args, **kwargs)
+
+    chunks: list[Any] = _served_answer(call, "model", parts.name, served, _chunks_from, end=end)
+    return chunks
+
+
+def _astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``BaseChatModel.astream``: the async twin of :func:`_stream_wrapper`."""
+    if not _enabled() or not _streams(instance, kwargs, async_api=True):
+        return wrapped(*args, **kwargs)
+
+    async def body() -> AsyncIterator[Any]:
+        # The step is begun and ended in a context of its own (the consumer's is untouched between chunks);
+        # an async generator cannot be advanced inside another context before Python 3.11, so the model's
+        # own calls are not nested under the step here.
+        parts = _safely("read the model request", _stream_parts, instance, args, kwargs)
+        ctx = contextvars.copy_context()
+        call = ctx.run(parts.begin) if parts is not None else None
+        served = call.served if call is not None else None
+        if served is None:
+            chunks: list[Any] = []
+            try:
+                async for chunk in wrapped(*args, **kwargs):
+                    chunks.append(chunk)
+                    yield chunk
+            except GeneratorExit:
+                _end_stream(ctx, call, chunks)
+                raise
+            except BaseException as exc:
+                ctx.run(end_call, call, exc=exc)
+                raise
+            _end_stream(ctx, call, chunks)
+            return
+        replayed = _served_chunks(ctx, call, parts, served)
+        for chunk in replayed:
+            yield chunk
+
+    return _aiter_in_run(
+        _name_of(instance, "chat_model"),
+        lambda: {"input": _arg(args, kwargs, 0, "input")},
+        _arg(args, kwargs, 1, "config"),
+        body,
+    )
+
+
+def _begin_retrieval(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    named = _safely("read the retrieval", _retrieval_arguments, args, kwargs)
+    return _begin("retrieval", begin_retrieval_call, name, named, instrumentation=_NAME) if named is not None else None
+
+
+def _retriever_wrappers() -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """Wrappers of ``BaseRetriever.invoke`` and ``BaseRetriever.ainvoke``."""
+
+    def invoke(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not _enabled():
+            return wrapped(*args, **kwargs)
+        name = _name_of(instance, "retriever")
+
+        def body() -> Any:
+            call = _begin_retrieval(name, args, kwargs)
+            served = call.served if call is not None else None
+            if served is None:
+                try:
+                    docs = wrapped(*args, **kwargs)
+                except BaseException as exc:
+                    end_call(call, exc=exc)
+                    raise
+                return _ran(call, docs, "documents", _documents_plain)
+            return _served_answer(call, "retrieval", name, served, _documents_from)
+
+        return _sync_in_run(
+            name, lambda: {"input": _arg(args, kwargs, 0, "input")}, _arg(args, kwargs, 1, "config"), body
+        )
+
+    def ainvoke(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not _enabled():
+            return wrapped(*args, **kwargs)
+        name = _name_of(instance, "retriever")
+
+        async def body() -> Any:
+            call = _begin_retrieval(name, args, kwargs)
+            served = call.served if call is not None else None
+            if served is None:
+                try:
+                    docs = await wrapped(*args, **kwargs)
+                except BaseException as exc:
+                    end_call(call, exc=exc)
+                    raise
+                return _ran(call, docs, "documents", _documents_plain)
+            return _served_answer(call, "retrieval", name, served, _documents_from)
+
+        return _async_in_run(
+            name, lambda: {"input": _arg(args, kwargs, 0, "input")}, _arg(args, kwargs, 1, "config"), body
+        )
+
+    return invoke, ainvoke

@@ -1,0 +1,436 @@
+"""Step calls of the recording API: the tool, retrieval and model steps, begun and ended.
+
+``_tool_begin`` / ``_retrieval_begin`` / ``_model_begin`` encode what a call is sent, open its step and (during a
+replay) ask how it is answered; their ``_*_end`` counterparts record the result or exception as the step's
+snapshot, hashes and usage. ``begin_tool_call`` / ``begin_retrieval_call`` / ``begin_model_call`` and
+``end_call`` are the same for instrumentors that wrap calls they do not own.
+
+It must never raise into the agent from its own bookkeeping (only a replay's ``ReplayInterrupt`` passes), nor
+let a write or high-risk tool run during a replay outside the replayed run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.trace import SpanKind
+
+from .. import semconv
+from ..markers import marker_paths
+from ..risk import effective_risk
+from ..runtime import Runtime
+from ..semconv import SnapshotKind, StepKind
+from ..snapshots import RawJSON, canonical_json, to_jsonable
+from .arguments import _as_float, _as_int, _get
+from .encoding import _emit_snapshot, _encode, _record_exception, _safe_str, _scalar_text, _set_attrs
+from .hooks import ReplayInterrupt, _begin_call, _Call
+from .lifecycle import _finish_step, _start_step
+from .state import _current_run, _current_step, _guard, _log_failure, _replay_session, _Step
+
+
+@dataclass(frozen=True, slots=True)
+class _ToolMeta:
+    name: str
+    risk: str
+    schema_version: str | None
+    function: str | None
+
+
+def _tool_begin(
+    meta: _ToolMeta, named: dict[str, Any], instrumentation: str | None = None, given: Runtime | None = None
+) -> _Call | None:
+    run = _current_run.get()
+    if run is None:
+        if meta.risk in ("write", "high") and _replay_session.get() is not None:
+            raise ReplayInterrupt(
+                f"tool {meta.name!r} (risk {meta.risk}) was called during a replay outside the replayed run: "
+                "refused, not executed"
+            )
+        return None
+    _, arguments, n = _encode(run.rt, named, "tool.args")
+    args_hash = run.rt.redactor.content_hash(arguments)
+    approval = None
+    if run.pending_approvals:  # read without the lock first: most runs record no approvals
+        with run.lock:
+            approval = run.pending_approvals.pop(meta.name, None)
+    step = _start_step(
+        StepKind.TOOL,
+        meta.name,
+        f"{semconv.SPAN_TOOL} {meta.name}",
+        SpanKind.INTERNAL,
+        {
+            semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_TOOL,
+            semconv.GEN_AI_TOOL_NAME: meta.name,
+            semconv.GEN_AI_TOOL_TYPE: "function",
+            semconv.TOOL_RISK: meta.risk,
+            semconv.TOOL_SCHEMA_VERSION: meta.schema_version,
+            semconv.TOOL_FUNCTION: meta.function,
+            semconv.TOOL_ARGS_HASH: args_hash,
+            semconv.APPROVAL_ID: approval[0] if approval else None,
+            semconv.APPROVAL_STATUS: approval[1] if approval else None,
+            semconv.STEP_INSTRUMENTATION: instrumentation,
+        },
+        given,
+    )
+    if step is None:
+        return None
+    state = {
+        "end": _tool_end,
+        "meta": meta,
+        "arguments": arguments,
+        "args_hash": args_hash,
+        "redactions": n,
+        "approval": approval,
+        "call_id": f"call_{step.span.get_span_context().span_id:016x}",
+    }
+    return _begin_call(step, state, args_hash)
+
+
+def _tool_end(call: _Call, *, result: Any = None, exc: BaseException | None = None) -> None:
+    step, state, (step_token, ctx_token) = call.step, call.state, call.tokens
+    meta: _ToolMeta = state["meta"]
+    rt = step.run.rt
+    try:
+        error = _record_exception(rt, step.span, exc, "tool.exception") if exc is not None else None
+        result_text, n, result_hash = "null", 0, None
+        if exc is None:
+            result_tree, result_text, n = _encode(rt, result, "tool.result", ordered=True)
+            result_hash = rt.redactor.content_hash(canonical_json(result_tree))
+        approval = state["approval"] or _approval_of(step)
+        if result_hash is not None:
+            step.span.set_attribute(semconv.TOOL_RESULT_HASH, result_hash)
+        _emit_snapshot(
+            step.run,
+            step.span,
+            SnapshotKind.TOOL,
+            {
+                "tool": meta.name,
+                # made here from the span id ("call_" + 16 hex digits): spliced in, not pre-checked as a new string
+                "call_id": RawJSON(f'"{state["call_id"]}"'),
+                "schema_version": meta.schema_version,
+                "risk": meta.risk,
+                "arguments": RawJSON(state["arguments"]),
+                "args_hash": state["args_hash"],
+                "approval_id": approval[0] if approval else None,
+                "approval_status": approval[1] if approval else None,
+                "result": RawJSON(result_text),
+                "result_hash": result_hash,
+                "error": error,
+            },
+            state["redactions"] + n,
+        )
+    except Exception:  # noqa: BLE001 - never into the agent
+        _log_failure("tool snapshot")
+    _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
+
+
+def end_call(call: _Call | None, *, result: Any = None, exc: BaseException | None = None) -> None:
+    """Finish a step call begun with one of the ``begin_*_call`` functions (or by a decorator): record its
+    result or exception and end its span. Does nothing for None (no run was active). Never raises."""
+    if call is None:
+        return
+    try:
+        call.state["end"](call, result=result, exc=exc)
+    except Exception:  # noqa: BLE001
+        _log_failure("step end")
+
+
+def begin_tool_call(
+    name: str,
+    arguments: Mapping[str, Any],
+    *,
+    risk: str | None = None,
+    schema_version: str | None = None,
+    function: str | None = None,
+    instrumentation: str | None = None,
+    runtime: Runtime | None = None,
+) -> _Call | None:
+    """Begin a tool step for code that wraps a tool it does not own (instrumentors of agent frameworks).
+
+    Returns None outside a run. During a replay, ``call.served`` holds the answer to use instead of calling
+    the tool (raise ``served.error`` or return ``served.value``); raises :class:`ReplayInterrupt` when the
+    replay forbids the call. Always finish with :func:`end_call`. ``instrumentation`` names the instrumentor
+    (``otel_replay.step.instrumentation``), so a replay instruments that SDK again. ``runtime``: the step's
+    span goes to that runtime's tracer instead of the run's (an instrumentor given ``tracer_provider=``;
+    ignored during a replay).
+    """
+    meta = _ToolMeta(name=name, risk=effective_risk(name, risk), schema_version=schema_version, function=function)
+    return _tool_begin(meta, dict(arguments), instrumentation, runtime)
+
+
+def _approval_of(step: _Step) -> tuple[str, str] | None:
+    """An approval recorded while the tool itself was running (recorded on the step's span attributes)."""
+    attrs = getattr(step.span, "attributes", None) or {}
+    approval_id = attrs.get(semconv.APPROVAL_ID)
+    if approval_id:
+        return str(approval_id), str(attrs.get(semconv.APPROVAL_STATUS, ""))
+    return None
+
+
+def _retrieval_begin(
+    retriever_name: str, named: dict[str, Any], instrumentation: str | None = None, given: Runtime | None = None
+) -> _Call | None:
+    top_k = _as_int(_get(named, "top_k", "k", "limit"))
+    step = _start_step(
+        StepKind.RETRIEVAL,
+        retriever_name,
+        f"{semconv.SPAN_RETRIEVAL} {retriever_name}",
+        SpanKind.CLIENT,
+        {
+            semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_RETRIEVAL,
+            semconv.GEN_AI_DATA_SOURCE_ID: retriever_name,
+            semconv.GEN_AI_REQUEST_TOP_K: top_k,
+            semconv.STEP_INSTRUMENTATION: instrumentation,
+        },
+        given,
+    )
+    if step is None:
+        return None
+    arguments, text, n = _encode(step.run.rt, named, "retrieval.args")
+    query = _get(arguments, "query", "q", "question", "text")
+    if query is None and isinstance(arguments, dict) and arguments:
+        query = next(iter(arguments.values()))
+    query_text = canonical_json(query)
+    state = {
+        "end": _retrieval_end,
+        "name": retriever_name,
+        "arguments": RawJSON(text),
+        "query": RawJSON(query_text),
+        "redactions": n,
+        "rewritten_query": RawJSON(canonical_json(_get(arguments, "rewritten_query"))),
+        "filters": RawJSON(canonical_json(_get(arguments, "filters", "filter", "where"))),
+        "top_k": RawJSON(canonical_json(_get(arguments, "top_k", "k", "limit"))),
+    }
+    content_hash = step.run.rt.redactor.content_hash
+    args_hash = content_hash(text)
+    _set_attrs(
+        step.span, {semconv.RETRIEVAL_QUERY_HASH: content_hash(query_text), semconv.RETRIEVAL_ARGS_HASH: args_hash}
+    )
+    return _begin_call(step, state, args_hash)
+
+
+def _retrieval_end(call: _Call, *, result: Any = None, exc: BaseException | None = None) -> None:
+    step, state, (step_token, ctx_token) = call.step, call.state, call.tokens
+    retriever_name = state["name"]
+    rt = step.run.rt
+    with _guard("retrieval snapshot"):
+        error = _record_exception(rt, step.span, exc, "retrieval.exception") if exc is not None else None
+        results: list[dict[str, Any]] = []
+        returned, n = "null", 0
+        if exc is None:
+            returned_tree, returned, n = _encode(rt, result, "retrieval.results", ordered=True)
+            docs = result if isinstance(result, (list, tuple)) else []
+            for i, doc in enumerate(docs):
+                results.append(_document(rt, doc, i))
+            _set_attrs(
+                step.span,
+                {
+                    semconv.RETRIEVAL_RESULT_COUNT: len(results),
+                    semconv.RETRIEVAL_RESULTS_HASH: rt.redactor.content_hash(canonical_json(returned_tree)),
+                },
+            )
+        _emit_snapshot(
+            step.run,
+            step.span,
+            SnapshotKind.RETRIEVAL,
+            {
+                "retriever": retriever_name,
+                "query": state["query"],
+                "rewritten_query": state["rewritten_query"],
+                "filters": state["filters"],
+                "top_k": state["top_k"],
+                "arguments": state["arguments"],
+                "results": results,
+                "returned": RawJSON(returned),
+                "error": error,
+            },
+            state["redactions"] + n,
+        )
+    _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
+
+
+def begin_retrieval_call(
+    name: str, arguments: Mapping[str, Any], *, instrumentation: str | None = None, runtime: Runtime | None = None
+) -> _Call | None:
+    """Begin a retrieval step for instrumentors (see :func:`begin_tool_call`); finish with :func:`end_call`."""
+    return _retrieval_begin(name, dict(arguments), instrumentation, runtime)
+
+
+def _document(rt: Runtime, doc: Any, position: int) -> dict[str, Any]:
+    content = _get(doc, "content", "text", "page_content")
+    metadata = _get(doc, "metadata")
+    citation = _get(doc, "citation", "source", "url", "uri")
+    if citation is None and metadata is not None:
+        citation = _get(metadata, "citation", "source", "url")
+    doc_id = _get(doc, "id", "doc_id", "document_id")
+    if doc_id is None and metadata is not None:
+        doc_id = _get(metadata, "id", "doc_id")
+    fields, _, _ = _encode(
+        rt,
+        {"id": doc_id, "score": _get(doc, "score"), "rerank_score": _get(doc, "rerank_score"), "citation": citation},
+        f"retrieval.results.{position}",
+    )
+    fields = dict(fields) if isinstance(fields, dict) else {"value": fields}
+    fields["content_hash"] = rt.redactor.content_hash(_safe_str(content)) if content is not None else None
+    detached: dict[str, Any] = json.loads(canonical_json(fields))  # detached from the agent's documents
+    return detached
+
+
+def _model_begin(
+    step_name: str,
+    provider: str | None,
+    model_name: str | None,
+    named: dict[str, Any],
+    instrumentation: str | None = None,
+    given: Runtime | None = None,
+) -> _Call | None:
+    requested = model_name or _get(named, "model")
+    if requested is None:
+        run = _current_run.get()
+        requested = run.config.get("model") if run is not None and run.config else None
+    requested = requested if isinstance(requested, str) else None
+    run = _current_run.get()
+    if run is None:
+        return None
+    # encoded before the span starts, so its hash is one of the span's starting attributes
+    _, request, n = _encode(run.rt, named, "model.request")
+    request_hash = run.rt.redactor.content_hash(request)
+    prompt_version = (run.config or {}).get("prompt_version")
+    step = _start_step(
+        StepKind.MODEL,
+        step_name,
+        f"{semconv.SPAN_MODEL} {requested or step_name}",
+        SpanKind.CLIENT,
+        {
+            semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_MODEL,
+            semconv.GEN_AI_PROVIDER_NAME: provider,
+            semconv.GEN_AI_REQUEST_MODEL: requested,
+            semconv.STEP_INSTRUMENTATION: instrumentation,
+            semconv.MODEL_REQUEST_HASH: request_hash,
+            semconv.MODEL_PROMPT_VERSION: _scalar_text(prompt_version),
+        },
+        given,
+    )
+    if step is None:
+        return None
+    state = {
+        "end": _model_end,
+        "provider": provider,
+        "request": request,
+        "request_hash": request_hash,
+        "redactions": n,
+        "model": requested,
+        "prompt_version": prompt_version,
+        "arguments": request,
+    }
+    session = _replay_session.get()
+    if session is not None and getattr(getattr(session, "mode", None), "value", None) == "live":
+        # What the call would really send, before redaction: a marker here came from the recording.
+        state["markers"] = marker_paths(to_jsonable(named))
+    return _begin_call(step, state, request_hash)
+
+
+def _model_end(call: _Call, *, result: Any = None, exc: BaseException | None = None) -> None:
+    step, state, (step_token, ctx_token) = call.step, call.state, call.tokens
+    provider = state["provider"]
+    run = step.run
+    rt = run.rt
+    try:
+        error = _record_exception(rt, step.span, exc, "model.exception") if exc is not None else None
+        response, n, response_hash = "null", 0, None
+        if exc is None:
+            response_tree, response, n = _encode(rt, result, "model.response", ordered=True)
+            response_hash = rt.redactor.content_hash(canonical_json(response_tree))
+        usage = _usage(result) if exc is None else {}
+        response_model = _get(result, "model") if exc is None else None
+        finish = _finish_reasons(result) if exc is None else None
+        _set_attrs(
+            step.span,
+            {
+                semconv.MODEL_RESPONSE_HASH: response_hash,
+                semconv.GEN_AI_RESPONSE_MODEL: response_model if isinstance(response_model, str) else None,
+                semconv.GEN_AI_RESPONSE_FINISH_REASONS: finish,
+                semconv.GEN_AI_USAGE_INPUT_TOKENS: usage.get("input_tokens"),
+                semconv.GEN_AI_USAGE_OUTPUT_TOKENS: usage.get("output_tokens"),
+                semconv.MODEL_COST_USD: usage.get("cost_usd"),
+            },
+        )
+        with run.lock:
+            run.input_tokens += usage.get("input_tokens") or 0
+            run.output_tokens += usage.get("output_tokens") or 0
+            if usage.get("cost_usd") is not None:
+                run.cost_usd = (run.cost_usd or 0.0) + usage["cost_usd"]
+        _emit_snapshot(
+            run,
+            step.span,
+            SnapshotKind.MODEL,
+            {
+                "name": step.name,
+                "provider": provider,
+                "model": state["model"],
+                "request": RawJSON(state["request"]),
+                "request_hash": state["request_hash"],
+                "response": RawJSON(response),
+                "response_hash": response_hash,
+                "usage": usage,
+                "prompt_version": state["prompt_version"],
+                "error": error,
+            },
+            state["redactions"] + n,
+        )
+    except Exception:  # noqa: BLE001 - never into the agent
+        _log_failure("model snapshot")
+    _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
+
+
+def begin_model_call(
+    name: str,
+    request: Mapping[str, Any],
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    instrumentation: str | None = None,
+    runtime: Runtime | None = None,
+) -> _Call | None:
+    """Begin a model step for instrumentors of model SDKs (see :func:`begin_tool_call`); ``request`` is
+    what the SDK was asked (its hash is what deterministic replay matches on). Finish with :func:`end_call`,
+    passing the response as plain data (e.g. the SDK object's ``model_dump()``).
+
+    Inside another model step (a LangChain chat model calling the OpenAI SDK, both instrumented) the inner
+    call is not a step of its own: the outer one records (and during a replay answers) it. Returns None."""
+    current = _current_step.get()
+    if current is not None and current.kind is StepKind.MODEL:
+        return None
+    return _model_begin(name, provider, model, dict(request), instrumentation, runtime)
+
+
+def _usage(response: Any) -> dict[str, Any]:
+    usage = _get(response, "usage")
+    source = usage if usage is not None else response
+    out: dict[str, Any] = {}
+    input_tokens = _as_int(_get(source, "input_tokens", "prompt_tokens"))
+    output_tokens = _as_int(_get(source, "output_tokens", "completion_tokens"))
+    if input_tokens is not None:
+        out["input_tokens"] = input_tokens
+    if output_tokens is not None:
+        out["output_tokens"] = output_tokens
+    cost = _as_float(_get(source, "cost_usd")) if usage is not None else None
+    if cost is None:
+        cost = _as_float(_get(response, "cost_usd"))
+    if cost is not None:
+        out["cost_usd"] = cost
+    return out
+
+
+def _finish_reasons(response: Any) -> list[str] | None:
+    reasons: list[str] = []
+    choices = _get(response, "choices")
+    if isinstance(choices, (list, tuple)):
+        reasons = [str(r) for r in (_get(c, "finish_reason") for c in choices) if r is not None]
+    single = _get(response, "finish_reason", "stop_reason")
+    if single is not None:
+        reasons.append(str(single))
+    return reasons or None

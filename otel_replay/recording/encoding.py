@@ -1,0 +1,164 @@
+"""Snapshot encoding of the recording API: every value becomes payload, hash or attribute text here.
+
+``_encode`` / ``_redacted`` (to JSON-able tree, redactor, canonical or ordered JSON), ``_emit_snapshot`` (one
+``otel_replay.snapshot.<kind>`` event per chunk, keyed hash on it), ``_scrubbed_fields`` (the composed fields not
+encoded yet), the redacted exception event (``_record_exception``) and the identity attributes.
+
+It must never let a value reach a payload, hash, event or attribute before redaction, hash content with
+anything but the redactor's keyed hash, or raise into the agent on a value it cannot print.
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any, Final
+
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
+
+from .. import semconv
+from ..runtime import Runtime
+from ..semconv import SnapshotKind
+from ..snapshots import RawJSON, canonical_json, compose_json, ordered_json, payload_events, qualname_of, to_jsonable
+from .state import _identity, _Run
+
+_OK = Status(StatusCode.OK)
+_EVENT_NAMES: Final = {kind: semconv.snapshot_event_name(kind) for kind in SnapshotKind}
+
+
+def _encode(rt: Runtime, value: Any, scope: str, *, ordered: bool = False) -> tuple[Any, str, int]:
+    """Encode and redact one value: the only way a value reaches a payload or hash.
+
+    Returns the redacted tree, its JSON text (canonical, or in the value's own key order with ``ordered``,
+    for values a replay hands back) and the number of redactions. The tree may share structure with
+    ``value`` when it is plain JSON without secrets: use the text for anything kept.
+    """
+    dump = ordered_json if ordered else canonical_json
+    if rt.redactor.is_clean_json(value):  # plain JSON and clean, in one walk: the common case
+        return value, dump(value), 0
+    tree = to_jsonable(value)
+    if rt.redactor.is_clean(tree):
+        return tree, dump(tree), 0
+    tree, n = rt.redactor.redact(tree, scope)
+    return tree, dump(tree), n
+
+
+def _redacted(rt: Runtime, value: Any, scope: str) -> tuple[Any, int]:
+    """:func:`_encode` without the JSON text, for callers that only keep the redacted tree (to encode it as part
+    of a larger value): the same encoding and redaction, one dump less."""
+    if rt.redactor.is_clean_json(value):
+        return value, 0
+    tree = to_jsonable(value)
+    if rt.redactor.is_clean(tree):
+        return tree, 0
+    tree, n = rt.redactor.redact(tree, scope)
+    return tree, n
+
+
+def _emit_snapshot(
+    run: _Run,
+    span: trace.Span,
+    kind: SnapshotKind,
+    payload: dict[str, Any] | RawJSON,
+    redactions: int,
+    *,
+    timestamp: int | None = None,
+    seq: int | None = None,
+) -> str:
+    """Add one snapshot (one event, or one per chunk) to ``span``; returns the payload's sha256.
+
+    ``payload`` is an object whose values are plain JSON or :class:`RawJSON`, or a whole payload as RawJSON.
+    """
+    if not isinstance(payload, RawJSON):
+        payload, n = _scrubbed_fields(run.rt, payload, kind.value)
+        redactions += n
+    text = payload.text if isinstance(payload, RawJSON) else compose_json(payload)
+    if seq is None:
+        seq = next(run.snapshot_seq)
+    name = _EVENT_NAMES[kind]
+    events = payload_events(
+        text, limits=run.rt.limits, redactions=redactions, content_hash=run.rt.redactor.content_hash
+    )
+    for attrs in events:
+        attrs[semconv.SNAPSHOT_SEQ] = seq
+        span.add_event(name, attrs, timestamp=timestamp)
+    sha256: str = events[0][semconv.SNAPSHOT_SHA256]
+    return sha256
+
+
+def _scrubbed_fields(rt: Runtime, fields: dict[str, Any], scope: str) -> tuple[dict[str, Any], int]:
+    """The fields of a composed payload that were not encoded through :func:`_encode` (names, identity,
+    statuses, error and usage objects) redacted: strings inline (they stay strings), containers as trees.
+    Returns ``fields`` itself when nothing changed."""
+    rest = {}
+    for key, value in fields.items():
+        kind = type(value)
+        if kind is RawJSON or value is None or kind is int or kind is float or kind is bool:
+            continue
+        if kind is str and rt.redactor.is_digest(value):
+            continue
+        rest[key] = value
+    if rt.redactor.is_clean(rest):
+        return fields, 0  # one pre-check over the strings and keys not known clean yet
+    out: dict[str, Any] | None = None
+    total = 0
+    for key, value in fields.items():
+        kind = type(value)
+        if kind is RawJSON or value is None or kind is int or kind is float or kind is bool:
+            continue
+        if kind is str:
+            new, n = rt.redactor.scrub_text(value, f"{scope}.{key}")
+        else:
+            new, n = rt.redactor.redact(value, f"{scope}.{key}")
+        if n:
+            if out is None:
+                out = dict(fields)
+            out[key] = new
+            total += n
+    return (out if out is not None else fields), total
+
+
+def _scrub(rt: Runtime, text: str, scope: str) -> str:
+    return rt.redactor.scrub_text(text, scope)[0]
+
+
+def _identity_of(rt: Runtime) -> dict[str, str]:
+    """The identity in force (tenant, role, session), redacted: it becomes span attributes and input fields."""
+    ident = _identity.get()
+    if not ident:
+        return {}
+    return {k: _scrub(rt, v, f"identity.{k}") for k, v in ident.items()}
+
+
+def _record_exception(rt: Runtime, span: trace.Span, exc: BaseException, scope: str) -> dict[str, str]:
+    """Exception event with a redacted message and stack trace; error status on the span."""
+    message = _scrub(rt, _safe_str(exc), f"{scope}.message")
+    stack = _scrub(rt, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), f"{scope}.stacktrace")
+    type_name = qualname_of(type(exc)).replace(":", ".").removeprefix("builtins.")
+    span.add_event(
+        semconv.EXCEPTION_EVENT,
+        {
+            semconv.EXCEPTION_TYPE: type_name,
+            semconv.EXCEPTION_MESSAGE: message,
+            semconv.EXCEPTION_STACKTRACE: stack,
+        },
+    )
+    span.set_attribute(semconv.ERROR_TYPE, type_name)
+    span.set_status(Status(StatusCode.ERROR, f"{type_name}: {message}"[:500]))
+    return {"type": type_name, "message": message}
+
+
+def _scalar_text(value: Any) -> str | None:
+    """A scalar as attribute text; None for anything else (dicts, lists) so no Python repr is stored."""
+    return str(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+
+
+def _safe_str(value: Any) -> str:
+    try:
+        return str(value)
+    except Exception:  # noqa: BLE001
+        return f"<unprintable {type(value).__qualname__}>"
+
+
+def _set_attrs(span: trace.Span, attrs: dict[str, Any]) -> None:
+    span.set_attributes({k: v for k, v in attrs.items() if v is not None})

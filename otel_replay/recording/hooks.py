@@ -1,0 +1,111 @@
+"""Replay-session hooks of the recording API: where a replay answers a step instead of its function.
+
+``replaying(session)`` makes a replay session answer this context's calls; ``_begin_call`` enters a step and
+asks that session how the call is answered (``Served``: a recorded value, a mock's, or an exception);
+``ReplayInterrupt`` / ``DivergenceStop`` stop a replayed agent. They are defined here, low in the layers, so
+instrumentors raise them without importing the replay package.
+
+It must never import the replay package, run a step's function itself, or let a failure to answer a call
+during a replay fall through to executing it (it stops the replay instead).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .. import semconv
+from ..semconv import StepKind
+from ..snapshots import RawJSON
+from .encoding import _record_exception
+from .lifecycle import _enter_step, _finish_step
+from .state import _replay_session, _Step
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A step answered without running its function (during a replay): a value, or an exception to raise."""
+
+    how: str
+    """``recording`` (answered from the recorded run) or ``mock`` (answered by a given mock)."""
+    value: Any = None
+    error: BaseException | None = None
+
+
+@dataclass(eq=False, slots=True)
+class _Call:
+    """A step call in progress: its span, what was encoded before the call, and how it is answered."""
+
+    step: _Step
+    state: dict[str, Any]
+    tokens: tuple[Any, Any]
+    served: Served | None = None
+
+
+class ReplayInterrupt(BaseException):
+    """Stops a replayed agent at a call (approval missing, unanswerable divergence).
+
+    A BaseException, so the agent's own ``except Exception`` blocks do not swallow it; the replay engine
+    catches it and turns it into its result.
+    """
+
+
+class DivergenceStop(ReplayInterrupt):
+    """The replay cannot go on without guessing (deterministic mismatch, or a call nothing can answer).
+
+    Defined here, beside :class:`ReplayInterrupt`, so instrumentors raise it without importing the replay
+    package; :mod:`otel_replay.replay.session` re-exports it."""
+
+
+@contextlib.contextmanager
+def replaying(session: Any) -> Iterator[None]:
+    """Make ``session`` answer the calls made in this context (used by the replay engine)."""
+    token = _replay_session.set(session)
+    try:
+        yield
+    finally:
+        _replay_session.reset(token)
+
+
+def _begin_call(step: _Step, state: dict[str, Any], key: str | None) -> _Call:
+    """Enter the step and, during a replay, ask the session how the call is answered."""
+    call = _Call(step=step, state=state, tokens=_enter_step(step))
+    session = _replay_session.get()
+    if session is not None:
+        try:
+            arguments = state.get("arguments")
+            arguments = arguments.text if isinstance(arguments, RawJSON) else arguments
+            # What the call sends, as recorded: a model's request, else its arguments (for a readable diff).
+            sent = state.get("request") if step.kind is StepKind.MODEL else arguments
+            markers = state.get("markers")
+            call.served = session.intercept(
+                step=step,
+                key=key,
+                arguments=arguments,
+                sent=sent if isinstance(sent, str) else None,
+                **({"markers": markers} if markers else {}),
+            )
+        except BaseException as exc:  # noqa: BLE001 - any failure to answer stops the replay
+            stop = (
+                exc
+                if isinstance(exc, ReplayInterrupt)
+                else ReplayInterrupt(
+                    f"replay stopped at {step.kind.value} {step.name!r}: answering it failed "
+                    f"({type(exc).__name__}: {exc}); nothing was executed"
+                )
+            )
+            _record_exception(step.run.rt, step.span, stop, f"{step.kind.value}.replay")
+            step.span.set_attribute(semconv.REPLAY_SERVED, "refused")
+            _finish_step(step, failed=True, step_token=call.tokens[0], ctx_token=call.tokens[1])
+            raise stop from (None if stop is exc else exc)
+        step.span.set_attribute(semconv.REPLAY_SERVED, call.served.how if call.served else "executed")
+    return call
+
+
+def _answer_of(served: Served) -> Any:
+    """The value a served call returns, or the exception it raises."""
+    if served.error is not None:
+        raise served.error
+    return served.value

@@ -1,0 +1,349 @@
+"""Run and step span lifecycle of the recording API: open, enter, finish and end them.
+
+A run is one trace whose root span is ``invoke_agent {name}`` (``_start_run`` / ``_end_run``, and
+``begin_run`` / ``end_run`` for instrumentors); a call inside a run is a step span (``_start_step`` /
+``_finish_step``) numbered, retried-attempt counted and parented in the run's context. The run's input,
+config and output snapshots are written here.
+
+It must never raise into the agent (bookkeeping runs behind guards; only the agent's own exceptions pass),
+nor leave a context variable or OTel context set after its run or step ends.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+import uuid
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Final
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Link, SpanKind
+
+from .. import semconv
+from ..runtime import Runtime
+from ..runtime import get as runtime
+from ..semconv import SnapshotKind, StepKind
+from ..snapshots import RawJSON, canonical_json, compose_json, ordered_json
+from .arguments import _named_arguments, _positional_names
+from .encoding import _OK, _emit_snapshot, _encode, _identity_of, _record_exception, _redacted, _scalar_text, _set_attrs
+from .state import _current_run, _current_step, _guard, _log_failure, _replay_session, _Run, _Step
+
+_INPUT_PARAM_NAMES: Final = ("input", "query", "question", "message", "prompt", "task", "request", "text")
+
+
+@dataclass(frozen=True)
+class _AgentMeta:
+    name: str
+    config: Any
+    sig: inspect.Signature | None
+    entrypoint: str
+    script: str | None
+
+
+def _start_run(
+    meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any], given: Runtime | None = None
+) -> tuple[Any, ...] | None:
+    """Open the root span of a run (or a nested agent step); None if recording is unavailable. ``given``:
+    the runtime of an instrumentor given ``tracer_provider=`` (see :func:`_start_step`)."""
+    parent_run = _current_run.get()
+    if parent_run is not None:
+        step = _start_step(
+            StepKind.AGENT,
+            meta.name,
+            f"{semconv.SPAN_AGENT} {meta.name}",
+            SpanKind.INTERNAL,
+            {
+                semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_AGENT,
+                semconv.GEN_AI_AGENT_NAME: meta.name,
+            },
+            given,
+        )
+        if step is None:
+            return None
+        with _guard("nested agent input"):
+            fields, n = _input_fields(step.run.rt, meta, args, kwargs, _identity_of(step.run.rt))
+            _emit_snapshot(step.run, step.span, SnapshotKind.INPUT, fields, n)
+        return ("step", step, _current_step.set(step), otel_context.attach(trace.set_span_in_context(step.span)))
+
+    rt = runtime() if given is None or _replay_session.get() is not None else given
+    ident = _identity_of(rt)
+    ambient = trace.get_current_span().get_span_context()
+    links = [Link(ambient)] if ambient.is_valid else []
+    session = _replay_session.get()
+    if session is not None:
+        links.extend(session.root_links())
+    start_ns = time.time_ns()
+    # A replay draws its root's run id before it starts, so its audit journal record names this run.
+    run_id = (session.take_run_id() if session is not None else None) or str(uuid.uuid4())
+    # A run is one trace: start from an empty context so an ambient span (a web request, say) does not
+    # swallow it; the ambient span is linked instead.
+    attrs = {
+        semconv.RUN_ID: run_id,
+        semconv.SCHEMA_VERSION_ATTR: semconv.SCHEMA_VERSION,
+        semconv.RUN_KIND: semconv.RunKind.ORIGINAL.value,
+        semconv.RUN_ENTRYPOINT: meta.entrypoint,
+        semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_AGENT,
+        semconv.GEN_AI_AGENT_NAME: meta.name,
+        semconv.TENANT_ID: ident.get("tenant"),
+        semconv.USER_ROLE: ident.get("role"),
+        semconv.SESSION_ID: ident.get("session"),
+        semconv.GEN_AI_CONVERSATION_ID: ident.get("session"),
+    }
+    span = rt.tracer.start_span(
+        f"{semconv.SPAN_AGENT} {meta.name}",
+        context=otel_context.Context(),
+        kind=SpanKind.INTERNAL,
+        attributes={k: v for k, v in attrs.items() if v is not None},  # set at start: one attribute call less
+        links=links or None,
+        start_time=start_ns,
+    )
+    run = _Run(run_id=run_id, agent=meta.name, entrypoint=meta.entrypoint, span=span, rt=rt, start_ns=start_ns)
+    run.input_seq = next(run.snapshot_seq)  # the input snapshot is written last but ordered first
+    with _guard("run start"):
+        if session is not None:
+            _set_attrs(span, session.root_attributes())
+            session.run_started(run_id=run_id, span=span)
+        _record_config(run, meta.config)
+        # Encoded now (the agent may mutate its arguments); written when the run ends, so files attached
+        # during the run are part of it.
+        run.input_payload, run.input_redactions = _input_fields(rt, meta, args, kwargs, ident)
+    run_token = _current_run.set(run)
+    step_token = _current_step.set(None)
+    ctx_token = otel_context.attach(trace.set_span_in_context(span))
+    return ("run", run, run_token, step_token, ctx_token)
+
+
+def _pick_input(named_tree: Any) -> Any:
+    if not isinstance(named_tree, dict) or not named_tree:
+        return None
+    if len(named_tree) == 1:
+        return next(iter(named_tree.values()))
+    for name in _INPUT_PARAM_NAMES:
+        if name in named_tree:
+            return named_tree[name]
+    return None
+
+
+def _record_config(run: _Run, config: Any) -> None:
+    if config is None:
+        return
+    value = config() if callable(config) and not isinstance(config, type) else config
+    tree, _, n = _encode(run.rt, value, "config")
+    payload = tree if isinstance(tree, dict) and "$type" not in tree else {"value": tree}
+    if isinstance(tree, dict) and tree.get("$type") in ("pydantic", "dataclass"):
+        payload = dict(tree["fields"]) if isinstance(tree.get("fields"), dict) else payload
+    run.config = payload
+    digest = _emit_snapshot(run, run.span, SnapshotKind.CONFIG, payload, n)
+    model = payload.get("model")
+    prompt_version = payload.get("prompt_version")
+    _set_attrs(
+        run.span,
+        {
+            semconv.CONFIG_HASH: digest,
+            semconv.CONFIG_PROMPT_VERSION: _scalar_text(prompt_version),
+            semconv.GEN_AI_REQUEST_MODEL: model if isinstance(model, str) else None,
+        },
+    )
+
+
+def _input_fields(
+    rt: Runtime, meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any], ident: dict[str, str]
+) -> tuple[dict[str, Any], int]:
+    """Input snapshot fields of a call, serialised now, and the number of redactions."""
+    redactions = 0
+    positional: list[Any] = []
+    for name, value in zip(_positional_names(meta.sig, len(args)), args, strict=False):
+        tree, n = _redacted(rt, {name: value}, "input.args")
+        positional.append(tree.get(name) if isinstance(tree, dict) else tree)
+        redactions += n
+    _, keyword, n = _encode(rt, kwargs, "input.kwargs", ordered=True)
+    redactions += n
+    named, _ = _redacted(rt, _named_arguments(meta.sig, args, kwargs), "input")
+    return {
+        "entrypoint": meta.entrypoint,
+        "script": meta.script,
+        "args": RawJSON(ordered_json(positional)),
+        "kwargs": RawJSON(keyword),
+        "input": RawJSON(canonical_json(_pick_input(named))),
+        "session": ident.get("session"),
+        "tenant": ident.get("tenant"),
+        "role": ident.get("role"),
+    }, redactions
+
+
+def _output_payload(
+    run: _Run | None, result: Any, error: dict[str, str] | None, rt: Runtime
+) -> tuple[dict[str, Any], int]:
+    tree, text, n = _encode(rt, result, "output")
+    answer = structured = citations = None
+    if isinstance(tree, str):
+        answer = tree
+    elif isinstance(tree, dict) and "$type" not in tree:
+        structured = RawJSON(text)  # encoded and redacted once: spliced in, not scrubbed and dumped again
+        answer = next(
+            (tree[k] for k in ("answer", "output", "final_answer", "text", "content", "response") if k in tree), None
+        )
+        citations = tree.get("citations")
+    elif tree is not None:
+        structured = RawJSON(text)
+    safety = None
+    if run is not None and run.safety:
+        safety = run.safety[-1] if len(run.safety) == 1 else {"verdicts": run.safety, "last": run.safety[-1]}
+    return {"answer": answer, "structured": structured, "citations": citations, "safety": safety, "error": error}, n
+
+
+def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseException | None = None) -> None:
+    if handle is None:
+        return
+    if handle[0] == "step":
+        _, step, step_token, ctx_token = handle
+        with _guard("nested agent end"):
+            error = _record_exception(step.run.rt, step.span, exc, "agent.exception") if exc is not None else None
+            payload, n = _output_payload(None, result, error, step.run.rt)
+            _emit_snapshot(step.run, step.span, SnapshotKind.OUTPUT, payload, n)
+        _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
+        return
+    _, run, run_token, step_token, ctx_token = handle
+    rt = run.rt
+    with _guard("run end"):
+        error = _record_exception(rt, run.span, exc, "run.exception") if exc is not None else None
+        payload = dict(run.input_payload)
+        payload["files"] = list(run.files)
+        _emit_snapshot(
+            run, run.span, SnapshotKind.INPUT, payload, run.input_redactions, timestamp=run.start_ns, seq=run.input_seq
+        )
+        out, n = _output_payload(run, result, error, rt)
+        _emit_snapshot(run, run.span, SnapshotKind.OUTPUT, out, n)
+        session = _replay_session.get()
+        if session is not None and session.run_id == run.run_id:
+            session.close_root(span=run.span, exc=exc, output_text=compose_json(out))
+        with run.lock:
+            steps = next(run.step_counter)
+            _set_attrs(
+                run.span,
+                {
+                    semconv.RUN_STEP_COUNT: steps,
+                    semconv.RUN_INPUT_TOKENS: run.input_tokens,
+                    semconv.RUN_OUTPUT_TOKENS: run.output_tokens,
+                    semconv.RUN_COST_USD: run.cost_usd,
+                },
+            )
+        if exc is None:
+            run.span.set_status(_OK)
+    _detach(ctx_token)
+    _reset(_current_step, step_token)
+    _reset(_current_run, run_token)
+    with _guard("run span end"):
+        run.span.end()
+
+
+def begin_run(
+    name: str,
+    *,
+    entrypoint: str | None = None,
+    arguments: Mapping[str, Any] | None = None,
+    config: Any = None,
+    script: str | None = None,
+    runtime: Runtime | None = None,
+) -> Any:
+    """Begin a run (or a nested ``agent`` step inside a run) for code that drives an agent it does not own,
+    e.g. an instrumentor starting a run at a framework's top-level invocation. ``arguments`` are recorded as
+    the input (keyword arguments of ``entrypoint``, ``module:qualname``, when the run can be called again);
+    ``script`` as the input's script (the file of the ``__main__`` module, which a replay of a tool defined
+    there loads). ``runtime`` records it with that runtime instead of the current one (an instrumentor given
+    ``tracer_provider=``; ignored during a replay). Returns a handle for :func:`end_run`, or None when recording
+    is unavailable. Never raises."""
+    try:
+        meta = _AgentMeta(name=name, config=config, sig=None, entrypoint=entrypoint or "", script=script)
+        return _start_run(meta, (), dict(arguments or {}), runtime)
+    except Exception:  # noqa: BLE001
+        _log_failure("run start")
+        return None
+
+
+def end_run(handle: Any, *, result: Any = None, exc: BaseException | None = None) -> None:
+    """End a run begun with :func:`begin_run`, recording its output or exception. Never raises."""
+    try:
+        _end_run(handle, result=result, exc=exc)
+    except Exception:  # noqa: BLE001
+        _log_failure("run end")
+
+
+def in_run() -> bool:
+    """True inside a run (an instrumentor then records steps; outside, it may begin a run of its own)."""
+    return _current_run.get() is not None
+
+
+def _detach(token: Any) -> None:
+    try:
+        otel_context.detach(token)
+    except Exception:  # noqa: BLE001
+        _log_failure("context detach")
+
+
+def _reset(var: ContextVar[Any], token: Any) -> None:
+    try:
+        var.reset(token)
+    except ValueError:  # reset from another context (a generator finalised elsewhere): fall back to clearing
+        var.set(None)
+
+
+def _start_step(
+    kind: StepKind, name: str, span_name: str, span_kind: SpanKind, attrs: dict[str, Any], given: Runtime | None = None
+) -> _Step | None:
+    """Open a step's span in the current run (None outside one). Its tracer is the run's, or ``given``'s (an
+    instrumentor given ``tracer_provider=``: its spans go to that provider) except during a replay, whose
+    steps always go where the replay reads them."""
+    run = _current_run.get()
+    if run is None:
+        return None
+    parent = _current_step.get()
+    parent_span = parent.span if parent is not None else run.span
+    parent_key = parent_span.get_span_context().span_id
+    with run.lock:
+        index = next(run.step_counter)
+        previous = run.last_child.get(parent_key)
+        attempt = previous[3] + 1 if previous and previous[:2] == (kind.value, name) and previous[2] else 1
+    attrs = {k: v for k, v in attrs.items() if v is not None}
+    attrs[semconv.STEP_INDEX] = index
+    attrs[semconv.STEP_KIND] = kind.value
+    attrs[semconv.STEP_NAME] = name
+    attrs[semconv.STEP_ATTEMPT] = attempt
+    tracer = run.rt.tracer if given is None or _replay_session.get() is not None else given.tracer
+    span = tracer.start_span(
+        span_name, context=trace.set_span_in_context(parent_span), kind=span_kind, attributes=attrs
+    )
+    return _Step(run=run, span=span, kind=kind, name=name, index=index, attempt=attempt, attrs=attrs)
+
+
+def _finish_step(step: _Step, *, failed: bool, step_token: Any = None, ctx_token: Any = None) -> None:
+    run = step.run
+    try:
+        parent = getattr(step.span, "parent", None)  # a non-recording span (sampled out) has none
+        with run.lock:
+            run.last_child[parent.span_id if parent is not None else 0] = (
+                step.kind.value,
+                step.name,
+                failed,
+                step.attempt,
+            )
+        if not failed:
+            step.span.set_status(_OK)
+    except Exception:  # noqa: BLE001 - never into the agent
+        _log_failure("step end")
+    if ctx_token is not None:
+        _detach(ctx_token)
+    if step_token is not None:
+        _reset(_current_step, step_token)
+    try:
+        step.span.end()
+    except Exception:  # noqa: BLE001
+        _log_failure("step span end")
+
+
+def _enter_step(step: _Step) -> tuple[Any, Any]:
+    return _current_step.set(step), otel_context.attach(trace.set_span_in_context(step.span))

@@ -1,0 +1,96 @@
+"""Run context of the recording API: the run and step in progress, and the context variables that hold them.
+
+A run's bookkeeping (``_Run``: its root span, runtime, counters, usage totals, pending approvals, attached
+files) and a step's (``_Step``) live in context variables, so nested agents, threads and concurrent asyncio
+tasks each build their own, separate tree. The identity in force and the replay answering this context's
+calls (``_replay_session``) are context variables too: each is defined here once, and every other module of
+the recording API imports it from here. ``_guard`` / ``_log_failure`` are how recording bookkeeping fails:
+logged, never raised.
+
+It must never start or end a span, encode a value, or hold state outside a context variable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from opentelemetry import trace
+
+from ..runtime import Runtime
+from ..semconv import StepKind
+
+_log = logging.getLogger("otel_replay")
+
+
+@dataclass(eq=False)
+class _Run:
+    """Bookkeeping of one run (one trace), shared by every step of it across threads and tasks."""
+
+    run_id: str
+    agent: str
+    entrypoint: str
+    span: trace.Span
+    rt: Runtime
+    start_ns: int
+    config: dict[str, Any] | None = None
+    input_payload: dict[str, Any] = field(default_factory=dict)
+    input_redactions: int = 0
+    files: list[dict[str, Any]] = field(default_factory=list)
+    safety: list[Any] = field(default_factory=list)
+    pending_approvals: dict[str, tuple[str, str]] = field(default_factory=dict)
+    last_child: dict[int, tuple[str, str, bool, int]] = field(default_factory=dict)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    input_seq: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    step_counter: Iterator[int] = field(default_factory=itertools.count)
+    snapshot_seq: Iterator[int] = field(default_factory=itertools.count)
+
+
+@dataclass(eq=False)
+class _Step:
+    """A step in progress: which span it is and what kind."""
+
+    run: _Run
+    span: trace.Span
+    kind: StepKind
+    name: str
+    index: int
+    attempt: int
+    attrs: dict[str, Any] = field(default_factory=dict)
+    """The attributes the step started with (readable even when its span is not recording)."""
+
+
+_current_run: ContextVar[_Run | None] = ContextVar("otel_replay_run", default=None)
+_current_step: ContextVar[_Step | None] = ContextVar("otel_replay_step", default=None)
+_identity: ContextVar[Mapping[str, str]] = ContextVar("otel_replay_identity", default=MappingProxyType({}))
+
+
+def _log_failure(what: str) -> None:
+    _log.warning("otel-replay: recording %s failed; the run continues unrecorded there", what, exc_info=True)
+
+
+@contextlib.contextmanager
+def _guard(what: str) -> Iterator[None]:
+    """Log and swallow any failure of recording bookkeeping: the agent must never see it.
+
+    (Hot paths spell the same try/except out: a generator-based context manager costs microseconds.)
+    """
+    try:
+        yield
+    except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
+        _log_failure(what)
+
+
+_replay_session: ContextVar[Any] = ContextVar("otel_replay_replay_session", default=None)
+"""The replay answering the calls of this context: the only replay state there is (no process-wide registry).
+Threads and executor work started during a replay get it with the replay's context (``replay.guard``)."""
