@@ -12,39 +12,32 @@ touched.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import dataclasses
-import importlib
-import importlib.util
 import inspect
-import os
-import sys
 import threading
-import types
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, overload
-
-from opentelemetry import context as otel_context
-from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .. import revival, semconv
 from .._gc import gc_frozen, gc_paused
 from ..errors import ReplayRefused as ReplayRefused  # re-exported: otel_replay.replay.engine.ReplayRefused
 from ..exporting import setup
-from ..markers import marker_paths
 from ..recording import ReplayInterrupt, agent, identity, replaying
 from ..runs import Run
 from ..semconv import ReplayMode
-from ..snapshots import register_module_alias
 from . import guard, storing, volatile
 from . import journal as audit_journal
 from .approvals import Approvals
+from .dry import _has_marker, _record_dry
+from .dry import readiness as readiness  # re-exported: otel_replay.replay.engine.readiness
+from .entrypoint import _entrypoint_module as _entrypoint_module  # re-exported for scopes
+from .entrypoint import _instrumented as _instrumented  # re-exported for scopes
+from .entrypoint import load_entrypoint as load_entrypoint  # re-exported: otel_replay.replay.engine.load_entrypoint
+from .entrypoint import recorded_sdks as recorded_sdks  # re-exported: otel_replay.replay.engine.recorded_sdks
 from .raised import agent_exception
-from .session import ApprovalRequired, Divergence, ReplaySession, _captured, callable_mocks, os_user, revive
+from .session import ApprovalRequired, Divergence, ReplaySession, callable_mocks, os_user, revive
 from .storing import capturing, ingest
 from .volatile import VolatileRule
 
@@ -153,203 +146,6 @@ def _open_store(store: Any) -> tuple[Any, bool]:
     if store is None or isinstance(store, str):
         return Store.open(store), True
     return store, False
-
-
-def load_entrypoint(spec: str, *, script: str | None = None, given: bool = False) -> Callable[..., Any]:
-    """Import ``module:qualname``. A ``__main__`` entrypoint is loaded from its script under another module
-    name, so the script's ``if __name__ == "__main__":`` block does not run.
-
-    ``given``: the person replaying named ``spec`` (``--app``); otherwise it was read from recorded data. Either
-    way :func:`~otel_replay.replay.trust.entrypoint_refusal` decides, before anything is imported, whether it
-    may run (:class:`ReplayRefused` when not)."""
-    from .trust import entrypoint_refusal
-
-    module_name, _, qualname = spec.partition(":")
-    if not module_name or not qualname:
-        raise ReplayRefused(f"entrypoint {spec!r} is not module:function; pass --app module:function")
-    if "<locals>" in qualname:
-        raise ReplayRefused(
-            f"entrypoint {spec!r} is defined inside a function and cannot be imported; pass --app module:function"
-        )
-    refusal = entrypoint_refusal(spec, given=given, script=script)
-    if refusal is not None:
-        raise ReplayRefused(refusal)
-    module = _entrypoint_module(spec, module_name, script)
-    obj: Any = module
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            raise ReplayRefused(f"entrypoint {spec!r}: {module_name} has no {qualname}; pass --app module:function")
-        if not given and isinstance(obj, types.ModuleType):
-            raise ReplayRefused(
-                f"entrypoint {spec!r} was not run: it reaches through module {obj.__name__!r}, and a "
-                "recorded entrypoint must be defined in its own module; pass --app module:function"
-            )
-    if not given and getattr(obj, "__module__", None) != module.__name__:
-        raise ReplayRefused(
-            f"entrypoint {spec!r} was not run: {qualname} is not defined in {module_name} (it comes "
-            f"from {getattr(obj, '__module__', None)!r}); pass --app module:function if you trust it"
-        )
-    if not callable(obj):
-        raise ReplayRefused(f"entrypoint {spec!r} is not callable")
-    if inspect.isgeneratorfunction(obj) or inspect.isasyncgenfunction(obj):
-        raise ReplayRefused(
-            f"entrypoint {spec!r} is a generator; replaying streaming agents is not supported yet: "
-            "pass --app with a function that consumes it"
-        )
-    func: Callable[..., Any] = obj
-    return func
-
-
-def _entrypoint_module(spec: str, module_name: str, script: str | None) -> types.ModuleType:
-    """Import the module of entrypoint ``spec`` (a ``__main__`` one from its script, under another module name,
-    so its ``if __name__ == "__main__":`` block does not run). The caller has already applied the trust rule
-    (:func:`~otel_replay.replay.trust.entrypoint_refusal`)."""
-    if module_name == "__main__":
-        if not script or not Path(script).is_file():
-            raise ReplayRefused(
-                f"entrypoint {spec!r} was started as a script that is not at {script!r}; pass --app module:function"
-            )
-        alias = f"otel_replay_script_{uuid.uuid5(uuid.NAMESPACE_URL, script).hex[:12]}"
-        module = sys.modules.get(alias)
-        if module is None:
-            spec_obj = importlib.util.spec_from_file_location(alias, script)
-            if spec_obj is None or spec_obj.loader is None:
-                raise ReplayRefused(f"cannot load the script {script!r}")
-            module = importlib.util.module_from_spec(spec_obj)
-            sys.modules[alias] = module
-            register_module_alias(alias, "__main__")
-            sys.path.insert(0, str(Path(script).parent))
-            try:
-                spec_obj.loader.exec_module(module)
-            except Exception as exc:  # noqa: BLE001 - whatever the script raises while loading refuses the replay
-                sys.modules.pop(alias, None)
-                raise ReplayRefused(f"loading the script {script!r} failed: {type(exc).__name__}: {exc}") from None
-    else:
-        if os.getcwd() not in sys.path and "" not in sys.path:
-            sys.path.insert(0, os.getcwd())
-        try:
-            module = importlib.import_module(module_name)
-        except Exception as exc:  # noqa: BLE001 - any import failure is the same refusal
-            raise ReplayRefused(
-                f"entrypoint module {module_name!r} is not importable ({type(exc).__name__}: "
-                f"{exc}); run from the project folder or pass --app module:function"
-            ) from None
-    return module
-
-
-def _has_marker(tree: Any) -> list[str]:
-    """Paths of redaction markers in a recorded payload: marker objects and inline ``[REDACTED:…]`` tokens."""
-
-    return marker_paths(tree)
-
-
-# --------------------------------------------------------------------------------------------- dry
-
-
-def readiness(run: Run) -> dict[str, Any]:
-    """Integrity and replay-readiness of a recorded run (what a dry replay reports)."""
-    problems = list(run.problems)
-    major = semconv.schema_major(run.schema_version or "")
-    if major != semconv.SCHEMA_MAJOR:
-        problems.append(
-            f"recorded with convention {run.schema_version!r}; this otel-replay reads {semconv.SCHEMA_MAJOR}.x"
-        )
-    inp = run.snapshots.get("input")
-    missing: list[str] = []
-    dangling: list[int] = []
-    for step in run.steps:
-        if step.kind == "agent":
-            continue
-        if step.kind not in step.snapshots:
-            dangling.append(step.index)
-            missing.append(f"step {step.index} ({step.kind} {step.name}) has no {step.kind} snapshot")
-        elif any(s.truncated or not s.intact for s in step.snapshot_list):
-            missing.append(f"step {step.index} ({step.kind} {step.name}) has a truncated or damaged snapshot")
-        elif isinstance(step.snapshots.get(step.kind), dict) and not _captured(step.snapshots[step.kind]):
-            missing.append(f"step {step.index} ({step.kind} {step.name}) was recorded without its content")
-    redacted_inputs = _has_marker({"args": (inp or {}).get("args"), "kwargs": (inp or {}).get("kwargs")})
-    approvals = sorted(
-        {s.name for s in run.steps if s.kind == "tool" and s.attributes.get(semconv.TOOL_RISK) in ("write", "high")}
-    )
-    models_without_request = [
-        s.index for s in run.steps if s.kind == "model" and not (s.snapshots.get("model") or {}).get("request")
-    ]
-    schema_versions = {
-        s.name: s.attributes.get(semconv.TOOL_SCHEMA_VERSION)
-        for s in run.steps
-        if s.kind == "tool" and s.attributes.get(semconv.TOOL_SCHEMA_VERSION)
-    }
-    mock_blockers = [] if inp else ["no input snapshot: the entrypoint cannot be called again"]
-    if not run.entrypoint:
-        mock_blockers.append("no entrypoint recorded: pass --app module:function")
-    mock_blockers += missing
-    if major != semconv.SCHEMA_MAJOR:
-        mock_blockers.append("unknown convention version")
-    deterministic_blockers = mock_blockers + [
-        f"model step {i} was recorded without its request content" for i in models_without_request
-    ]
-    live_blockers = list(mock_blockers)
-    live_blockers += [
-        f"input {p} was redacted and must be supplied again (secrets come from the environment)"
-        for p in redacted_inputs
-    ]
-    states = [
-        {
-            "seq": s.seq,
-            "step_index": s.step_index,
-            "transition": (s.payload or {}).get("transition"),
-            "task_state": (s.payload or {}).get("task_state"),
-        }
-        for s in run.timeline
-        if s.kind == "state" and isinstance(s.payload, dict)
-    ]
-    return {
-        "dialect": getattr(run, "dialect", "otel_replay"),
-        "integrity": {"ok": not problems, "problems": problems},
-        "modes": {
-            "mock": {"ready": not mock_blockers, "missing": mock_blockers},
-            "deterministic": {"ready": not deterministic_blockers, "missing": deterministic_blockers},
-            "live": {"ready": not live_blockers, "missing": live_blockers, "needs_approval": approvals},
-        },
-        "dangling_tool_calls": [i for i in dangling if run.step(i).kind == "tool"],
-        "redacted_inputs": redacted_inputs,
-        "tool_schema_versions": schema_versions,
-        "state_walk": states,
-    }
-
-
-def _record_dry(session: ReplaySession, original: Run, report: dict[str, Any]) -> str:
-    """A dry replay is recorded as a root span only: who looked, why, and what the check found."""
-    rt = setup.runtime()
-    run_id = str(uuid.uuid4())
-    span = rt.tracer.start_span(
-        f"{semconv.SPAN_AGENT} {original.agent}",
-        context=otel_context.Context(),
-        kind=SpanKind.INTERNAL,
-        links=session.root_links(),
-    )
-    span.set_attributes(
-        {
-            semconv.RUN_ID: run_id,
-            semconv.SCHEMA_VERSION_ATTR: semconv.SCHEMA_VERSION,
-            semconv.RUN_ENTRYPOINT: original.entrypoint or "",
-            semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_AGENT,
-            semconv.GEN_AI_AGENT_NAME: original.agent,
-            semconv.RUN_STEP_COUNT: 0,
-            **{k: v for k, v in session.root_attributes().items() if v is not None},
-            semconv.REPLAY_OUTCOME: "matched" if report["integrity"]["ok"] else "diverged",
-            semconv.REPLAY_DIVERGED: not report["integrity"]["ok"],
-        }
-    )
-    for problem in report["integrity"]["problems"]:
-        span.add_event(
-            semconv.EVENT_DIVERGENCE, {semconv.DIVERGENCE_KIND: "integrity", semconv.DIVERGENCE_REASON: problem}
-        )
-    session.run_started(run_id=run_id, span=span)
-    span.set_status(Status(StatusCode.OK))
-    span.end()
-    return run_id
 
 
 # -------------------------------------------------------------------------------------------- replay
@@ -545,50 +341,6 @@ def _replay(
         )
         result = _run_replay(session, original, func, store)
     return dataclasses.replace(result, not_firewalled=unfirewalled) if unfirewalled else result
-
-
-def recorded_sdks(run: Run) -> list[str]:
-    """SDKs whose otel-replay instrumentor recorded steps of ``run`` (``otel_replay.step.instrumentation``;
-    for 1.0 recordings, OpenAI and Anthropic model steps by their step names)."""
-    from ..instrumentation import INSTRUMENTORS
-
-    found: list[str] = []
-    for step in run.steps:
-        name = step.attributes.get(semconv.STEP_INSTRUMENTATION)
-        if not name and step.kind == "model":
-            prefix = step.name.partition(".")[0]
-            if prefix in ("openai", "anthropic") and step.attributes.get(semconv.GEN_AI_PROVIDER_NAME) == prefix:
-                name = prefix
-        if name in INSTRUMENTORS and name not in found:
-            found.append(name)
-    return found
-
-
-@contextlib.contextmanager
-def _instrumented(original: Run) -> Iterator[None]:
-    """Instrument the SDKs the original's steps were recorded through, so their calls are answered from the
-    recording and never reach the network; undo what was not instrumented before."""
-    needed = recorded_sdks(original)
-    if not needed:
-        yield
-        return
-    from .. import instrumentation
-
-    already = set(instrumentation.instrumented(*needed))
-    done = instrumentation.instrument(*needed)
-    missing = [name for name in needed if name not in done]
-    try:
-        if missing:
-            extra = instrumentation.extra_of(missing[0])
-            raise ReplayRefused(
-                f"run {original.trace_id} was recorded through the {', '.join(missing)} SDK, which "
-                f"is not installed here: pip install 'otel-replay[{extra}]'"
-            )
-        yield
-    finally:
-        added = [name for name in done if name not in already]
-        if added:
-            instrumentation.uninstrument(*added)
 
 
 @overload

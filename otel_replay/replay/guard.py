@@ -47,23 +47,19 @@ import concurrent.futures.thread as _cf_thread
 import contextlib
 import contextvars
 import functools
-import ipaddress
 import os
-import re
 import shlex
-import socket
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from .. import settings
 from ..exporting import setup
 from ..recording import _replay_session
 from ..semconv import ReplayMode
+from .exempt import _exempt_endpoints, _exempt_roots, _folder_of_fd, _is_bytecode, _normal_host, _resolved
 from .session import Divergence
 
 BLOCKED_MESSAGE: Final = "otel-replay blocked an unrecorded side effect during replay"
@@ -378,101 +374,6 @@ def _writes(mode: Any, flags: Any) -> bool:
     if isinstance(flags, int) and flags & _WRITE_FLAGS:
         return True
     return isinstance(mode, str) and any(c in mode for c in "wax+")
-
-
-_BYTECODE: Final = re.compile(r".+\.pyc(\.\d+)?")
-"""A bytecode file, or importlib's temporary ``<name>.pyc.<id>`` it renames into place."""
-
-
-def _is_bytecode(path: str) -> bool:
-    head, name = os.path.split(path)
-    return os.path.basename(head) == "__pycache__" and _BYTECODE.fullmatch(name) is not None
-
-
-def _folder_of_fd(fd: int) -> str | None:
-    """The folder an open directory descriptor refers to (``*at()`` calls), or None when unknown."""
-    try:
-        return os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        pass
-    try:
-        import fcntl
-
-        getpath = getattr(fcntl, "F_GETPATH", None)
-        if getpath is not None:
-            raw = fcntl.fcntl(fd, getpath, b"\0" * 1024)
-            return os.fsdecode(raw.split(b"\0", 1)[0])
-    except OSError:
-        pass
-    return None
-
-
-def _exempt_roots() -> tuple[str, ...]:
-    """Folders where writes are allowed: the temp folder, otel-replay's home, an embedded store elsewhere."""
-    folders = [tempfile.gettempdir(), str(settings.resolve_home())]
-    rt = setup.current_runtime()
-    if rt is not None:
-        folders.append(str(rt.home))
-    for url in (rt.store_url if rt is not None else None, os.environ.get(settings.OTEL_REPLAY_STORE)):
-        if url and url.startswith("chdb://"):
-            folders.append(url.removeprefix("chdb://") or "/")
-    roots: list[str] = []
-    for folder in folders:
-        real = os.path.realpath(os.path.expanduser(folder))
-        if real not in roots and real != os.sep:
-            roots.append(real.rstrip(os.sep))
-    return tuple(roots)
-
-
-def _endpoint(url: str | None, *, default_port: int | None = None) -> tuple[str, int] | None:
-    if not url:
-        return None
-    try:
-        parts = urlsplit(url if "://" in url else f"http://{url}")
-        port = parts.port or default_port or {"http": 80, "https": 443}.get(parts.scheme)
-    except ValueError:
-        return None
-    if not parts.hostname or port is None:
-        return None
-    return parts.hostname, port
-
-
-def _exempt_endpoints() -> tuple[tuple[str, int], ...]:
-    """(host, port) of the places otel-replay itself sends to: the OTLP endpoint and a ClickHouse server."""
-    found: list[tuple[str, int] | None] = [
-        _endpoint(os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")),
-        _endpoint(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")),
-    ]
-    rt = setup.current_runtime()
-    exporter = rt.exporter if rt is not None else None
-    if exporter is not None:
-        found.append(_endpoint(getattr(exporter, "_endpoint", None)))
-        found.append(_endpoint(getattr(exporter, "url", None) or getattr(exporter, "_url", None)))
-    for url in (rt.store_url if rt is not None else None, os.environ.get(settings.OTEL_REPLAY_STORE)):
-        if url and url.startswith(("http://", "https://")):
-            found.append(_endpoint(url))
-    return tuple(dict.fromkeys(e for e in found if e is not None))
-
-
-def _normal_host(host: str) -> str:
-    host = host.split("%", 1)[0]  # an IPv6 scope
-    try:
-        return str(ipaddress.ip_address(host))
-    except ValueError:
-        return host.lower()
-
-
-def _resolved(endpoints: tuple[tuple[str, int], ...]) -> set[tuple[str, int]]:
-    """Each endpoint as the addresses a connection to it goes to (resolved once per guarded replay)."""
-    addresses: set[tuple[str, int]] = set()
-    for host, port in endpoints:
-        addresses.add((_normal_host(host), port))
-        try:
-            for info in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP):
-                addresses.add((_normal_host(str(info[4][0])), port))
-        except (OSError, UnicodeError):
-            pass
-    return addresses
 
 
 def _short(value: str) -> str:

@@ -13,12 +13,8 @@ recording cannot answer is a divergence, never a silent guess.
 
 from __future__ import annotations
 
-import ast
-import builtins
-import difflib
 import json
 import shlex
-import sys
 import threading
 import uuid
 from collections import deque
@@ -29,14 +25,17 @@ from typing import Any, Final
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, TraceFlags
 
-from .. import revival, semconv
+from .. import semconv
 from ..recording import DivergenceStop, ReplayInterrupt, Served
 from ..runs import Run, Step
 from ..semconv import ReplayMode
-from ..snapshots import REDACTED_TAG, TYPE_TAG, RedactedValue, from_jsonable, module_for
 from . import volatile
 from .approvals import Approvals, executions_of
-from .hashing import MISSING, same_content, step_text, stored_value
+from .hashing import same_content, step_text
+from .reviving import RecordedError as RecordedError  # re-exported: otel_replay.replay.session.RecordedError
+from .reviving import revive as revive  # re-exported: otel_replay.replay.session.revive
+from .reviving import revive_exception as revive_exception  # re-exported
+from .sentdiff import _same_but_volatile, _sent_diff
 from .toolcalls import requested_calls, result_ids
 
 
@@ -70,15 +69,6 @@ class Divergence:
         }
 
 
-class RecordedError(Exception):
-    """Raised in a replay where the original step raised an exception whose class cannot be rebuilt."""
-
-    def __init__(self, type_name: str, message: str) -> None:
-        super().__init__(f"{type_name}: {message}")
-        self.type_name = type_name
-        self.message = message
-
-
 class ApprovalRequired(ReplayInterrupt):
     """A live replay reached a write/high tool without an approval given for this replay."""
 
@@ -88,84 +78,9 @@ class MarkerRefused(ApprovalRequired):
     approval (the outcome is ``refused``)."""
 
 
-def revive(tree: Any) -> Any:
-    """A recorded payload as Python values: tags rebuilt, and dataclasses and pydantic models re-created only
-    when their class was registered (:func:`otel_replay.register_type`, or an SDK instrumentor). A class named
-    by the data is never imported nor looked up: an unregistered one stays the plain dict of its fields, and
-    the replay notes its name (see :mod:`otel_replay.revival`)."""
-    if isinstance(tree, list):
-        return [revive(v) for v in tree]
-    if not isinstance(tree, dict):
-        return tree
-    if len(tree) == 2 and isinstance(tree.get(REDACTED_TAG), str) and isinstance(tree.get("scope"), str):
-        return RedactedValue(tree[REDACTED_TAG], tree["scope"])
-    tag = tree.get(TYPE_TAG)
-    if tag in ("dataclass", "pydantic"):
-        name = str(tree.get("class", ""))
-        cls = revival.registered(name)
-        fields = revive(tree.get("fields", {}))
-        if cls is None:
-            revival.note_unregistered(name)
-            return fields
-        if isinstance(fields, dict):
-            try:
-                return revival.rebuild(cls, fields)
-            except Exception:  # noqa: BLE001 - keep the recorded form when the class changed
-                return fields
-        return fields
-    if tag is not None:
-        return from_jsonable({k: revive(v) if k == "items" else v for k, v in tree.items()})
-    return {k: revive(v) for k, v in tree.items()}
-
-
-def _imported_class(qualified: str) -> type | None:
-    """An exception class of the project's code already imported under ``module:qualname`` (a script's
-    classes live under its replay alias too), or None. Nothing is imported; a module that the entrypoint rule
-    does not trust (:func:`~otel_replay.replay.trust.module_trusted`: the standard library, installed
-    packages, code outside the project) is never searched."""
-    from .trust import module_trusted
-
-    module_name, _, qualname = qualified.partition(":")
-    for candidate in module_for(module_name):
-        module = sys.modules.get(candidate)
-        if module is None or not module_trusted(candidate, module):
-            continue
-        obj: Any = module
-        for part in qualname.split("."):
-            obj = getattr(obj, part, None) if obj is not None else None
-        if isinstance(obj, type) and issubclass(obj, Exception):
-            return obj
-    return None
-
-
 def _captured(payload: Mapping[str, Any]) -> bool:
     """False when a snapshot says its content was not captured (runs read from other instrumentations)."""
     return all(payload.get(flag) is not False for flag in ("content_captured", "response_captured", "result_captured"))
-
-
-def revive_exception(error: Mapping[str, Any] | None) -> BaseException:
-    """The exception a recorded step raised, as the same class when that is a builtin exception, a class
-    registered with :func:`otel_replay.register_type`, or a class of the project's own code that is already
-    imported; any other name gives a :class:`RecordedError` (the data never chooses a constructor to call)."""
-    type_name = str((error or {}).get("type") or "Exception")
-    message = str((error or {}).get("message") or "")
-    cls: Any = getattr(builtins, type_name, None) if "." not in type_name else None
-    if not (isinstance(cls, type) and issubclass(cls, Exception)):
-        cls = revival.registered_exception(type_name)
-    if cls is None and "." in type_name:
-        module_name, _, attr = type_name.rpartition(".")
-        cls = _imported_class(f"{module_name}:{attr}")
-    if isinstance(cls, type) and issubclass(cls, Exception):
-        if issubclass(cls, KeyError):  # str(KeyError(k)) is repr(k): give the key back, not its repr
-            try:
-                return cls(ast.literal_eval(message))
-            except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
-                pass
-        try:
-            return cls(message)
-        except Exception:  # noqa: BLE001 - a constructor with other arguments
-            pass
-    return RecordedError(type_name, message)
 
 
 _LOOKAHEAD = 8
@@ -177,47 +92,6 @@ _HASH_ATTR = {
     "model": semconv.MODEL_REQUEST_HASH,
     "retrieval": semconv.RETRIEVAL_ARGS_HASH,
 }
-
-
-_DIFF_MAX_LINES: Final = 200
-"""Longest request diff kept on a divergence; a longer one is cut with a line saying how many lines are left."""
-
-
-def _same_but_volatile(
-    recorded: Step, attribute: str, sent: str | None, rules: tuple[volatile.VolatileRule, ...]
-) -> bool:
-    """Whether what step ``recorded`` sent (the stored field behind its hash ``attribute``) and what the
-    replay's call sends agree once their volatile ids are put aside (:mod:`otel_replay.replay.volatile`).
-    False when either is not at hand: a hash that cannot be checked is never taken as a match."""
-    stored = stored_value(recorded, attribute)
-    if sent is None or stored is MISSING:
-        return False
-    try:
-        return volatile.same(stored, json.loads(sent), rules=rules)
-    except (TypeError, ValueError, RecursionError):
-        return False
-
-
-def _sent_diff(
-    recorded: Step, attribute: str, sent: str | None, rules: tuple[volatile.VolatileRule, ...] | None = None
-) -> str | None:
-    """A unified diff of what step ``recorded`` sent (the stored field behind its hash ``attribute``) and what
-    the replay's call sends, as indented JSON with sorted keys (so a changed system prompt shows as its changed
-    lines), volatile ids shown as their placeholders (``<id:1>``, see :mod:`otel_replay.replay.volatile`),
-    or None when either is not at hand."""
-    stored = stored_value(recorded, attribute)
-    if sent is None or stored is MISSING:
-        return None
-    try:
-        stored, replayed = volatile.comparable(stored, json.loads(sent), rules=rules)
-        before = json.dumps(stored, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
-        after = json.dumps(replayed, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
-    except (TypeError, ValueError, RecursionError):
-        return None
-    lines = list(difflib.unified_diff(before, after, f"recorded step {recorded.index}", "replay", lineterm="", n=2))
-    if len(lines) > _DIFF_MAX_LINES:
-        lines = [*lines[:_DIFF_MAX_LINES], f"… {len(lines) - _DIFF_MAX_LINES} more diff lines"]
-    return "\n".join(lines) or None
 
 
 class ReplaySession:

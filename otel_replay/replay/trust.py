@@ -45,7 +45,7 @@ DEMO_PACKAGE: Final = "otel_replay.demo"
 """otel-replay's own demo agents: trusted (otel-replay is already running its own code)."""
 
 _OWN_PACKAGE: Final = "otel_replay"
-_SCRIPT_ALIAS_PREFIX: Final = "otel_replay_script_"  # engine.load_entrypoint's name for a loaded script
+_SCRIPT_ALIAS_PREFIX: Final = "otel_replay_script_"  # entrypoint.load_entrypoint's name for a loaded script
 _DOTTED: Final = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")
 _INSTALLED_PARTS: Final = frozenset({"site-packages", "dist-packages"})
 

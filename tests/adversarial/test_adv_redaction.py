@@ -551,7 +551,7 @@ def _package_logger_names() -> set[str]:
     for path in sorted((PACKAGE_ROOT / "otel_replay").rglob("*.py")):
         for match in _GET_LOGGER.finditer(path.read_text(encoding="utf-8")):
             arg = match.group("arg")
-            if path.name == "redaction.py" and arg == "name":
+            if path.parent.name == "redaction" and path.name == "logs.py" and arg == "name":
                 continue  # install_log_scrubbing, walking LOGGER_NAMES
             literal = re.fullmatch(r"""(["'])(?P<name>[^"']+)\1""", arg)
             assert literal is not None, f"{path}: getLogger({arg}) does not name its logger; name it literally"

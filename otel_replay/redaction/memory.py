@@ -1,0 +1,220 @@
+"""The pre-check of whole JSON trees and the memory of clean strings: ``suspects``, ``clean_strings``,
+``is_clean``, ``is_clean_json``, and the bounded memory of strings (and dict keys) already found clean, so a
+run's repeated messages, names and keys are checked once.
+
+It must never call a tree clean that holds a secret key, a marker or a secret shape, never grow without
+bound, and never raise (an error says "not clean", leaving the decision to the walk).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any, Final
+
+from ..snapshots import PLAIN_MAX_DEPTH, TRUNCATED_TAG, TYPE_TAG
+from .rules import REDACTED_KEY, _Suspicious
+from .scanning import _Scanner
+
+_CLEAN_MAX_CHARS: Final = 256 * 1024
+"""The strings a redactor remembers as clean (see :meth:`Redactor.clean_strings`) hold at most this many
+characters in all; past it the memory starts again empty. Small on purpose: what a run repeats (its messages,
+names, keys) fits, and a long-running process recording unique texts keeps its memory flat."""
+_CLEAN_MAX_STRING: Final = 8 * 1024
+"""Longer strings are checked every time, never remembered (and so are strings too short to hold a secret)."""
+_CLEAN_MAX_STRINGS: Final = 4096
+"""The memory of clean strings holds at most this many strings (see :data:`_CLEAN_MAX_CHARS`)."""
+_QUIET_KEYS_MAX: Final = 4096
+"""At most this many dict keys are remembered as quiet (see :meth:`Redactor._gather_key`)."""
+_MAX_GATHER_DEPTH: Final = 128
+"""Deeper trees are left to :meth:`Redactor.redact` (its walk masks what it cannot descend into)."""
+
+
+class _CleanMemory(_Scanner):
+    """The pre-check and clean-memory part of :class:`~otel_replay.redaction.Redactor`."""
+
+    def suspects(self, text: str) -> bool:
+        """Cheap pre-check: False only if neither ``text`` nor any JSON tree it encodes can hold a secret.
+
+        Made for the canonical JSON of a whole payload: keys and strings are looked at together by substring
+        tests, so a False answer lets the caller skip :meth:`redact` entirely. Never raises (True on error).
+        """
+        try:
+            return self._suspect_text(text)
+        except Exception:  # noqa: BLE001
+            return True
+
+    def clean_strings(self, strings: Iterable[str]) -> bool:
+        """True when none of ``strings`` can hold a secret (the pre-check of :meth:`suspects`, over them all).
+
+        Strings already found clean are not looked at again: a run repeats its messages, names and keys in
+        every step, and strings too short for any rule to match are not looked at either. When the pre-check
+        over them all fails, each new string gets the full test (a UUID's digit groups pass for a card number's
+        until the checksum is tried), so one id does not send a whole payload through the slow walk. Never
+        raises (False on error).
+        """
+        try:
+            clean = self._clean
+            shortest = self._min_len  # a shorter string holds no secret (no rule matches it: see _hits)
+            fresh = [text for text in strings if len(text) >= shortest and text not in clean]
+            if not fresh:
+                return True
+            if self._suspect_text("\n".join(fresh)):
+                for text in fresh:
+                    if self._hits(text):
+                        return False
+            self._remember(fresh)
+            return True
+        except Exception:  # noqa: BLE001
+            return False
+
+    def is_clean(self, tree: Any) -> bool:
+        """True when ``tree`` (JSON-able, as :func:`~otel_replay.snapshots.to_jsonable` makes) needs no
+        redaction: no secret key, no marker passed on, no integer that could be a card number, and no string or
+        key that fails the pre-check. When it is False, :meth:`redact` decides. Never raises (False on error).
+        """
+        try:
+            strings: list[str] = []
+            self._gather(tree, strings, 0)
+        except Exception:  # noqa: BLE001 - _Suspicious, or anything unexpected: let redact() decide
+            return False
+        return self.clean_strings(strings)
+
+    def is_clean_json(self, value: Any) -> bool:
+        """:meth:`is_clean` for a value that has not been through :func:`~otel_replay.snapshots.to_jsonable`, in
+        one walk instead of two: True only when ``value`` is plain JSON as ``to_jsonable`` returns it unchanged
+        (exact ``dict``/``list``/``str``/``int``/``bool``/``None``, finite floats, string keys, no ``$type``,
+        ``$truncated`` or ``$redacted`` key, shallower than its depth limit) *and* :meth:`is_clean` would say
+        True of it. False says only "not both": encode the value and ask :meth:`is_clean`. Never raises."""
+        try:
+            strings: list[str] = []
+            self._gather_plain(value, strings, 0)
+        except Exception:  # noqa: BLE001 - _Suspicious (not plain, or not clean), or anything unexpected
+            return False
+        return self.clean_strings(strings)
+
+    def _gather_plain(self, value: Any, strings: list[str], depth: int) -> None:
+        """:meth:`_gather` that also raises :class:`_Suspicious` at anything that is not plain JSON."""
+        kind = type(value)
+        if kind is str:
+            if value not in self._clean:
+                strings.append(value)
+            return
+        if value is None or kind is bool:
+            return
+        if kind is int:
+            if value >= 1_000_000_000_000 and self._cards:
+                raise _Suspicious
+            return
+        if kind is float:
+            if not math.isfinite(value):
+                raise _Suspicious
+            return
+        if depth >= PLAIN_MAX_DEPTH:
+            raise _Suspicious
+        if kind is dict:
+            if REDACTED_KEY in value or TYPE_TAG in value or TRUNCATED_TAG in value:
+                raise _Suspicious
+            quiet = self._quiet_keys
+            clean = self._clean
+            for k, v in value.items():
+                if k not in quiet:
+                    self._gather_key(k, strings)
+                kv = type(v)
+                if kv is str:
+                    if v not in clean:
+                        strings.append(v)
+                elif v is None or kv is bool or (kv is int and v < 1_000_000_000_000):
+                    continue  # the common leaves inline: one call per container, not per value
+                else:
+                    self._gather_plain(v, strings, depth + 1)
+            return
+        if kind is list:
+            clean = self._clean
+            for v in value:
+                kv = type(v)
+                if kv is str:
+                    if v not in clean:
+                        strings.append(v)
+                elif not (v is None or kv is bool or (kv is int and v < 1_000_000_000_000)):
+                    self._gather_plain(v, strings, depth + 1)
+            return
+        raise _Suspicious
+
+    def _remember(self, fresh: list[str]) -> None:
+        """Remember ``fresh`` strings as clean (the long ones excepted), within the memory's bound."""
+        kept = [text for text in fresh if self._min_len <= len(text) <= _CLEAN_MAX_STRING]
+        chars = sum(map(len, kept))
+        total = self._clean_chars + chars
+        if total > _CLEAN_MAX_CHARS or len(self._clean) + len(kept) > _CLEAN_MAX_STRINGS:
+            self._clean = {}
+            total = chars
+        self._clean.update(dict.fromkeys(kept))
+        self._clean_chars = total
+
+    def _gather(self, value: Any, strings: list[str], depth: int) -> None:
+        """The strings and keys of a JSON tree not yet known clean, added to ``strings``; raises
+        :class:`_Suspicious` at anything the pre-check cannot vouch for (see :meth:`is_clean`)."""
+        kind = type(value)
+        if kind is str:
+            if value not in self._clean:
+                strings.append(value)
+            return
+        if value is None or kind is bool or kind is float:
+            return
+        if kind is int:
+            if value >= 1_000_000_000_000 and self._cards:
+                raise _Suspicious
+            return
+        if depth > _MAX_GATHER_DEPTH:
+            raise _Suspicious
+        if kind is dict:
+            # a marker passed on takes the scope of where it is now; a dict in pair form (non-string keys) has its
+            # key names among its values, where only the full walk applies the key-name rule
+            if REDACTED_KEY in value or value.get("$type") == "dict":
+                raise _Suspicious
+            quiet = self._quiet_keys
+            clean = self._clean
+            for k, v in value.items():
+                if k not in quiet:
+                    self._gather_key(k, strings)
+                kv = type(v)
+                if kv is str:
+                    if v not in clean:
+                        strings.append(v)
+                elif v is None or kv is bool or kv is float or (kv is int and v < 1_000_000_000_000):
+                    continue  # the common leaves inline: one call per container, not per value
+                else:
+                    self._gather(v, strings, depth + 1)
+            return
+        if kind is list:
+            clean = self._clean
+            for v in value:
+                kv = type(v)
+                if kv is str:
+                    if v not in clean:
+                        strings.append(v)
+                elif not (v is None or kv is bool or kv is float or (kv is int and v < 1_000_000_000_000)):
+                    self._gather(v, strings, depth + 1)
+            return
+        raise _Suspicious
+
+    def _gather_key(self, key: Any, strings: list[str]) -> None:
+        """:meth:`_gather` for a dict key seen for the first time: raises :class:`_Suspicious` for a secret
+        key (or one that is not a string), adds a key the pre-check has not passed yet to ``strings``, and
+        remembers a key that is neither as quiet (keys recur in every payload: one lookup from then on)."""
+        if type(key) is not str:
+            raise _Suspicious
+        secret = self._key_cache.get(key)
+        if secret is None:
+            secret = self.is_secret_key(key)
+        if secret:
+            raise _Suspicious
+        if len(key) >= self._min_len and key not in self._clean:
+            known = self._key_scrub_cache.get(key)
+            if known is None or known[1]:
+                strings.append(key)
+                return
+        if len(self._quiet_keys) >= _QUIET_KEYS_MAX:
+            self._quiet_keys = {}
+        self._quiet_keys[key] = None
