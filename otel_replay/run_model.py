@@ -47,22 +47,6 @@ class Snapshot:
     intact: bool
     """True when every chunk is present and the joined payload matches its sha256."""
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "kind": self.kind,
-            "seq": self.seq,
-            "step_index": self.step_index,
-            "span_id": self.span_id,
-            "at": _iso(self.timestamp_ns),
-            "sha256": self.sha256,
-            "size": self.size,
-            "truncated": self.truncated,
-            "redactions": self.redactions,
-            "intact": self.intact,
-            "payload": self.payload,
-        }
-
 
 @dataclass(frozen=True, kw_only=True)
 class Step:

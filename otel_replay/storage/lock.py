@@ -60,7 +60,7 @@ def read_holder(path: str | os.PathLike[str]) -> LockHolder | None:
 
 
 class StoreLock:
-    """An exclusive, process-wide lock on one store path (a context manager)."""
+    """An exclusive, process-wide lock on one store path: :meth:`acquire`, then :meth:`release`."""
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float | None = None, what: str = "store") -> None:
         """Lock file ``path``; wait at most ``timeout`` seconds (argument, ``OTEL_REPLAY_LOCK_TIMEOUT``, 10 s)."""
@@ -68,11 +68,6 @@ class StoreLock:
         self.timeout = settings.resolve_lock_timeout(timeout)
         self.what = what
         self._fd: int | None = None
-
-    @property
-    def held(self) -> bool:
-        """True while this object holds the lock."""
-        return self._fd is not None
 
     def acquire(self) -> None:
         """Take the lock, waiting up to :attr:`timeout`; raises StoreBusyError naming the holder."""
@@ -124,10 +119,3 @@ class StoreLock:
                 fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
-
-    def __enter__(self) -> StoreLock:
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
