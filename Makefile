@@ -30,13 +30,12 @@ test: lint
 	$(BIN)/python -m compileall -q otel_replay
 	$(BIN)/python -m pytest -q -n auto --dist worksteal
 
-# the suite under coverage (installs coverage and pytest-cov into .venv), then the modules and public functions
-# it never executed (scripts/unexecuted.py; exit 1 when there are any)
+# the suite under coverage (installs coverage and pytest-cov into .venv; pytest-cov combines the workers' and
+# the subprocesses' data), then the modules and public functions it never executed (scripts/unexecuted.py; exit 1 when there are any)
 coverage: $(STAMP)
 	$(BIN)/python -m pip install --quiet 'coverage>=7.10' 'pytest-cov>=6'
 	rm -rf .coverage-data && mkdir .coverage-data
 	COVERAGE_FILE=$(CURDIR)/.coverage-data/coverage $(BIN)/python -m pytest -q -n auto --dist worksteal --cov --cov-report=
-	COVERAGE_FILE=$(CURDIR)/.coverage-data/coverage $(BIN)/python -m coverage combine -q
 	COVERAGE_FILE=$(CURDIR)/.coverage-data/coverage $(BIN)/python -m coverage json -q -o .coverage-data/coverage.json
 	$(BIN)/python scripts/unexecuted.py .coverage-data/coverage.json
 
