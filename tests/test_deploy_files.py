@@ -8,7 +8,9 @@ receiver), that the compose file pins its images, publishes each port once, moun
 limits the Collector's memory, gives the Collector and Grafana their own least-privilege ClickHouse users and
 takes every credential from ``.env``, that the committed init SQL is exactly what ``otel-replay db init
 --print`` generates, and that this SQL runs on the real ClickHouse engine (chDB) and builds the same tables the
-store creates itself. Every key of the Collector configs is checked in tests/test_collector_schema.py.
+store creates itself. The Prometheus alert rules must parse, be loaded, and name only metrics the Collector
+publishes; the image pin must be the version the operations guide reasoned about. Every key of the Collector
+configs is checked in tests/test_collector_schema.py.
 """
 
 from __future__ import annotations
