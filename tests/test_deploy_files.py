@@ -8,7 +8,9 @@ receiver), that the compose file pins its images, publishes each port once, moun
 limits the Collector's memory, gives the Collector and Grafana their own least-privilege ClickHouse users and
 takes every credential from ``.env``, that the committed init SQL is exactly what ``otel-replay db init
 --print`` generates, and that this SQL runs on the real ClickHouse engine (chDB) and builds the same tables the
-store creates itself. Every key of the Collector configs is checked in tests/test_collector_schema.py.
+store creates itself. The Prometheus alert rules must parse, be loaded, and name only metrics the Collector
+publishes; the image pin must be the version the operations guide reasoned about. Every key of the Collector
+configs is checked in tests/test_collector_schema.py.
 """
 
 from __future__ import annotations
@@ -83,9 +85,16 @@ def _interpolate(value: str, env: dict[str, str]) -> str:
     return _COMPOSE_VAR.sub(repl, value).replace("$$", "$")
 
 
+def _required_variables() -> set[str]:
+    """Compose variables written ``${VAR:?…}`` / ``${VAR?…}``: no default, compose refuses to start without them."""
+    return {name for name, op, _ in _compose_variables() if op in (":?", "?")}
+
+
 def _compose() -> dict[str, Any]:
-    """The compose file with variables resolved from .env.example, parsed."""
-    text = _interpolate(COMPOSE.read_text(encoding="utf-8"), _env_example())
+    """The compose file parsed, with variables resolved from .env.example after a user set the required ones."""
+    env = _env_example()
+    env.update({name: f"set-by-user-{name.lower()}" for name in _required_variables() if not env.get(name)})
+    text = _interpolate(COMPOSE.read_text(encoding="utf-8"), env)
     return yaml.safe_load(text)
 
 
@@ -403,8 +412,25 @@ def test_env_example_defines_every_variable_compose_needs() -> None:
         assert name in env, f"{name} is used by docker-compose.yml but not documented in .env.example"
         if op in (":-", "-"):
             assert env[name] == arg, f"{name}: .env.example says {env[name]!r}, compose defaults to {arg!r}"
+        elif op in (":?", "?"):
+            # A secret: no working placeholder ships, so a copied .env.example cannot start a stack.
+            assert op == ":?" and env[name] == "", f"{name}: required in compose, so .env.example leaves it empty"
         else:
             assert env[name], f"{name} has no default in compose, so .env.example must give it a value"
+
+
+def test_a_copied_env_example_does_not_start_the_stack() -> None:
+    """With .env.example copied unchanged, compose stops at the first unset secret (`${VAR:?}` on an empty value)."""
+    required = _required_variables()
+    assert {"CLICKHOUSE_PASSWORD", "CLICKHOUSE_COLLECTOR_PASSWORD", "CLICKHOUSE_GRAFANA_PASSWORD"} <= required
+    assert "GRAFANA_ADMIN_PASSWORD" in required
+    with pytest.raises(AssertionError, match="has no value and no default"):
+        _interpolate(COMPOSE.read_text(encoding="utf-8"), _env_example())
+    for name in required:
+        env = _env_example()
+        env.update({other: "set" for other in required if other != name})
+        with pytest.raises(AssertionError, match=name):
+            _interpolate(COMPOSE.read_text(encoding="utf-8"), env)
 
 
 def test_compose_has_no_literal_credentials() -> None:
@@ -514,3 +540,91 @@ def test_operations_doc_names_the_pinned_images() -> None:
         assert f"`{image}`" in doc, f"docs/operations.md does not name {image}"
     plugin = _env_example()["GRAFANA_CLICKHOUSE_PLUGIN_VERSION"]
     assert f"grafana-clickhouse-datasource@{plugin}" in doc
+
+
+# ------------------------------------------------------------------------------------- alerts and upgrades
+
+PROMETHEUS_DIR = ROOT / "prometheus"
+PUBLISHED_METRICS = json.loads((ROOT / "tests" / "data" / "collector_schema_v0.152.json").read_text(encoding="utf-8"))[
+    "published_metrics"
+]
+# Metrics Prometheus itself writes for every scrape target (not the Collector's).
+PROMETHEUS_OWN_METRICS = {"up"}
+
+
+def _metric_names(expr: str) -> set[str]:
+    """Metric names in a PromQL expression: identifiers not followed by ``(`` (a function), not PromQL keywords,
+    and outside ``{…}`` label matchers, ``[…]`` ranges and ``by (…)`` groupings."""
+    stripped = re.sub(r"\{[^}]*\}|\[[^\]]*\]|\b(?:by|without)\s*\([^)]*\)", " ", expr)
+    stripped = re.sub(r'"[^"]*"', " ", stripped)
+    keywords = {"by", "without", "and", "or", "unless", "on", "ignoring", "group_left", "group_right", "bool", "offset"}
+    names = set(re.findall(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\b(?!\s*\()", stripped))
+    return {n for n in names if n not in keywords and not re.fullmatch(r"\d+[a-z]*", n)}
+
+
+def test_alert_rules_parse_and_name_only_published_metrics() -> None:
+    """prometheus/rules.yml parses as Prometheus rule groups, is loaded by prometheus.yml and mounted by compose,
+    alerts on the queue fill ratio, dropped spans and refused spans, and names only metrics the Collector
+    publishes (the list the pipeline dashboard row is checked against)."""
+    prometheus = _load_yaml(PROMETHEUS_DIR / "prometheus.yml")
+    assert prometheus["rule_files"] == ["/etc/prometheus/rules.yml"]
+    mounts = {
+        v.split(":")[1]: (ROOT / v.split(":")[0]).resolve() for v in _compose()["services"]["prometheus"]["volumes"]
+    }
+    assert mounts["/etc/prometheus/rules.yml"] == PROMETHEUS_DIR / "rules.yml"
+    rules = _load_yaml(PROMETHEUS_DIR / "rules.yml")
+    assert set(rules) == {"groups"} and rules["groups"]
+    alerts: dict[str, str] = {}
+    for group in rules["groups"]:
+        assert set(group) <= {"name", "interval", "rules", "limit"} and group["name"] and group["rules"]
+        for rule in group["rules"]:
+            assert set(rule) <= {"alert", "expr", "for", "keep_firing_for", "labels", "annotations"}, rule
+            assert rule["alert"] not in alerts, f"alert {rule['alert']} defined twice"
+            if "for" in rule:
+                assert _seconds(rule["for"]) > 0
+            assert rule["expr"].count("(") == rule["expr"].count(")"), rule["alert"]
+            alerts[rule["alert"]] = rule["expr"]
+    published = set(PUBLISHED_METRICS["names"])
+    for name, expr in alerts.items():
+        used = _metric_names(expr)
+        assert used, f"{name}: no metric in {expr!r}"
+        assert used <= published | PROMETHEUS_OWN_METRICS, f"{name}: unpublished metrics {used - published}"
+        grouped = re.findall(r"\bby \(([a-z_, ]+)\)", expr)
+        for labels in grouped:
+            assert {lab.strip() for lab in labels.split(",")} <= set(PUBLISHED_METRICS["labels"]), (name, labels)
+    exprs = " ".join(alerts.values())
+    assert re.search(r"otelcol_exporter_queue_size\s*/\s*otelcol_exporter_queue_capacity", exprs), "fill ratio"
+    assert "otelcol_exporter_send_failed_spans_total" in exprs and "otelcol_receiver_refused_spans_total" in exprs
+    # The scan is not vacuous: a misspelt metric is reported.
+    assert _metric_names("sum by (exporter) (rate(otelcol_exporter_sent_span_total[5m])) > 0") == {
+        "otelcol_exporter_sent_span_total"
+    }
+
+
+def test_the_pinned_collector_is_the_one_the_docs_reasoned_about() -> None:
+    """The Jaeger decoupling and the retry cap were reasoned about for one Collector version (docs/operations.md,
+    "Upgrading the Collector"): the compose pin, the key schema and the docs name the same version, and
+    batch/jaeger is the fire-and-forget `batch` processor. A bumped pin fails here until the docs are re-read."""
+    image = _compose()["services"]["collector"]["image"]
+    version = image.rsplit(":", 1)[1]
+    schema = json.loads((ROOT / "tests" / "data" / f"collector_schema_v{version.rsplit('.', 1)[0]}.json").read_text())
+    assert schema["collector_image"] == image
+    doc = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = doc.split("## Upgrading the Collector", 1)[1].split("\n## ", 1)[0]
+    assert f"`{image}`" in section, "docs/operations.md, 'Upgrading the Collector', must name the pinned image"
+    assert "wait_for_result" in section and "block_on_overflow" in section
+    config = _load_yaml(COLLECTOR_CONFIGS[0])
+    jaeger_processors = config["service"]["pipelines"]["traces/jaeger"]["processors"]
+    assert jaeger_processors == ["batch/jaeger"], "the decoupling the docs describe is the batch processor"
+    assert _component_type(jaeger_processors[0]) == "batch"
+    assert "UPGRADE WARNING" in COLLECTOR_CONFIGS[0].read_text(encoding="utf-8")
+
+
+def test_agent_listens_on_the_pod_address_the_docs_describe() -> None:
+    """agent.yaml's receivers listen on ${env:MY_POD_IP} (reachable from other pods through hostPort), and the
+    operations guide shows the downward-API snippet that sets it."""
+    agent = _load_yaml(COLLECTOR_CONFIGS[2])
+    for protocol, port in (("grpc", 4317), ("http", 4318)):
+        assert agent["receivers"]["otlp"]["protocols"][protocol]["endpoint"] == f"${{env:MY_POD_IP}}:{port}"
+    doc = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    assert "name: MY_POD_IP" in doc and "fieldPath: status.podIP" in doc and "hostPort: 4317" in doc
