@@ -31,7 +31,8 @@ test: lint
 	$(BIN)/python -m pytest -q -n auto --dist worksteal
 
 # the suite under coverage (installs coverage and pytest-cov into .venv; pytest-cov combines the workers' and
-# the subprocesses' data), then the modules and public functions it never executed (scripts/unexecuted.py; exit 1 when there are any)
+# the subprocesses' data), then the modules and public functions it never executed (scripts/unexecuted.py;
+# exit 1 when there are any)
 coverage: $(STAMP)
 	$(BIN)/python -m pip install --quiet 'coverage>=7.10' 'pytest-cov>=6'
 	rm -rf .coverage-data && mkdir .coverage-data
