@@ -308,3 +308,23 @@ def test_bad_options_are_refused_before_the_sdk_is_imported(home: Path) -> None:
         )
     assert said and "risk must be one of" in said[0]["refused"]
     assert said[0]["loaded"] == [] and said[0]["instrumented"] == []
+
+
+def test_bad_openai_agents_options_are_refused_before_the_sdk_is_imported(home: Path) -> None:
+    with FakeLLMServer() as server:
+        said = _run(
+            home,
+            """
+            import otel_replay as orp
+            from otel_replay.instrumentation import instrumented
+            for options in ({"tool_risks": {"send_email": "dangerous"}}, {"tracing": "sometimes"}):
+                try:
+                    orp.instrument("openai_agents", **options)
+                except ValueError as exc:
+                    say(refused=str(exc), loaded=loaded(), instrumented=instrumented())
+        """,
+            server,
+        )
+    assert [s["loaded"] for s in said] == [[], []] and [s["instrumented"] for s in said] == [[], []]
+    assert "risk must be one of" in said[0]["refused"]
+    assert said[1]["refused"].startswith("tracing must be one of bridge")

@@ -257,11 +257,6 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         if tool_risks is not None or not hasattr(self, "_tool_risks"):
             self._tool_risks: dict[str, str] = _check_risks(tool_risks)
 
-    @property
-    def tool_risks(self) -> dict[str, str]:
-        """The configured tool name → risk map (a copy)."""
-        return dict(self._tool_risks)
-
     def instrumentation_dependencies(self) -> Collection[str]:
         """The packages this instrumentor needs: ``langchain-core`` (LangGraph is optional)."""
         return _instruments

@@ -153,11 +153,6 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         if tracing is not None or not hasattr(self, "_tracing"):
             self._tracing: str | None = tracing_mode(tracing) if tracing is not None else None
 
-    @property
-    def tool_risks(self) -> dict[str, str]:
-        """The configured tool name → risk map (a copy)."""
-        return dict(self._tool_risks)
-
     def instrumentation_dependencies(self) -> Collection[str]:
         """The SDK requirement checked by ``instrument()`` and ``opentelemetry-instrument``."""
         return _instruments
