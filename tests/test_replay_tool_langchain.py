@@ -4,6 +4,7 @@ rule allows it."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,13 +31,26 @@ def transfer_funds(account: str) -> str:
     return f"moved from {account}"
 
 
-TOOLS = [transfer_funds]
+@tool
+async def refund_payment(account: str) -> str:
+    """Give money back (an async tool with a high-risk name)."""
+    CALLS.append(f"refund {account}")
+    return f"refunded {account}"
+
+
+TOOLS = [transfer_funds, refund_payment]
 
 
 @orp.agent("lc-tools")
 def tools_agent(account: str) -> str:
     """Calls the LangChain tool as an agent would."""
     return str(transfer_funds.invoke({"account": account}))
+
+
+@orp.agent("lc-async-tools")
+def async_tools_agent(account: str) -> str:
+    """Calls the async LangChain tool as an async agent would."""
+    return str(asyncio.run(refund_payment.ainvoke({"account": account})))
 
 
 @orp.agent("lc-hostile")
@@ -76,6 +90,20 @@ def test_replay_tool_finds_the_langchain_tool_in_the_entrypoint_module(instrumen
     assert refused.outcome == "refused" and CALLS == []
     live = orp.replay_tool(trace_id, 0, mode="live", reason="check", approve=True, app=f"{__name__}:TOOLS")
     assert live.outcome == "matched" and CALLS == ["acc-1"]
+
+
+def test_replay_tool_calls_an_async_langchain_tool_through_its_coroutine(instrumented: None) -> None:
+    async_tools_agent("acc-3")
+    assert CALLS == ["refund acc-3"]
+    trace_id = _trace("lc-async-tools")
+    CALLS.clear()
+    mock = orp.replay_tool(trace_id, 0, mode="mock")
+    assert (mock.tool, mock.outcome, mock.result) == ("refund_payment", "matched", "refunded acc-3")
+    assert CALLS == []
+    refused = orp.replay_tool(trace_id, 0, mode="live", reason="check")
+    assert refused.outcome == "refused" and CALLS == []
+    live = orp.replay_tool(trace_id, 0, mode="live", reason="check", approve=True, args={"account": "acc-4"})
+    assert (live.outcome, live.result) == ("diverged", "refunded acc-4") and CALLS == ["refund acc-4"]
 
 
 def test_a_missing_tool_is_refused_with_what_to_pass(instrumented: None) -> None:
