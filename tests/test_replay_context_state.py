@@ -8,6 +8,7 @@ that replay is certainly running; no sleeps, and a broken handshake fails the te
 
 from __future__ import annotations
 
+import _thread
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 import otel_replay as orp
+from otel_replay.recording import ReplayInterrupt
 from otel_replay.replay.engine import ReplayRefused, replay_run
 from otel_replay.run_model import Run
 from otel_replay.storage.store import Store
@@ -122,7 +124,9 @@ def test_two_concurrent_replays_answer_each_from_its_own_recording(home: Path, c
     assert LEDGER == []  # every tool call of both replays was answered from its own recording
 
 
-def test_a_thread_outside_the_replay_records_and_runs_its_tools_as_usual(home: Path, clean: None) -> None:
+def test_a_thread_outside_the_replay_records_its_runs_as_usual_and_refuses_a_high_tool_outside_any_run(
+    home: Path, clean: None
+) -> None:
     (original,) = _record(home, ("c", 3))
     LEDGER.clear()
     HOLD["c"] = (threading.Event(), threading.Event())
@@ -130,11 +134,13 @@ def test_a_thread_outside_the_replay_records_and_runs_its_tools_as_usual(home: P
     replaying.start()
     try:
         assert HOLD["c"][0].wait(WAIT)
-        # This thread existed before the replay and never received its context: a high tool outside any run
-        # just runs (it used to be refused while any replay ran in the process), and a run recorded here
-        # is an original run of its own, its tools executed and recorded.
-        assert pay(5) == {"paid": 5}
+        # This thread existed before the replay and never received its context. A run recorded here is an
+        # original run of its own, its tools executed and recorded; a high tool outside any run is refused
+        # while a replay runs in the process (it could be the replayed agent's, in a thread that carries no
+        # context), never executed.
         assert plain("d", 4) == {"looked": "D", "paid": {"paid": 4}}
+        with pytest.raises(ReplayInterrupt, match="outside any run while a replay runs"):
+            pay(5)
     finally:
         HOLD["c"][1].set()
         replaying.join(WAIT)
@@ -143,7 +149,8 @@ def test_a_thread_outside_the_replay_records_and_runs_its_tools_as_usual(home: P
     result = box["result"]
     assert result.outcome == "matched", result.divergences
     assert [s.name for s in result.replay.steps] == ["ctx_lookup", "ctx_pay"]
-    assert LEDGER == ["pay 5", "lookup d", "pay 4"]  # nothing of the replay ran
+    assert LEDGER == ["lookup d", "pay 4"]  # nothing of the replay ran, and the refused call did not run
+    assert pay(7) == {"paid": 7}  # once no replay runs, the same call outside a run just runs
     orp.flush()
     with Store.open() as store:
         (summary,) = store.runs(agent="ctx-plain")
@@ -153,6 +160,37 @@ def test_a_thread_outside_the_replay_records_and_runs_its_tools_as_usual(home: P
         ("ctx_lookup", None),
         ("ctx_pay", None),
     ]
+
+
+@orp.agent("ctx-raw-thread")
+def raw_thread_agent(amount: int) -> dict[str, Any]:
+    """Pays from a thread started with ``_thread.start_new_thread``: it carries no context at all."""
+    done = threading.Event()
+    box: dict[str, Any] = {}
+
+    def worker() -> None:
+        try:
+            box["paid"] = pay(amount)
+        except BaseException as exc:  # noqa: BLE001 - reported in the output
+            box["paid"] = f"refused: {type(exc).__name__}"
+        done.set()
+
+    _thread.start_new_thread(worker, ())
+    if not done.wait(WAIT):
+        raise RuntimeError("the worker never finished")
+    return {"paid": box["paid"]}
+
+
+def test_a_high_tool_in_a_thread_that_carries_no_context_never_runs_in_a_mock_replay(home: Path, clean: None) -> None:
+    assert raw_thread_agent(8) == {"paid": {"paid": 8}}  # recorded: outside a replay the worker just pays
+    orp.flush()
+    with Store.open() as store:
+        (summary,) = store.runs(agent="ctx-raw-thread")
+        original = store.load_run(summary.trace_id)
+    LEDGER.clear()
+    result = replay_run(original, mode="mock")
+    assert LEDGER == []  # the high tool was refused in the bare thread, not executed
+    assert result.outcome != "matched"
 
 
 def test_a_high_tool_called_in_the_replays_context_outside_the_run_is_refused(home: Path, clean: None) -> None:

@@ -62,6 +62,8 @@ def straight_agent(question: str) -> dict[str, Any]:
         _side_span()
     if "frozen" in DURING_REPLAY:
         DURING_REPLAY["frozen"] = gc.get_freeze_count()
+    if DURING_REPLAY.pop("exit", False):
+        raise SystemExit(3)  # passes the engine, which only takes Exception from the agent as a result
     return {"answer": plan["text"], "found": found}
 
 
@@ -134,6 +136,19 @@ def test_a_replay_the_store_cannot_take_reaches_it_through_the_spool_once(home: 
         ]
         (entry,) = [e for e in audit(store=reopened) if e.replay_trace_id == replay_id]
         assert entry.mac_valid and entry.outcome == "matched"
+
+
+def test_a_replay_whose_agent_exits_keeps_what_it_recorded(home: Path, recorded: str) -> None:
+    with Store.open() as store:
+        DURING_REPLAY["exit"] = True
+        with pytest.raises(SystemExit):
+            orp.replay(recorded, mode="mock", store=store)
+        assert not DURING_REPLAY
+    with Store.open() as reopened:  # the spool's way: what the replay recorded is stored
+        (summary,) = reopened.runs(kind="replay")
+        replayed = reopened.load_run(summary.trace_id)
+    assert replayed.summary.replay_of == recorded
+    assert [s.name for s in replayed.steps] == ["straight_plan"] + ["straight_lookup"] * 4
 
 
 def test_a_span_of_the_replay_started_outside_its_context_is_stored_with_it(home: Path, recorded: str) -> None:

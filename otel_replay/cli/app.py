@@ -181,6 +181,7 @@ def _without_dataframes() -> None:
     from clickhouse_connect.driver import options
 
     options.pd = None
+    options.pd_time_test = None
 
 
 def _nothing_stored(url: str | None) -> bool:

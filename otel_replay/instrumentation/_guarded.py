@@ -23,7 +23,7 @@ from typing import Any, Final
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from .. import semconv
-from ..recording import ReplayInterrupt, begin_run
+from ..recording import ReplayInterrupt, _replay_session, begin_run
 from ..runtime import ProviderBinding, bind_provider
 
 _log = logging.getLogger("otel_replay")
@@ -84,12 +84,17 @@ class Guards:
             self.warn(what)
             return default
 
+    def _given(self) -> Any:
+        """The runtime of the ``tracer_provider=`` this framework was instrumented with, or None. Not worked out
+        during a replay, which ignores it: a provider that fails must not leave a replayed call unanswered."""
+        binding = self.runtime
+        return binding() if binding is not None and _replay_session.get() is None else None
+
     def begin(self, what: str, begin: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Begin a step with ``begin`` (a ``begin_*_call`` of the recorder: it is given ``runtime=``); a replay's
         :class:`ReplayInterrupt` propagates, any other failure means unrecorded."""
         try:
-            binding = self.runtime
-            return begin(*args, runtime=binding() if binding is not None else None, **kwargs)
+            return begin(*args, runtime=self._given(), **kwargs)
         except ReplayInterrupt:
             raise
         except Exception:  # noqa: BLE001
@@ -100,8 +105,7 @@ class Guards:
         """Begin an implicit run (:func:`~otel_replay.recording.begin_run` with ``kwargs``), or None (logged)
         when that fails; a replay's :class:`ReplayInterrupt` propagates."""
         try:
-            binding = self.runtime
-            return begin_run(name, runtime=binding() if binding is not None else None, **kwargs)
+            return begin_run(name, runtime=self._given(), **kwargs)
         except ReplayInterrupt:
             raise
         except Exception:  # noqa: BLE001

@@ -28,7 +28,7 @@ from .arguments import _as_float, _as_int, _get
 from .encoding import _emit_snapshot, _encode, _record_exception, _safe_str, _scalar_text, _set_attrs
 from .hooks import ReplayInterrupt, _begin_call, _Call
 from .lifecycle import _finish_step, _start_step
-from .state import _current_run, _current_step, _guard, _log_failure, _replay_session, _Step
+from .state import _current_run, _current_step, _guard, _log_failure, _replay_session, _Step, replays_running
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +44,19 @@ def _tool_begin(
 ) -> _Call | None:
     run = _current_run.get()
     if run is None:
-        if meta.risk in ("write", "high") and _replay_session.get() is not None:
-            raise ReplayInterrupt(
-                f"tool {meta.name!r} (risk {meta.risk}) was called during a replay outside the replayed run: "
-                "refused, not executed"
-            )
+        if meta.risk in ("write", "high"):
+            if _replay_session.get() is not None:
+                raise ReplayInterrupt(
+                    f"tool {meta.name!r} (risk {meta.risk}) was called during a replay outside the replayed run: "
+                    "refused, not executed"
+                )
+            if replays_running:
+                # a thread that carries no replay (not started through threading or an executor's submit):
+                # it may be the replayed agent's, so it fails closed
+                raise ReplayInterrupt(
+                    f"tool {meta.name!r} (risk {meta.risk}) was called outside any run while a replay runs in "
+                    "this process: refused, not executed (call it inside an @otel_replay.agent run)"
+                )
         return None
     _, arguments, n = _encode(run.rt, named, "tool.args")
     args_hash = run.rt.redactor.content_hash(arguments)

@@ -21,7 +21,7 @@ from ..semconv import StepKind
 from ..snapshots import RawJSON
 from .encoding import _record_exception
 from .lifecycle import _enter_step, _finish_step
-from .state import _replay_session, _Step
+from .state import _replay_session, _Step, replays_running
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +63,11 @@ class DivergenceStop(ReplayInterrupt):
 def replaying(session: Any) -> Iterator[None]:
     """Make ``session`` answer the calls made in this context (used by the replay engine)."""
     token = _replay_session.set(session)
+    replays_running.add(1)
     try:
         yield
     finally:
+        replays_running.add(-1)
         _replay_session.reset(token)
 
 

@@ -7,7 +7,8 @@ calls (``_replay_session``) are context variables too: each is defined here once
 the recording API imports it from here. ``_guard`` / ``_log_failure`` are how recording bookkeeping fails:
 logged, never raised.
 
-It must never start or end a span, encode a value, or hold state outside a context variable.
+It must never start or end a span, encode a value, or hold state outside a context variable, except the one
+process-wide count of replays running (``replays_running``), which only ever makes a call refuse.
 """
 
 from __future__ import annotations
@@ -92,5 +93,26 @@ def _guard(what: str) -> Iterator[None]:
 
 
 _replay_session: ContextVar[Any] = ContextVar("otel_replay_replay_session", default=None)
-"""The replay answering the calls of this context: the only replay state there is (no process-wide registry).
+"""The replay answering the calls of this context: the replay's state (no process-wide registry of replays).
 Threads and executor work started during a replay get it with the replay's context (``replay.guard``)."""
+
+
+class _ReplayCount:
+    """How many replays run in this process now: the one piece of process-wide replay state, kept so that a
+    ``write``/``high`` tool called outside any run, in a thread that carries no replay (started by
+    ``_thread.start_new_thread``, a native library's thread, an executor that bypasses ``submit``), is refused
+    while a replay runs rather than executed. It answers no call and records nothing: it only makes one refuse."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self._count += n
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+
+replays_running = _ReplayCount()

@@ -22,8 +22,13 @@ When the straight insert fails, the spans go to the spool instead (the next inge
 the replay's trace was started where the replay's runtime was not active (a thread given only the OpenTelemetry
 context), it went through the exporter, so the store is read after an ingest.
 
-This module must never insert a span twice or leave one both in the store and in the spool, never drop a span
-of the replay without logging it, and never touch the original run's rows.
+A span that ends after the replayed agent returned (a thread the agent left running) is not stored: the
+replay's runtime is closed by then (docs/replay.md). An insert cut short whose store then cannot say which
+spans it holds sends them all to the spool, so a span may be stored twice; readers count it once
+(docs/storage.md).
+
+This module must never drop a span of the replay that ended before the agent returned without logging it, and
+never touch the original run's rows.
 """
 
 from __future__ import annotations
@@ -200,6 +205,13 @@ def capturing(session: ReplaySession, store: Any) -> Iterator[Capture]:
     try:
         with setup.tap(capture.spans.append, rt=own), setup.tap(capture._stray, rt=outer), runtime.active(own):
             yield capture
+    except BaseException:
+        # the block did not end normally (the agent raised SystemExit or KeyboardInterrupt past the engine):
+        # what the replay recorded up to there still goes to the spool, as on the spool's way
+        with contextlib.suppress(Exception):
+            setup.flush(rt=own)
+        capture._spool_instead()
+        raise
     finally:
         setup.close(own)
 
