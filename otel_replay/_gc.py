@@ -35,6 +35,7 @@ _pauses = 0
 _resume = False
 _freezes = 0
 _froze = False
+_froze_count = 0
 
 
 @contextlib.contextmanager
@@ -59,13 +60,14 @@ def gc_paused() -> Iterator[None]:
 def gc_frozen() -> Iterator[None]:
     """Keep the objects that exist now out of the collector's sight for the block (``gc.freeze()``); what the
     block allocates is collected as usual. Nested and concurrent blocks share one freeze; nothing is frozen
-    when the host program has frozen objects itself."""
-    global _freezes, _froze
+    when the host program has frozen objects itself, and a freeze it makes during the block is kept."""
+    global _freezes, _froze, _froze_count
     with _lock:
         if _freezes == 0:
             _froze = gc.get_freeze_count() == 0
             if _froze:
                 gc.freeze()
+                _froze_count = gc.get_freeze_count()
         _freezes += 1
     try:
         yield
@@ -73,5 +75,8 @@ def gc_frozen() -> Iterator[None]:
         with _lock:
             _freezes -= 1
             if _freezes == 0 and _froze:
-                gc.unfreeze()
+                # frozen objects that died only lower the count; a freeze the host program made meanwhile raised
+                # it: then its objects (and ours) stay frozen
+                if gc.get_freeze_count() <= _froze_count:
+                    gc.unfreeze()
                 _froze = False

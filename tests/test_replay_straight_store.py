@@ -62,6 +62,8 @@ def straight_agent(question: str) -> dict[str, Any]:
         _side_span()
     if "frozen" in DURING_REPLAY:
         DURING_REPLAY["frozen"] = gc.get_freeze_count()
+    if DURING_REPLAY.pop("host_freeze", False):
+        gc.freeze()  # the host program freezes its objects while the replay runs
     if DURING_REPLAY.pop("exit", False):
         raise SystemExit(3)  # passes the engine, which only takes Exception from the agent as a result
     return {"answer": plan["text"], "found": found}
@@ -180,5 +182,12 @@ def test_the_loaded_run_is_frozen_only_while_the_agent_runs_and_a_host_freeze_is
             assert orp.replay(recorded, mode="mock", store=store).outcome == "matched"
             assert DURING_REPLAY.pop("frozen") <= frozen  # nothing more frozen (the loaded run is not)
             assert 0 < gc.get_freeze_count() <= frozen  # and the host's objects are not handed back
+        finally:
+            gc.unfreeze()
+        DURING_REPLAY["host_freeze"] = True
+        try:
+            assert orp.replay(recorded, mode="mock", store=store).outcome == "matched"
+            assert not DURING_REPLAY
+            assert gc.get_freeze_count() > 0  # a freeze made during the replay is not undone by it
         finally:
             gc.unfreeze()
