@@ -10,6 +10,7 @@ output is the same whether the effect happened or was blocked.
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import contextlib
 import importlib
@@ -178,3 +179,29 @@ def token_caller(marker: str) -> str:
     except OSError:
         pass
     return answer
+
+
+@orp.tool("file_down", risk="write")
+def file_down(text: str, path: str) -> str:
+    Path(path).write_text(text, encoding="utf-8")
+    return text
+
+
+@orp.agent("bare-thread-tool")
+def bare_thread_tool(text: str, path: str) -> str:
+    """A write tool run in a thread started with ``_thread.start_new_thread``: it carries no context at all
+    (neither the run nor a replay), as a native library's callback thread would."""
+    done = threading.Event()
+    box: dict[str, str] = {}
+
+    def worker() -> None:
+        try:
+            box["out"] = file_down(text, path)
+        except BaseException as exc:  # noqa: BLE001 - reported in the answer
+            box["out"] = f"refused: {type(exc).__name__}"
+        done.set()
+
+    _thread.start_new_thread(worker, ())
+    if not done.wait(60):
+        raise RuntimeError("the worker never finished")
+    return box["out"]

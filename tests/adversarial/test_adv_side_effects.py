@@ -262,6 +262,20 @@ def test_a_tool_submitted_to_a_thread_pool_meets_the_firewall(home: Path, outsid
     assert any(d.kind in ("unanswerable", "extra_call") and "note_down" in d.reason for d in result.divergences)
 
 
+def test_a_write_tool_in_a_thread_that_carries_no_context_never_runs_in_a_replay(home: Path, outside: Path) -> None:
+    """A thread started with ``_thread.start_new_thread`` (or by a native library) carries neither the run nor
+    the replay: the recorder sees a write tool outside any run, and while a replay runs it refuses it."""
+    marker = outside / "file-down.txt"
+    trace_id = record(agents.bare_thread_tool, "hello", str(marker))
+    assert marker.read_text(encoding="utf-8") == "hello"  # outside a replay the tool just runs
+    marker.unlink()
+    for mode in ("mock", "deterministic"):
+        replayed = cli(home, "replay", trace_id, "--mode", mode, "--app", "adv_side_effect_agents:bare_thread_tool")
+        assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+        assert "matched" not in replayed.stdout.splitlines()[0]
+        assert not marker.exists()
+
+
 def test_the_cli_reports_the_side_effect_and_exits_1(home: Path, outside: Path, listener: Listener) -> None:
     effect = Effect("write", outside, listener)
     trace_id = record(agents.direct_effect, "write", effect.target)
