@@ -84,6 +84,8 @@ class ReplayMode(StrEnum):
     MOCK = "mock"
     DETERMINISTIC = "deterministic"
     LIVE = "live"
+    WHATIF = "whatif"
+    """Models called live through the instrumented SDK, tools answered from the recording (the lab's what-if)."""
 
 
 # --------------------------------------------------------------------------------------------- span names
@@ -197,6 +199,41 @@ REPLAY_OUTCOME: Final = "otel_replay.replay.outcome"
 REPLAY_SERVED: Final = "otel_replay.replay.served"
 """string. On a replay's step: ``recording`` (answered from the original), ``mock`` (answered by a given mock),
 ``executed`` (the real function ran) or ``refused`` (stopped by the replay firewall)."""
+
+REPLAY_LAB_ID: Final = "otel_replay.replay.lab_id"
+"""string. On a replay's root span: the lab that ran this replay (``otel-replay runs --lab ID``)."""
+
+REPLAY_LAB_LANE: Final = "otel_replay.replay.lab_lane"
+"""string. On a lab replay's root span: ``baseline`` or ``candidate``."""
+
+# labs (one span per lab, in a trace of its own, written when the lab ends)
+
+LAB_SPAN_NAME: Final = "otel_replay.lab"
+"""Name of the span that records one lab: who ran it, the cohort, the totals and each scorer's pass rate."""
+
+LAB_ID: Final = "otel_replay.lab.id"
+"""string. The lab's id (the ``lab_id`` of ``otel-replay lab --json``)."""
+
+LAB_MODE: Final = "otel_replay.lab.mode"
+"""string. ``deterministic``, ``whatif`` or ``mock``."""
+
+LAB_COHORT: Final = "otel_replay.lab.cohort"
+"""string[]. Trace ids of the cohort's runs."""
+
+LAB_RUNS: Final = "otel_replay.lab.runs"
+"""int. Pairs replayed in the candidate lane."""
+
+LAB_MATCHED: Final = "otel_replay.lab.matched"
+"""int. Candidate pairs that matched their original."""
+
+LAB_DIVERGED: Final = "otel_replay.lab.diverged"
+"""int. Candidate pairs that diverged."""
+
+LAB_FAILED: Final = "otel_replay.lab.failed"
+"""boolean. True when a ``--fail-if`` gate held."""
+
+LAB_SCORES: Final = "otel_replay.lab.scores"
+"""string. JSON object: scorer name → pass rate (0..1) over the candidate lane's pairs it applied to."""
 
 # ------------------------------------------------------------------------------------------------- steps
 
