@@ -36,6 +36,7 @@ from .entrypoint import _entrypoint_module as _entrypoint_module  # re-exported 
 from .entrypoint import _instrumented as _instrumented  # re-exported for scopes
 from .entrypoint import load_entrypoint as load_entrypoint  # re-exported: otel_replay.replay.engine.load_entrypoint
 from .entrypoint import recorded_sdks as recorded_sdks  # re-exported: otel_replay.replay.engine.recorded_sdks
+from .policy import ReplayPolicy
 from .raised import agent_exception
 from .session import ApprovalRequired, Divergence, ReplaySession, callable_mocks, os_user, revive
 from .storing import capturing, ingest
@@ -87,6 +88,9 @@ class ReplayResult:
     refused_call: dict[str, Any] | None = None
     """The call a live replay refused: ``{kind, name, step_index, risk, approve_with}``, ``approve_with``
     being the exact ``--approve`` flag that allows it (None when no approval can: a redaction marker)."""
+    tape: dict[str, list[dict[str, Any]]] | None = None
+    """Replays given a :class:`~otel_replay.replay.policy.ReplayPolicy`: the tool tape both ways (``unused``,
+    ``drift``, ``refused``, ``injected``, see :class:`otel_replay.lab.model.PairResult`); None otherwise."""
 
     @property
     def ready_modes(self) -> list[str] | None:
@@ -134,6 +138,7 @@ class ReplayResult:
             "agent_error": self.agent_error,
             "refused_call": self.refused_call,
             "ready_modes": self.ready_modes,
+            **({"tape": self.tape} if self.tape is not None else {}),
         }
 
 
@@ -162,6 +167,8 @@ def _checked(mode: str | ReplayMode, from_step: int | None, reason: str | None) 
         raise ReplayRefused("--from-step needs a mode that runs code (mock, deterministic or live)")
     if mode is ReplayMode.LIVE and not (reason and reason.strip()):
         raise ReplayRefused("a live replay calls real models and tools: give a reason (--reason TEXT)")
+    if mode is ReplayMode.WHATIF and not (reason and reason.strip()):
+        raise ReplayRefused("a whatif replay calls real models: give a reason (--reason TEXT)")
     return mode
 
 
@@ -178,6 +185,7 @@ def replay(
     mocks: Mapping[str, Any] | None = None,
     allow_side_effects: bool = False,
     volatile_keys: Iterable[str | VolatileRule] = (),
+    policy: ReplayPolicy | None = None,
 ) -> ReplayResult:
     """Replay the run recorded as ``trace_id`` and compare it with the original.
 
@@ -195,6 +203,9 @@ def replay(
     Volatile ids (message, response and tool-call ids, ``created``, system fingerprints) are put aside
     whenever recorded and replayed values are compared (:mod:`otel_replay.replay.volatile`);
     ``volatile_keys`` adds keys of your own (names, or ``VolatileRule`` objects) for this replay.
+
+    ``policy`` (a :class:`~otel_replay.replay.policy.ReplayPolicy`, what a lab changes) sets how the tool tape
+    answers, injected tool faults and the overrides applied to every model call.
 
     Raises :class:`ReplayRefused` when the replay cannot start; returns a :class:`ReplayResult` otherwise
     (``outcome`` ``refused`` when a live replay stopped before an unapproved call).
@@ -221,6 +232,7 @@ def replay(
                 entrypoint=entrypoint,
                 mocks=mocks,
                 allow_side_effects=allow_side_effects,
+                policy=policy,
             )
         return _with_notes(result, unregistered)
     finally:
@@ -240,6 +252,7 @@ def replay_run(
     mocks: Mapping[str, Any] | None = None,
     allow_side_effects: bool = False,
     volatile_keys: Iterable[str | VolatileRule] = (),
+    policy: ReplayPolicy | None = None,
 ) -> ReplayResult:
     """Replay a run held in memory (a case file's trace) as :func:`replay` does, without any store: the replay
     is recorded through the configured exporter as usual and read back from the spans this process saw."""
@@ -257,6 +270,7 @@ def replay_run(
             entrypoint=entrypoint,
             mocks=mocks,
             allow_side_effects=allow_side_effects,
+            policy=policy,
         )
     return _with_notes(result, unregistered)
 
@@ -279,6 +293,7 @@ def _replay(
     entrypoint: str | None,
     mocks: Mapping[str, Any] | None,
     allow_side_effects: bool = False,
+    policy: ReplayPolicy | None = None,
 ) -> ReplayResult:
     tid = original.trace_id
     mocks = callable_mocks(mocks)
@@ -303,6 +318,7 @@ def _replay(
         actor=actor,
         reason=reason,
         allow_side_effects=allow_side_effects,
+        policy=policy,
     )
     from .toolcalls import not_firewalled
 

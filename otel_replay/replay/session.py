@@ -32,6 +32,7 @@ from ..semconv import ReplayMode
 from . import volatile
 from .approvals import Approvals, executions_of
 from .hashing import same_content, step_text
+from .policy import ReplayPolicy
 from .reviving import RecordedError as RecordedError  # re-exported: otel_replay.replay.session.RecordedError
 from .reviving import revive as revive  # re-exported: otel_replay.replay.session.revive
 from .reviving import revive_exception as revive_exception  # re-exported
@@ -108,8 +109,11 @@ class ReplaySession:
         actor: str,
         reason: str | None,
         allow_side_effects: bool = False,
+        policy: ReplayPolicy | None = None,
     ) -> None:
         self.original = original
+        self.policy = policy
+        """What a lab changes about this replay (None: a plain replay)."""
         self.mode = mode
         self.from_step = from_step
         self.approval_budget = Approvals.of(approvals)
@@ -182,6 +186,7 @@ class ReplaySession:
             semconv.REPLAY_APPROVALS: list(self.approvals),
             semconv.REPLAY_OS_USER: self.os_user,
             semconv.REPLAY_ALLOW_SIDE_EFFECTS: True if self.allow_side_effects else None,
+            semconv.REPLAY_LAB_ID: self.policy.lab_id if self.policy is not None else None,
         }
 
     def take_run_id(self) -> str | None:
