@@ -77,11 +77,12 @@ def _sections(diff: Any) -> tuple[compare.SectionRow, ...] | None:
     for name in SECTIONS:
         section = diff.get(name)
         if isinstance(section, dict):
+            details = section.get("details")
             sections[name] = SectionDiff(
                 name=name,
                 changed=bool(section.get("changed")),
                 summary=str(section.get("summary") or ""),
-                details=section.get("details") if isinstance(section.get("details"), dict) else {},
+                details=details if isinstance(details, dict) else {},
             )
     return compare.sections(RunDiff(a_trace_id="", b_trace_id="", sections=sections))
 
