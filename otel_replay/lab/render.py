@@ -137,10 +137,9 @@ def deltas_table(result: LabResult) -> Table:
 
 
 def tools_table(result: LabResult) -> Table | None:
-    """Tool × added / removed / changed arguments, and the tool tape's totals."""
+    """Tool × added / removed / changed arguments."""
     matrix = result.summary.get("tools") or {}
-    tape = result.summary.get("tape") or {}
-    if not matrix and not any(tape.values()):
+    if not matrix:
         return None
     table = Table(title=Text("tool calls, replay vs original"), show_header=True, header_style="bold", expand=False)
     table.add_column("tool")
@@ -154,10 +153,15 @@ def tools_table(result: LabResult) -> Table | None:
             _count(row.get("removed"), bad=True),
             _count(row.get("changed_args"), bad=True),
         )
-    if any(tape.values()):
-        parts = ", ".join(f"{clean(k)} {int(v)}" for k, v in tape.items())
-        table.caption = f"tool tape: {parts}"
     return table
+
+
+def tape_line(result: LabResult) -> Text | None:
+    """``tool tape: unused 1, drift 0, refused 0, injected 2`` when the tape has any entry."""
+    tape = result.summary.get("tape") or {}
+    if not any(tape.values()):
+        return None
+    return Text(clean("tool tape: " + ", ".join(f"{k} {int(v)}" for k, v in tape.items())), style="bold")
 
 
 def _first(first: Any) -> Text:
@@ -232,6 +236,7 @@ def lab_renderable(result: LabResult) -> RenderableType:
         divergence_table(result),
         deltas_table(result),
         tools_table(result),
+        tape_line(result),
         worst_table(result),
         stability_line(result),
         gates_table(result),

@@ -9,7 +9,8 @@ built-in ones (:data:`BUILTIN_SCORERS`):
 ``tool_sequence_equal``  the same tool calls in the same order with the same arguments
 ``citations_kept``       every citation of the original's output is in the replay's (None: the original cited none)
 ``cost_delta``           relative change of the run's cost in US dollars, replay vs original (0.1 = +10 %)
-``latency_delta``        relative change of the run's duration, replay vs original
+``latency_delta``        relative change of the run's duration, replay vs original (0 while the change is within
+                         the diff's latency threshold: 100 ms and 50 %, ``docs/diff.md``)
 ``safety_kept``          the replay recorded the same safety verdicts (None: the original recorded none)
 
 User scorers are registered with :func:`scorer` (``@orp.scorer``) by code the user imports: the ``--app``
@@ -107,6 +108,8 @@ def _cost_delta(original: Run, replay: Run, diff: RunDiff) -> float | None:
 
 
 def _latency_delta(original: Run, replay: Run, diff: RunDiff) -> float | None:
+    if not diff.sections["latency"].changed:  # within the diff's threshold (docs/diff.md): no change
+        return 0.0
     return _relative(original.summary.duration_ms, replay.summary.duration_ms)
 
 
@@ -174,9 +177,12 @@ BUILTIN_SCORERS: Final[tuple[Scorer, ...]] = (
         "latency_delta",
         _latency_delta,
         higher_is_better=False,
-        tolerance=0.2,
+        tolerance=0.0,
         reference=0.0,
-        description="relative change of the run's duration, replay vs original (0.1 = +10 %)",
+        description=(
+            "relative change of the run's duration, replay vs original (0.1 = +10 %); 0 within the diff's "
+            "latency threshold (100 ms and 50 %)"
+        ),
     ),
     _builtin(
         "safety_kept",

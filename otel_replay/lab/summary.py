@@ -221,7 +221,9 @@ def _tape(candidate: Sequence[PairResult]) -> dict[str, int]:
     return totals
 
 
-def _worst(pairs: Sequence[PairResult], verdicts: Mapping[int, list[str]], limit: int) -> list[dict[str, Any]]:
+def _worst(
+    pairs: Sequence[PairResult], verdicts: Mapping[int, list[str]], stable: Mapping[str, str], limit: int
+) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for index, p in enumerate(pairs):
         if p.lane != "candidate":
@@ -244,6 +246,7 @@ def _worst(pairs: Sequence[PairResult], verdicts: Mapping[int, list[str]], limit
                 "regressed": regressed,
                 "first_divergence": p.first_divergence,
                 "error": p.error,
+                "stability": stable.get(p.original_trace_id),
                 "_order": (-badness, step if isinstance(step, int) else math.inf, p.original_trace_id, p.repeat),
             }
         )
@@ -310,7 +313,7 @@ def summarize(
         "latency": _deltas(candidate, "latency_ms"),
         "tools": _tool_matrix(candidate),
         "tape": _tape(candidate),
-        "worst": _worst(pairs, regressed_by_pair, max(0, int(worst))),
+        "worst": _worst(pairs, regressed_by_pair, stable, max(0, int(worst))),
         "stability": {
             "baseline": bool(baseline),
             "counts": {label: stability_counts.get(label, 0) for label in STABILITY},
