@@ -373,6 +373,8 @@ def test_an_error_pair_and_an_interrupted_lab(cohort: Cohort) -> None:
     validate(document)
     assert document["interrupted"] is True and document["failed"] is True
     assert "interrupted" in terminal_text(lab)
+    page = lab_html(lab)  # a pair with no replay run: no diff to show, said so
+    assert 'id="run-0"' in page and "no diff: the replay recorded no run" in page and "the worker stopped" in page
 
 
 # ------------------------------------------------------------------------------------------ JSON, schema
@@ -416,3 +418,13 @@ def test_stored_names_never_drive_the_terminal_or_the_page(cohort: Cohort, tmp_p
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&lt;img src=x onerror=alert(2)&gt;" in page
     assert page.count("<script>") == 1  # the report's own script only
     assert 'id="run-0"' in page and 'href="#run-0"' in page
+
+
+def test_an_empty_interrupted_lab_still_reports(tmp_path: Path) -> None:
+    lab = lab_of([], ["diverged > 0", "matched < 100%"], scorers=builtin_scorers(), interrupted=True)
+    assert lab.summary["totals"]["replays"] == 0 and not lab.failed
+    assert [(g.held, g.value) for g in lab.gates] == [(False, 0.0), (False, None)]
+    validate(lab.to_dict())
+    assert "interrupted" in terminal_text(lab)
+    page = write_lab_html(lab, tmp_path / "empty.html").read_text(encoding="utf-8")
+    assert "interrupted: only the replays that finished" in page and 'id="run-0"' not in page
