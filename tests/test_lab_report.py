@@ -363,7 +363,10 @@ def test_the_tape_of_a_policy_replay_is_carried_and_counted(cohort: Cohort) -> N
 
 def test_an_error_pair_and_an_interrupted_lab(cohort: Cohort) -> None:
     tid = cohort.demo_ids[0]
+    key = "sk-proj-" + "L4b5" * 10
     pair = scoring.error_pair(cohort.originals[tid], "the worker stopped")
+    leaky = scoring.error_pair(cohort.originals[tid], f"worker failed calling with {key}")
+    assert key not in (leaky.error or "") and (leaky.error or "").startswith("worker failed calling with ")
     lab = lab_of([pair], ["errors >= 1", "cost_p50 > +10%"], scorers=builtin_scorers(), interrupted=True)
     assert lab.summary["totals"]["errors"] == 1
     assert [(g.held, g.value) for g in lab.gates] == [(True, 1.0), (False, None)]

@@ -478,7 +478,8 @@ def pair_result(
 
 
 def error_pair(original: Run, message: str, *, lane: Lane = "candidate", repeat: int = 0) -> PairResult:
-    """The pair of a run the lab could not replay (``outcome`` ``error``, ``message`` saying why)."""
+    """The pair of a run the lab could not replay (``outcome`` ``error``, ``message`` saying why, redacted like
+    every recorded value)."""
     return PairResult(
         original_trace_id=original.trace_id,
         original_run_id=original.run_id,
@@ -487,7 +488,7 @@ def error_pair(original: Run, message: str, *, lane: Lane = "candidate", repeat:
         lane=lane,
         repeat=repeat,
         outcome="error",
-        error=message,
+        error=_scrub(str(message)),
         tape=_tape(None),
         cost_usd={"original": run_cost(original), "replay": None},
         latency_ms={"original": round(original.summary.duration_ms, 3), "replay": None},
