@@ -23,10 +23,12 @@ def write_lab_span(
     diverged: int,
     failed: bool,
     scores: Mapping[str, float | None],
+    start_time_ns: int | None = None,
 ) -> None:
-    """One lab span, ended at once (call ``otel_replay.flush()`` and ingest to see it in the store)."""
+    """One lab span, ended at once (call ``otel_replay.flush()`` and ingest to see it in the store); started at
+    ``start_time_ns`` when given (ns since the epoch), else now."""
     tracer = setup.runtime().tracer
-    span = tracer.start_span(semconv.LAB_SPAN_NAME, context=Context())
+    span = tracer.start_span(semconv.LAB_SPAN_NAME, context=Context(), start_time=start_time_ns)
     span.set_attributes(
         {
             semconv.LAB_ID: lab_id,
@@ -39,4 +41,4 @@ def write_lab_span(
             semconv.LAB_SCORES: json.dumps(dict(scores)),
         }
     )
-    span.end()
+    span.end(end_time=None if start_time_ns is None else start_time_ns + 1_000_000)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,8 @@ from otel_replay.storage.store import Store
 BOARD = json.loads(
     (Path(__file__).resolve().parents[1] / "dashboards" / "otel-replay-overview.json").read_text(encoding="utf-8")
 )
+LAB_A_NS = int(datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc).timestamp()) * 1_000_000_000
+"""The first lab's start; the second starts a second later, in the same hour (one point per scorer)."""
 LAB_PANELS = ("Labs over time by mode and result", "Pass rate per scorer", "Labs")
 
 
@@ -46,6 +48,7 @@ def lab_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
             diverged=0,
             failed=False,
             scores={"output_equal": 1.0, "cost_delta": 1.0, "citations_kept": None},
+            start_time_ns=LAB_A_NS,
         )
         write_lab_span(
             lab_id="lab-b",
@@ -56,6 +59,7 @@ def lab_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
             diverged=3,
             failed=True,
             scores={"output_equal": 0.5, "cost_delta": 0.75, "citations_kept": None},
+            start_time_ns=LAB_A_NS + 1_000_000_000,
         )
         orp.flush()
         store = Store.open()
@@ -101,7 +105,7 @@ def test_pass_rate_per_scorer_averages_the_labs(lab_store: Store) -> None:
     by_scorer: dict[str, list[float]] = {}
     for _, scorer, rate in rows:
         by_scorer.setdefault(scorer, []).append(rate)
-    # both labs fall in one interval here (one hour): each scorer's mean over the two labs; null left out
+    # both labs fall in one interval (one hour): each scorer's mean over the two labs; null left out
     assert {k: [round(v, 4) for v in vs] for k, vs in by_scorer.items()} == {
         "output_equal": [0.75],
         "cost_delta": [0.875],
