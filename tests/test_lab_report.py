@@ -63,7 +63,8 @@ class Cohort:
         """A replay of ``trace_id`` (each distinct replay made once per module)."""
         key = (trace_id, mode, entrypoint)
         if key not in self.memo:
-            self.memo[key] = replay(trace_id, mode=mode, store=self.store, entrypoint=entrypoint)
+            reason = "lab report test" if mode == "live" else None
+            self.memo[key] = replay(trace_id, mode=mode, store=self.store, entrypoint=entrypoint, reason=reason)
         return self.memo[key]
 
     def pairs(
@@ -449,3 +450,25 @@ def test_an_empty_interrupted_lab_still_reports(tmp_path: Path) -> None:
     assert "interrupted" in terminal_text(lab)
     page = write_lab_html(lab, tmp_path / "empty.html").read_text(encoding="utf-8")
     assert "interrupted: only the replays that finished" in page and 'id="run-0"' not in page
+
+
+def test_worst_runs_rank_errors_then_refusals_then_divergences(cohort: Cohort) -> None:
+    ids = cohort.demo_ids
+    refund = next(t for t in ids if any(s.name == "issue_refund" for s in cohort.originals[t].steps))
+    ledger = cohort.home / "refunds.log"
+    before = ledger.read_bytes()
+    refused = cohort.replayed(refund, mode="live")  # no --approve issue_refund: stopped before the refund
+    assert refused.outcome == "refused" and ledger.read_bytes() == before
+    other = next(t for t in ids if t != refund)
+    pairs = [
+        pair_result(cohort.originals[other], cohort.replayed(other, entrypoint=NEW_PROMPT), scorers=()),
+        pair_result(cohort.originals[refund], refused, scorers=()),
+        scoring.error_pair(cohort.originals[ids[-1]], "could not load the run"),
+        pair_result(cohort.originals[ids[-1]], cohort.replayed(ids[-1]), scorers=()),
+    ]
+    lab = lab_of(pairs, ["refused >= 1"], scorers=())
+    totals = lab.summary["totals"]
+    assert (totals["matched"], totals["diverged"], totals["refused"], totals["errors"]) == (1, 1, 1, 1)
+    worst = [(w["pair_index"], w["outcome"], w["badness"]) for w in lab.summary["worst"]]
+    assert worst == [(2, "error", 3), (1, "refused", 2), (0, "diverged", 1)]
+    assert lab.failed and "refused" in terminal_text(lab)
