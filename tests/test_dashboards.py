@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from grafana_macros import ALL, ExpansionError, Variable, expand
+from lab_spans import write_lab_span
 
 import otel_replay as orp
 from otel_replay.storage.store import Store
@@ -113,6 +114,17 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
             mock = replay(failed.trace_id, mode="mock", store=store)
             refused = replay(refund, mode="live", reason="x", store=store)
             assert refused.outcome == "refused"
+            # a lab over the demo's runs, for the overview's Replay lab row (tests/test_lab_report_grafana.py)
+            write_lab_span(
+                lab_id="lab-demo",
+                mode="deterministic",
+                cohort=[s.trace_id for s in originals],
+                runs=3,
+                matched=2,
+                diverged=1,
+                failed=True,
+                scores={"output_equal": 2 / 3, "citations_kept": None},
+            )
             orp.flush()
             store.ingest()
             yield {

@@ -240,3 +240,64 @@ def test_diff_report(browser: Any, pages: Pages) -> None:
         assert page.locator('tr.section[data-section="tools"] .b-changed').is_visible()
         screenshot(page, "report-diff.png")
         seen.assert_quiet()
+
+
+# ------------------------------------------------------------------------------------------------- lab
+
+
+@pytest.fixture(scope="module")
+def lab_page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Any]]:
+    """The HTML report of a lab over the demo's runs: each run replayed unchanged and with a new system prompt."""
+    from test_lab_report import NEW_PROMPT, lab_of
+
+    from otel_replay.demo.agent import run_demo
+    from otel_replay.lab.html import write_lab_html
+    from otel_replay.lab.scoring import BUILTIN_SCORERS, pair_result
+    from otel_replay.replay.engine import replay
+    from otel_replay.storage.store import Store
+
+    base = tmp_path_factory.mktemp("lab-browser")
+    with recording_home(base) as home:
+        import otel_replay as orp
+
+        orp.configure(home=home, exporter="spool")
+        run_demo()
+        orp.flush()
+        with Store.open() as store:
+            pairs = []
+            for summary in sorted(store.runs(kind="original", limit=10), key=lambda s: s.started_at):
+                original = store.load_run(summary.trace_id)
+                for entrypoint in (None, NEW_PROMPT):
+                    result = replay(summary.trace_id, mode="deterministic", store=store, entrypoint=entrypoint)
+                    pairs.append(pair_result(original, result, scorers=BUILTIN_SCORERS))
+    lab = lab_of(pairs, ["diverged > 0", "cost_p50 > +10%"], scorers=BUILTIN_SCORERS)
+    yield write_lab_html(lab, base / "lab.html"), lab
+
+
+def test_lab_report(browser: Any, lab_page: tuple[Path, Any]) -> None:
+    path, lab = lab_page
+    with opened(browser, path) as seen:
+        page = seen.page
+        rows = page.locator("#runs tbody tr")
+        assert rows.count() == len(lab.pairs) == 6
+        assert page.locator('#summary td[data-total="diverged"]').inner_text() == "3"
+        assert page.locator('#scorers tr[data-scorer="output_equal"]').is_visible()
+        assert "support_llm" in page.locator("#divergences").inner_text()
+        assert page.locator("#gates tr.held").count() == 1 and page.locator("#gates tr.passed").count() == 1
+        # every run links to its replay-vs-original diff in the same file
+        diverged = next(i for i, p in enumerate(lab.pairs) if p.outcome == "diverged")
+        link = page.locator(f'#runs tr[data-run="{diverged}"] a.diff-link')
+        link.click()
+        target = page.locator(f"#run-{diverged}")
+        page.wait_for_function(
+            f"() => {{ const r = document.getElementById('run-{diverged}')"
+            ".getBoundingClientRect(); return r.top > -2 && r.top < innerHeight / 2; }",
+            timeout=5000,
+        )
+        assert page.evaluate("window.location.hash") == f"#run-{diverged}"
+        assert target.locator('tr.section[data-section="output"]').is_visible()
+        assert target.locator("ol.divergences li.first .b-dv").inner_text() == "request"
+        worst = page.locator("#worst a").first
+        assert (worst.get_attribute("href") or "").startswith("#run-")
+        screenshot(page, "report-lab.png")
+        seen.assert_quiet()

@@ -47,6 +47,11 @@ class PairResult:
     """What the replayed agent raised: ``{type, message, file, line, function}``."""
     scores: dict[str, Any] = field(default_factory=dict)
     """Scorer name → its value for this pair (``bool``, number, or None when the scorer does not apply)."""
+    reference_scores: dict[str, Any] = field(default_factory=dict)
+    """Scorer name → its value for the original scored against itself (what an exact replay scores): the
+    reference a candidate is judged against when the lab has no baseline lane."""
+    scorer_errors: dict[str, str] = field(default_factory=dict)
+    """Scorer name → ``Type: message`` of a scorer that raised on this pair (its score is None)."""
     tape: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """The tool tape both ways: ``unused`` (recorded calls the replay never made), ``drift`` (argument drift under
     ``--tool-match sequence``), ``refused`` (calls the tape could not answer), ``injected`` (faults served)."""
@@ -57,6 +62,10 @@ class PairResult:
     """``{original, replay}``."""
     latency_ms: dict[str, float | None] = field(default_factory=dict)
     """``{original, replay}``."""
+    replay_status: str | None = None
+    """``ok`` or ``error``: how the replay's run ended (None when the replay recorded no run)."""
+    steps: dict[str, int | None] = field(default_factory=dict)
+    """``{original, replay}``: step counts."""
     output_hash: str | None = None
     """A keyed hash of the replay's output (answer, structured output, error type): equal outputs, equal hashes;
     the baseline lane compares repeats with it."""
@@ -82,6 +91,8 @@ class GateResult:
     held: bool
     value: float | None
     """The measured left-hand side (a count, a percentage, or a relative change in percent)."""
+    note: str | None = None
+    """Why the gate could not be measured (no data; a scorer this lab did not run), else None."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -83,6 +83,13 @@ def _page(template: str, title: str, *, has_first: bool = False, **context: Any)
     )
 
 
+def render_page(template: str, title: str, *, has_first: bool = False, **context: Any) -> str:
+    """A page of another package (the lab's report) through this package's frame (``page.html.j2``): the same
+    environment, autoescape, styles, script and Content-Security-Policy as the run, replay and diff pages.
+    ``template`` is a template file of this package."""
+    return _page(template, title, has_first=has_first, **context)
+
+
 # -------------------------------------------------------------------------------------------------- run
 
 
