@@ -95,10 +95,24 @@ def agent_call(session: Any) -> Iterator[None]:
     when :func:`guards` says so, the side-effect guard is on. The engine's own work stays outside."""
     with carrying_context():
         if guards(session):
+            if session.mode is ReplayMode.WHATIF:
+                _platform_known()
             with guarded(session):
                 yield
         else:
             yield
+
+
+def _platform_known() -> None:
+    """Have Python read the platform once, outside the guard: the model SDKs put it in their request headers,
+    and the first ``platform.platform()`` of a process runs ``uname -p``, which a whatif replay's model call
+    would otherwise meet as a blocked process spawn. Python keeps the answer for the process."""
+    import platform
+
+    try:
+        platform.platform()
+    except Exception:  # noqa: BLE001 - the SDK will meet the same problem, under the guard
+        pass
 
 
 # ------------------------------------------------------------------------------------------------ guard
