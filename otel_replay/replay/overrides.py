@@ -12,7 +12,11 @@
 * Anthropic Messages (``anthropic.messages``): ``model=``, params, ``system`` → ``system=``, other roles in
   ``messages``;
 * ``@otel_replay.model`` functions: a parameter named ``model``, parameters named as the params (or
-  ``**kwargs``), a ``messages`` argument of ``{"role", "content"}`` dicts (as Chat Completions).
+  ``**kwargs``), a ``messages`` argument of ``{"role", "content"}`` dicts (as Chat Completions);
+* LangChain chat models (``langchain``, the instrumented ``_generate_with_cache``): the messages of that role
+  (``system``, ``user``/``human``, ``assistant``/``ai``) get the text as content, a missing system message is
+  put first; ``model`` and the params are passed as the call's keyword arguments, which the chat model merges
+  into its request (as ``ChatOpenAI`` does) or refuses.
 
 An override with no place to go in a call (no ``model`` parameter, no message of that role) is a note on
 the replay's result, never silently dropped. It must never change the caller's own objects (messages lists
@@ -31,6 +35,8 @@ from .policy import ReplayPolicy
 CHAT: Final = "openai.chat.completions"
 RESPONSES: Final = "openai.responses"
 MESSAGES: Final = "anthropic.messages"
+LANGCHAIN: Final = "langchain"
+_LANGCHAIN_TYPES: Final = {"system": "system", "user": "human", "human": "human", "assistant": "ai", "ai": "ai"}
 _SYSTEM_ROLES: Final = ("system", "developer")
 
 
@@ -60,6 +66,29 @@ def replace_role(messages: Any, role: str, text: str, *, insert: bool) -> list[A
     return out
 
 
+def replace_langchain_role(messages: Any, role: str, text: str) -> list[Any] | None:
+    """A copy of a LangChain ``messages`` list with the content of each message of ``role`` set to ``text``
+    (a missing system message put first), or None when nothing could be placed."""
+    if not isinstance(messages, (list, tuple)):
+        return None
+    kind = _LANGCHAIN_TYPES.get(role, role)
+    out: list[Any] = []
+    found = False
+    for message in messages:
+        if getattr(message, "type", None) == kind and hasattr(message, "model_copy"):
+            found = True
+            out.append(message.model_copy(update={"content": text}))
+        else:
+            out.append(message)
+    if not found:
+        if kind != "system":
+            return None
+        from langchain_core.messages import SystemMessage  # LangChain is present: its model made this call
+
+        out.insert(0, SystemMessage(content=text))
+    return out
+
+
 def override_request(policy: ReplayPolicy, shape: str, request: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """``request`` (an SDK method's keyword arguments) with the policy's overrides applied, and the notes of
     those that had no place to go."""
@@ -82,6 +111,11 @@ def override_request(policy: ReplayPolicy, shape: str, request: Mapping[str, Any
                     out["input"] = items
         elif shape == MESSAGES and role == "system":
             out["system"] = text
+        elif shape == LANGCHAIN:
+            messages = replace_langchain_role(out.get("messages"), role, text)
+            placed = messages is not None
+            if messages is not None:
+                out["messages"] = messages
         else:
             messages = replace_role(out.get("messages"), role, text, insert=shape == CHAT and role in _SYSTEM_ROLES)
             placed = messages is not None
