@@ -239,3 +239,19 @@ def test_replay_run_fills_the_tape_and_a_policy_cannot_start_from_a_step(world: 
         replay_run(original, mode="mock", from_step=2, policy=ReplayPolicy())
     dry = replay_run(original, mode="dry", policy=ReplayPolicy())
     assert dry.tape == EMPTY_TAPE
+
+
+def test_whatif_runs_the_model_function_and_never_the_recorded_tools(world: dict[str, Any]) -> None:
+    tid = world["runs"]["refund"]
+    result = orp.replay(tid, mode="whatif", reason="model check", policy=ReplayPolicy(prompts={"system": "New."}))
+    assert result.outcome == "matched", result.divergences  # the scripted model ignores the prompt
+    served = {s.name: s.attributes[semconv.REPLAY_SERVED] for s in result.replay.steps if s.kind != "agent"}
+    assert served == {
+        "kb_search": "recording",
+        "support_llm": "executed",
+        "lookup_order": "recording",
+        "issue_refund": "recording",
+    }
+    model_steps = [s for s in result.replay.steps if s.kind == "model"]
+    assert [s.snapshots["model"]["request"]["messages"][0]["content"] for s in model_steps] == ["New.", "New."]
+    assert ledger(world) == ["refund order=2077 amount_eur=249.0"]  # the refund came from the tape
