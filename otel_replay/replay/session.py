@@ -23,6 +23,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from .. import semconv
+from ..errors import ReplayRefused
 from ..recording import DivergenceStop, ReplayInterrupt, Served
 from ..runs import Run, Step
 from ..semconv import ReplayMode
@@ -93,10 +94,9 @@ class ReplaySession:
         self.tape: tape.ToolTape | None = None
         """A policy replay's tool tape (mock, deterministic, whatif): tool calls answered from it, see
         :mod:`otel_replay.replay.tape`."""
-        if policy is not None and from_step is not None:
-            from ..errors import ReplayRefused
-
-            raise ReplayRefused("a replay given a policy (a lab's replay) cannot start from a step: drop from_step")
+        if from_step is not None and (policy is not None or mode is ReplayMode.WHATIF):
+            what = "a whatif replay" if mode is ReplayMode.WHATIF else "a replay given a policy (a lab's replay)"
+            raise ReplayRefused(f"{what} cannot start from a step: drop --from-step")
         if policy is not None and mode in tape.TAPE_MODES:
             self.tape = tape.ToolTape(
                 self._all, policy=policy, trace_id=original.trace_id, rules=volatile.current_rules()
@@ -144,6 +144,7 @@ class ReplaySession:
             semconv.REPLAY_OS_USER: self.os_user,
             semconv.REPLAY_ALLOW_SIDE_EFFECTS: True if self.allow_side_effects else None,
             semconv.REPLAY_LAB_ID: self.policy.lab_id if self.policy is not None else None,
+            semconv.REPLAY_LAB_LANE: self.policy.lane if self.policy is not None else None,
         }
 
     def take_run_id(self) -> str | None:
