@@ -93,6 +93,16 @@ def multi_sdk_agent(question: str) -> dict[str, str]:
     return {"responses": response.output_text, "anthropic": message.content[0].text}
 
 
+@orp.agent("policy-anthropic-stream-agent")
+def anthropic_stream_agent(question: str) -> str:
+    """One Anthropic call through the ``messages.stream`` helper."""
+    claude = anthropic.Anthropic(base_url=BASE_URL.removesuffix("/v1"), api_key="sk-ant-test-not-a-key", max_retries=0)
+    with claude.messages.stream(
+        model="claude-test", system=SYSTEM, max_tokens=64, messages=[{"role": "user", "content": question}]
+    ) as stream:
+        return "".join(stream.text_stream)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def instrumented() -> Iterator[None]:
     """Both SDK instrumentors on for this module, off afterwards."""
@@ -227,3 +237,15 @@ def test_the_replay_command_accepts_whatif_with_a_reason(home: Path, server: Fak
     data = json.loads(done.stdout)
     assert (data["mode"], data["reason"], data["outcome"]) == ("whatif", "cli whatif", "matched")
     assert server.count == 4 and RAN == ["Paris"]  # the two model calls, the tool from the recording
+
+
+def test_overrides_reach_the_anthropic_stream_helper(home: Path, server: FakeLLMServer) -> None:
+    tid = record(anthropic_stream_agent, "Hello stream")
+    assert server.count == 1
+    policy = ReplayPolicy(model="terse-s", prompts={"system": "Stream briefly."})
+    result = orp.replay(tid, mode="whatif", reason="stream override check", policy=policy)
+    ((_, body),) = server.requests[1:]
+    assert (body["model"], body["system"], body["stream"]) == ("terse-s", "Stream briefly.", True)
+    assert result.replay.snapshots["output"]["answer"] == "terse: Hello"
+    mock = orp.replay(tid, mode="mock", policy=policy)  # answered from the recording, the request compared
+    assert [d.kind for d in mock.divergences] == ["request"] and server.count == 2
