@@ -35,3 +35,9 @@ class TraceNotFoundError(OtelReplayError):
 
 class InvalidTraceIdError(OtelReplayError, ValueError):
     """A trace id is not 32 hexadecimal characters."""
+
+
+class ToolNotRecorded(OtelReplayError, LookupError):
+    """Raised into a replayed agent (a replay given a policy, see :mod:`otel_replay.replay.tape`) at a tool call
+    the recording holds no answer for: the call was refused and not executed. An ordinary exception, so the
+    agent may handle it as it handles a failing tool."""

@@ -198,7 +198,8 @@ REPLAY_OUTCOME: Final = "otel_replay.replay.outcome"
 
 REPLAY_SERVED: Final = "otel_replay.replay.served"
 """string. On a replay's step: ``recording`` (answered from the original), ``mock`` (answered by a given mock),
-``executed`` (the real function ran) or ``refused`` (stopped by the replay firewall)."""
+``executed`` (the real function ran), ``refused`` (stopped by the replay firewall, or refused by a policy's
+tool tape) or ``injected`` (a policy's tool fault in place of the recorded answer)."""
 
 REPLAY_LAB_ID: Final = "otel_replay.replay.lab_id"
 """string. On a replay's root span: the lab that ran this replay (``otel-replay runs --lab ID``)."""

@@ -39,6 +39,16 @@ class ModeChoice(str, Enum):
     live = "live"
 
 
+class ReplayModeChoice(str, Enum):
+    """Replay mode of ``replay`` (``whatif``: models called for real, tools from the recording)."""
+
+    dry = "dry"
+    mock = "mock"
+    deterministic = "deterministic"
+    live = "live"
+    whatif = "whatif"
+
+
 class ToolModeChoice(str, Enum):
     """Tool replay mode."""
 
@@ -50,7 +60,11 @@ class ToolModeChoice(str, Enum):
 @_handled
 def replay_command(
     trace_id: str = typer.Argument(..., help="Trace id of the run to replay."),
-    mode: ModeChoice = typer.Option(..., "--mode", help="dry, mock, deterministic or live."),
+    mode: ReplayModeChoice = typer.Option(
+        ...,
+        "--mode",
+        help="dry, mock, deterministic, live or whatif (models called for real, tools from the recording).",
+    ),
     from_step: int | None = typer.Option(None, "--from-step", min=0, help="Answer steps before N from the recording."),
     approve: list[str] = typer.Option(
         [],
@@ -58,7 +72,7 @@ def replay_command(
         help="A write/high tool this replay may execute: NAME (one call), NAME:N or NAME:* (repeatable).",
     ),
     actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
-    reason: str | None = typer.Option(None, "--reason", help="Why (required for live)."),
+    reason: str | None = typer.Option(None, "--reason", help="Why (required for live and whatif)."),
     app_spec: str | None = typer.Option(
         None, "--app", help="Entrypoint module:function to run instead of the recorded one."
     ),

@@ -9,7 +9,11 @@ prove that a replay sent none. Answers are scripted and deterministic (fixed ids
   ``FakeLLMServer(tool_args=...)``, per tool name with ``tool_args_for={name: args}``);
 * a request whose conversation holds a tool result gets a final text that quotes it;
 * anything else gets ``echo: <last user text>``;
-* the model ``missing-model`` gets HTTP 404 with the API's error body.
+* the model ``missing-model`` gets HTTP 404 with the API's error body;
+* a model whose name starts with ``terse-`` (:data:`TERSE_PREFIX`, e.g. ``terse-gpt``) never asks for a tool
+  and answers ``terse: <first word of the last user text>`` in every API: a what-if model that answers
+  differently (a shorter final text, no tool call), so a replay lab's ``output_equal`` and
+  ``tool_sequence_equal`` scores regress against runs recorded with any other model.
 
 Ids, ``created`` and ``system_fingerprint`` are fixed by default. ``FakeLLMServer(volatile_ids=True)`` makes
 them change with every request, as the real APIs do (random ids, a ``created`` that counts up), so a test can
@@ -32,6 +36,8 @@ TOOL_ARGS = {"city": "Paris"}
 CREATED = 1_767_225_600
 MISSING_MODEL = "missing-model"
 """A model name the fake answers with HTTP 404, as both APIs do for an unknown model."""
+TERSE_PREFIX = "terse-"
+"""Models named with this prefix ask for no tool and answer ``terse: <first word of the last user text>``."""
 
 
 def _text_of(content: Any) -> str:
@@ -40,6 +46,15 @@ def _text_of(content: Any) -> str:
     if isinstance(content, list):
         return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     return ""
+
+
+def _terse(body: dict[str, Any], user: str) -> str | None:
+    """The answer of a ``terse-`` model (:data:`TERSE_PREFIX`), else None."""
+    model = body.get("model")
+    if not (isinstance(model, str) and model.startswith(TERSE_PREFIX)):
+        return None
+    words = user.split()
+    return f"terse: {words[0] if words else ''}"
 
 
 def _split(text: str, parts: int = 3) -> list[str]:
@@ -185,10 +200,12 @@ class FakeLLMServer:
         messages = body.get("messages") or []
         tool_result = next((m.get("content") for m in reversed(messages) if m.get("role") == "tool"), None)
         user = next((_text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
-        call = body.get("tools") and tool_result is None
+        terse = _terse(body, user)
+        call = body.get("tools") and tool_result is None and terse is None
         text = (
             None if call else (f"The weather: {_text_of(tool_result)}" if tool_result is not None else f"echo: {user}")
         )
+        text = terse if terse is not None else text
         usage = {"prompt_tokens": 11 + len(messages), "completion_tokens": 7, "total_tokens": 18 + len(messages)}
         base = {
             "id": self._id("chatcmpl-fake-1"),
@@ -288,7 +305,8 @@ class FakeLLMServer:
         items = [{"role": "user", "content": items}] if isinstance(items, str) else (items or [])
         output_item = next((i.get("output") for i in reversed(items) if i.get("type") == "function_call_output"), None)
         user = next((_text_of(i.get("content")) for i in reversed(items) if i.get("role") == "user"), "")
-        call = body.get("tools") and output_item is None
+        terse = _terse(body, user)
+        call = body.get("tools") and output_item is None and terse is None
         usage = {
             "input_tokens": 13 + len(items),
             "output_tokens": 9,
@@ -310,6 +328,7 @@ class FakeLLMServer:
             text = None
         else:
             text = f"The weather: {output_item}" if output_item is not None else f"echo: {user}"
+            text = terse if terse is not None else text
             item = {
                 "type": "message",
                 "id": item_id,
@@ -457,7 +476,8 @@ class FakeLLMServer:
                     if isinstance(block, dict) and block.get("type") == "tool_result":
                         result = _text_of(block.get("content"))
         user = next((_text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
-        call = body.get("tools") and result is None
+        terse = _terse(body, user)
+        call = body.get("tools") and result is None and terse is None
         usage = {
             "input_tokens": 17 + len(messages),
             "output_tokens": 8,
@@ -470,7 +490,7 @@ class FakeLLMServer:
             stop = "tool_use"
         else:
             text = f"The weather: {result}" if result is not None else f"echo: {user}"
-            block = {"type": "text", "text": text}
+            block = {"type": "text", "text": terse if terse is not None else text}
             stop = "end_turn"
         message = {
             "id": self._id("msg_fake_a1"),

@@ -15,7 +15,7 @@ import contextvars
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from ..recording import begin_model_call, begin_retrieval_call, end_call
+from ..recording import _replay_session, begin_model_call, begin_retrieval_call, end_call, unguarded
 from ._guarded import enabled as _enabled
 from ._langchain_codecs import (
     _STRUCTURED_OUTPUT_KWARGS,
@@ -91,10 +91,30 @@ def _streams(instance: Any, kwargs: dict[str, Any], *, async_api: bool) -> bool:
         return True
 
 
+def _overridden(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``_generate_with_cache``'s arguments with the model overrides of a replay's policy applied (the
+    session's ``override_request``, before the call is recorded and made); unchanged outside such a replay."""
+    session = _replay_session.get()
+    override = getattr(session, "override_request", None) if session is not None else None
+    if override is None:
+        return args, kwargs
+    request = {k: v for k, v in kwargs.items() if k != "messages"}
+    request["messages"] = _arg(args, kwargs, 0, "messages")
+    changed = override("langchain", request)
+    if changed is request:
+        return args, kwargs
+    changed = dict(changed)
+    messages = changed.pop("messages", None)
+    if args:
+        return (messages, *args[1:]), changed
+    return args, {**changed, "messages": messages}
+
+
 def _generate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``BaseChatModel._generate_with_cache``: one model step, answered with a ``ChatResult`` in a replay."""
     if not _enabled():
         return wrapped(*args, **kwargs)
+    args, kwargs = _overridden(args, kwargs)
 
     def body() -> Any:
         parts = _safely("read the model request", _generate_parts, instance, args, kwargs)
@@ -102,7 +122,8 @@ def _generate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs
         served = call.served if call is not None else None
         if served is None:
             try:
-                result = wrapped(*args, **kwargs)
+                with unguarded(call):  # a whatif replay's model call may connect to its model
+                    result = wrapped(*args, **kwargs)
             except BaseException as exc:
                 end_call(call, exc=exc)
                 raise
@@ -123,6 +144,7 @@ def _agenerate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwarg
     """``BaseChatModel._agenerate_with_cache``: the async twin of :func:`_generate_wrapper`."""
     if not _enabled():
         return wrapped(*args, **kwargs)
+    args, kwargs = _overridden(args, kwargs)
 
     async def body() -> Any:
         parts = _safely("read the model request", _generate_parts, instance, args, kwargs)
@@ -130,7 +152,8 @@ def _agenerate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwarg
         served = call.served if call is not None else None
         if served is None:
             try:
-                result = await wrapped(*args, **kwargs)
+                with unguarded(call):  # a whatif replay's model call may connect to its model
+                    result = await wrapped(*args, **kwargs)
             except BaseException as exc:
                 end_call(call, exc=exc)
                 raise

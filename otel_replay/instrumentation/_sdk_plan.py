@@ -23,12 +23,14 @@ from .. import semconv
 from ..recording import (
     DivergenceStop,
     ReplayInterrupt,
+    _replay_session,
     begin_model_call,
     begin_run,
     end_call,
     end_run,
     in_run,
     record_context,
+    unguarded,
 )
 from ._sdk_api import (
     STREAM_ENVELOPE,
@@ -238,12 +240,30 @@ def _start(
     return plan
 
 
+def overridden(api: SdkApi, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` of a call with the model overrides of the replay's policy applied (the session's
+    ``override_request``, before the call is recorded and sent); the same dict outside such a replay."""
+    session = _replay_session.get()
+    override = getattr(session, "override_request", None) if session is not None else None
+    if override is None:
+        return kwargs
+    try:
+        changed: dict[str, Any] = override(api.step, kwargs)
+    except Exception as exc:  # fail closed: never send a call the replay meant to change unchanged
+        raise ReplayInterrupt(
+            f"replay stopped at {api.step}: applying the model overrides failed ({type(exc).__name__}); "
+            "nothing was sent"
+        ) from exc
+    return changed
+
+
 def run_sync(api: SdkApi, plan: _Plan, call: Callable[[], Any]) -> Any:
     """Answer or perform a sync call under ``plan``."""
     if plan.served is not None:
         return _served(plan, async_=False)
     try:
-        result = call() if plan.stream and plan.run is None else plan.enter(call)
+        with unguarded(plan.call):
+            result = call() if plan.stream and plan.run is None else plan.enter(call)
     except BaseException as exc:
         plan.finish(exc=exc)
         raise
@@ -255,7 +275,8 @@ async def run_async(api: SdkApi, plan: _Plan, call: Callable[[], Any]) -> Any:
     if plan.served is not None:
         return _served(plan, async_=True)
     try:
-        result = await call()
+        with unguarded(plan.call):
+            result = await call()
     except BaseException as exc:
         plan.finish(exc=exc)
         raise
@@ -320,6 +341,7 @@ def create_wrapper(api: SdkApi, *, is_async: bool) -> Callable[..., Any]:
     if is_async:
 
         async def async_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            kwargs = overridden(api, kwargs)
             plan = _start(api, None, args, kwargs, bool(kwargs.get("stream")))
             if plan is None:
                 return await wrapped(*args, **kwargs)
@@ -328,6 +350,7 @@ def create_wrapper(api: SdkApi, *, is_async: bool) -> Callable[..., Any]:
         return async_wrapper
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        kwargs = overridden(api, kwargs)
         plan = _start(api, None, args, kwargs, bool(kwargs.get("stream")))
         if plan is None:
             return wrapped(*args, **kwargs)

@@ -181,6 +181,7 @@ def _stream_wrapper(api: SdkApi, *, is_async: bool) -> Any:
     attribute = _MANAGER_REQUEST[is_async]
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        kwargs = _sdk.overridden(api, kwargs)  # a replay's model overrides, before the request is built
         manager = wrapped(*args, **kwargs)
         try:
             original = getattr(manager, attribute)

@@ -31,7 +31,7 @@ from ..risk import effective_risk
 from .calls import begin_model_call, begin_retrieval_call, begin_tool_call, end_call
 from .decorators import AgentBlock, agent, model, retriever, tool
 from .encoding import _encode, _scrubbed_fields
-from .hooks import DivergenceStop, ReplayInterrupt, Served, replaying
+from .hooks import DivergenceStop, ReplayInterrupt, Served, _unguarded, replaying, unguarded
 from .lifecycle import begin_run, end_run, in_run
 from .runlevel import (
     _target_span,
@@ -45,7 +45,7 @@ from .runlevel import (
     record_safety,
     record_state,
 )
-from .state import _current_run, _replay_session
+from .state import _current_run, _current_step, _replay_session
 
 __all__ = [
     "AgentBlock",
@@ -53,10 +53,12 @@ __all__ = [
     "ReplayInterrupt",
     "Served",
     "_current_run",
+    "_current_step",
     "_encode",
     "_replay_session",
     "_scrubbed_fields",
     "_target_span",
+    "_unguarded",
     "agent",
     "attach_file",
     "begin_model_call",
@@ -79,6 +81,7 @@ __all__ = [
     "replaying",
     "retriever",
     "tool",
+    "unguarded",
 ]
 
 # A recorded exception's type is stored as ``module.qualname`` (and a value as ``module:qualname``): the public

@@ -335,7 +335,7 @@ def _model_begin(
         "arguments": request,
     }
     session = _replay_session.get()
-    if session is not None and getattr(getattr(session, "mode", None), "value", None) == "live":
+    if session is not None and getattr(getattr(session, "mode", None), "value", None) in ("live", "whatif"):
         # What the call would really send, before redaction: a marker here came from the recording.
         state["markers"] = marker_paths(to_jsonable(named))
     return _begin_call(step, state, request_hash)

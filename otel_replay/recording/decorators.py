@@ -20,7 +20,7 @@ from ..risk import _DEFAULT_RISK, effective_risk
 from ..snapshots import qualname_of
 from .arguments import _ArgNames, _entrypoint_of, _signature
 from .calls import _model_begin, _retrieval_begin, _tool_begin, _ToolMeta, end_call
-from .hooks import ReplayInterrupt, _answer_of, _Call
+from .hooks import ReplayInterrupt, _answer_of, _Call, unguarded
 from .lifecycle import _AgentMeta, _end_run, _start_run
 from .state import _log, _log_failure, _replay_session
 
@@ -30,10 +30,29 @@ _RISKS: Final = frozenset(r.value for r in semconv.Risk)
 
 
 def _wrap(
-    func: Callable[P, R], before: Callable[[tuple[Any, ...], dict[str, Any]], Any], after: Callable[..., None]
+    func: Callable[P, R],
+    before: Callable[[tuple[Any, ...], dict[str, Any]], Any],
+    after: Callable[..., None],
+    overridable: str | None = None,
 ) -> Callable[P, R]:
     """Wrap sync or async ``func`` so ``before(args, kwargs)`` runs first and ``after(handle, result=, exc=)``
-    runs last; the function's own result and exceptions pass through unchanged."""
+    runs last; the function's own result and exceptions pass through unchanged. ``overridable`` (a model
+    step's name): during a replay given a policy, the session may override the call's arguments
+    (``override_call``) before they are recorded and passed."""
+
+    def rewrite(args: Any, kwargs: Any) -> tuple[Any, Any]:
+        session = _replay_session.get()
+        override = getattr(session, "override_call", None) if session is not None else None
+        if override is None or overridable is None:
+            return args, kwargs
+        try:
+            new_args, new_kwargs = override(overridable, func, tuple(args), dict(kwargs))
+        except Exception as exc:  # fail closed: never send a call the replay meant to change unchanged
+            raise ReplayInterrupt(
+                f"replay stopped at {qualname_of(func)}: applying the model overrides failed "
+                f"({type(exc).__name__}: {exc}); nothing was executed"
+            ) from exc
+        return new_args, new_kwargs
 
     def start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         try:
@@ -62,10 +81,18 @@ def _wrap(
 
         @functools.wraps(func)
         async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
+            if overridable is not None:
+                args, kwargs = rewrite(args, kwargs)
             handle = start(args, kwargs)
             served = handle.served if type(handle) is _Call else None
             try:
-                result = await async_func(*args, **kwargs) if served is None else _answer_of(served)
+                if served is not None:
+                    result = _answer_of(served)
+                elif type(handle) is _Call and handle.live is not None:
+                    with unguarded(handle):
+                        result = await async_func(*args, **kwargs)
+                else:
+                    result = await async_func(*args, **kwargs)
             except BaseException as exc:
                 finish(handle, exc=exc)
                 raise
@@ -77,15 +104,23 @@ def _wrap(
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        if overridable is not None:
+            args, kwargs = rewrite(args, kwargs)
         handle = start(args, kwargs)
         served = handle.served if type(handle) is _Call else None
         try:
-            result = func(*args, **kwargs) if served is None else _answer_of(served)
+            if served is not None:
+                result = _answer_of(served)
+            elif type(handle) is _Call and handle.live is not None:
+                with unguarded(handle):
+                    result = func(*args, **kwargs)
+            else:
+                result = func(*args, **kwargs)
         except BaseException as exc:
             finish(handle, exc=exc)
             raise
         finish(handle, result=result)
-        return result
+        return cast("R", result)
 
     return wrapper
 
@@ -301,7 +336,10 @@ def model(
     def build(func: Callable[..., Any], step_name: str) -> Callable[..., Any]:
         name_args = _ArgNames(func)
         wrapped = _wrap(
-            func, lambda args, kwargs: _model_begin(step_name, provider, model_name, name_args(args, kwargs)), end_call
+            func,
+            lambda args, kwargs: _model_begin(step_name, provider, model_name, name_args(args, kwargs)),
+            end_call,
+            step_name,
         )
         return _mark(wrapped, {"kind": "model", "name": step_name, "provider": provider, "model": model_name})
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,9 @@ class _Call:
     state: dict[str, Any]
     tokens: tuple[Any, Any]
     served: Served | None = None
+    live: str | None = None
+    """During a replay, for a call the session lets execute: what its real call may do under the side-effect
+    guard (``network``: a whatif model call's connection; ``all``: a tool a lab's policy runs live)."""
 
 
 class ReplayInterrupt(BaseException):
@@ -103,7 +107,29 @@ def _begin_call(step: _Step, state: dict[str, Any], key: str | None) -> _Call:
             _finish_step(step, failed=True, step_token=call.tokens[0], ctx_token=call.tokens[1])
             raise stop from (None if stop is exc else exc)
         step.span.set_attribute(semconv.REPLAY_SERVED, call.served.how if call.served else "executed")
+        if call.served is None:
+            permits = getattr(session, "permits", None)
+            call.live = permits(step) if permits is not None else None
     return call
+
+
+_unguarded: ContextVar[_Call | None] = ContextVar("otel_replay_unguarded_call", default=None)
+"""The call whose real execution the replay's side-effect guard lets through (see :attr:`_Call.live`)."""
+
+
+@contextlib.contextmanager
+def unguarded(call: Any) -> Iterator[None]:
+    """Around the real execution of ``call`` (a :class:`_Call`, or anything else: nothing happens): when the
+    replay let it execute with a ``live`` permission, the side-effect guard lets that call's own effects
+    through (:mod:`otel_replay.replay.guard` reads it)."""
+    if type(call) is not _Call or call.live is None:
+        yield
+        return
+    token = _unguarded.set(call)
+    try:
+        yield
+    finally:
+        _unguarded.reset(token)
 
 
 def _answer_of(served: Served) -> Any:

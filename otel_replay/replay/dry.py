@@ -16,7 +16,8 @@ from .. import semconv
 from ..exporting import setup
 from ..markers import marker_paths
 from ..runs import Run
-from .session import ReplaySession, _captured
+from .answers import _captured
+from .session import ReplaySession
 
 
 def _has_marker(tree: Any) -> list[str]:

@@ -160,7 +160,7 @@ def _checked(mode: str | ReplayMode, from_step: int | None, reason: str | None) 
     try:
         mode = ReplayMode(mode)
     except ValueError:
-        raise ReplayRefused(f"unknown mode {mode!r}: use dry, mock, deterministic or live") from None
+        raise ReplayRefused(f"unknown mode {mode!r}: use dry, mock, deterministic, live or whatif") from None
     if from_step is not None and (isinstance(from_step, bool) or not isinstance(from_step, int) or from_step < 0):
         raise ReplayRefused(f"from_step must be a step index >= 0, got {from_step!r}")
     if from_step is not None and mode is ReplayMode.DRY:
@@ -348,6 +348,7 @@ def _replay(
             original=original,
             allow_side_effects=session.allow_side_effects,
             not_firewalled=unfirewalled,
+            tape=session.tape_result(),
         )
     with _instrumented(original):
         func = load_entrypoint(
@@ -440,6 +441,8 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         allow_side_effects=session.allow_side_effects,
         agent_error=raised,
         refused_call=session.refused_call if refusal is not None else None,
+        notes=tuple(session.notes),
+        tape=session.tape_result(),
     )
 
 

@@ -21,6 +21,11 @@ read-only system) and are recorded once each on the replay as a divergence of ki
   ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_ENDPOINT`` or of the configured exporter,
   and an ``http(s)`` ClickHouse store URL from ``OTEL_REPLAY_STORE`` or :func:`~otel_replay.configure`).
 
+A call the replay itself lets execute is the one exception (:func:`otel_replay.recording.unguarded`, set by
+the recorder around that call only): a model call of a ``whatif`` replay may open its network connection (and
+nothing else), and a tool a lab's policy runs live (``tools_live``, its approval taken) runs as in a live
+replay. A tool or retrieval step nested inside such a call gets no part of that permission.
+
 Process-wide state, kept because Python offers no narrower way:
 
 * **One audit hook** (PEP 578, :func:`sys.addaudithook`), installed the first time a guard is entered and
@@ -57,7 +62,7 @@ from typing import Any, Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..exporting import setup
-from ..recording import _replay_session
+from ..recording import _current_step, _replay_session, _unguarded
 from ..semconv import ReplayMode
 from .exempt import _exempt_endpoints, _exempt_roots, _folder_of_fd, _is_bytecode, _normal_host, _resolved
 from .session import Divergence
@@ -90,10 +95,24 @@ def agent_call(session: Any) -> Iterator[None]:
     when :func:`guards` says so, the side-effect guard is on. The engine's own work stays outside."""
     with carrying_context():
         if guards(session):
+            if session.mode is ReplayMode.WHATIF:
+                _platform_known()
             with guarded(session):
                 yield
         else:
             yield
+
+
+def _platform_known() -> None:
+    """Have Python read the platform once, outside the guard: the model SDKs put it in their request headers,
+    and the first ``platform.platform()`` of a process runs ``uname -p``, which a whatif replay's model call
+    would otherwise meet as a blocked process spawn. Python keeps the answer for the process."""
+    import platform
+
+    try:
+        platform.platform()
+    except Exception:  # noqa: BLE001 - the SDK will meet the same problem, under the guard
+        pass
 
 
 # ------------------------------------------------------------------------------------------------ guard
@@ -182,6 +201,9 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
     check = _CHECKS.get(event)
     if check is None or getattr(_busy, "on", False):
         return
+    live = _unguarded.get()
+    if live is not None and _lets_through(live, event):
+        return
     _busy.on = True
     try:
         what = check(state, args)
@@ -191,6 +213,19 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         _busy.on = False
     if what is not None:
         state.block(what)
+
+
+def _lets_through(call: Any, event: str) -> bool:
+    """Whether the real execution of ``call``, which the replay let execute (see
+    :func:`otel_replay.recording.unguarded`), may do ``event``: a whatif model call (``network``) may only
+    connect, a tool a policy runs live (``all``) anything, as in a live replay. Never a tool or retrieval
+    step nested inside it, which has its own permission or none."""
+    if call.live == "network" and not event.startswith("socket."):
+        return False
+    if call.live not in ("network", "all"):
+        return False
+    current = _current_step.get()
+    return current is None or current is call.step or current.kind.value not in ("tool", "retrieval")
 
 
 def _spawn(event: str) -> Callable[[_Guard, tuple[Any, ...]], str | None]:

@@ -56,8 +56,11 @@ def journal_path(home: Path | str | os.PathLike[str] | None = None) -> Path:
 
 
 def needs_record(session: Any) -> bool:
-    """True for a replay that may cause real effects: live mode, or the side-effect guard turned off."""
-    return session.mode is ReplayMode.LIVE or bool(getattr(session, "allow_side_effects", False))
+    """True for a replay that may cause real effects: live or whatif mode (real model calls), the side-effect
+    guard turned off, or tools a policy runs live."""
+    if session.mode in (ReplayMode.LIVE, ReplayMode.WHATIF) or bool(getattr(session, "allow_side_effects", False)):
+        return True
+    return bool(getattr(getattr(session, "policy", None), "tools_live", ()))
 
 
 # ------------------------------------------------------------------------------------------------ MAC
@@ -302,3 +305,21 @@ def process_alive(record: Mapping[str, Any]) -> bool:
         return False
     was = record.get("pid_start")
     return pid_alive(pid, started=None if was is None else str(was))
+
+
+def os_user() -> str:
+    """The operating-system user running this process, by its user id (never from ``--actor`` or ``$USER``)."""
+    import getpass
+
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except Exception:  # noqa: BLE001 - no user database (containers), or not POSIX
+        pass
+    if hasattr(os, "getuid"):
+        return f"uid-{os.getuid()}"
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001
+        return "unknown"

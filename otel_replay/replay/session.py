@@ -14,80 +14,41 @@ recording cannot answer is a divergence, never a silent guess.
 from __future__ import annotations
 
 import json
-import shlex
 import threading
 import uuid
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from .. import semconv
+from ..errors import ReplayRefused
 from ..recording import DivergenceStop, ReplayInterrupt, Served
 from ..runs import Run, Step
 from ..semconv import ReplayMode
-from . import volatile
+from . import overrides, tape, volatile
+from .answers import callable_mocks as callable_mocks  # re-exported: otel_replay.replay.session.callable_mocks
+from .answers import mock_answer, recorded_answer
 from .approvals import Approvals, executions_of
-from .hashing import same_content, step_text
+from .divergence import Divergence as Divergence  # re-exported: otel_replay.replay.session.Divergence
+from .journal import os_user as os_user  # re-exported: otel_replay.replay.session.os_user
+from .journal import root_mac
 from .policy import ReplayPolicy
+from .refusals import ApprovalRequired as ApprovalRequired  # re-exported: otel_replay.replay.session.ApprovalRequired
+from .refusals import MarkerRefused as MarkerRefused  # re-exported
+from .refusals import higher_risk as higher_risk  # re-exported
+from .refusals import live_tool, refuse_markers
 from .reviving import RecordedError as RecordedError  # re-exported: otel_replay.replay.session.RecordedError
 from .reviving import revive as revive  # re-exported: otel_replay.replay.session.revive
 from .reviving import revive_exception as revive_exception  # re-exported
-from .sentdiff import _same_but_volatile, _sent_diff
-from .toolcalls import requested_calls, result_ids
-
-
-@dataclass(frozen=True, kw_only=True)
-class Divergence:
-    """One place where the replay did not follow the original."""
-
-    step_index: int | None
-    """Index of the original step it is reported at (the closest recorded step), or None."""
-    kind: str
-    """``arguments``, ``request``, ``extra_call``, ``missing_call``, ``unanswerable``, ``output``, ``approval``,
-    ``side_effect`` (an operation the side-effect guard blocked, see :mod:`otel_replay.replay.guard`),
-    ``unrecorded_tool`` (a tool call the model asked for was answered by code outside the firewall, see
-    :mod:`otel_replay.replay.toolcalls`), ``redacted`` (a live model call would have sent a redaction marker)."""
-    reason: str
-    expected: str | None = None
-    actual: str | None = None
-    diff: str | None = None
-    """For ``request`` and ``arguments`` divergences: a unified diff of what the step sent in the recording
-    (``---``) and in the replay (``+++``), as indented JSON; redacted parts show as their markers."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "step_index": self.step_index,
-            "kind": self.kind,
-            "reason": self.reason,
-            "expected": self.expected,
-            "actual": self.actual,
-            "diff": self.diff,
-        }
-
-
-class ApprovalRequired(ReplayInterrupt):
-    """A live replay reached a write/high tool without an approval given for this replay."""
-
-
-class MarkerRefused(ApprovalRequired):
-    """A live replay would send a redaction marker to a model: refused before the call, like a missing
-    approval (the outcome is ``refused``)."""
-
-
-def _captured(payload: Mapping[str, Any]) -> bool:
-    """False when a snapshot says its content was not captured (runs read from other instrumentations)."""
-    return all(payload.get(flag) is not False for flag in ("content_captured", "response_captured", "result_captured"))
-
+from .sentdiff import _sent_diff
+from .toolcalls import requested_calls, unrecorded_results
+from .values import RecordedValues
 
 _LOOKAHEAD = 8
 """How many recorded steps ahead a call may match before it counts as an extra call."""
 
-_ANSWER_KEY = {"tool": ("tool", "result"), "model": ("model", "response"), "retrieval": ("retrieval", "returned")}
 _HASH_ATTR = {
     "tool": semconv.TOOL_ARGS_HASH,
     "model": semconv.MODEL_REQUEST_HASH,
@@ -129,8 +90,25 @@ class ReplaySession:
         self.reason = reason
         self.allow_side_effects = bool(allow_side_effects)
         """True when the person replaying turned the side-effect guard off (``--allow-side-effects``)."""
-        self.recorded: list[Step] = [s for s in original.steps if s.kind != semconv.StepKind.AGENT.value]
+        self._all: list[Step] = [s for s in original.steps if s.kind != semconv.StepKind.AGENT.value]
+        self.tape: tape.ToolTape | None = None
+        """A policy replay's tool tape (mock, deterministic, whatif): tool calls answered from it, see
+        :mod:`otel_replay.replay.tape`."""
+        if from_step is not None and (policy is not None or mode is ReplayMode.WHATIF):
+            what = "a whatif replay" if mode is ReplayMode.WHATIF else "a replay given a policy (a lab's replay)"
+            raise ReplayRefused(f"{what} cannot start from a step: drop --from-step")
+        if policy is not None and mode in tape.TAPE_MODES:
+            self.tape = tape.ToolTape(
+                self._all, policy=policy, trace_id=original.trace_id, rules=volatile.current_rules()
+            )
+        # The steps matched by kind, name and order: a tape answers tool calls, a whatif replay runs its models.
+        by_order = {"tool"} if self.tape is not None else set()
+        if mode is ReplayMode.WHATIF:
+            by_order.add("model")
+        self.recorded: list[Step] = [s for s in self._all if s.kind not in by_order]
         self.cursor = 0
+        self.notes: list[str] = []
+        """Things the user should know that are not divergences (an override with no place to go), each once."""
         self.divergences: list[Divergence] = []
         self.executed: list[tuple[str, str]] = []
         self.schema_changes: list[dict[str, Any]] = []
@@ -144,29 +122,8 @@ class ReplaySession:
         self.trace_id: str | None = None
         self.root_span_id: str | None = None
         self._lock = threading.Lock()
-        # Non-deterministic values in the order they were drawn (seq), with the step they were drawn in, so
-        # the values of a step answered from the recording (its code does not run again) can be dropped.
-        step_of_span = {s.span_id: s.index for s in original.steps}
-        drawn: list[tuple[int, str, str | None, int | None]] = []
-        for span in original.spans:
-            for event in span.events:
-                if event.name == semconv.EVENT_VALUE:
-                    a = event.attributes
-                    seq = int(a.get(semconv.SNAPSHOT_SEQ) or 0)
-                    drawn.append(
-                        (
-                            seq,
-                            a.get(semconv.VALUE_KIND, ""),
-                            a.get(semconv.VALUE_PAYLOAD),
-                            step_of_span.get(span.span_id),
-                        )
-                    )
-        # One queue per kind, in seq order; values of steps answered from the recording are skipped lazily.
-        self._values: dict[str, deque[tuple[int, str, str | None, int | None]]] = {}
-        for value in sorted(drawn, key=lambda v: v[0]):
-            self._values.setdefault(value[1], deque()).append(value)
-        self._valued_steps = {v[3] for v in drawn if v[3] is not None}
-        self._answered_steps: set[int] = set()
+        self._values = RecordedValues(original)
+        self._models_run = 0
         # Tool calls asked for by the last model answer served from the recording, not yet answered by a tool
         # step of this replay: (name, call id, recorded model step).
         self._asked: list[tuple[str, str | None, int]] = []
@@ -187,6 +144,7 @@ class ReplaySession:
             semconv.REPLAY_OS_USER: self.os_user,
             semconv.REPLAY_ALLOW_SIDE_EFFECTS: True if self.allow_side_effects else None,
             semconv.REPLAY_LAB_ID: self.policy.lab_id if self.policy is not None else None,
+            semconv.REPLAY_LAB_LANE: self.policy.lane if self.policy is not None else None,
         }
 
     def take_run_id(self) -> str | None:
@@ -220,8 +178,6 @@ class ReplaySession:
             self.run_id = run_id
             self.trace_id = f"{ctx.trace_id:032x}"
             self.root_span_id = f"{ctx.span_id:016x}"
-            from .journal import root_mac
-
             try:  # never into the agent: a row without a MAC is marked by the audit
                 span.set_attribute(semconv.REPLAY_AUDIT_MAC, root_mac(self))
             except Exception:  # noqa: BLE001
@@ -231,21 +187,7 @@ class ReplaySession:
         """The next recorded non-deterministic value of ``kind``, unless this replay draws fresh ones."""
         if self.mode is ReplayMode.LIVE and self.from_step is None:
             return None
-        with self._lock:
-            queue = self._values.get(kind)
-            while queue and queue[0][3] in self._answered_steps:
-                queue.popleft()
-            if not queue:
-                return None
-            raw = queue.popleft()[2]
-        if raw is None:
-            return None
-        try:
-            import json
-
-            return (revive(json.loads(raw)),)
-        except (TypeError, ValueError):
-            return None
+        return self._values.next(kind)
 
     def intercept(
         self, *, step: Any, key: str | None, arguments: str | None, sent: str | None = None, markers: Sequence[str] = ()
@@ -258,24 +200,19 @@ class ReplaySession:
         kind = step.kind.value
         name = step.name
         self._check_tool_results(kind, name, sent)
+        if kind == "tool" and self.tape is not None:
+            return tape.answer_tool(self, self.tape, step, key, sent)
+        if kind == "model" and self.mode is ReplayMode.WHATIF:
+            self._whatif_model(name, markers)
+            return None
         with self._lock:
             recorded = self._match(kind, name)
-        if recorded is not None and kind == "tool":
-            was = recorded.attributes.get(semconv.TOOL_SCHEMA_VERSION)
-            now = step.attrs.get(semconv.TOOL_SCHEMA_VERSION)
-            if was != now:
-                self.schema_changes.append(
-                    {"step_index": recorded.index, "tool": name, "recorded": was, "current": now}
-                )
+        if kind == "tool":
+            self._note_schema(recorded, step)
         if recorded is not None:
             recorded_key = recorded.attributes.get(_HASH_ATTR.get(kind, ""), "")
-            if (
-                key is not None
-                and recorded_key
-                and recorded_key != key  # equal hashes agree: the stored text is only rebuilt when they differ
-                and not same_content(recorded_key, key, text_a=step_text(recorded, _HASH_ATTR[kind]))
-                and not _same_but_volatile(recorded, _HASH_ATTR[kind], sent, self.volatile_rules)
-            ):
+            # equal hashes agree: the stored text is only rebuilt when they differ
+            if not tape.sends_same(recorded, _HASH_ATTR[kind], key, sent, self.volatile_rules):
                 what = "request" if kind == "model" else "arguments"
                 self._diverge(
                     recorded.index,
@@ -293,7 +230,7 @@ class ReplaySession:
         from_recording = recorded is not None and self._before_from_step(recorded)
         if self.mode is ReplayMode.LIVE and not from_recording:
             if kind == "model" and markers:
-                self._refuse_markers(name, recorded, markers)
+                refuse_markers(self, name, recorded, markers)
             return self._live(step, kind, name, recorded)
         if name in self.mocks and not from_recording:
             return self._mock(name, arguments)
@@ -327,36 +264,81 @@ class ReplaySession:
             if kind != "model":
                 return
             asked, self._asked = self._asked, []
-        if sent is None:
-            return
-        try:
-            returned = result_ids(json.loads(sent))
-        except ValueError:
-            return
-        reported: set[str] = set()
-        for tool, call_id, index in asked:
-            if call_id is not None and call_id in returned and tool not in reported:
-                reported.add(tool)
-                self._diverge(
-                    index,
-                    "unrecorded_tool",
-                    f"the model asked for tool {tool!r} at step {index} and its result went back to the "
-                    "model with no tool step: the tool ran outside the firewall (decorate it with "
-                    "@otel_replay.tool so a replay answers it from the recording)",
-                )
+        for tool, index in unrecorded_results(asked, sent):
+            self._diverge(
+                index,
+                "unrecorded_tool",
+                f"the model asked for tool {tool!r} at step {index} and its result went back to the "
+                "model with no tool step: the tool ran outside the firewall (decorate it with "
+                "@otel_replay.tool so a replay answers it from the recording)",
+            )
 
-    def _refuse_markers(self, name: str, recorded: Step | None, paths: Sequence[str]) -> None:
-        """Stop a live model call whose request would carry a redaction marker (never sent to a model)."""
-        index = recorded.index if recorded is not None else self._closest("model", name)
-        where = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
-        self.refusal = (
-            f"model {name!r} would be sent a redaction marker at {where}: the recording holds no secret "
-            "there, and a live replay never sends a marker to a model; have the agent take the value "
-            "from the current environment, or replay in mock or deterministic mode"
-        )
-        self.refused_call = {"kind": "model", "name": name, "step_index": index, "risk": None, "approve_with": None}
-        self._diverge(index, "redacted", self.refusal)
-        raise MarkerRefused(self.refusal)
+    def _whatif_model(self, name: str, markers: Sequence[str]) -> None:
+        """A whatif replay runs its model calls for real (never with a redaction marker in the request); the
+        request is not compared with the recording (a different one is expected), tools and output are."""
+        with self._lock:
+            nth = self._models_run
+            self._models_run += 1
+        if markers:
+            models = [s for s in self._all if s.kind == "model" and s.name == name]
+            refuse_markers(self, name, models[min(nth, len(models) - 1)] if models else None, markers)
+        return None
+
+    def _note_schema(self, recorded: Step | None, step: Any) -> None:
+        """A tool whose recorded ``schema_version`` differs from the current code's (a schema change)."""
+        if recorded is None:
+            return
+        was = recorded.attributes.get(semconv.TOOL_SCHEMA_VERSION)
+        now = step.attrs.get(semconv.TOOL_SCHEMA_VERSION)
+        if was != now:
+            self.schema_changes.append(
+                {"step_index": recorded.index, "tool": step.name, "recorded": was, "current": now}
+            )
+
+    def permits(self, step: Any) -> str | None:
+        """What a call the session let execute may do under the side-effect guard (asked by the recorder):
+        ``network`` for a whatif model call (its connection to the model), ``all`` for a tool the policy
+        runs live (as in a live replay), else None (the guard as it is)."""
+        kind = step.kind.value
+        if kind == "model" and self.mode is ReplayMode.WHATIF:
+            return "network"
+        if kind == "tool" and self.tape is not None and step.name in self.tape.policy.tools_live:
+            return "all"
+        return None
+
+    def override_request(self, shape: str, request: dict[str, Any]) -> dict[str, Any]:
+        """An SDK model call's keyword arguments with the policy's model overrides applied (asked by the SDK
+        instrumentors before the call is recorded and sent); unchanged without overrides."""
+        if self.policy is None or not self.policy.overrides_models or self.mode is ReplayMode.DRY:
+            return request
+        try:
+            out, notes = overrides.override_request(self.policy, shape, request)
+        except Exception as exc:  # noqa: BLE001 - never into the agent: the call goes as it was, with a note
+            out, notes = request, [f"the model overrides could not be applied to a {shape} call ({type(exc).__name__})"]
+        self._note(notes)
+        return out
+
+    def override_call(
+        self, name: str, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """An ``@otel_replay.model`` function's arguments with the policy's model overrides applied."""
+        if self.policy is None or not self.policy.overrides_models or self.mode is ReplayMode.DRY:
+            return args, kwargs
+        args, kwargs, notes = overrides.override_call(self.policy, name, func, args, kwargs)
+        self._note(notes)
+        return args, kwargs
+
+    def _note(self, notes: Sequence[str]) -> None:
+        with self._lock:
+            self.notes.extend(n for n in dict.fromkeys(notes) if n not in self.notes)
+
+    def tape_result(self) -> dict[str, list[dict[str, Any]]] | None:
+        """``ReplayResult.tape``: the four lists for a replay given a policy (empty where no tape ran), else None."""
+        if self.policy is None:
+            return None
+        if self.tape is None:
+            return {key: [] for key in tape.TAPE_KEYS}
+        return self.tape.to_dict()
 
     # --------------------------------------------------------------------------------------------- helpers
 
@@ -396,7 +378,7 @@ class ReplaySession:
 
     def _closest(self, kind: str, name: str) -> int | None:
         here = self.recorded[self.cursor].index if self.cursor < len(self.recorded) else None
-        same = [s.index for s in self.recorded if s.kind == kind and s.name == name]
+        same = [s.index for s in self._all if s.kind == kind and s.name == name]
         if same and here is not None:
             return min(same, key=lambda i: abs(i - here))
         if same:
@@ -418,93 +400,16 @@ class ReplaySession:
         )
 
     def _answer(self, recorded: Step) -> Served:
-        if recorded.index in self._valued_steps:
-            with self._lock:  # the step's own code will not run: the values it drew will not be asked for
-                self._answered_steps.add(recorded.index)
-        snapshot_kind, field = _ANSWER_KEY[recorded.kind]
-        payload = recorded.snapshots.get(snapshot_kind)
-        damaged = [s for s in recorded.snapshot_list if s.kind == snapshot_kind and (s.truncated or not s.intact)]
-        if isinstance(payload, dict) and not _captured(payload):
-            reason = (
-                f"step {recorded.index} was recorded by another instrumentation without its content: the "
-                "recording cannot answer this call"
-            )
-            self._diverge(recorded.index, "unanswerable", reason)
-            raise DivergenceStop(f"replay stopped: {reason} (pass a mock for it, or replay live)")
-        if damaged:
-            reason = (
-                f"step {recorded.index}'s {snapshot_kind} snapshot was "
-                f"{'truncated at the size cap' if damaged[0].truncated else 'damaged'}: the recording cannot "
-                "answer this call"
-            )
-            self._diverge(recorded.index, "unanswerable", reason)
-            raise DivergenceStop(
-                f"replay stopped: {reason} (raise OTEL_REPLAY_SNAPSHOT_MAX_BYTES when recording, or pass a mock for it)"
-            )
-        if recorded.status == "error" or not isinstance(payload, dict):
-            if recorded.status != "error":
-                raise DivergenceStop(
-                    f"replay stopped: step {recorded.index} has no readable {snapshot_kind} snapshot to answer from"
-                )
-            error = recorded.error or (payload or {}).get("error")
-            return Served(how="recording", error=revive_exception(error))
-        return Served(how="recording", value=revive(payload.get(field)))
+        self._values.answered(recorded.index)  # its code will not run: the values it drew will not be asked for
+        return recorded_answer(recorded, self._diverge)
 
     def _mock(self, name: str, arguments: str | None) -> Served:
-        mock = self.mocks[name]
-        if callable(mock):
-            import json
-
-            args = revive(json.loads(arguments)) if arguments else {}
-            try:
-                return Served(how="mock", value=mock(**args) if isinstance(args, dict) else mock(args))
-            except Exception as exc:  # noqa: BLE001 - the mock's exception is the call's exception
-                return Served(how="mock", error=exc)
-        return Served(how="mock", value=mock)
+        return mock_answer(self.mocks[name], arguments)
 
     def _live(self, step: Any, kind: str, name: str, recorded: Step | None) -> Served | None:
-        if kind != "tool":
-            return None
-        # From the step itself, not its span: a sampled-out span has no attributes; unknown means high.
-        # The recording's risk counts too: current code (or --app) can never lower a recorded high to read.
-        risk = higher_risk(step.attrs.get(semconv.TOOL_RISK), *self._recorded_risks(name, recorded))
-        if risk in ("write", "high"):
-            denied = self.approval_budget.take(name)
-            if denied is not None:
-                index = recorded.index if recorded is not None else self._closest(kind, name)
-                if denied == "used up":
-                    limit = self.approval_budget.limit(name)
-                    flag = f"--approve {shlex.quote(f'{name}:{(limit or 0) + 1}')}"
-                    self.refusal = (
-                        f"tool {name!r} has risk {risk} and its approval for this replay is used up "
-                        f"({limit} execution{'s' if limit != 1 else ''} approved): pass {flag} "
-                        f"(or {name}:*) to let the live replay execute it again"
-                    )
-                else:
-                    flag = f"--approve {shlex.quote(name)}"
-                    self.refusal = (
-                        f"tool {name!r} has risk {risk} and no approval was given for this replay: "
-                        f"add {flag} to let the live replay execute it"
-                    )
-                self.refused_call = {
-                    "kind": "tool",
-                    "name": name,
-                    "step_index": index,
-                    "risk": risk,
-                    "approve_with": flag,
-                }
-                self._diverge(index, "approval", self.refusal)
-                raise ApprovalRequired(self.refusal)
-            with self._lock:
-                self.approved_runs[name] = self.approved_runs.get(name, 0) + 1
-        self.executed.append((name, risk))
+        if kind == "tool":
+            live_tool(self, step, name, recorded)
         return None
-
-    def _recorded_risks(self, name: str, recorded: Step | None) -> list[str | None]:
-        """The risk the recording gives tool ``name``: its matched step's, else every same-named tool step's."""
-        if recorded is not None:
-            return [recorded.attributes.get(semconv.TOOL_RISK)]
-        return [s.attributes.get(semconv.TOOL_RISK) for s in self.recorded if s.kind == "tool" and s.name == name]
 
     def finish(self, *, completed: bool) -> None:
         """The agent returned (or stopped): recorded calls never made are missing calls."""
@@ -517,6 +422,11 @@ class ReplaySession:
                         f"the replay did not make the recorded {missing.kind} call {missing.name!r}",
                     )
                 self.cursor = len(self.recorded)
+        for unused in self.tape.finish() if self.tape is not None else ():
+            if completed:
+                self._diverge(
+                    unused.index, "missing_call", f"the replay did not make the recorded tool call {unused.name!r}"
+                )
 
     @property
     def outcome(self) -> str:
@@ -576,39 +486,3 @@ class ReplaySession:
             self._diverge(
                 None, "output", f"the run ended with {error_b or 'no error'} instead of {error_a or 'no error'}"
             )
-
-
-_RISK_ORDER: Final = {"read": 0, "write": 1, "high": 2}
-
-
-def higher_risk(*risks: str | None) -> str:
-    """The highest of ``risks`` (read < write < high); an unknown or missing risk counts as ``high``."""
-    return max(((r if r in _RISK_ORDER else "high") for r in risks), key=_RISK_ORDER.__getitem__, default="high")
-
-
-def os_user() -> str:
-    """The operating-system user running this process, by its user id (never from ``--actor`` or ``$USER``)."""
-    import getpass
-    import os
-
-    try:
-        import pwd
-
-        return pwd.getpwuid(os.getuid()).pw_name
-    except Exception:  # noqa: BLE001 - no user database (containers), or not POSIX
-        pass
-    if hasattr(os, "getuid"):
-        return f"uid-{os.getuid()}"
-    try:
-        return getpass.getuser()
-    except Exception:  # noqa: BLE001
-        return "unknown"
-
-
-def callable_mocks(mocks: Mapping[str, Callable[..., Any] | Any] | None) -> dict[str, Any]:
-    """Validate ``mocks=``: a mapping of step name to a value or a callable taking the call's arguments."""
-    if mocks is None:
-        return {}
-    if not isinstance(mocks, Mapping):
-        raise TypeError("mocks must be a mapping of step name to a value or a callable")
-    return dict(mocks)

@@ -19,6 +19,7 @@ It reads recorded data only; it must never call, import or look up a tool by the
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any, Final
 
@@ -131,3 +132,20 @@ def not_firewalled(run: Run) -> list[str]:
                     else:
                         unanswered.add(name)
     return sorted(unanswered)
+
+
+def unrecorded_results(asked: list[tuple[str, str | None, int]], sent: str | None) -> list[tuple[str, int]]:
+    """``(tool, recorded model step)`` for each tool (once) whose call, asked for by a model answer served from
+    the recording (``asked``: name, call id, step), has its result carried by the model request ``sent`` (JSON)
+    with no tool step of the replay answering it: code outside the firewall produced that result."""
+    if sent is None:
+        return []
+    try:
+        returned = result_ids(json.loads(sent))
+    except ValueError:
+        return []
+    reported: dict[str, int] = {}
+    for tool, call_id, index in asked:
+        if call_id is not None and call_id in returned and tool not in reported:
+            reported[tool] = index
+    return list(reported.items())
