@@ -1,8 +1,9 @@
 """Every path from a span to ``otel_traces`` rows gives the same rows, byte for byte, for generated spans.
 
 A span becomes stored rows on several paths: the spool writer then the store's ingest, the direct ClickHouse
-exporter, an OTLP request (protobuf or OTLP JSON, as case files carry it), and the replay engine building its
-replay from the spans it saw. They all go through :mod:`otel_replay.exporting.rows`; these properties hold
+exporter, an OTLP request (protobuf or OTLP JSON, as case files carry it), and the replay engine storing and
+building its replay from the spans it saw (``rows_from_spans``: rows written straight from the SDK's spans,
+without the OTLP bytes). They all go through :mod:`otel_replay.exporting.rows`; these properties hold
 them to it, with spans made by the real OTel SDK from generated names, kinds, statuses, attributes of every
 type (sequences, big ints, NaN and infinities, bytes, odd and surrogate characters), events, links, remote
 parents with trace state, resources and scopes. Rows are compared by ``repr`` so key order counts too.
@@ -255,10 +256,11 @@ def quiet_encoders() -> Iterator[None]:
 @given(example=EXAMPLE)
 def test_every_path_gives_the_encoders_rows_byte_for_byte(example: dict[str, Any], tmp_path_factory: Any) -> None:
     spans = make_spans(example)
-    rows = rows_from_spans(spans)
+    rows = rows_from_spans(spans)  # written straight from the SDK's spans, without OTLP bytes in between
     assert len(rows) == len(spans)
 
-    # The spool's record payload, and the OTLP request as a protobuf message (what an OTLP receiver holds).
+    # The spool's record payload, and the OTLP request as a protobuf message (what an OTLP receiver holds):
+    # the bytes' path gives the rows the direct walk gave.
     payload = encode_request(spans)
     assert repr(rows_from_request(payload)) == repr(rows)
     assert repr(rows_from_request(ExportTraceServiceRequest.FromString(payload))) == repr(rows)
