@@ -22,6 +22,18 @@ from .snapshots import TRUNCATED_TAG, sha256_hex
 
 __all__ = ["Run", "RunSummary", "Snapshot", "Step", "build_run", "find_root", "span_error", "summary_of"]
 
+_scan = json.JSONDecoder().scan_once  # the C scanner json.loads ends in, without its two whitespace matches
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)``: a snapshot payload is compact JSON, read by the decoder's scanner directly; any
+    other text (surrounding whitespace, extra data, not JSON) goes through ``json.loads`` and its errors."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
+
 
 def _snapshots(span: SpanRecord, step_index: int | None, problems: list[str]) -> tuple[Snapshot, ...]:
     """Join chunks and decode the snapshot events of one span."""
@@ -58,7 +70,7 @@ def _snapshots(span: SpanRecord, step_index: int | None, problems: list[str]) ->
         elif digest and not intact:
             problems.append(f"{where}: {kind} snapshot does not match its sha256")
         try:
-            payload: Any = json.loads(text) if text else None
+            payload: Any = _loads(text) if text else None
         except ValueError:
             payload = None
             intact = False
