@@ -10,7 +10,7 @@ changes what it reads.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from . import dialects, semconv
@@ -22,7 +22,8 @@ from .snapshots import TRUNCATED_TAG, sha256_hex
 
 __all__ = ["Run", "RunSummary", "Snapshot", "Step", "build_run", "find_root", "span_error", "summary_of"]
 
-_scan = json.JSONDecoder().scan_once  # the C scanner json.loads ends in, without its two whitespace matches
+# the C scanner json.loads ends in, without its two whitespace matches (typeshed does not declare the attribute)
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _loads(text: str) -> Any:
