@@ -47,7 +47,6 @@ _INT64_MIN: Final = -(1 << 63)
 _INT64_MAX: Final = (1 << 63) - 1
 _U64: Final = (1 << 64) - 1
 _WRAP: Final = 1 << 64
-_U128: Final = (1 << 128) - 1
 _SERVICE_NAME: Final = "service.name"
 _INF: Final = (math.inf, -math.inf)
 _ORDERS_MAX: Final = 1024
