@@ -20,7 +20,8 @@ the replay" is the straight insert of the replay's rows (or, on the exporter's p
 
 "replay adds N x the load" is (median replay time - median load time) / median load time: what a replay costs
 beyond loading the run it replays, in loads. The target ``<= 1x`` means a whole replay, its own load included,
-takes at most twice as long as loading the run.
+takes at most twice as long as loading the run. The same ratio is also printed from the process CPU time of
+loads and replays (chDB's threads included), which swings much less than wall time on a busy shared machine.
 
 Target (docs/performance.md): replay adds <= 1x the load time.
 """
