@@ -6,6 +6,11 @@ run, re-runs the agent with every call answered from the recording, records the 
 rebuilds it and diffs it. It prints what the replay adds on top of its own load, as a multiple of the load.
 
     python benchmarks/replay_mock.py [--steps 1000] [--rounds 5] [--phases]
+    python benchmarks/replay_mock.py --replay-run [--rounds 200] [--phases]
+
+``--replay-run`` times something else: ``replay_run`` of the demo agent's recorded run (6 steps, no store: the
+replay is built from the spans the process saw, as a worker replaying many small runs does), ``--rounds`` times
+in one process; its per-replay fixed costs are most of it.
 
 ``--phases`` also prints where a replay's time goes (median per phase over the rounds, and the time full
 garbage collections took per replay and per load): it wraps the engine's internal steps with timers, so the
@@ -15,7 +20,8 @@ the replay" is the straight insert of the replay's rows (or, on the exporter's p
 
 "replay adds N x the load" is (median replay time - median load time) / median load time: what a replay costs
 beyond loading the run it replays, in loads. The target ``<= 1x`` means a whole replay, its own load included,
-takes at most twice as long as loading the run.
+takes at most twice as long as loading the run. The same ratio is also printed from the process CPU time of
+loads and replays (chDB's threads included), which swings much less than wall time on a busy shared machine.
 
 Target (docs/performance.md): replay adds <= 1x the load time.
 """
@@ -60,6 +66,7 @@ class Phases:
 
     STEPS = (
         ("store", "load_run", "load the original"),
+        ("engine", "load_entrypoint", "import the entrypoint"),
         ("engine", "_call", "run the agent"),
         ("setup", "flush", "flush the replay trace"),
         ("capture", "store_replay", "store the replay"),
@@ -118,13 +125,54 @@ class Phases:
             )
 
 
+def small_replays(rounds: int, phases: Phases | None) -> int:
+    """``replay_run`` (no store: the replay is built from the spans the process saw) of the demo agent's run,
+    ``rounds`` times in one process: what a worker replaying many small runs pays per replay."""
+    from otel_replay.demo import agent as demo
+    from otel_replay.replay.engine import replay_run
+
+    with tempfile.TemporaryDirectory() as home:
+        orp.configure(home=home, exporter="spool")
+        with orp.identity(tenant="acme-eu", role="customer", session="bench"):
+            demo.support_agent("Where is my order 1042?", customer="ana")
+        orp.flush()
+        with Store.open(home=home) as store:
+            (summary,) = store.runs()
+            original = store.load_run(summary.trace_id)
+        replay_run(original, mode="mock")  # warm up
+        if phases is not None:
+            phases.times.clear()
+            phases.current = "replay"
+        walls, cpus = [], []
+        for _ in range(rounds):
+            start, cpu = time.perf_counter(), time.process_time()
+            result = replay_run(original, mode="mock")
+            walls.append(time.perf_counter() - start)
+            cpus.append(time.process_time() - cpu)
+            assert result.outcome == "matched", result.to_dict()["first_divergence"]
+    wall, cpu = statistics.median(walls), statistics.median(cpus)
+    print(f"run: {len(original.steps)} steps, {len(original.spans)} spans (the demo agent), exporter: spool")
+    print(f"replay_run (no store)     : {wall * 1000:8.2f} ms  ({1 / wall:.0f} replays/s)")
+    print(f"process CPU per replay_run: {cpu * 1000:8.2f} ms")
+    if phases is not None:
+        phases.report(rounds)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--phases", action="store_true", help="also time the replay's phases (adds overhead)")
+    parser.add_argument(
+        "--replay-run",
+        action="store_true",
+        help="instead, time replay_run (no store) of the demo agent's 6-step run, --rounds times in one process",
+    )
     args = parser.parse_args()
     phases = Phases() if args.phases else None
+    if args.replay_run:
+        return small_replays(args.rounds, phases)
     with tempfile.TemporaryDirectory() as home:
         orp.configure(home=home, exporter="spool")
         long_agent(args.steps)
@@ -133,28 +181,35 @@ def main() -> int:
             (summary,) = store.runs()
             trace_id = summary.trace_id
             store.load_run(trace_id)  # warm up
-            loads, replays = [], []
+            loads, replays, load_cpu, replay_cpu = [], [], [], []
             if phases is not None:
                 phases.times.clear()
             for _ in range(args.rounds):
                 if phases is not None:
                     phases.current = "load"
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 run = store.load_run(trace_id)
                 loads.append(time.perf_counter() - start)
+                load_cpu.append(time.process_time() - cpu)
                 if phases is not None:
                     phases.current = "replay"
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 result = orp.replay(trace_id, mode="mock", store=store)
                 replays.append(time.perf_counter() - start)
+                replay_cpu.append(time.process_time() - cpu)
                 assert result.outcome == "matched", result.to_dict()["first_divergence"]
     load = statistics.median(loads)
     total = statistics.median(replays)
     added = (total - load) / load
+    cpu_load, cpu_total = statistics.median(load_cpu), statistics.median(replay_cpu)
     print(f"run: {len(run.steps)} steps")
     print(f"load_run                  : {load * 1000:8.1f} ms")
     print(f"mock replay (incl. load)  : {total * 1000:8.1f} ms")
     print(f"replay adds               : {added:.2f}x the load time  (target <= 1x)")
+    print(
+        f"process CPU, load / replay: {cpu_load * 1000:8.1f} / {cpu_total * 1000:.1f} ms "
+        f"(replay adds {(cpu_total - cpu_load) / cpu_load:.2f}x; steadier than wall time on a busy machine)"
+    )
     if phases is not None:
         phases.report(args.rounds)
     return 0

@@ -10,7 +10,7 @@ changes what it reads.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from . import dialects, semconv
@@ -21,6 +21,19 @@ from .run_model import Run, RunSummary, Snapshot, Step, _status, span_error
 from .snapshots import TRUNCATED_TAG, sha256_hex
 
 __all__ = ["Run", "RunSummary", "Snapshot", "Step", "build_run", "find_root", "span_error", "summary_of"]
+
+# the C scanner json.loads ends in, without its two whitespace matches (typeshed does not declare the attribute)
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)``: a snapshot payload is compact JSON, read by the decoder's scanner directly; any
+    other text (surrounding whitespace, extra data, not JSON) goes through ``json.loads`` and its errors."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
 
 
 def _snapshots(span: SpanRecord, step_index: int | None, problems: list[str]) -> tuple[Snapshot, ...]:
@@ -58,7 +71,7 @@ def _snapshots(span: SpanRecord, step_index: int | None, problems: list[str]) ->
         elif digest and not intact:
             problems.append(f"{where}: {kind} snapshot does not match its sha256")
         try:
-            payload: Any = json.loads(text) if text else None
+            payload: Any = _loads(text) if text else None
         except ValueError:
             payload = None
             intact = False

@@ -1,8 +1,9 @@
 """Every path from a span to ``otel_traces`` rows gives the same rows, byte for byte, for generated spans.
 
 A span becomes stored rows on several paths: the spool writer then the store's ingest, the direct ClickHouse
-exporter, an OTLP request (protobuf or OTLP JSON, as case files carry it), and the replay engine building its
-replay from the spans it saw. They all go through :mod:`otel_replay.exporting.rows`; these properties hold
+exporter, an OTLP request (protobuf or OTLP JSON, as case files carry it), and the replay engine storing and
+building its replay from the spans it saw (``rows_from_spans``: rows written straight from the SDK's spans,
+without the OTLP bytes). They all go through :mod:`otel_replay.exporting.rows`; these properties hold
 them to it, with spans made by the real OTel SDK from generated names, kinds, statuses, attributes of every
 type (sequences, big ints, NaN and infinities, bytes, odd and surrogate characters), events, links, remote
 parents with trace state, resources and scopes. Rows are compared by ``repr`` so key order counts too.
@@ -10,6 +11,7 @@ parents with trace state, resources and scopes. Rows are compared by ``repr`` so
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 from collections.abc import Iterator, Sequence
@@ -24,10 +26,11 @@ from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import Event, ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.span import TraceState
 
@@ -255,10 +258,11 @@ def quiet_encoders() -> Iterator[None]:
 @given(example=EXAMPLE)
 def test_every_path_gives_the_encoders_rows_byte_for_byte(example: dict[str, Any], tmp_path_factory: Any) -> None:
     spans = make_spans(example)
-    rows = rows_from_spans(spans)
+    rows = rows_from_spans(spans)  # written straight from the SDK's spans, without OTLP bytes in between
     assert len(rows) == len(spans)
 
-    # The spool's record payload, and the OTLP request as a protobuf message (what an OTLP receiver holds).
+    # The spool's record payload, and the OTLP request as a protobuf message (what an OTLP receiver holds):
+    # the bytes' path gives the rows the direct walk gave.
     payload = encode_request(spans)
     assert repr(rows_from_request(payload)) == repr(rows)
     assert repr(rows_from_request(ExportTraceServiceRequest.FromString(payload))) == repr(rows)
@@ -296,6 +300,70 @@ def test_every_path_gives_the_encoders_rows_byte_for_byte(example: dict[str, Any
         json_format.MessageToJson(ExportTraceServiceRequest.FromString(payload)), ExportTraceServiceRequest()
     )
     assert repr(rows_from_request(reparsed)) == repr(rows)
+
+
+class IntKind(enum.IntEnum):
+    A = 7
+
+
+class TextKind(str, enum.Enum):
+    X = "x-value"
+
+
+class LoudText(str):
+    def __repr__(self) -> str:
+        return "LoudText(...)"
+
+
+class Opaque:
+    """A value OTLP cannot carry."""
+
+
+# What a span handed to the encoder may hold that the SDK's own attribute cleaning never lets through (a span
+# built by another processor, an exporter's caller): mappings, nested sequences, subclasses, keys of other types.
+LEAF = st.one_of(
+    SCALAR,
+    st.none(),
+    st.binary(max_size=4),
+    st.sampled_from([IntKind.A, TextKind.X, LoudText("loud"), bytearray(b"ab"), Opaque(), True]),
+)
+ANY_VALUE = st.recursive(
+    LEAF,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.tuples(inner, inner),
+        st.dictionaries(st.one_of(TEXT, st.integers(0, 2), st.just(TextKind.X)), inner, max_size=3),
+    ),
+    max_leaves=8,
+)
+ANY_ATTRS = st.dictionaries(st.one_of(TEXT, st.just(LoudText("key")), st.integers(0, 2)), ANY_VALUE, max_size=5)
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(
+    attributes=ANY_ATTRS,
+    event_attributes=ANY_ATTRS,
+    name=TEXT,
+    ids=st.tuples(st.integers(0, 2**128 - 1), st.integers(0, 2**64 - 1)),
+)
+def test_spans_straight_to_rows_equal_their_bytes_for_any_attribute_value(
+    attributes: dict[Any, Any], event_attributes: dict[Any, Any], name: str, ids: tuple[int, int]
+) -> None:
+    context = SpanContext(ids[0], ids[1], is_remote=False)
+    span = ReadableSpan(
+        name=name,
+        context=context,
+        resource=Resource({"service.name": "any-values"}),
+        attributes=attributes,
+        events=[Event(name, event_attributes, timestamp=5)],
+        links=[Link(context, event_attributes)],
+        kind=SpanKind.CLIENT,
+        status=Status(StatusCode.ERROR, name),
+        start_time=10,
+        end_time=3,  # ends before it starts: the duration wraps as a 64-bit number on both paths
+        instrumentation_scope=InstrumentationScope(name, name),
+    )
+    assert repr(rows_from_spans([span])) == repr(rows_from_request(encode_request([span])))
 
 
 # ------------------------------------------------------------------------------------------- the store

@@ -10,8 +10,9 @@ this module and nothing else turns a span into a stored value, so the paths cann
   record payload; the same bytes the SDK's OTLP exporter sends to a Collector).
 * :func:`rows_from_request` — an OTLP request (message or bytes) → insert rows in :data:`INSERT_COLUMNS`
   order, with the Collector exporter's value rules (ingest, the direct exporter, OTLP JSON).
-* :func:`rows_from_spans` / :func:`records_from_spans` — the two steps above in one call (the replay engine,
-  the testing helpers): the rows of a span never depend on whether it went through the spool.
+* :func:`rows_from_spans` / :func:`records_from_spans` — SDK spans straight to rows (:mod:`._direct`, no OTLP
+  bytes in between; the replay engine, the testing helpers): the rows of the two steps above, value for value,
+  so the rows of a span never depend on whether it went through the spool.
 * :func:`record_from_row`, :func:`record_from_query_row`, :func:`row_from_record` — rows back to records
   (as inserted, or as the store reads them: sorted maps, old spellings normalised, HTML-escaped JSON undone)
   and records to rows.
@@ -28,6 +29,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from ...records import SpanRecord
+from ._direct import rows_from_sdk_spans
 from ._otlp import encode_request
 from ._table import (
     INSERT_COLUMN_TYPES,
@@ -65,8 +67,11 @@ __all__ = [
 
 def rows_from_spans(spans: Sequence[ReadableSpan]) -> list[tuple[Any, ...]]:
     """Insert rows (:data:`INSERT_COLUMNS` order) of SDK spans: exactly the rows the store holds once the
-    spool carrying them is ingested, in the same order (grouped by resource, then scope)."""
-    return rows_from_request(encode_request(spans)) if spans else []
+    spool carrying them is ingested, in the same order (grouped by resource, then scope).
+
+    Written straight from the spans (:mod:`._direct`), not through their OTLP bytes: the rows are those of
+    ``rows_from_request(encode_request(spans))``, which the encoder's property test checks byte for byte."""
+    return rows_from_sdk_spans(spans) if spans else []
 
 
 def records_from_spans(spans: Sequence[ReadableSpan], *, as_stored: bool = False) -> list[SpanRecord]:

@@ -288,17 +288,13 @@ def _scope(scope: Any) -> bytes:
     return _field(b"\x0a", b"".join(body))
 
 
-def encode_request(spans: Sequence[ReadableSpan]) -> bytes:
-    """The binary OTLP ``ExportTraceServiceRequest`` of ``spans``: the bytes the SDK's
-    ``encode_spans(spans).SerializeToString()`` gives (see the module docstring for the one difference).
-
-    Spans are grouped by resource, then scope, in order of first appearance, as the SDK's encoder groups them
-    (by value; the identity lookups only spare hashing a Resource per span). Raises only for a span the SDK
-    cannot encode either (no context, an id or time out of range).
-    """
+def group_spans(spans: Sequence[ReadableSpan]) -> list[tuple[Any, list[tuple[Any, list[ReadableSpan]]]]]:
+    """``spans`` grouped by resource, then scope, in order of first appearance, as the SDK's encoder groups
+    them (by value; the identity lookups only spare hashing a Resource per span): ``[(resource, [(scope or
+    None, spans)])]``. Every path from SDK spans to rows (bytes or rows directly) groups them with this."""
     canonical: dict[int, Any] = {}
     by_value: dict[Any, Any] = {}
-    groups: dict[int, tuple[Any, dict[int, tuple[Any, list[bytes]]]]] = {}
+    groups: dict[int, tuple[Any, dict[int, tuple[Any, list[ReadableSpan]]]]] = {}
     for span in spans:
         resource = span.resource
         scope = span.instrumentation_scope or None
@@ -316,12 +312,22 @@ def encode_request(spans: Sequence[ReadableSpan]) -> bytes:
         scoped = group[1].get(id(scope_key))
         if scoped is None:
             scoped = group[1][id(scope_key)] = (scope_key, [])
-        scoped[1].append(_span(span))
+        scoped[1].append(span)
+    return [(resource, list(scopes.values())) for resource, scopes in groups.values()]
+
+
+def encode_request(spans: Sequence[ReadableSpan]) -> bytes:
+    """The binary OTLP ``ExportTraceServiceRequest`` of ``spans``: the bytes the SDK's
+    ``encode_spans(spans).SerializeToString()`` gives (see the module docstring for the one difference).
+
+    Spans are grouped by resource, then scope (:func:`group_spans`). Raises only for a span the SDK cannot
+    encode either (no context, an id or time out of range).
+    """
     out = []
-    for resource, scopes in groups.values():
+    for resource, scopes in group_spans(spans):
         body = [_field(b"\x0a", _attributes(b"\x0a", resource.attributes))]
-        for scope, encoded in scopes.values():
-            scope_spans = [_scope(scope), *encoded]
+        for scope, scope_members in scopes:
+            scope_spans = [_scope(scope), *[_span(span) for span in scope_members]]
             schema_url = scope.schema_url if scope is not None else None
             if schema_url:
                 scope_spans.append(_field(b"\x1a", _utf8(schema_url)))

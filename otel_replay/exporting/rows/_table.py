@@ -26,7 +26,9 @@ Readers (:func:`record_from_query_row`) also accept what older Collectors wrote:
 ``STATUS_CODE_*`` spellings are normalised to the current ones, and JSON values HTML-escaped by Collectors
 before v0.152 (``\\u003c``, ``\\u003e``, ``\\u0026``) are unescaped.
 
-This module must never do I/O, never reorder events or links, and never guess a type for a stored string.
+Process-wide state: one bounded cache (a map's keys as read → whether they are sorted already), which only ever
+holds what it computed from its own key and is cleared when full. This module must never do I/O, never reorder
+events or links, and never guess a type for a stored string.
 It sits on the ingest hot path, so it avoids JSON (except for array/kvlist values) and per-value allocations.
 """
 
@@ -400,12 +402,16 @@ def rows_from_request(request: ExportTraceServiceRequest | bytes) -> list[tuple[
 def _record(row: Sequence[Any], read_map: Callable[[Any], dict[str, str]], kind: str, code: str) -> SpanRecord:
     """The :class:`SpanRecord` of a row, its maps read with ``read_map`` and its kind and status code given."""
     events = tuple(
-        EventRecord(timestamp_ns=int(t), name=n, attributes=read_map(a))
-        for t, n, a in zip(row[15], row[16], row[17], strict=False)
+        [
+            EventRecord(timestamp_ns=int(t), name=n, attributes=read_map(a))
+            for t, n, a in zip(row[15], row[16], row[17], strict=False)
+        ]
     )
     links = tuple(
-        LinkRecord(trace_id=t, span_id=s, trace_state=st, attributes=read_map(a))
-        for t, s, st, a in zip(row[18], row[19], row[20], row[21], strict=False)
+        [
+            LinkRecord(trace_id=t, span_id=s, trace_state=st, attributes=read_map(a))
+            for t, s, st, a in zip(row[18], row[19], row[20], row[21], strict=False)
+        ]
     )
     return SpanRecord(
         timestamp_ns=int(row[0]),
@@ -488,10 +494,27 @@ def unescape_html_json(value: str) -> str:
     return _HTML_ESCAPE.sub(lambda m: m.group(1) + _HTML_CHARS[m.group(2).lower()], value)
 
 
+_ORDERS_MAX: Final = 1024
+_in_order: dict[tuple[str, ...], bool] = {}  # a map's keys as read -> already sorted? (key sets repeat)
+
+
 def _read_map(mapping: dict[str, str]) -> dict[str, str]:
-    out = {}
-    for key, value in sorted(mapping.items(), key=_by_key):
-        out[key] = unescape_html_json(value) if "\\u00" in value else value
+    """A Map column value as readers get it: a fresh dict, keys sorted, HTML-escaped JSON values unescaped."""
+    if len(mapping) < 2:
+        out = dict(mapping)
+    else:
+        keys = tuple(mapping)
+        ordered = _in_order.get(keys)
+        if ordered is None:
+            ordered = list(keys) == sorted(keys)
+            if len(_in_order) >= _ORDERS_MAX:
+                _in_order.clear()
+            _in_order[keys] = ordered
+        out = dict(mapping) if ordered else {key: mapping[key] for key in sorted(keys)}
+    if "\\u00" in "".join(out.values()):  # rare: only then is each value looked at
+        for key, value in out.items():
+            if "\\u00" in value:
+                out[key] = unescape_html_json(value)
     return out
 
 

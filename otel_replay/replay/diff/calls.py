@@ -34,7 +34,10 @@ class _Call:
     @classmethod
     def of(cls, step: Step) -> _Call:
         attrs = step.attributes
-        snap = step.snapshots.get(_TOOL_SNAPSHOT)
+        snap = None
+        for snapshot in step.snapshot_list:  # step.snapshots[_TOOL_SNAPSHOT] without building the whole dict
+            if snapshot.kind == _TOOL_SNAPSHOT:
+                snap = snapshot.payload  # the last one, as in step.snapshots
         snap = snap if isinstance(snap, dict) else {}
         return cls(
             step=step,
