@@ -50,9 +50,7 @@ class _ModelCall:
 
     __slots__ = ("model", "name", "provider", "request")
 
-    def __init__(
-        self, instance: Any, messages: Any, stop: Any, extra: dict[str, Any], run_manager: Any = None
-    ) -> None:
+    def __init__(self, instance: Any, messages: Any, stop: Any, extra: dict[str, Any], run_manager: Any = None) -> None:
         self.name = _name_of(instance, type(instance).__name__)
         self.request, ls = _model_request(instance, messages, stop, extra, run_manager)
         provider, model = ls.get("ls_provider"), ls.get("ls_model_name")
