@@ -278,6 +278,13 @@ def in_run() -> bool:
     return _current_run.get() is not None
 
 
+def in_model_step() -> bool:
+    """True inside a model step: a model SDK call made there (a LangChain chat model calling the OpenAI SDK) is
+    recorded by that step, not as a step of its own (see :func:`~otel_replay.recording.begin_model_call`)."""
+    current = _current_step.get()
+    return current is not None and current.kind is StepKind.MODEL
+
+
 def _detach(token: Any) -> None:
     try:
         otel_context.detach(token)
