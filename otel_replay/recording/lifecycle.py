@@ -160,9 +160,12 @@ def _input_fields(
         tree, n = _redacted(rt, {name: value}, "input.args")
         positional.append(tree.get(name) if isinstance(tree, dict) else tree)
         redactions += n
-    _, keyword, n = _encode(rt, kwargs, "input.kwargs", ordered=True)
+    keyword_tree, keyword, n = _encode(rt, kwargs, "input.kwargs", ordered=True)
     redactions += n
-    named, _ = _redacted(rt, _named_arguments(meta.sig, args, kwargs), "input")
+    if meta.sig is None and not args and not n and type(keyword_tree) is dict:
+        named = keyword_tree  # the named arguments are the keyword ones (begin_run): encoded, nothing redacted
+    else:
+        named, _ = _redacted(rt, _named_arguments(meta.sig, args, kwargs), "input")
     return {
         "entrypoint": meta.entrypoint,
         "script": meta.script,
