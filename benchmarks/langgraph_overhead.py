@@ -12,8 +12,9 @@ block ends with the spool's flush, so the export is in the time); a sample is a 
 shared, noisy machine one slow moment can double a block's time, so the figures are medians: the ratio
 reported is the median recorded sample over the median uninstrumented sample (the median of the ratios of
 adjacent blocks is printed too), ``added_ms_per_run`` their difference. The process CPU time per run (this
-process: the agent, the fake server's threads and the export thread) is printed as well: it moves less with
-the machine's load than the wall time does.
+process: the agent, the fake server's threads and the export thread) is printed as well, with its ratio (of
+the medians, and the median of adjacent blocks' ratios): it moves less with the machine's load than the wall
+time does. The machine's load averages before and after the timed blocks are printed with the figures.
 
     python benchmarks/langgraph_overhead.py [--runs 10] [--blocks 30]
     python benchmarks/langgraph_overhead.py --recording-only [--runs 300]
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -134,11 +136,17 @@ def recording_only(url: str, runs: int) -> dict[str, Any]:
         thread_us.append((time.thread_time() - thread_start) / runs * 1e6)
         process_us.append((time.process_time() - process_start) / runs * 1e6)
     return {
+        "load_average": _load(),
         "recorder_calls_per_run": [name for name, *_ in calls],
         "runs": runs,
         "caller_thread_cpu_us_per_run": round(statistics.median(thread_us)),
         "process_cpu_us_per_run": round(statistics.median(process_us)),
     }
+
+
+def _load() -> list[float]:
+    """The machine's 1, 5 and 15 minute load averages (the benchmark shares a loaded machine)."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def main() -> int:
@@ -164,7 +172,8 @@ def main() -> int:
         timed(agent, 10, recorded=True)  # warm up both paths, the connection pool and the recorder
         orp.uninstrument()
         timed(agent, 10, recorded=False)
-        plain_s, recorded_s, ratios, plain_cpu, recorded_cpu = [], [], [], [], []
+        load_before = _load()
+        plain_s, recorded_s, ratios, plain_cpu, recorded_cpu, cpu_ratios = [], [], [], [], [], []
         for i in range(args.blocks):
             result: dict[bool, tuple[float, float]] = {}
             for recorded in (False, True) if i % 2 == 0 else (True, False):
@@ -179,6 +188,7 @@ def main() -> int:
             plain_cpu.append(result[False][1] / args.runs)
             recorded_cpu.append(result[True][1] / args.runs)
             ratios.append(result[True][0] / result[False][0])
+            cpu_ratios.append(result[True][1] / result[False][1])
         with orp.Store.open() as store:
             summaries = store.runs(limit=1)
             steps = [(s.kind, s.name) for s in store.load_run(summaries[0].trace_id).steps] if summaries else []
@@ -199,6 +209,8 @@ def main() -> int:
             "recorded": round(statistics.median(recorded_cpu) * 1e3, 3),
         },
         "process_cpu_ratio": round(statistics.median(recorded_cpu) / statistics.median(plain_cpu), 3),
+        "process_cpu_ratio_of_adjacent_blocks_median": round(statistics.median(cpu_ratios), 3),
+        "load_average": {"before": load_before, "after": _load()},
         "target": TARGET,
         "requests_served": server.count,
         "python": sys.version.split()[0],
