@@ -60,7 +60,8 @@ def _ls_from_run(instance: Any, run_manager: Any) -> dict[str, Any] | None:
     """The LangSmith params (provider, model) LangChain already worked out for this call: ``generate`` puts
     ``_get_ls_params`` into the run manager's metadata, so asking the model again (which recomputes its
     invocation parameters) is not needed. None when they are not there, or when the model's own ``metadata``
-    names them (it is merged last, and would hide what ``_get_ls_params`` returns)."""
+    names them (it is merged last, and would hide what ``_get_ls_params`` returns). The run's config metadata is
+    merged first: it can only supply a key the model's ``_get_ls_params`` does not return at all."""
     metadata = getattr(run_manager, "metadata", None)
     if type(metadata) is not dict or not all(type(metadata.get(k)) is str for k in _LS_KEYS):
         return None
