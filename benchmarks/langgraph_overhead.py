@@ -12,11 +12,20 @@ block ends with the spool's flush, so the export is in the time); a sample is a 
 shared, noisy machine one slow moment can double a block's time, so the figures are medians: the ratio
 reported is the median recorded sample over the median uninstrumented sample (the median of the ratios of
 adjacent blocks is printed too), ``added_ms_per_run`` their difference. The process CPU time per run (this
-process: the agent, the fake server's threads and the export thread) is printed as well: it moves less with
-the machine's load than the wall time does.
+process: the agent, the fake server's threads and the export thread) is printed as well, with its ratio (of
+the medians, and the median of adjacent blocks' ratios): it moves less with the machine's load than the wall
+time does. The machine's load averages before and after the timed blocks are printed with the figures.
 
     python benchmarks/langgraph_overhead.py [--runs 10] [--blocks 30]
     python benchmarks/langgraph_overhead.py --recording-only [--runs 300]
+    python benchmarks/langgraph_overhead.py --against TREE [--recording-only] [--runs 10] [--blocks 60]
+
+``--against TREE`` compares two versions of otel-replay on the same loaded machine: this tree and TREE (another
+checkout, e.g. ``git archive <commit> | tar -x -C TREE``) each run in a measuring process of its own (its
+``PYTHONPATH`` set to its tree), taking turns round by round (``--blocks`` rounds; a round is a block of
+``--runs`` agent runs of each side, or with ``--recording-only`` ``--runs`` captured runs), and the medians over
+the rounds are printed per tree. Under load the spread of one round is wide (a plain block can take longer than
+the recorded one next to it), so compare medians of many rounds, never two single runs of the script.
 
 ``--recording-only`` measures otel-replay's own part alone: the recorder calls the LangChain instrumentor makes
 for one agent run (begin the run, the model, tool and model steps, end the run, with the values LangChain gave
@@ -32,13 +41,17 @@ from __future__ import annotations
 import argparse
 import atexit
 import json
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import warnings
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
 
 import otel_replay as orp
 from otel_replay.demo.fake_llm import FakeLLMServer
@@ -80,8 +93,9 @@ def timed(agent: Any, runs: int, *, recorded: bool) -> tuple[float, float]:
     return time.perf_counter() - start, time.process_time() - cpu
 
 
-def recording_only(url: str, runs: int) -> dict[str, Any]:
-    """CPU time per agent run of the recorder calls of one captured run, made again ``runs`` times."""
+def captured_run(url: str) -> tuple[list[str], Callable[[], None]]:
+    """The recorder calls of one agent run (captured from a real run, with the values LangChain passed), and a
+    function that makes them again: the names of the calls and ``one_run``."""
     from otel_replay import recording
     from otel_replay.instrumentation import _guarded, _langchain_models, _langchain_runs, langchain
 
@@ -122,6 +136,12 @@ def recording_only(url: str, runs: int) -> dict[str, Any]:
             else:
                 recording.end_call(handles[id(args[0])], **kwargs)
 
+    return [name for name, *_ in calls], one_run
+
+
+def recording_only(url: str, runs: int) -> dict[str, Any]:
+    """CPU time per agent run of the recorder calls of one captured run, made again ``runs`` times."""
+    names, one_run = captured_run(url)
     for _ in range(30):
         one_run()
     setup.flush()
@@ -134,11 +154,129 @@ def recording_only(url: str, runs: int) -> dict[str, Any]:
         thread_us.append((time.thread_time() - thread_start) / runs * 1e6)
         process_us.append((time.process_time() - process_start) / runs * 1e6)
     return {
-        "recorder_calls_per_run": [name for name, *_ in calls],
+        "load_average": _load(),
+        "recorder_calls_per_run": names,
         "runs": runs,
         "caller_thread_cpu_us_per_run": round(statistics.median(thread_us)),
         "process_cpu_us_per_run": round(statistics.median(process_us)),
     }
+
+
+def _round(agent: Any, runs: int, *, recorded_first: bool) -> list[float]:
+    """One block of each side, in the given order: [plain CPU, recorded CPU, plain wall, recorded wall] in ms
+    per agent run."""
+    result: dict[bool, tuple[float, float]] = {}
+    for recorded in (True, False) if recorded_first else (False, True):
+        if recorded:
+            orp.instrument("langchain", "openai")
+            result[True] = timed(agent, runs, recorded=True)
+            orp.uninstrument()
+        else:
+            result[False] = timed(agent, runs, recorded=False)
+    (plain_wall, plain_cpu), (rec_wall, rec_cpu) = result[False], result[True]
+    return [x / runs * 1e3 for x in (plain_cpu, rec_cpu, plain_wall, rec_wall)]
+
+
+def worker(*, recorder_only: bool, requests: TextIO, answers: TextIO) -> None:
+    """A measuring process for ``--against``: set up as the benchmark does, say ``ready``, then answer each
+    request line (``RUNS ORDER``) with one JSON line: a round of both sides (ORDER ``plain`` or ``recorded``
+    first, see :func:`_round`), or with ``--recording-only`` [caller thread, process] CPU µs per run of RUNS
+    captured runs."""
+    home = tempfile.mkdtemp()
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    with FakeLLMServer(tool_args_for={"get_weather": {"city": "Lyon"}, "get_time": {"city": "Lyon"}}) as server:
+        orp.configure(home=home, exporter="spool")
+        if recorder_only:
+            _, one_run = captured_run(server.openai_url)
+            for _ in range(30):
+                one_run()
+            setup.flush()
+        else:
+            orp.instrument("langchain", "openai")
+            agent = build_agent(server.openai_url)
+            timed(agent, 10, recorded=True)
+            orp.uninstrument()
+            timed(agent, 10, recorded=False)
+        print("ready", file=answers, flush=True)
+        for line in requests:
+            count, order = line.split()
+            runs = int(count)
+            if recorder_only:
+                thread_start, process_start = time.thread_time(), time.process_time()
+                for _ in range(runs):
+                    one_run()
+                setup.flush()
+                answer = [
+                    (time.thread_time() - thread_start) / runs * 1e6,
+                    (time.process_time() - process_start) / runs * 1e6,
+                ]
+            else:
+                answer = _round(agent, runs, recorded_first=order == "recorded")
+            print(json.dumps(answer), file=answers, flush=True)
+
+
+def against(other: Path, *, runs: int, rounds: int, recorder_only: bool) -> dict[str, Any]:
+    """The benchmark on this tree and on ``other`` (another checkout of otel-replay, e.g. ``git archive`` of an
+    earlier commit) at once: one measuring process each (:func:`worker`, its ``PYTHONPATH`` set to its tree),
+    taking turns round by round, so that both see the same moments of a loaded machine. Per tree: the medians
+    over the rounds."""
+    trees = {"this": Path(__file__).resolve().parents[1], "other": other.resolve()}
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker"] + (
+        ["--recording-only"] if recorder_only else []
+    )
+    procs = {
+        name: subprocess.Popen(
+            command,
+            env={**os.environ, "PYTHONPATH": str(tree)},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for name, tree in trees.items()
+    }
+    samples: dict[str, list[list[float]]] = {name: [] for name in trees}
+    load_before = _load()
+    try:
+        for proc in procs.values():
+            assert proc.stdin is not None and proc.stdout is not None
+            if proc.stdout.readline().strip() != "ready":
+                raise SystemExit("a measuring process did not start")
+        for i in range(rounds):
+            order = "plain" if i % 4 < 2 else "recorded"
+            for name in ("this", "other") if i % 2 == 0 else ("other", "this"):
+                proc = procs[name]
+                assert proc.stdin is not None and proc.stdout is not None
+                proc.stdin.write(f"{runs} {order}\n")
+                proc.stdin.flush()
+                samples[name].append(json.loads(proc.stdout.readline()))
+    finally:
+        for proc in procs.values():
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait()
+    report: dict[str, Any] = {"runs_per_block": runs, "rounds": rounds, "trees": {k: str(v) for k, v in trees.items()}}
+    for name, rows in samples.items():
+        if recorder_only:
+            report[name] = {
+                "caller_thread_cpu_us_per_run": round(statistics.median(r[0] for r in rows)),
+                "process_cpu_us_per_run": round(statistics.median(r[1] for r in rows)),
+            }
+            continue
+        plain_cpu, rec_cpu = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+        report[name] = {
+            "process_cpu_ms_per_run": {"uninstrumented": round(plain_cpu, 3), "recorded": round(rec_cpu, 3)},
+            "process_cpu_ratio": round(rec_cpu / plain_cpu, 3),
+            "process_cpu_ratio_of_rounds_median": round(statistics.median(r[1] / r[0] for r in rows), 3),
+            "process_cpu_added_ms_per_run_median_of_rounds": round(statistics.median(r[1] - r[0] for r in rows), 3),
+            "ratio": round(statistics.median(r[3] for r in rows) / statistics.median(r[2] for r in rows), 3),
+        }
+    report["load_average"] = {"before": load_before, "after": _load()}
+    return report
+
+
+def _load() -> list[float]:
+    """The machine's 1, 5 and 15 minute load averages (the benchmark shares a loaded machine)."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def main() -> int:
@@ -146,7 +284,21 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10, help="agent runs per block")
     parser.add_argument("--blocks", type=int, default=30, help="blocks of each side")
     parser.add_argument("--recording-only", action="store_true", help="time the recorder calls of one run alone")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        metavar="TREE",
+        help="measure this tree and TREE (another checkout) in turns, --blocks rounds of --runs runs each",
+    )
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        worker(recorder_only=args.recording_only, requests=sys.stdin, answers=sys.stdout)
+        return 0
+    if args.against is not None:
+        report = against(args.against, runs=args.runs, rounds=args.blocks, recorder_only=args.recording_only)
+        print(json.dumps(report, indent=2))
+        return 0
     if args.recording_only:
         home = tempfile.mkdtemp()
         atexit.register(shutil.rmtree, home, ignore_errors=True)
@@ -164,7 +316,8 @@ def main() -> int:
         timed(agent, 10, recorded=True)  # warm up both paths, the connection pool and the recorder
         orp.uninstrument()
         timed(agent, 10, recorded=False)
-        plain_s, recorded_s, ratios, plain_cpu, recorded_cpu = [], [], [], [], []
+        load_before = _load()
+        plain_s, recorded_s, ratios, plain_cpu, recorded_cpu, cpu_ratios = [], [], [], [], [], []
         for i in range(args.blocks):
             result: dict[bool, tuple[float, float]] = {}
             for recorded in (False, True) if i % 2 == 0 else (True, False):
@@ -179,6 +332,7 @@ def main() -> int:
             plain_cpu.append(result[False][1] / args.runs)
             recorded_cpu.append(result[True][1] / args.runs)
             ratios.append(result[True][0] / result[False][0])
+            cpu_ratios.append(result[True][1] / result[False][1])
         with orp.Store.open() as store:
             summaries = store.runs(limit=1)
             steps = [(s.kind, s.name) for s in store.load_run(summaries[0].trace_id).steps] if summaries else []
@@ -199,6 +353,8 @@ def main() -> int:
             "recorded": round(statistics.median(recorded_cpu) * 1e3, 3),
         },
         "process_cpu_ratio": round(statistics.median(recorded_cpu) / statistics.median(plain_cpu), 3),
+        "process_cpu_ratio_of_adjacent_blocks_median": round(statistics.median(cpu_ratios), 3),
+        "load_average": {"before": load_before, "after": _load()},
         "target": TARGET,
         "requests_served": server.count,
         "python": sys.version.split()[0],

@@ -44,6 +44,8 @@ def _plain_tools(params: dict[str, Any]) -> dict[str, Any]:
     tools = params.get("tools")
     if not isinstance(tools, (list, tuple)):
         return params
+    if type(tools) is list and all(type(t) is dict for t in tools):
+        return params  # bound already converted (``bind_tools`` does): nothing to convert
     from langchain_core.tools import BaseTool
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
@@ -51,15 +53,36 @@ def _plain_tools(params: dict[str, Any]) -> dict[str, Any]:
     return {**params, "tools": converted}
 
 
+_LS_KEYS: Final = ("ls_provider", "ls_model_name")
+
+
+def _ls_from_run(instance: Any, run_manager: Any) -> dict[str, Any] | None:
+    """The LangSmith params (provider, model) LangChain already worked out for this call: ``generate`` puts
+    ``_get_ls_params`` into the run manager's metadata, so asking the model again (which recomputes its
+    invocation parameters) is not needed. None when they are not there, or when the model's own ``metadata``
+    names them (it is merged last, and would hide what ``_get_ls_params`` returns). The run's config metadata is
+    merged first: it can only supply a key the model's ``_get_ls_params`` does not return at all."""
+    metadata = getattr(run_manager, "metadata", None)
+    if type(metadata) is not dict or not all(type(metadata.get(k)) is str for k in _LS_KEYS):
+        return None
+    own = getattr(instance, "metadata", None)
+    if own and any(k in own for k in _LS_KEYS):
+        return None
+    return {k: metadata[k] for k in _LS_KEYS}
+
+
 def _model_request(
-    instance: Any, messages: Any, stop: Any, extra: dict[str, Any]
+    instance: Any, messages: Any, stop: Any, extra: dict[str, Any], run_manager: Any = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The model request (messages + invocation parameters) and the LangSmith params (provider, model)."""
+    """The model request (messages + invocation parameters) and the LangSmith params (provider, model): from
+    ``run_manager`` when LangChain put them there, else asked of the model."""
     params = _plain_tools(dict(instance._get_invocation_params(stop=stop, **extra)))
-    try:
-        ls = dict(instance._get_ls_params(stop=stop, **extra))
-    except Exception:  # noqa: BLE001 - a subclass with its own signature
-        ls = {}
+    ls = _ls_from_run(instance, run_manager) if run_manager is not None else None
+    if ls is None:
+        try:
+            ls = dict(instance._get_ls_params(stop=stop, **extra))
+        except Exception:  # noqa: BLE001 - a subclass with its own signature
+            ls = {}
     return {"messages": [_message_request(m) for m in messages or []], "params": params}, ls
 
 

@@ -50,9 +50,9 @@ class _ModelCall:
 
     __slots__ = ("model", "name", "provider", "request")
 
-    def __init__(self, instance: Any, messages: Any, stop: Any, extra: dict[str, Any]) -> None:
+    def __init__(self, instance: Any, messages: Any, stop: Any, extra: dict[str, Any], run_manager: Any = None) -> None:
         self.name = _name_of(instance, type(instance).__name__)
-        self.request, ls = _model_request(instance, messages, stop, extra)
+        self.request, ls = _model_request(instance, messages, stop, extra, run_manager)
         provider, model = ls.get("ls_provider"), ls.get("ls_model_name")
         self.provider = provider if isinstance(provider, str) else None
         self.model = model if isinstance(model, str) else None
@@ -72,7 +72,13 @@ class _ModelCall:
 def _generate_parts(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _ModelCall:
     """``_generate_with_cache(messages, stop=None, run_manager=None, **kwargs)``."""
     extra = {k: v for k, v in kwargs.items() if k not in ("messages", "stop", "run_manager")}
-    return _ModelCall(instance, _arg(args, kwargs, 0, "messages"), _arg(args, kwargs, 1, "stop"), extra)
+    return _ModelCall(
+        instance,
+        _arg(args, kwargs, 0, "messages"),
+        _arg(args, kwargs, 1, "stop"),
+        extra,
+        _arg(args, kwargs, 2, "run_manager"),
+    )
 
 
 def _stream_parts(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _ModelCall:

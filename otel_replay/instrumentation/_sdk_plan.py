@@ -28,6 +28,7 @@ from ..recording import (
     begin_run,
     end_call,
     end_run,
+    in_model_step,
     in_run,
     record_context,
     unguarded,
@@ -220,6 +221,8 @@ def _start(
         raw = _raw_response_requested(kwargs)
         if raw is not None and raw != "true":
             _refuse_raw_during_replay(api)
+            return None
+        if in_model_step():  # the step that made this call records it: nothing to read or begin here
             return None
         if request is None:
             request = request_of(args, kwargs)

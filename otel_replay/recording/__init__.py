@@ -32,7 +32,7 @@ from .calls import begin_model_call, begin_retrieval_call, begin_tool_call, end_
 from .decorators import AgentBlock, agent, model, retriever, tool
 from .encoding import _encode, _scrubbed_fields
 from .hooks import DivergenceStop, ReplayInterrupt, Served, _unguarded, replaying, unguarded
-from .lifecycle import begin_run, end_run, in_run
+from .lifecycle import begin_run, end_run, in_model_step, in_run
 from .runlevel import (
     _target_span,
     attach_file,
@@ -69,6 +69,7 @@ __all__ = [
     "end_call",
     "end_run",
     "identity",
+    "in_model_step",
     "in_run",
     "model",
     "new_uuid",

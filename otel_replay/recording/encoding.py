@@ -36,6 +36,9 @@ def _encode(rt: Runtime, value: Any, scope: str, *, ordered: bool = False) -> tu
     dump = ordered_json if ordered else canonical_json
     if rt.redactor.is_clean_json(value):  # plain JSON and clean, in one walk: the common case
         return value, dump(value), 0
+    clean, tree = rt.redactor.jsonable_if_clean(value)  # plain JSON and pydantic models, clean: one walk
+    if clean:
+        return tree, dump(tree), 0
     tree = to_jsonable(value)
     if rt.redactor.is_clean(tree):
         return tree, dump(tree), 0
@@ -48,6 +51,9 @@ def _redacted(rt: Runtime, value: Any, scope: str) -> tuple[Any, int]:
     of a larger value): the same encoding and redaction, one dump less."""
     if rt.redactor.is_clean_json(value):
         return value, 0
+    clean, tree = rt.redactor.jsonable_if_clean(value)
+    if clean:
+        return tree, 0
     tree = to_jsonable(value)
     if rt.redactor.is_clean(tree):
         return tree, 0

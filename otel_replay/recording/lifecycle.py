@@ -160,9 +160,12 @@ def _input_fields(
         tree, n = _redacted(rt, {name: value}, "input.args")
         positional.append(tree.get(name) if isinstance(tree, dict) else tree)
         redactions += n
-    _, keyword, n = _encode(rt, kwargs, "input.kwargs", ordered=True)
+    keyword_tree, keyword, n = _encode(rt, kwargs, "input.kwargs", ordered=True)
     redactions += n
-    named, _ = _redacted(rt, _named_arguments(meta.sig, args, kwargs), "input")
+    if meta.sig is None and not args and not n and type(keyword_tree) is dict:
+        named = keyword_tree  # the named arguments are the keyword ones (begin_run): encoded, nothing redacted
+    else:
+        named, _ = _redacted(rt, _named_arguments(meta.sig, args, kwargs), "input")
     return {
         "entrypoint": meta.entrypoint,
         "script": meta.script,
@@ -276,6 +279,13 @@ def end_run(handle: Any, *, result: Any = None, exc: BaseException | None = None
 def in_run() -> bool:
     """True inside a run (an instrumentor then records steps; outside, it may begin a run of its own)."""
     return _current_run.get() is not None
+
+
+def in_model_step() -> bool:
+    """True inside a model step: a model SDK call made there (a LangChain chat model calling the OpenAI SDK) is
+    recorded by that step, not as a step of its own (see :func:`~otel_replay.recording.begin_model_call`)."""
+    current = _current_step.get()
+    return current is not None and current.kind is StepKind.MODEL
 
 
 def _detach(token: Any) -> None:

@@ -1,18 +1,27 @@
 """The pre-check of whole JSON trees and the memory of clean strings: ``suspects``, ``clean_strings``,
-``is_clean``, ``is_clean_json``, and the bounded memory of strings (and dict keys) already found clean, so a
+``is_clean``, ``is_clean_json``, ``jsonable_if_clean`` (encoding and pre-check of a tree of plain JSON and
+pydantic models in one walk), and the bounded memory of strings (and dict keys) already found clean, so a
 run's repeated messages, names and keys are checked once.
 
 It must never call a tree clean that holds a secret key, a marker or a secret shape, never grow without
-bound, and never raise (an error says "not clean", leaving the decision to the walk).
+bound, never return a tree other than the one ``to_jsonable`` makes, and never raise (an error says "not
+clean", leaving the decision to the walk).
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import decimal
+import enum
 import math
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import PurePath
 from typing import Any, Final
 
-from ..snapshots import PLAIN_MAX_DEPTH, TRUNCATED_TAG, TYPE_TAG
+from pydantic import BaseModel
+
+from ..snapshots import PLAIN_MAX_DEPTH, TRUNCATED_TAG, TYPE_TAG, qualname_of
 from .rules import REDACTED_KEY, _Suspicious
 from .scanning import _Scanner
 
@@ -28,6 +37,12 @@ _QUIET_KEYS_MAX: Final = 4096
 """At most this many dict keys are remembered as quiet (see :meth:`Redactor._gather_key`)."""
 _MAX_GATHER_DEPTH: Final = 128
 """Deeper trees are left to :meth:`Redactor.redact` (its walk masks what it cannot descend into)."""
+_NOT_A_MODEL: Final = (
+    Mapping, list, tuple, set, frozenset, enum.Enum, int, float, str, bytes, bytearray, memoryview,
+    _dt.datetime, _dt.date, _dt.time, _dt.timedelta, decimal.Decimal, uuid.UUID, PurePath, complex,
+)  # fmt: skip
+"""Types :func:`~otel_replay.snapshots.to_jsonable` encodes before it looks for a pydantic model: a model that
+is also one of them is not encoded as a model, so :meth:`_CleanMemory.jsonable_if_clean` leaves it alone."""
 
 
 class _CleanMemory(_Scanner):
@@ -140,6 +155,55 @@ class _CleanMemory(_Scanner):
                     self._gather_plain(v, strings, depth + 1)
             return
         raise _Suspicious
+
+    def jsonable_if_clean(self, value: Any) -> tuple[bool, Any]:
+        """``(True, to_jsonable(value))`` when ``value`` is plain JSON apart from pydantic models (exact
+        ``dict``/``list`` containers, the leaves :meth:`is_clean_json` passes, and models whose ``model_dump``
+        is plain JSON) *and* nothing in the encoded tree needs redaction; else ``(False, None)``: encode the
+        value and ask :meth:`is_clean`. One walk builds the tree and collects its strings, where encoding and
+        :meth:`is_clean` walk it twice (a LangGraph run's output is a dict of message models). The tree is
+        the one ``to_jsonable`` returns (models tagged ``$type: pydantic`` with their class and fields; the
+        fields are the model's fresh dump, the containers new). Never raises."""
+        try:
+            strings: list[str] = []
+            tree = self._gather_models(value, strings, 0)
+        except Exception:  # noqa: BLE001 - _Suspicious (not that shape, or not clean), or anything unexpected
+            return False, None
+        return (True, tree) if self.clean_strings(strings) else (False, None)
+
+    def _gather_models(self, value: Any, strings: list[str], depth: int) -> Any:
+        """:meth:`_gather_plain` that also encodes pydantic models as ``to_jsonable`` does (at the same depths),
+        returning the encoded tree; raises :class:`_Suspicious` at anything else."""
+        kind = type(value)
+        if kind is str or value is None or kind is bool or kind is int or kind is float:
+            self._gather_plain(value, strings, depth)
+            return value
+        if depth >= PLAIN_MAX_DEPTH:
+            raise _Suspicious
+        if kind is dict:
+            if REDACTED_KEY in value or TYPE_TAG in value or TRUNCATED_TAG in value:
+                raise _Suspicious
+            out = {}
+            quiet = self._quiet_keys
+            for k, v in value.items():
+                if k not in quiet:
+                    self._gather_key(k, strings)
+                out[k] = self._gather_models(v, strings, depth + 1)
+            return out
+        if kind is list:
+            return [self._gather_models(v, strings, depth + 1) for v in value]
+        if not isinstance(value, BaseModel) or isinstance(value, _NOT_A_MODEL):
+            raise _Suspicious
+        try:
+            dumped = value.model_dump(mode="python")
+        except Exception:  # noqa: BLE001 - to_jsonable encodes such a model otherwise
+            raise _Suspicious from None
+        if type(dumped) is not dict:
+            raise _Suspicious
+        self._gather_plain(dumped, strings, depth + 1)
+        name = qualname_of(kind)
+        self._gather_plain(name, strings, depth + 1)
+        return {TYPE_TAG: "pydantic", "class": name, "fields": dumped}
 
     def _remember(self, fresh: list[str]) -> None:
         """Remember ``fresh`` strings as clean (the long ones excepted), within the memory's bound."""

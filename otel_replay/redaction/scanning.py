@@ -259,12 +259,18 @@ class _Scanner(_KeyNames):
         clean = self._clean
         shortest = self._min_len
         digest = _DIGEST.fullmatch
-        for key, value in attributes.items():
+        # keys, then each value by key: an SDK attribute mapping (a read-only view of ``BoundedAttributes``)
+        # walks its items view in Python, one generator step and one lookup per item; this is the lookup only
+        for key in attributes:
             if key in skip_keys:
                 continue
             if key not in known_keys and self.is_secret_key(key):
                 return True
-            if type(value) is str:
+            value = attributes[key]
+            kind = type(value)
+            if kind is int or kind is float or kind is bool:
+                continue
+            if kind is str:
                 # too short for any rule, or known clean: left out at once (is_digest inlined)
                 size = len(value)
                 if size >= shortest and value not in clean and not ((size == 64 or size == 76) and digest(value)):
