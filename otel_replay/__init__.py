@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from .errors import ReplayRefused
     from .exporting.setup import configure, flush
     from .instrumentation import instrument, uninstrument
+    from .lab.api import lab
+    from .lab.model import LabResult
     from .recording import (
         agent,
         attach_file,
@@ -39,8 +41,6 @@ if TYPE_CHECKING:
         retriever,
         tool,
     )
-    from .lab.api import lab
-    from .lab.model import LabResult
     from .redaction import RedactionConfig, Redactor
     from .replay.diff import RunDiff
     from .replay.engine import ReplayResult, diff, replay

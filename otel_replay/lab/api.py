@@ -12,11 +12,10 @@ when the lab is interrupted.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..exporting import setup
@@ -28,7 +27,7 @@ from .cohort import Cohort, load_items, select
 from .executors import run_in_process, run_local_pool, run_ray
 from .model import LabResult, PairResult
 from .spec import CohortSpec, LabSpec, as_faults, check_spec, new_lab_id, parse_when, read_prompt_file
-from .worker import import_scorers, policy_dict
+from .worker import chunk_text, import_scorers, policy_dict
 
 Progress = Callable[[int, int], None]
 """``progress(done, total)``: replays finished so far, replays in the lab."""
@@ -197,37 +196,36 @@ def _replay_lanes(
     ids = list(cohort.trace_ids)
     total = len(ids) * spec.repeats * len(lanes)
     in_process = spec.executor == "local" and spec.workers == 1
-    size = _chunk_size(len(ids) * spec.repeats * len(lanes), spec.workers)
+    size = _chunk_size(total, spec.workers)
     worker_setup = None if in_process else _worker_setup(spec)
-    tasks: list[dict[str, Any]] = []
-    for start in range(0, len(ids), size):
-        items = list(load_items(cohort, store, ids[start : start + size]))
-        for lane in lanes:
-            for repeat in range(spec.repeats):
-                tasks.append(_task(spec, lane, [{**item, "repeat": repeat} for item in items], worker_setup))
-    tasks.sort(key=lambda t: (t["lane"] != "baseline", t["items"][0]["repeat"] if t["items"] else 0))
-    pairs: list[PairResult] = []
-    done = 0
 
-    def on_pairs(_index: int, finished: list[PairResult]) -> None:
-        nonlocal done
+    def chunks() -> Iterator[str]:
+        # the baseline lane first, then the candidate, each repeat in turn; the store read once per chunk
+        for lane in lanes:
+            task = _task(spec, lane, worker_setup)
+            for repeat in range(spec.repeats):
+                for start in range(0, len(ids), size):
+                    items = load_items(cohort, store, ids[start : start + size])
+                    yield chunk_text(task, [{**item, "repeat": repeat} for item in items])
+
+    pairs: list[PairResult] = []
+
+    def on_pairs(finished: list[PairResult]) -> None:
         pairs.extend(finished)
-        done += len(finished)
         if progress is not None:
-            progress(done, total)
+            progress(len(pairs), total)
 
     if progress is not None:
         progress(0, total)
     if in_process:
-        interrupted = run_in_process(tasks, on_pairs)
+        interrupted = run_in_process(chunks(), on_pairs)
     else:
-        texts = [json.dumps(task, default=str) for task in tasks]
         run = run_ray if spec.executor == "ray" else run_local_pool
-        interrupted = run(texts, workers=spec.workers, on_pairs=on_pairs)
+        interrupted = run(chunks(), workers=spec.workers, on_pairs=on_pairs)
     return pairs, interrupted
 
 
-def _task(spec: LabSpec, lane: str, items: list[dict[str, Any]], worker_setup: Any) -> dict[str, Any]:
+def _task(spec: LabSpec, lane: str, worker_setup: Any) -> dict[str, Any]:
     return {
         "mode": spec.mode,
         "policy": policy_dict(spec.policy(lane)),
@@ -237,7 +235,6 @@ def _task(spec: LabSpec, lane: str, items: list[dict[str, Any]], worker_setup: A
         "actor": spec.actor,
         "approvals": list(spec.approvals),
         "setup": worker_setup,
-        "items": items,
     }
 
 

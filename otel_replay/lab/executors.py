@@ -12,40 +12,33 @@ anything but the chunks' JSON text, or import Ray unless the Ray executor was as
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
 from ..errors import ReplayRefused
 from .model import PairResult
-from .worker import ignore_interrupts, policy_of, replay_one, run_chunk
+from .worker import ignore_interrupts, replay_items, run_chunk
 
-OnPairs = Callable[[int, list[PairResult]], None]
-"""Called with a chunk's index and the pairs that finished (a whole chunk, or one replay in-process)."""
+OnPairs = Callable[[list[PairResult]], None]
+"""Called with the pairs that finished (a whole chunk, or one replay in the lab process)."""
+
+_AHEAD = 2
+"""Chunks handed to each worker ahead of the one it runs (chunks are read from the store as they are handed
+out, so the lab process never holds the whole cohort)."""
 
 
-def run_in_process(tasks: Sequence[Mapping[str, Any]], on_pairs: OnPairs) -> bool:
-    """Run decoded chunk tasks one replay at a time in this process; True when Ctrl-C stopped it (the replay
-    it was in is lost, every one before it kept)."""
+def run_in_process(tasks: Iterable[str], on_pairs: OnPairs) -> bool:
+    """Run chunk texts one replay at a time in this process; True when Ctrl-C stopped it (the replay it was in
+    is lost, every one before it kept)."""
     try:
-        for index, task in enumerate(tasks):
-            policy = policy_of(task["policy"])
-            for item in task["items"]:
-                pair = replay_one(
-                    item,
-                    mode=task["mode"],
-                    policy=policy,
-                    lane=task["lane"],
-                    repeat=int(item.get("repeat", 0)),
-                    entrypoint=task.get("app"),
-                    reason=task.get("reason"),
-                    actor=task.get("actor"),
-                    approvals=task.get("approvals") or (),
-                )
-                on_pairs(index, [pair])
+        for text in tasks:
+            for pair in replay_items(json.loads(text)):
+                on_pairs([pair])
     except KeyboardInterrupt:
         return True
     return False
@@ -55,34 +48,35 @@ def _decoded(text: str) -> list[PairResult]:
     return [PairResult.from_dict(d) for d in json.loads(text)]
 
 
-def run_local_pool(tasks: Sequence[str], *, workers: int, on_pairs: OnPairs) -> bool:
+def run_local_pool(tasks: Iterable[str], *, workers: int, on_pairs: OnPairs) -> bool:
     """Run chunk texts on ``workers`` spawned worker processes; True when Ctrl-C stopped the lab."""
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=ignore_interrupts)
-    futures: dict[Future[str], int] = {}
-    reported: set[Future[str]] = set()
+    pending: set[Future[str]] = set()
     interrupted = False
     try:
-        futures = {pool.submit(run_chunk, text): index for index, text in enumerate(tasks)}
-        pending: set[Future[str]] = set(futures)
+        source = iter(tasks)
+        for text in itertools.islice(source, workers * (_AHEAD + 1)):
+            pending.add(pool.submit(run_chunk, text))
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
-                reported.add(future)
-                on_pairs(futures[future], _decoded(future.result()))
+                on_pairs(_decoded(future.result()))
+                for text in itertools.islice(source, 1):
+                    pending.add(pool.submit(run_chunk, text))
     except KeyboardInterrupt:
         interrupted = True
-        for future in futures:
+        for future in pending:
             future.cancel()
         try:  # the chunks already running finish (the workers ignore SIGINT) and are kept
-            for future, index in futures.items():
-                if future in reported or future.cancelled():
+            for future in pending:
+                if future.cancelled():
                     continue
                 try:
                     text = future.result()
                 except Exception:  # noqa: BLE001 - a chunk that failed while the lab stopped is not kept
                     continue
-                on_pairs(index, _decoded(text))
+                on_pairs(_decoded(text))
         except KeyboardInterrupt:  # a second Ctrl-C: end the workers now
             _terminate(pool)
     finally:
@@ -99,7 +93,7 @@ def _terminate(pool: ProcessPoolExecutor) -> None:
             pass
 
 
-def run_ray(tasks: Sequence[str], *, workers: int, on_pairs: OnPairs) -> bool:
+def run_ray(tasks: Iterable[str], *, workers: int, on_pairs: OnPairs) -> bool:
     """Run chunk texts as Ray tasks (``RAY_ADDRESS`` picks a cluster, else a local Ray on loopback with
     ``workers`` CPUs); True when Ctrl-C stopped the lab."""
     try:
@@ -114,22 +108,19 @@ def run_ray(tasks: Sequence[str], *, workers: int, on_pairs: OnPairs) -> bool:
         if address:
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         else:
-            ray.init(
-                num_cpus=workers,
-                include_dashboard=False,
-                log_to_driver=False,
-                _node_ip_address="127.0.0.1",
-            )
+            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
         started = True
     remote = ray.remote(run_chunk)
-    refs = {remote.remote(text): index for index, text in enumerate(tasks)}
-    pending = list(refs)
+    pending: list[Any] = []
     interrupted = False
     try:
+        source = iter(tasks)
+        pending = [remote.remote(text) for text in itertools.islice(source, workers * (_AHEAD + 1))]
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
-                on_pairs(refs[ref], _decoded(ray.get(ref)))
+                on_pairs(_decoded(ray.get(ref)))
+                pending.extend(remote.remote(text) for text in itertools.islice(source, 1))
     except KeyboardInterrupt:
         interrupted = True
         for ref in pending:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import Any
 
@@ -184,32 +184,37 @@ def import_scorers(modules: Sequence[str]) -> None:
 
 
 def run_chunk(task_text: str) -> str:
-    """Replay every item of one chunk (a JSON text: see :func:`chunk_task`) and return its pairs as a JSON
+    """Replay every item of one chunk (a JSON text: see :func:`chunk_text`) and return its pairs as a JSON
     list of :meth:`PairResult.to_dict` objects, in the chunk's order."""
     task = json.loads(task_text)
     _ready(task.get("setup"))
-    return json.dumps([pair.to_dict() for pair in replay_items(task)], default=str)
+    return "[" + ",".join(json.dumps(pair.to_dict(), default=str) for pair in replay_items(task)) + "]"
 
 
-def replay_items(task: Mapping[str, Any]) -> list[PairResult]:
-    """The pairs of a decoded chunk task."""
+def replay_items(task: Mapping[str, Any]) -> Iterator[PairResult]:
+    """The pairs of a decoded chunk task, one replay at a time. Each item stays JSON text until its turn (text
+    is not tracked by the garbage collector, so the replay engine's collector work does not grow with the
+    chunk)."""
     policy = policy_of(task["policy"])
-    pairs: list[PairResult] = []
-    for item in task["items"]:
-        pairs.append(
-            replay_one(
-                item,
-                mode=task["mode"],
-                policy=policy,
-                lane=task["lane"],
-                repeat=int(item.get("repeat", 0)),
-                entrypoint=task.get("app"),
-                reason=task.get("reason"),
-                actor=task.get("actor"),
-                approvals=task.get("approvals") or (),
-            )
+    for text in task["items"]:
+        item = json.loads(text)
+        yield replay_one(
+            item,
+            mode=task["mode"],
+            policy=policy,
+            lane=task["lane"],
+            repeat=int(item.get("repeat", 0)),
+            entrypoint=task.get("app"),
+            reason=task.get("reason"),
+            actor=task.get("actor"),
+            approvals=task.get("approvals") or (),
         )
-    return pairs
+
+
+def chunk_text(task: Mapping[str, Any], items: Sequence[Mapping[str, Any]]) -> str:
+    """The JSON text of one chunk: ``task`` (mode, policy as :func:`policy_dict`, lane, app, reason, actor,
+    approvals, the worker setup) with ``items`` (:func:`original_item` plus ``repeat``), each as JSON text."""
+    return json.dumps({**task, "items": [json.dumps(item, default=str) for item in items]}, default=str)
 
 
 def replay_one(
