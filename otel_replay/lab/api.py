@@ -12,12 +12,14 @@ when the lab is interrupted.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ..errors import ReplayRefused
 from ..exporting import setup
 from ..replay.approvals import Approvals
 from ..replay.policy import ToolFault
@@ -138,6 +140,8 @@ def lab(
     if cohort_spec.status is not None and cohort_spec.status not in ("ok", "error"):
         raise ValueError(f"status must be ok or error, got {cohort_spec.status!r}")
     check_spec(spec)
+    if spec.executor == "ray" and importlib.util.find_spec("ray") is None:
+        raise ReplayRefused("--executor ray needs Ray, which is not installed: pip install 'otel-replay[ray]'")
     import_scorers(spec.scorers)
     return _run(spec, parsed_gates, store=store, progress=progress)
 
