@@ -208,11 +208,11 @@ class _Progress:
 def _print_lab(result: LabResult, console: SafeConsole) -> None:
     """The terminal report (the report part's renderer)."""
     try:
-        from ..lab import render
+        from ..lab import render  # type: ignore[attr-defined,unused-ignore]
     except ImportError:  # replaced at merge: until the lab report renderer exists, a plain summary table
         _plain_summary(result, console)
         return
-    render.print_lab(result, console=console)  # type: ignore[attr-defined]
+    render.print_lab(result, console=console)
 
 
 def _plain_summary(result: LabResult, console: SafeConsole) -> None:  # replaced at merge
