@@ -138,6 +138,29 @@ def test_ctrl_c_exits_130_and_reports_what_finished(world: dict[str, Any]) -> No
     assert "Traceback" not in out.stderr
 
 
+def test_an_interrupt_inside_a_worker_process_stops_the_lab_and_keeps_the_other_replays(world: dict[str, Any]) -> None:
+    with orp.Store.open() as store:
+        inputs = {t: store.load_run(t).snapshots["input"]["args"][0] for t in world["counter"]}
+    stopped = world["counter"][1]
+    out = cli(
+        world,
+        "--agent",
+        "counter-agent",
+        "--workers",
+        "2",
+        "--json",
+        extra_env={lab_agents.INTERRUPT_ENV: str(inputs[stopped])},
+    )
+
+    assert out.returncode == 130, out.stderr
+    document = json.loads(out.stdout)
+    assert document["interrupted"] is True
+    kept = [r["original_trace_id"] for r in document["runs"]]
+    assert stopped not in kept and set(kept) <= set(world["counter"])
+    assert {r["outcome"] for r in document["runs"]} <= {"matched"}
+    assert "Traceback" not in out.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "needles"),
     [

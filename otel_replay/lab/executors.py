@@ -12,6 +12,7 @@ anything but the chunks' JSON text, or import Ray unless the Ray executor was as
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import multiprocessing
@@ -44,39 +45,43 @@ def run_in_process(tasks: Iterable[str], on_pairs: OnPairs) -> bool:
     return False
 
 
-def _decoded(text: str) -> list[PairResult]:
-    return [PairResult.from_dict(d) for d in json.loads(text)]
+def _decoded(text: str, on_pairs: OnPairs) -> None:
+    """Hand a chunk's pairs over; raise ``KeyboardInterrupt`` when the chunk was interrupted."""
+    data = json.loads(text)
+    on_pairs([PairResult.from_dict(d) for d in data["pairs"]])
+    if data["interrupted"]:
+        raise KeyboardInterrupt
 
 
 def run_local_pool(tasks: Iterable[str], *, workers: int, on_pairs: OnPairs) -> bool:
     """Run chunk texts on ``workers`` spawned worker processes; True when Ctrl-C stopped the lab."""
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=ignore_interrupts)
-    pending: set[Future[str]] = set()
+    unreported: list[Future[str]] = []  # submitted, in submission order, pairs not handed over yet
     interrupted = False
     try:
         source = iter(tasks)
-        for text in itertools.islice(source, workers * (_AHEAD + 1)):
-            pending.add(pool.submit(run_chunk, text))
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                on_pairs(_decoded(future.result()))
-                for text in itertools.islice(source, 1):
-                    pending.add(pool.submit(run_chunk, text))
+        unreported += [pool.submit(run_chunk, text) for text in itertools.islice(source, workers * (_AHEAD + 1))]
+        while unreported:
+            wait(unreported, return_when=FIRST_COMPLETED)
+            for future in [f for f in unreported if f.done()]:
+                unreported.remove(future)
+                _decoded(future.result(), on_pairs)
+                unreported += [pool.submit(run_chunk, text) for text in itertools.islice(source, 1)]
     except KeyboardInterrupt:
         interrupted = True
-        for future in pending:
+        for future in unreported:
             future.cancel()
         try:  # the chunks already running finish (the workers ignore SIGINT) and are kept
-            for future in pending:
+            for future in unreported:
                 if future.cancelled():
                     continue
                 try:
                     text = future.result()
                 except Exception:  # noqa: BLE001 - a chunk that failed while the lab stopped is not kept
                     continue
-                on_pairs(_decoded(text))
+                with contextlib.suppress(KeyboardInterrupt):  # stopping already
+                    _decoded(text, on_pairs)
         except KeyboardInterrupt:  # a second Ctrl-C: end the workers now
             _terminate(pool)
     finally:
@@ -119,7 +124,7 @@ def run_ray(tasks: Iterable[str], *, workers: int, on_pairs: OnPairs) -> bool:
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
-                on_pairs(_decoded(ray.get(ref)))
+                _decoded(ray.get(ref), on_pairs)
                 pending.extend(remote.remote(text) for text in itertools.islice(source, 1))
     except KeyboardInterrupt:
         interrupted = True

@@ -184,11 +184,25 @@ def import_scorers(modules: Sequence[str]) -> None:
 
 
 def run_chunk(task_text: str) -> str:
-    """Replay every item of one chunk (a JSON text: see :func:`chunk_text`) and return its pairs as a JSON
-    list of :meth:`PairResult.to_dict` objects, in the chunk's order."""
+    """Replay every item of one chunk (a JSON text: see :func:`chunk_text`) and return, as JSON text,
+    ``{"interrupted": bool, "pairs": [...]}``: the pairs (:meth:`PairResult.to_dict` objects) in the chunk's
+    order, and whether a ``KeyboardInterrupt`` raised while replaying (by the replayed code, or Ctrl-C in the lab
+    process) stopped the chunk before its end (the pairs that finished are kept)."""
     task = json.loads(task_text)
     _ready(task.get("setup"))
-    return "[" + ",".join(json.dumps(pair.to_dict(), default=str) for pair in replay_items(task)) + "]"
+    done: list[str] = []
+    interrupted = False
+    try:
+        for pair in replay_items(task):
+            done.append(pair_json(pair))
+    except KeyboardInterrupt:
+        interrupted = True
+    return '{"interrupted": ' + ("true" if interrupted else "false") + ', "pairs": [' + ",".join(done) + "]}"
+
+
+def pair_json(pair: PairResult) -> str:
+    """The JSON text of :meth:`PairResult.to_dict` (its fields hold JSON-ready values already: no deep copy)."""
+    return json.dumps({f.name: getattr(pair, f.name) for f in fields(pair)}, default=str)
 
 
 def replay_items(task: Mapping[str, Any]) -> Iterator[PairResult]:
