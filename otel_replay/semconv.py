@@ -209,7 +209,7 @@ REPLAY_LAB_LANE: Final = "otel_replay.replay.lab_lane"
 # labs (one span per lab, in a trace of its own, written when the lab ends)
 
 LAB_SPAN_NAME: Final = "otel_replay.lab"
-"""Name of the span that records one lab: who ran it, the cohort, the totals and each scorer's pass rate."""
+"""Span name of the span that records one lab: who ran it, the cohort, the totals and each scorer's pass rate."""
 
 LAB_ID: Final = "otel_replay.lab.id"
 """string. The lab's id (the ``lab_id`` of ``otel-replay lab --json``)."""
