@@ -17,6 +17,7 @@ import itertools
 import json
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
@@ -113,7 +114,14 @@ def run_ray(tasks: Iterable[str], *, workers: int, on_pairs: OnPairs) -> bool:
         if address:
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         else:
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+            ray.init(
+                num_cpus=workers,
+                include_dashboard=False,
+                log_to_driver=False,
+                _node_ip_address="127.0.0.1",
+                # the local Ray's workers import what the lab process can import (its path, its working folder)
+                runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}},
+            )
         started = True
     remote = ray.remote(run_chunk)
     pending: list[Any] = []
