@@ -94,6 +94,7 @@ def test_contract_signatures() -> None:
         "mocks",
         "allow_side_effects",
         "volatile_keys",
+        "policy",
     ]
     assert params(orp.diff) == ["trace_id_a", "trace_id_b", "store", "volatile_keys"]
     assert params(orp.register_type) == ["cls"]

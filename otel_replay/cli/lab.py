@@ -155,6 +155,8 @@ def lab_command(
                 store=store_url,
                 progress=progress,
             )
+        except KeyboardInterrupt:  # before the replays started, or while the store ingested them
+            fail("interrupted: the lab stopped before it could report", EXIT_INTERRUPTED)
         finally:
             if progress is not None:
                 progress.stop()

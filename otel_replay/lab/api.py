@@ -12,6 +12,7 @@ when the lab is interrupted.
 
 from __future__ import annotations
 
+import datetime as _dt
 import importlib.util
 import math
 import os
@@ -48,8 +49,8 @@ def lab(
     *,
     agent: str | None = None,
     status: str | None = None,
-    since: str | Any = None,
-    until: str | Any = None,
+    since: str | _dt.datetime | None = None,
+    until: str | _dt.datetime | None = None,
     trace_ids: Sequence[str] = (),
     tags: Mapping[str, str] | None = None,
     limit: int | None = None,
