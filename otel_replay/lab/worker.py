@@ -28,6 +28,8 @@ from typing import Any
 
 from ..errorlines import error_line
 from ..errors import OtelReplayError
+from ..exporting.setup import configure
+from ..exporting.spool import OTEL_REPLAY_SPOOL_FSYNC
 from ..records import EventRecord, LinkRecord, SpanRecord
 from ..replay.engine import replay_run
 from ..replay.policy import ReplayPolicy, ToolFault
@@ -161,9 +163,9 @@ def _ready(setup: Mapping[str, Any] | None) -> None:
     global _READY
     if setup is None or setup == _READY:
         return
-    from ..exporting.setup import configure
-
     os.environ.setdefault("OTEL_REPLAY_HOME", str(setup["home"]))
+    if setup.get("spool_fsync"):
+        os.environ[OTEL_REPLAY_SPOOL_FSYNC] = str(setup["spool_fsync"])
     configure(home=setup["home"], exporter=setup.get("exporter") or "spool", store=setup.get("store_url"))
     import_scorers(setup.get("scorers") or ())
     _READY = dict(setup)
