@@ -113,14 +113,14 @@ class LabSpec:
         if lane == "baseline":
             return ReplayPolicy(
                 lab_id=self.lab_id,
-                lab_lane="baseline",
+                lane="baseline",
                 tool_match=self.tool_match,  # type: ignore[arg-type]
                 tools_live=self.tools_live,
                 seed=self.seed,
             )
         return ReplayPolicy(
             lab_id=self.lab_id,
-            lab_lane="candidate",
+            lane="candidate",
             tool_match=self.tool_match,  # type: ignore[arg-type]
             tools_live=self.tools_live,
             faults=self.faults,

@@ -42,8 +42,8 @@ class ReplayPolicy:
     lab_id: str | None = None
     """Written on the replay's root span (``otel_replay.replay.lab_id``) so ``otel-replay runs --lab ID``
     lists a lab's replays."""
-    lab_lane: str | None = None
-    """``baseline`` or ``candidate``: the lab lane this replay belongs to (``otel_replay.replay.lab_lane``)."""
+    lane: str | None = None
+    """Written on the replay's root span (``otel_replay.replay.lab_lane``): ``baseline`` or ``candidate``."""
     tool_match: ToolMatch = "strict"
     """``strict``: a recorded tool answer is served only for canonically equal arguments, else the call is
     refused and reported; ``sequence``: each tool's recorded answers in order, argument drift reported."""

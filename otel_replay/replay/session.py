@@ -187,7 +187,7 @@ class ReplaySession:
             semconv.REPLAY_OS_USER: self.os_user,
             semconv.REPLAY_ALLOW_SIDE_EFFECTS: True if self.allow_side_effects else None,
             semconv.REPLAY_LAB_ID: self.policy.lab_id if self.policy is not None else None,
-            semconv.REPLAY_LAB_LANE: self.policy.lab_lane if self.policy is not None else None,
+            semconv.REPLAY_LAB_LANE: self.policy.lane if self.policy is not None else None,
         }
 
     def take_run_id(self) -> str | None:
