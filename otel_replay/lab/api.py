@@ -16,6 +16,7 @@ import datetime as _dt
 import importlib.util
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -26,7 +27,7 @@ from ..exporting.spool import OTEL_REPLAY_SPOOL_FSYNC
 from ..replay.approvals import Approvals
 from ..replay.policy import ToolFault
 from ..replay.session import os_user as _os_user
-from . import audit, gates, summary
+from . import audit, gates, scoring, summary
 from .cohort import Cohort, load_items, select
 from .executors import run_in_process, run_local_pool, run_ray
 from .model import LabResult, PairResult
@@ -263,6 +264,22 @@ def _worker_setup(spec: LabSpec) -> dict[str, Any]:
         "home": str(rt.home),
         "exporter": exporter,
         "store_url": rt.store_url,
-        "scorers": list(spec.scorers),
+        "scorers": _scorer_modules(spec),
         "spool_fsync": fsync,
     }
+
+
+def _scorer_modules(spec: LabSpec) -> list[str]:
+    """The modules a worker imports for its scorers: those named with ``--scorers``, then the modules of the
+    user scorers registered in this process (code this process imported, never a name from a recording), so
+    a worker scores with the scorers the lab process would use. A scorer defined in the main script is
+    registered again when the spawned worker imports the script as ``__mp_main__``."""
+    modules = list(spec.scorers)
+    registered = getattr(scoring, "registered", None)  # the report part's registry; absent in a first cut
+    for found in registered() if callable(registered) else ():
+        if getattr(found, "builtin", False):
+            continue
+        module = getattr(getattr(found, "func", None), "__module__", None)
+        if isinstance(module, str) and module in sys.modules and module not in ("__main__", "__mp_main__"):
+            modules.append(module)
+    return list(dict.fromkeys(modules))
