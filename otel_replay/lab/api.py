@@ -37,12 +37,6 @@ from .worker import chunk_text, import_scorers, policy_dict
 Progress = Callable[[int, int], None]
 """``progress(done, total)``: replays finished so far, replays in the lab."""
 
-IN_PROCESS_MAX_REPLAYS = 24
-"""A ``workers=1`` lab of at most this many replays runs in the lab process; a bigger one in one worker process:
-starting a worker costs about a second, and a replay in the lab process (which has the store's client loaded)
-costs tens of milliseconds more than in a worker (the replay engine's garbage-collector work grows with the
-process's heap; see ``docs/performance.md``)."""
-
 _MAX_CHUNK = 25
 """At most this many replays per chunk (one store read and one task each)."""
 
@@ -208,7 +202,7 @@ def _replay_lanes(
     lanes = (["baseline"] if spec.baseline else []) + ["candidate"]
     ids = list(cohort.trace_ids)
     total = len(ids) * spec.repeats * len(lanes)
-    in_process = spec.executor == "local" and spec.workers == 1 and total <= IN_PROCESS_MAX_REPLAYS
+    in_process = spec.executor == "local" and spec.workers == 1
     size = _chunk_size(total, spec.workers)
     worker_setup = None if in_process else _worker_setup(spec)
 
