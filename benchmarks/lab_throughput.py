@@ -4,9 +4,10 @@ replaying them one ``otel-replay replay`` CLI call at a time.
 Records ``--runs`` runs of the demo support agent (its three questions cycled) into a fresh home, opens the store
 once (the spool is ingested before anything is timed), then times:
 
-* ``otel_replay.lab(mode="deterministic", workers=1)`` and ``workers=2`` over the whole cohort (every run must
-  match): wall time, replays per second, replays per second per worker, and per worker CPU second (the CPU time
-  of the worker processes, which does not depend on what else the machine runs);
+* ``otel_replay.lab(mode="deterministic", workers=1)`` (in the lab process) and ``workers=2`` (two worker
+  processes) over the whole cohort (every run must match): wall time, replays per second, replays per second per
+  worker, and per worker CPU second (the CPU time of the worker processes, or of the lab process for 1 worker,
+  which does not depend on what else the machine runs);
 * ``--cli-sample`` calls of ``otel-replay replay TRACE_ID --mode deterministic``, each a process of its own, as a
   script replaying the cohort one run at a time would make them. Their mean wall time is extrapolated to the
   whole cohort (``N x mean``): the cohort is not replayed that way in full.
@@ -63,7 +64,8 @@ def _lab(workers: int, runs: int) -> dict[str, Any]:
     start = time.perf_counter()
     result = orp.lab(mode="deterministic", workers=workers, fail_if=["diverged > 0"])
     wall = time.perf_counter() - start
-    worker_cpu = _children_cpu() - children
+    # --workers 1 replays in the lab process: its own CPU time is the worker's (cohort and ingest included)
+    worker_cpu = _own_cpu() - own if workers == 1 else _children_cpu() - children
     totals = result.summary["totals"]
     assert totals["matched"] == runs and not result.failed, totals
     return {
