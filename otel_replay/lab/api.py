@@ -12,6 +12,7 @@ when the lab is interrupted.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import importlib.util
 import math
@@ -23,7 +24,7 @@ from typing import Any
 
 from ..errors import ReplayRefused
 from ..exporting import setup
-from ..exporting.spool import OTEL_REPLAY_SPOOL_FSYNC
+from ..exporting.spool import OTEL_REPLAY_SPOOL_FSYNC, SpoolExporter
 from ..replay.approvals import Approvals
 from ..replay.policy import ToolFault
 from ..replay.session import os_user as _os_user
@@ -225,7 +226,8 @@ def _replay_lanes(
     if progress is not None:
         progress(0, total)
     if in_process:
-        interrupted = run_in_process(chunks(), on_pairs)
+        with _in_process_spool(spec):
+            interrupted = run_in_process(chunks(), on_pairs)
     else:
         run = run_ray if spec.executor == "ray" else run_local_pool
         interrupted = run(chunks(), workers=spec.workers, on_pairs=on_pairs)
@@ -245,15 +247,31 @@ def _task(spec: LabSpec, lane: str, worker_setup: Any) -> dict[str, Any]:
     }
 
 
+def _unsynced_spool(spec: LabSpec) -> bool:
+    """Whether the lab's replays are spooled without fsync.
+
+    A lab that makes no real call may lose its replays' spool to a power cut, never to a crash: the lab process
+    ingests the spool before it returns, and the replays can be made again. Otherwise every replay's seal costs
+    two fsyncs, a third of a replay's time on a slow disk. The user's own ``OTEL_REPLAY_SPOOL_FSYNC`` wins."""
+    return not spec.live and not os.environ.get(OTEL_REPLAY_SPOOL_FSYNC)
+
+
+def _in_process_spool(spec: LabSpec) -> contextlib.AbstractContextManager[None]:
+    """In the lab process, the replays' spans go to the home's spool as the worker processes write it: without
+    fsync when :func:`_unsynced_spool` says so (a runtime of the lab's own for the block; the application's
+    runtime is left as it is)."""
+    rt = setup.runtime()
+    if not _unsynced_spool(spec) or rt.exporter_name != "spool":
+        return contextlib.nullcontext()
+    return setup.exporting_to(SpoolExporter(rt.home / "spool", fsync="never"))
+
+
 def _worker_setup(spec: LabSpec) -> dict[str, Any]:
     """What a worker process configures once: the lab process's home and exporter, the scorer modules, the spool's
     fsync policy."""
     rt = setup.runtime()
     exporter = rt.exporter_name if rt.exporter_name in ("spool", "otlp", "clickhouse", "none") else "spool"
-    # A lab that makes no real call may lose its replays' spool to a power cut, never to a crash: the lab process
-    # ingests the spool before it returns, and the replays can be made again. Without this, every replay's
-    # seal costs two fsyncs, a third of a worker's time on a slow disk. The user's own setting wins.
-    fsync = None if spec.live or os.environ.get(OTEL_REPLAY_SPOOL_FSYNC) else "never"
+    fsync = "never" if _unsynced_spool(spec) else None
     return {
         "home": str(rt.home),
         "exporter": exporter,
