@@ -92,9 +92,8 @@ def _from_cases(spec: CohortSpec) -> Cohort:
             items.setdefault(case.trace_id, original_item(case.trace_id, case.spans, entrypoint=case.entrypoint))
     except CaseError as exc:
         raise ReplayRefused(str(exc)) from None
-    ids = sample(list(items), spec.sample, spec.seed)
-    if spec.limit is not None:
-        ids = ids[: spec.limit]
+    ids = list(items)[: spec.limit] if spec.limit is not None else list(items)
+    ids = sample(ids, spec.sample, spec.seed)
     return Cohort(trace_ids=tuple(ids), case_items=items)
 
 
