@@ -64,16 +64,19 @@ def journal_lab(spec: LabSpec, cohort: Sequence[str], *, os_user: str) -> None:
         ) from None
 
 
-def pass_rates(pairs: Sequence[PairResult], summary: Mapping[str, Any]) -> dict[str, float]:
-    """Scorer name → pass rate (0..1) over the candidate lane: the summary's when it gives one, else the share
-    of candidate pairs whose boolean score is true among those the scorer applied to."""
-    rates: dict[str, float] = {}
+def pass_rates(pairs: Sequence[PairResult], summary: Mapping[str, Any]) -> dict[str, float | None]:
+    """Scorer name → pass rate (0..1) over the candidate lane: the summary's when it gives them (None for a
+    scorer that applied to no pair), else the share of candidate pairs whose boolean score is true among those
+    the scorer applied to."""
+    rates: dict[str, float | None] = {}
     scorers = summary.get("scorers")
     if isinstance(scorers, Mapping):
         for name, info in scorers.items():
-            rate = info.get("pass_rate") if isinstance(info, Mapping) else None
-            if isinstance(rate, (int, float)) and not isinstance(rate, bool):
-                rates[str(name)] = float(rate)
+            if not isinstance(info, Mapping) or "pass_rate" not in info:
+                continue
+            rate = info["pass_rate"]
+            number = isinstance(rate, (int, float)) and not isinstance(rate, bool)
+            rates[str(name)] = float(rate) if number else None
     if rates:
         return rates
     counts: dict[str, list[int]] = {}
