@@ -226,3 +226,46 @@ def test_ctrl_c_stops_the_lab_and_keeps_what_finished(world: dict[str, Any], mon
     with orp.Store.open() as store:
         (span,) = _lab_spans(store, result.lab_id)
     assert span[semconv.LAB_INTERRUPTED] == "true" and span[semconv.LAB_RUNS] == "1"
+
+
+def test_hostile_tag_filters_are_values_never_sql(world: dict[str, Any]) -> None:
+    hostile = {"x'] = '' OR 1=1 --": "' OR '1'='1", semconv.TENANT_ID: "globex' OR ''='"}
+    with pytest.raises(orp.ReplayRefused, match="cohort is empty"):
+        orp.lab(tags=hostile, workers=1)
+    with orp.Store.open() as store:  # nothing was dropped or changed
+        assert len(store.runs(kind="original", limit=100)) == 9
+
+
+def test_a_lab_that_runs_tools_for_real_is_journaled_once_before_it_replays(world: dict[str, Any]) -> None:
+    from otel_replay.replay import journal
+
+    before = len(journal.read(world["home"]))
+    result = orp.lab(agent="counter-agent", tool_live=["read_number"], reason="tool check", workers=1)
+
+    records = journal.read(world["home"])[before:]
+    labs = [r for r in records if r.get("record") == "lab"]
+    assert len(labs) == 1
+    (record,) = labs
+    assert record["lab_id"] == result.lab_id and record["reason"] == "tool check"
+    assert record["cohort"] == result.cohort and record["tools_live"] == ["read_number"]
+    assert journal.record_valid(record)
+
+
+def test_a_lab_whose_journal_record_cannot_be_written_replays_nothing(world: dict[str, Any]) -> None:
+    journal_file = world["home"] / "audit" / "journal.jsonl"
+    journal_file.parent.mkdir(mode=0o700, exist_ok=True)
+    kept = journal_file.with_name("journal.kept")
+    if journal_file.exists():
+        journal_file.rename(kept)
+    journal_file.mkdir()  # where the journal should be, a folder: the record cannot be written
+    with orp.Store.open() as store:
+        before = len(store.runs(kind="replay", limit=10_000))
+    try:
+        with pytest.raises(orp.ReplayRefused, match="audit record of this lab"):
+            orp.lab(agent="counter-agent", tool_live=["read_number"], reason="tool check", workers=1)
+    finally:
+        journal_file.rmdir()
+        if kept.exists():
+            kept.rename(journal_file)
+    with orp.Store.open() as store:
+        assert len(store.runs(kind="replay", limit=10_000)) == before
