@@ -271,6 +271,8 @@ def _worker_setup(spec: LabSpec) -> dict[str, Any]:
     fsync policy."""
     rt = setup.runtime()
     exporter = rt.exporter_name if rt.exporter_name in ("spool", "otlp", "clickhouse", "none") else "spool"
+    if exporter == "clickhouse" and str(rt.store_url or os.environ.get("OTEL_REPLAY_STORE", "")).startswith("chdb"):
+        exporter = "spool"  # a worker never opens the embedded store: the spool feeds it
     fsync = "never" if _unsynced_spool(spec) else None
     return {
         "home": str(rt.home),
