@@ -49,6 +49,7 @@ bench: $(STAMP)
 	-$(BIN)/python benchmarks/scale_load.py
 	-$(BIN)/python benchmarks/runs_listing.py
 	-$(BIN)/python benchmarks/concurrency_recording.py
+	-$(BIN)/python benchmarks/lab_throughput.py
 	-$(BIN)/python benchmarks/start_time.py
 	-$(BIN)/python benchmarks/cli_start.py
 	-$(BIN)/python benchmarks/langgraph_overhead.py

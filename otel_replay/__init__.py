@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from .errors import ReplayRefused
     from .exporting.setup import configure, flush
     from .instrumentation import instrument, uninstrument
+    from .lab.api import lab
+    from .lab.model import LabResult
     from .recording import (
         agent,
         attach_file,
@@ -93,6 +95,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("Run", "RunSummary", "Snapshot", "Step"), ".runs"),
     **dict.fromkeys(("ApprovalStatus", "ReplayMode", "Risk", "RunKind", "SnapshotKind", "StepKind"), ".semconv"),
     "Store": ".storage.store",
+    "lab": ".lab.api",
+    "LabResult": ".lab.model",
 }
 
 
@@ -112,8 +116,9 @@ def __dir__() -> list[str]:
 
 
 class _Package(types.ModuleType):
-    """``otel_replay.replay`` is the replay function. Importing the ``otel_replay.replay`` package (which the
-    import system records as an attribute of its parent) must not replace it."""
+    """``otel_replay.replay`` is the replay function and ``otel_replay.lab`` the lab function. Importing the
+    ``otel_replay.replay`` or ``otel_replay.lab`` package (which the import system records as an attribute of its
+    parent) must not replace them."""
 
     @property
     def replay(self) -> Any:
@@ -125,6 +130,16 @@ class _Package(types.ModuleType):
         if not isinstance(value, types.ModuleType):
             self.__dict__["replay"] = value
 
+    @property
+    def lab(self) -> Any:
+        value = self.__dict__.get("lab")
+        return value if callable(value) and not isinstance(value, types.ModuleType) else __getattr__("lab")
+
+    @lab.setter
+    def lab(self, value: Any) -> None:
+        if not isinstance(value, types.ModuleType):
+            self.__dict__["lab"] = value
+
 
 sys.modules[__name__].__class__ = _Package
 
@@ -133,6 +148,7 @@ __all__ = [
     "ApprovalStatus",
     "Divergence",
     "InvalidTraceIdError",
+    "LabResult",
     "OtelReplayError",
     "RedactionConfig",
     "Redactor",
@@ -163,6 +179,7 @@ __all__ = [
     "flush",
     "identity",
     "instrument",
+    "lab",
     "model",
     "new_uuid",
     "now",

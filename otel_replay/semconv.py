@@ -236,6 +236,9 @@ LAB_FAILED: Final = "otel_replay.lab.failed"
 LAB_SCORES: Final = "otel_replay.lab.scores"
 """string. JSON object: scorer name → pass rate (0..1) over the candidate lane's pairs it applied to."""
 
+LAB_INTERRUPTED: Final = "otel_replay.lab.interrupted"
+"""boolean. True when the lab was stopped (Ctrl-C) and its totals cover only the replays that finished."""
+
 # ------------------------------------------------------------------------------------------------- steps
 
 STEP_INDEX: Final = "otel_replay.step.index"

@@ -55,6 +55,8 @@ EXPECTED = {
     "instrument",
     "uninstrument",
     "register_type",
+    "lab",
+    "LabResult",
 }
 
 

@@ -6,7 +6,7 @@ never a traceback (``OTEL_REPLAY_DEBUG=1`` shows one). Exit code 1 is kept for "
 is negative" (a replay that diverged).
 
 The app and the helpers every command shares are in ``app``; each command group is a module of its own
-(``listing``, ``demoing``, ``replaying``, ``inspecting``, ``case``, ``db``) that registers its commands on the
+(``listing``, ``demoing``, ``replaying``, ``lab``, ``inspecting``, ``case``, ``db``) that registers its commands on the
 app when imported, which this package does. It must never import the store, the SDK, Rich or the engine at
 module level: ``otel-replay --help`` loads only this package, typer and the leaf modules.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 # isort: off
 # The modules register their commands in this order, the order `otel-replay --help` lists them in.
-from . import listing, demoing, replaying, inspecting, case, db
+from . import listing, demoing, replaying, lab, inspecting, case, db
 
 # isort: on
 from .app import EXIT_ERROR, app, case_app, db_app, fail, main, version
@@ -23,6 +23,7 @@ from .case import CaseModeChoice, ExpectChoice, case_export_command, case_run_co
 from .db import db_init_command
 from .demoing import DemoSdk, demo_command
 from .inspecting import audit_command, diff_command
+from .lab import lab_command
 from .listing import KindFilter, StatusFilter, render_run, runs_command, show_command
 from .outcome import agent_error_line
 from .replaying import ModeChoice, ToolModeChoice, replay_command, replay_session_command, replay_tool_command
@@ -51,6 +52,8 @@ __all__ = [
     "diff_command",
     "fail",
     "inspecting",
+    "lab",
+    "lab_command",
     "listing",
     "main",
     "render_run",

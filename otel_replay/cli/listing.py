@@ -71,6 +71,7 @@ def runs_command(
     limit: int = typer.Option(50, "--limit", min=1, max=100000, help="At most this many runs."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+    lab: str | None = typer.Option(None, "--lab", metavar="ID", help="Only the replays of this lab (otel-replay lab)."),
 ) -> None:
     """List recorded runs (originals and replays), newest first."""
     if _nothing_stored(store_url):
@@ -78,7 +79,11 @@ def runs_command(
     else:
         with _open_store(store_url) as store:
             summaries = store.runs(
-                agent=agent, status=status.value if status else None, kind=kind.value if kind else None, limit=limit
+                agent=agent,
+                status=status.value if status else None,
+                kind=kind.value if kind else None,
+                limit=limit,
+                lab=lab,
             )
     if as_json:
         _print_json([s.to_dict() for s in summaries])

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -456,6 +456,10 @@ class Store:
         kind: str | None = None,
         session: str | None = None,
         limit: int = 50,
+        lab: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        since_ns: int | None = None,
+        until_ns: int | None = None,
     ) -> list[SpanRecord]:
         """Run root spans, newest first, without their events: parentless spans named ``invoke_agent …``,
         and parentless spans of other GenAI instrumentations (carrying ``gen_ai.operation.name``,
@@ -465,7 +469,10 @@ class Store:
         ``agent`` matches ``gen_ai.agent.name``, the span name's agent part, the whole span name or
         ``traceloop.workflow.name``; ``status`` is ``ok`` or ``error`` (both status spellings); ``kind`` is
         ``original`` (also runs without the attribute) or ``replay``; ``session`` matches
-        ``otel_replay.session.id``. A root stored more than once is returned once, and ``limit`` counts runs.
+        ``otel_replay.session.id``; ``lab`` matches ``otel_replay.replay.lab_id`` (a lab's replays); ``tags``
+        are root-span attributes that must hold exactly these values; ``since_ns`` / ``until_ns`` bound the
+        run's start (nanoseconds since the epoch, ``until_ns`` excluded). A root stored more than once is
+        returned once, and ``limit`` counts runs.
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MAX_LIMIT:
             raise ValueError(f"limit must be a whole number from 1 to {_MAX_LIMIT}, got {limit!r}")
@@ -493,6 +500,18 @@ class Store:
         if session is not None:
             where.append("SpanAttributes[{session_key:String}] = {session:String}")
             params.update(session_key=semconv.SESSION_ID, session=session)
+        if lab is not None:
+            where.append("SpanAttributes[{lab_key:String}] = {lab:String}")
+            params.update(lab_key=semconv.REPLAY_LAB_ID, lab=lab)
+        for number, (key, value) in enumerate(sorted((tags or {}).items())):
+            where.append(f"SpanAttributes[{{tag_key_{number}:String}}] = {{tag_value_{number}:String}}")
+            params.update({f"tag_key_{number}": str(key), f"tag_value_{number}": str(value)})
+        if since_ns is not None:
+            where.append("Timestamp >= fromUnixTimestamp64Nano({since_ns:Int64})")
+            params["since_ns"] = int(since_ns)
+        if until_ns is not None:
+            where.append("Timestamp < fromUnixTimestamp64Nano({until_ns:Int64})")
+            params["until_ns"] = int(until_ns)
         if kind is not None:
             if kind not in ("original", "replay"):
                 raise ValueError(f"kind must be 'original' or 'replay', got {kind!r}")
@@ -549,10 +568,44 @@ class Store:
         return rows
 
     def runs(
-        self, *, agent: str | None = None, status: str | None = None, kind: str | None = None, limit: int = 50
+        self,
+        *,
+        agent: str | None = None,
+        status: str | None = None,
+        kind: str | None = None,
+        limit: int = 50,
+        lab: str | None = None,
     ) -> list[RunSummary]:
         """Run summaries, newest first (see :meth:`run_rows` for the filters)."""
-        return [summary_of(root) for root in self.run_rows(agent=agent, status=status, kind=kind, limit=limit)]
+        return [summary_of(root) for root in self.run_rows(agent=agent, status=status, kind=kind, limit=limit, lab=lab)]
+
+    def load_traces(self, trace_ids: Sequence[str]) -> dict[str, list[SpanRecord]]:
+        """Every span of several traces in two queries (the lookup table's windows, then the spans), each
+        trace's spans oldest first as :meth:`load_spans` returns them; unknown traces are absent."""
+        ids = sorted({parse_trace_id(t) for t in trace_ids})
+        if not ids:
+            return {}
+        result = self._run(
+            "query",
+            f"SELECT count(), toUnixTimestamp(min(Start)), toUnixTimestamp(max(End) + 1) FROM {self.lookup_table} "
+            "WHERE TraceId IN {ids:Array(String)}",
+            {"ids": ids},
+        )
+        count, start, end = result.result_rows[0]
+        if not count:
+            return {}
+        result = self._run(
+            "query",
+            f"SELECT {SELECT_COLUMNS} FROM {self.traces_table} WHERE TraceId IN {{ids:Array(String)}} AND Timestamp "
+            "BETWEEN toDateTime({start:Int64}) AND toDateTime({end:Int64}) ORDER BY TraceId, Timestamp, SpanId "
+            f"{_ONE_ROW_PER_SPAN}",
+            {"ids": ids, "start": int(start), "end": int(end)},
+        )
+        found: dict[str, list[SpanRecord]] = {}
+        for row in result.result_rows:
+            record = record_from_query_row(row)
+            found.setdefault(record.trace_id, []).append(record)
+        return found
 
     def load_run(self, trace_id: str) -> Run:
         """The run recorded in one trace (TraceNotFoundError when the store does not have it)."""
