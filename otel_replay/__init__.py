@@ -97,6 +97,7 @@ _LAZY: dict[str, str] = {
     "Store": ".storage.store",
     "lab": ".lab.api",
     "LabResult": ".lab.model",
+    "scorer": ".lab.scoring",
 }
 
 
@@ -193,6 +194,7 @@ __all__ = [
     "replay_session",
     "replay_tool",
     "retriever",
+    "scorer",
     "tool",
     "uninstrument",
 ]

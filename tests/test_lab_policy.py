@@ -2,13 +2,11 @@
 model, a changed entrypoint that leaves recorded tool calls unused.
 
 These outcomes come from the replay policy the replay session applies (tool tape, faults, whatif, model
-overrides: ``otel_replay/replay/tape.py``). Where that is not part of this build the tests are skipped with
-that reason (``NEEDS_TAPE``); the lab's side (flags → one policy → every replay) is what they check.
+overrides: ``otel_replay/replay/tape.py``); the lab's side (flags → one policy → every replay) is what they check.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,11 +16,6 @@ import pytest
 import otel_replay as orp
 from otel_replay.demo import agent as demo
 from otel_replay.demo.fake_llm import FakeLLMServer
-
-NEEDS_TAPE = pytest.mark.skipif(
-    importlib.util.find_spec("otel_replay.replay.tape") is None,
-    reason="needs the replay policy of the session (tool tape, faults, whatif, overrides: otel_replay.replay.tape)",
-)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +51,6 @@ def _first_model_step(run: orp.Run) -> int:
     return min(s.index for s in run.steps if s.kind == "model")
 
 
-@NEEDS_TAPE
 def test_a_changed_system_prompt_diverges_every_run_at_its_first_model_step(world: dict[str, Any]) -> None:
     result = orp.lab(
         agent="support-agent", prompt_files={"system": str(world["prompt"])}, workers=1, fail_if=["diverged > 0"]
@@ -75,7 +67,6 @@ def test_a_changed_system_prompt_diverges_every_run_at_its_first_model_step(worl
     assert "terse support agent" not in str(result.to_dict()["spec"])
 
 
-@NEEDS_TAPE
 def test_an_injected_lookup_timeout_regresses_the_runs_that_do_not_handle_it(world: dict[str, Any]) -> None:
     result = orp.lab(agent="support-agent", inject=["lookup_order:error=timeout"], workers=1)
 
@@ -90,7 +81,6 @@ def test_an_injected_lookup_timeout_regresses_the_runs_that_do_not_handle_it(wor
     assert (world["home"] / "refunds.log").read_text(encoding="utf-8") == world["refunds"]
 
 
-@NEEDS_TAPE
 def test_recorded_tool_calls_the_candidate_never_makes_are_reported_unused(world: dict[str, Any]) -> None:
     failing = [t for t, run in world["originals"].items() if run.status == "error"]
 
@@ -100,7 +90,6 @@ def test_recorded_tool_calls_the_candidate_never_makes_are_reported_unused(world
         assert [entry["tool"] for entry in pair.tape["unused"]] == ["lookup_order"]
 
 
-@NEEDS_TAPE
 def test_whatif_with_another_model_calls_the_model_for_real_and_nothing_else(
     world: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -18,11 +18,6 @@ import pytest
 
 import otel_replay as orp
 from otel_replay.demo import agent as demo
-from otel_replay.lab import scoring
-
-pytestmark = pytest.mark.skipif(
-    not hasattr(scoring, "scorer"), reason="needs the scorer registry (otel_replay.lab.scoring.scorer)"
-)
 
 TESTS_DIR = Path(__file__).resolve().parent
 NAME = "lab_test_answer_has_order"

@@ -7,6 +7,7 @@ import inspect
 import otel_replay as orp
 
 EXPECTED = {
+    "scorer",
     "ApprovalStatus",
     "InvalidTraceIdError",
     "OtelReplayError",

@@ -208,38 +208,19 @@ class _Progress:
 
 
 def _print_lab(result: LabResult, console: SafeConsole) -> None:
-    """The terminal report (the report part's renderer)."""
-    try:
-        from ..lab import render  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:  # replaced at merge: until the lab report renderer exists, a plain summary table
-        _plain_summary(result, console)
-        return
+    """The terminal report."""
+    from ..lab import render
+
     render.print_lab(result, console=console)
-
-
-def _plain_summary(result: LabResult, console: SafeConsole) -> None:  # replaced at merge
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(title=f"lab {result.lab_id} ({result.mode})", title_justify="left")
-    table.add_column("total")
-    table.add_column("count", justify="right")
-    for name, value in result.summary.get("totals", {}).items():
-        table.add_row(Text(str(name)), Text(str(value)))
-    console.print(table)
-    for gate in result.gates:
-        console.print(Text(f"{'FAIL' if gate.held else 'ok'}  --fail-if {gate.expression}  ({gate.value})"))
-    if result.interrupted:
-        console.print(Text("interrupted: only the replays that finished are counted", style="yellow"))
 
 
 def _write_lab_html(result: LabResult, path: str, *, quiet: bool) -> None:
     """``--html FILE`` through the report part's writer."""
+    from ..lab.html import write_lab_html
     from ..terminal import SafeConsole
 
     try:
-        from ..lab.html import write_lab_html  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:  # replaced at merge: the lab's HTML writer comes with the report part
-        fail("--html is not available in this build of otel-replay: the lab HTML report is missing")
-    written = write_lab_html(result, path)
+        written = write_lab_html(result, path)
+    except OSError as exc:  # ReportWriteError: one line saying what to do; the lab's replays are stored
+        fail(str(exc))
     SafeConsole(stderr=quiet, soft_wrap=True).print(f"wrote HTML report {written}")

@@ -175,14 +175,7 @@ def import_scorers(modules: Sequence[str]) -> None:
     """Import the user's scorer modules (named on the command line) through the report's registry."""
     if not modules:
         return
-    importer = getattr(scoring, "import_scorers", None)
-    if importer is None:  # replaced at merge: scoring.import_scorers exists once the report part lands
-        import importlib
-
-        for module in modules:
-            importlib.import_module(module)
-        return
-    importer(list(modules))
+    scoring.import_scorers(list(modules))
 
 
 def run_chunk(task_text: str) -> str:
