@@ -7,7 +7,6 @@ agents' imports are part of what is tested); flags refused before anything repla
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -189,9 +188,10 @@ def test_bad_flags_are_one_error_line_and_exit_2(world: dict[str, Any], args: li
     assert out.stdout == ""
 
 
-def test_ray_executor_without_ray_says_how_to_install_it(world: dict[str, Any]) -> None:
-    if importlib.util.find_spec("ray") is not None:
-        pytest.skip("ray is installed: test_lab_ray.py compares its report with local workers")
+def test_ray_executor_without_ray_says_how_to_install_it(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if the extra were not installed: `import ray` fails
     out = run_cli(
         ["lab", "--agent", "counter-agent", "--executor", "ray"],
         env={**os.environ, "OTEL_REPLAY_HOME": str(world["home"])},
