@@ -23,6 +23,7 @@ LOGGER_NAMES: Final[tuple[str, ...]] = (
     "otel_replay.audit",
     "otel_replay.clickhouse",
     "otel_replay.ingest",
+    "otel_replay.lab",
     "otel_replay.rows",
     "otel_replay.spool",
     "otel_replay.store",
