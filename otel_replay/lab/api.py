@@ -126,6 +126,7 @@ def lab(
         app=app,
         model=model,
         params=dict(params or {}),
+        shown_params=rt.redactor.redact(dict(params or {}), "replay")[0],
         prompts=prompt_texts,
         prompt_files=shown_files or dict.fromkeys(prompt_texts, "(given)"),
         tool_match=tool_match,

@@ -83,6 +83,9 @@ class LabSpec:
     """``--app module:function``: the candidate's entrypoint instead of each run's recorded one."""
     model: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    shown_params: Mapping[str, Any] | None = None
+    """The parameters as the spec shows them (scrubbed like a recorded value: a key or a token in a
+    ``--set-param`` value is never printed or stored); None shows ``params``."""
     prompts: Mapping[str, str] = field(default_factory=dict)
     """Role → the prompt text read from ``--prompt-file ROLE=PATH``."""
     prompt_files: Mapping[str, str] = field(default_factory=dict)
@@ -136,7 +139,7 @@ class LabSpec:
             "cohort": self.cohort.to_dict(),
             "app": self.app,
             "model": self.model,
-            "params": dict(self.params),
+            "params": dict(self.params if self.shown_params is None else self.shown_params),
             "prompt_files": dict(self.prompt_files),
             "tool_match": self.tool_match,
             "tools_live": list(self.tools_live),
