@@ -147,6 +147,6 @@ def test_a_worker_process_that_dies_loses_only_its_chunk(world: dict[str, Any]) 
     assert set(by_run) == world["counter"] and len(document["runs"]) == 8  # every run reported, once
     assert by_run[doomed]["outcome"] == "error"
     assert "worker process" in by_run[doomed]["error"]
-    for trace_id, pair in by_run.items():  # the others matched, or were lost with the dead worker's pool
+    for pair in by_run.values():  # the others matched, or were lost with the dead worker's pool
         assert pair["outcome"] == "matched" or "worker process" in pair["error"], pair
     assert document["summary"]["totals"]["errors"] >= 1
