@@ -150,3 +150,15 @@ def test_a_worker_process_that_dies_loses_only_its_chunk(world: dict[str, Any]) 
     for pair in by_run.values():  # the others matched, or were lost with the dead worker's pool
         assert pair["outcome"] == "matched" or "worker process" in pair["error"], pair
     assert document["summary"]["totals"]["errors"] >= 1
+
+
+def test_a_replay_named_by_trace_id_is_refused_in_one_line(world: dict[str, Any]) -> None:
+    first = lab(world, "--agent", "counter-agent", "--limit", "1", "--workers", "1", "--json")
+    pair = json.loads(first.stdout)["runs"][0]
+
+    out = lab(world, "--trace-id", pair["replay_trace_id"], "--workers", "1")
+
+    assert out.returncode == 2 and out.stdout == ""
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "is a replay" in lines[0]
+    assert f"--trace-id {pair['original_trace_id']}" in lines[0]
