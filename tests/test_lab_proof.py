@@ -263,3 +263,18 @@ def test_an_injected_timeout_regresses_the_runs_whose_agent_does_not_handle_it(w
         assert pair["scores"]["output_equal"] is True
     assert doc["summary"]["scorers"]["output_equal"]["regressed"] == 0
     no_real_side_effect(world)
+
+
+def test_a_high_risk_tool_run_live_without_approval_is_refused_and_nothing_happens(world: dict[str, Any]) -> None:
+    out, doc = lab(world, "--agent", "support-agent", "--workers", "1", "--tool-live", "issue_refund", "--reason", "r")
+
+    assert out.returncode == 0, out.stderr
+    refunds = {t for t in world["demo"] if any(s.name == "issue_refund" for s in world["originals"][t].steps)}
+    assert len(refunds) == 2
+    for pair in doc["runs"]:
+        if pair["original_trace_id"] in refunds:
+            assert pair["outcome"] == "refused"
+            assert "--approve issue_refund" in pair["first_divergence"]["reason"]
+        else:
+            assert pair["outcome"] == "matched"
+    no_real_side_effect(world)
