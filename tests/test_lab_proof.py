@@ -234,6 +234,8 @@ def test_an_injected_timeout_regresses_the_runs_whose_agent_does_not_handle_it(w
     for pair in doc["runs"]:
         assert pair["tape"]["injected"] and pair["agent_error"]["type"] == "TimeoutError"
         assert pair["scores"]["output_equal"] is False
+        # the faulted call was answered (by the fault): not a recorded call the replay never made
+        assert "lookup_order" not in [entry["tool"] for entry in pair["tape"]["unused"]]
     assert doc["summary"]["scorers"]["output_equal"]["regressed"] == 6
     no_real_side_effect(world)
 
