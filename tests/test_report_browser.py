@@ -322,8 +322,10 @@ def command_lab_page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
         prompt.write_text("You are a terse support agent.", encoding="utf-8")
         page = base / "lab.html"
         out = subprocess.run(
-            [sys.executable, "-m", "otel_replay.cli", "lab", "--workers", "1", "--prompt-file", f"system={prompt}"]
-            + ["--fail-if", "diverged > 0", "--html", str(page)],
+            [
+                *(sys.executable, "-m", "otel_replay.cli", "lab", "--workers", "1"),
+                *("--prompt-file", f"system={prompt}", "--fail-if", "diverged > 0", "--html", str(page)),
+            ],
             capture_output=True,
             text=True,
             env={**os.environ, "OTEL_REPLAY_HOME": str(home)},
