@@ -280,3 +280,45 @@ def test_a_high_risk_tool_run_live_without_approval_is_refused_and_nothing_happe
         else:
             assert pair["outcome"] == "matched"
     no_real_side_effect(world)
+
+
+def test_progress_is_reported_as_replays_finish(world: dict[str, Any]) -> None:
+    seen: list[tuple[int, int]] = []
+
+    orp.lab(agent="support-agent", workers=1, progress=lambda done, total: seen.append((done, total)))
+
+    assert seen[0] == (0, 6) and seen[-1] == (6, 6)
+    assert [done for done, _ in seen] == sorted(done for done, _ in seen)
+
+
+def test_the_progress_bar_is_drawn_on_a_terminal_stderr_only(world: dict[str, Any]) -> None:
+    import pty
+
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "OTEL_REPLAY_HOME": str(world["home"]), "COLUMNS": "120", "TERM": "xterm"}
+    env.pop("OTEL_REPLAY_STORE", None)
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "otel_replay.cli", "lab", "--agent", "support-agent", "--workers", "1", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=secondary,
+            text=True,
+            env=env,
+            timeout=300,
+            cwd=world["base"],
+        )
+        os.close(secondary)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # the terminal's other side is closed: everything was read
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(primary)
+    assert out.returncode == 0
+    assert json.loads(out.stdout)["summary"]["totals"]["replays"] == 6  # stdout: the document only
+    assert b"replaying" in drawn and b"6/6" in drawn
