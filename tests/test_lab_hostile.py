@@ -162,3 +162,17 @@ def test_a_replay_named_by_trace_id_is_refused_in_one_line(world: dict[str, Any]
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "is a replay" in lines[0]
     assert f"--trace-id {pair['original_trace_id']}" in lines[0]
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "fifo", "huge"])
+def test_a_prompt_file_that_is_no_prompt_is_refused_before_it_is_read(world: dict[str, Any], target: str) -> None:
+    path = world["base"] / target
+    if target == "fifo" and not path.exists():
+        os.mkfifo(path)  # opening it for reading would wait for a writer
+    elif target == "huge":
+        path.write_bytes(b"a" * (4 * 2**20 + 1))
+    out = lab(world, "--agent", "counter-agent", "--prompt-file", f"system={path if target != '/dev/zero' else target}")
+
+    assert out.returncode == 2 and out.stdout == ""
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: --prompt-file system=")

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import re
+import stat
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final, Literal
 
 from ..errors import ReplayRefused
@@ -33,6 +34,8 @@ EXECUTORS: Final = ("local", "ray")
 
 _INJECT: Final = re.compile(r"^(?P<tool>[^:\s]+):error=(?P<rest>.+)$", re.DOTALL)
 _PROBABILITY: Final = re.compile(r":p=(?P<p>[0-9]*\.?[0-9]+)$")
+_PROMPT_MAX_BYTES: Final = 4 * 2**20
+"""A ``--prompt-file`` larger than this is refused (a prompt, not a data set)."""
 _INJECT_HELP: Final = "write TOOL:error=timeout|exception|empty|value=JSON[:p=0.3]"
 
 
@@ -228,7 +231,14 @@ def read_prompt_file(text: str) -> tuple[str, str, str]:
     if not sep or not role or not path:
         raise ValueError(f"cannot read --prompt-file {text!r}: write ROLE=PATH, e.g. system=prompts/v4.txt")
     try:
-        content = Path(path).read_text(encoding="utf-8")
+        # non-blocking: opening a named pipe must not wait for a writer (it is refused below)
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # /dev/zero, a pipe, a folder: never read
+                raise ValueError(f"--prompt-file {role}={path}: not a regular file")
+            data = fh.read(_PROMPT_MAX_BYTES + 1)
+        if len(data) > _PROMPT_MAX_BYTES:
+            raise ValueError(f"--prompt-file {role}={path}: larger than {_PROMPT_MAX_BYTES // 2**20} MiB")
+        content = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise ValueError(f"--prompt-file {role}={path}: cannot be read ({reason})") from None
