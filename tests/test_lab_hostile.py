@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import lab_agents
 import lab_hostile_agents
 import pytest
@@ -143,6 +144,8 @@ def test_a_worker_process_that_dies_loses_only_its_chunk(world: dict[str, Any]) 
     assert out.returncode == 0, out.stderr  # no gate: the lab reports; `--fail-if 'errors > 0'` would fail it
     assert "Traceback" not in out.stderr
     document = json.loads(out.stdout)
+    schema = json.loads((TESTS_DIR.parent / "docs" / "lab.schema.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator(schema).validate(document)  # the lost runs' pairs too
     by_run = {r["original_trace_id"]: r for r in document["runs"]}
     assert set(by_run) == world["counter"] and len(document["runs"]) == 8  # every run reported, once
     assert by_run[doomed]["outcome"] == "error"
