@@ -13,6 +13,9 @@ from typing import Any
 import otel_replay as orp
 
 INTERRUPT_ENV = "OTEL_REPLAY_TEST_LAB_INTERRUPT_AT"
+DIE_ENV = "OTEL_REPLAY_TEST_LAB_DIE_AT"
+"""While it names ``counter_agent``'s input, that run ends its process at once (``os._exit``): a worker process
+that dies mid-chunk."""
 
 
 @orp.tool("read_number", risk="read")
@@ -26,5 +29,7 @@ def counter_agent(n: int) -> dict[str, Any]:
     """Double the number the tool reads for ``n``."""
     if os.environ.get(INTERRUPT_ENV) == str(n):
         raise KeyboardInterrupt
+    if os.environ.get(DIE_ENV) == str(n):
+        os._exit(3)
     value = read_number(n)["value"]
     return {"n": n, "doubled": value * 2}

@@ -301,3 +301,48 @@ def test_lab_report(browser: Any, lab_page: tuple[Path, Any]) -> None:
         assert (worst.get_attribute("href") or "").startswith("#run-")
         screenshot(page, "report-lab.png")
         seen.assert_quiet()
+
+
+@pytest.fixture(scope="module")
+def command_lab_page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The HTML report ``otel-replay lab --html`` writes, over the demo's runs with a new system prompt."""
+    import subprocess
+    import sys
+
+    from otel_replay.demo.agent import run_demo
+
+    base = tmp_path_factory.mktemp("lab-command-browser")
+    with recording_home(base) as home:
+        import otel_replay as orp
+
+        orp.configure(home=home, exporter="spool")
+        run_demo()
+        orp.flush()
+        prompt = base / "system.txt"
+        prompt.write_text("You are a terse support agent.", encoding="utf-8")
+        page = base / "lab.html"
+        out = subprocess.run(
+            [
+                *(sys.executable, "-m", "otel_replay.cli", "lab", "--workers", "1"),
+                *("--prompt-file", f"system={prompt}", "--fail-if", "diverged > 0", "--html", str(page)),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OTEL_REPLAY_HOME": str(home)},
+            timeout=300,
+            cwd=base,
+        )
+    assert out.returncode == 1, out.stderr  # the gate held: every run diverged
+    yield page
+
+
+def test_lab_report_written_by_the_command(browser: Any, command_lab_page: Path) -> None:
+    with opened(browser, command_lab_page) as seen:
+        page = seen.page
+        assert page.locator("#runs tbody tr").count() == 3
+        assert page.locator('#summary td[data-total="diverged"]').inner_text() == "3"
+        assert page.locator("#gates tr.held").count() == 1
+        page.locator('#runs tr[data-run="0"] a.diff-link').click()
+        assert page.evaluate("window.location.hash") == "#run-0"
+        assert page.locator("#run-0 ol.divergences li.first .b-dv").inner_text() == "request"
+        seen.assert_quiet()

@@ -126,6 +126,7 @@ def lab(
         app=app,
         model=model,
         params=dict(params or {}),
+        shown_params=rt.redactor.redact(dict(params or {}), "replay")[0],
         prompts=prompt_texts,
         prompt_files=shown_files or dict.fromkeys(prompt_texts, "(given)"),
         tool_match=tool_match,
@@ -289,11 +290,10 @@ def _scorer_modules(spec: LabSpec) -> list[str]:
     a worker scores with the scorers the lab process would use. A scorer defined in the main script is
     registered again when the spawned worker imports the script as ``__mp_main__``."""
     modules = list(spec.scorers)
-    registered = getattr(scoring, "registered", None)  # the report part's registry; absent in a first cut
-    for found in registered() if callable(registered) else ():
-        if getattr(found, "builtin", False):
+    for found in scoring.registered():
+        if found.builtin:
             continue
-        module = getattr(getattr(found, "func", None), "__module__", None)
+        module = getattr(found.func, "__module__", None)
         if isinstance(module, str) and module in sys.modules and module not in ("__main__", "__mp_main__"):
             modules.append(module)
     return list(dict.fromkeys(modules))

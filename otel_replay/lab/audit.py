@@ -27,7 +27,7 @@ from ..errors import ReplayRefused
 from ..exporting import setup
 from ..files import process_start
 from ..replay import journal
-from .model import LabResult, PairResult
+from .model import LabResult
 from .spec import LabSpec
 
 _log = logging.getLogger("otel_replay.lab")
@@ -64,10 +64,9 @@ def journal_lab(spec: LabSpec, cohort: Sequence[str], *, os_user: str) -> None:
         ) from None
 
 
-def pass_rates(pairs: Sequence[PairResult], summary: Mapping[str, Any]) -> dict[str, float | None]:
-    """Scorer name → pass rate (0..1) over the candidate lane: the summary's when it gives them (None for a
-    scorer that applied to no pair), else the share of candidate pairs whose boolean score is true among those
-    the scorer applied to."""
+def pass_rates(summary: Mapping[str, Any]) -> dict[str, float | None]:
+    """Scorer name → pass rate (0..1) over the candidate lane, as the summary gives them (None for a scorer that
+    applied to no pair)."""
     rates: dict[str, float | None] = {}
     scorers = summary.get("scorers")
     if isinstance(scorers, Mapping):
@@ -77,18 +76,7 @@ def pass_rates(pairs: Sequence[PairResult], summary: Mapping[str, Any]) -> dict[
             rate = info["pass_rate"]
             number = isinstance(rate, (int, float)) and not isinstance(rate, bool)
             rates[str(name)] = float(rate) if number else None
-    if rates:
-        return rates
-    counts: dict[str, list[int]] = {}
-    for pair in pairs:
-        if pair.lane != "candidate":
-            continue
-        for name, value in pair.scores.items():
-            if isinstance(value, bool):
-                seen = counts.setdefault(name, [0, 0])
-                seen[0] += int(value)
-                seen[1] += 1
-    return {name: passed / total for name, (passed, total) in counts.items() if total}
+    return rates
 
 
 def write_lab_span(result: LabResult, spec: LabSpec, *, os_user: str, started_ns: int) -> None:
@@ -103,7 +91,7 @@ def write_lab_span(result: LabResult, spec: LabSpec, *, os_user: str, started_ns
             semconv.LAB_MATCHED: int(totals.get("matched", 0)),
             semconv.LAB_DIVERGED: int(totals.get("diverged", 0)),
             semconv.LAB_FAILED: bool(result.failed),
-            semconv.LAB_SCORES: json.dumps(pass_rates(result.pairs, result.summary), sort_keys=True),
+            semconv.LAB_SCORES: json.dumps(pass_rates(result.summary), sort_keys=True),
             semconv.LAB_INTERRUPTED: bool(result.interrupted),
             semconv.REPLAY_ACTOR: spec.actor or os_user,
             semconv.REPLAY_OS_USER: os_user,

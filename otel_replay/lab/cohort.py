@@ -1,9 +1,9 @@
 """The lab's cohort: which recorded runs it replays, and their spans read from the store once per chunk.
 
-From the store: original runs (never replays) filtered by agent, status, start time, root-span attributes
-(``--tag``), or named by trace id; newest first, at most ``--limit``, then a deterministic ``--sample`` (the
-same seed and the same stored runs draw the same runs). From case files: each case's trace, with the case's
-entrypoint (recorded data: the trust rule applies to it as to a stored run's).
+From the store: original runs (never replays; a replay named by trace id is refused) filtered by agent, status,
+start time, root-span attributes (``--tag``), or named by trace id; newest first, at most ``--limit``, then a
+deterministic ``--sample`` (the same seed and the same stored runs draw the same runs). From case files: each
+case's trace, with the case's entrypoint (recorded data: the trust rule applies to it as to a stored run's).
 
 It must never put a value into SQL text (the store binds every filter), run or import anything a run names, or
 write the store.
@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import semconv
 from ..cases.model import CaseError
 from ..cases.reading import find_cases, load_case
 from ..errors import ReplayRefused
@@ -43,14 +44,16 @@ def select(spec: CohortSpec, store: Any) -> Cohort:
         return _from_cases(spec)
     if spec.trace_ids:
         wanted = list(dict.fromkeys(parse_trace_id(t) for t in spec.trace_ids))
-        present = set(store.load_traces(wanted)) if wanted else set()
-        missing = [t for t in wanted if t not in present]
+        spans = store.load_traces(wanted) if wanted else {}
+        missing = [t for t in wanted if t not in spans]
         if missing:
             raise ReplayRefused(
                 f"no run with trace id {missing[0]} in the store"
                 + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
                 + "; list runs with `otel-replay runs`"
             )
+        for trace_id in wanted:
+            _refuse_a_replay(trace_id, spans[trace_id])
         ids = wanted
     else:
         roots = store.run_rows(
@@ -71,6 +74,18 @@ def select(spec: CohortSpec, store: Any) -> Cohort:
             "the cohort is empty: no recorded run matches these filters; list runs with `otel-replay runs`"
         )
     return Cohort(trace_ids=tuple(ids))
+
+
+def _refuse_a_replay(trace_id: str, spans: Sequence[Any]) -> None:
+    """A lab replays recorded runs, never a replay (a replay of a replay compares two replays)."""
+    for span in spans:
+        attributes = span.span_attributes
+        if not span.parent_span_id and attributes.get(semconv.RUN_KIND) == RunKind.REPLAY.value:
+            of = attributes.get(semconv.REPLAY_OF_TRACE_ID) or "?"
+            raise ReplayRefused(
+                f"trace {trace_id} is a replay (of trace {of}), not a recorded run: a lab replays recorded runs; "
+                f"name the original (--trace-id {of})"
+            )
 
 
 def sample(ids: Sequence[str], size: int | None, seed: int) -> list[str]:

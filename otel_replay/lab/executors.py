@@ -20,14 +20,18 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from ..errors import ReplayRefused
 from .model import PairResult
-from .worker import ignore_interrupts, replay_items, run_chunk
+from .worker import ignore_interrupts, lost_pairs, replay_items, run_chunk
 
 OnPairs = Callable[[list[PairResult]], None]
 """Called with the pairs that finished (a whole chunk, or one replay in the lab process)."""
+
+_LOST = "the worker process replaying this run's chunk ended before it reported ({}); the lab went on without it"
+"""The ``error`` of each run of a chunk whose worker process died (or whose Ray task failed)."""
 
 _AHEAD = 2
 """Chunks handed to each worker ahead of the one it runs (chunks are read from the store as they are handed
@@ -55,20 +59,49 @@ def _decoded(text: str, on_pairs: OnPairs) -> None:
 
 
 def run_local_pool(tasks: Iterable[str], *, workers: int, on_pairs: OnPairs) -> bool:
-    """Run chunk texts on ``workers`` spawned worker processes; True when Ctrl-C stopped the lab."""
+    """Run chunk texts on ``workers`` spawned worker processes; True when Ctrl-C stopped the lab.
+
+    A worker process that dies (killed, ``os._exit`` in the replayed code, out of memory) breaks the pool: the
+    chunks that were running in it become ``error`` pairs saying so (which of them killed it cannot be told),
+    the pairs that finished are kept, and the remaining chunks go to a fresh pool."""
     context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=ignore_interrupts)
+
+    def new_pool() -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=ignore_interrupts)
+
+    pool = new_pool()
     unreported: list[Future[str]] = []  # submitted, in submission order, pairs not handed over yet
+    texts: dict[Future[str], str] = {}
     interrupted = False
+
+    def submit(text: str) -> None:
+        nonlocal pool
+        try:
+            future = pool.submit(run_chunk, text)
+        except BrokenProcessPool:
+            pool.shutdown(wait=False, cancel_futures=True)
+            pool = new_pool()
+            future = pool.submit(run_chunk, text)
+        texts[future] = text
+        unreported.append(future)
+
     try:
         source = iter(tasks)
-        unreported += [pool.submit(run_chunk, text) for text in itertools.islice(source, workers * (_AHEAD + 1))]
+        for text in itertools.islice(source, workers * (_AHEAD + 1)):
+            submit(text)
         while unreported:
             wait(unreported, return_when=FIRST_COMPLETED)
             for future in [f for f in unreported if f.done()]:
                 unreported.remove(future)
-                _decoded(future.result(), on_pairs)
-                unreported += [pool.submit(run_chunk, text) for text in itertools.islice(source, 1)]
+                text = texts.pop(future)
+                try:
+                    finished = future.result()
+                except BrokenProcessPool as exc:
+                    on_pairs(lost_pairs(text, _LOST.format(str(exc) or type(exc).__name__)))
+                else:
+                    _decoded(finished, on_pairs)
+                for more in itertools.islice(source, 1):
+                    submit(more)
     except KeyboardInterrupt:
         interrupted = True
         for future in unreported:
@@ -125,15 +158,30 @@ def run_ray(tasks: Iterable[str], *, workers: int, on_pairs: OnPairs) -> bool:
         started = True
     remote = ray.remote(run_chunk)
     pending: list[Any] = []
+    texts: dict[Any, str] = {}
     interrupted = False
+
+    def launch(text: str) -> None:
+        ref = remote.remote(text)
+        texts[ref] = text
+        pending.append(ref)
+
     try:
         source = iter(tasks)
-        pending = [remote.remote(text) for text in itertools.islice(source, workers * (_AHEAD + 1))]
+        for text in itertools.islice(source, workers * (_AHEAD + 1)):
+            launch(text)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
-                _decoded(ray.get(ref), on_pairs)
-                pending.extend(remote.remote(text) for text in itertools.islice(source, 1))
+                text = texts.pop(ref)
+                try:
+                    finished = ray.get(ref)
+                except ray.exceptions.RayError as exc:  # the task's worker died, or Ray lost the task
+                    on_pairs(lost_pairs(text, _LOST.format(type(exc).__name__)))
+                else:
+                    _decoded(finished, on_pairs)
+                for more in itertools.islice(source, 1):
+                    launch(more)
     except KeyboardInterrupt:
         interrupted = True
         for ref in pending:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import re
+import stat
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final, Literal
 
 from ..errors import ReplayRefused
@@ -33,6 +34,8 @@ EXECUTORS: Final = ("local", "ray")
 
 _INJECT: Final = re.compile(r"^(?P<tool>[^:\s]+):error=(?P<rest>.+)$", re.DOTALL)
 _PROBABILITY: Final = re.compile(r":p=(?P<p>[0-9]*\.?[0-9]+)$")
+_PROMPT_MAX_BYTES: Final = 4 * 2**20
+"""A ``--prompt-file`` larger than this is refused (a prompt, not a data set)."""
 _INJECT_HELP: Final = "write TOOL:error=timeout|exception|empty|value=JSON[:p=0.3]"
 
 
@@ -83,6 +86,9 @@ class LabSpec:
     """``--app module:function``: the candidate's entrypoint instead of each run's recorded one."""
     model: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    shown_params: Mapping[str, Any] | None = None
+    """The parameters as the spec shows them (scrubbed like a recorded value: a key or a token in a
+    ``--set-param`` value is never printed or stored); None shows ``params``."""
     prompts: Mapping[str, str] = field(default_factory=dict)
     """Role → the prompt text read from ``--prompt-file ROLE=PATH``."""
     prompt_files: Mapping[str, str] = field(default_factory=dict)
@@ -136,7 +142,7 @@ class LabSpec:
             "cohort": self.cohort.to_dict(),
             "app": self.app,
             "model": self.model,
-            "params": dict(self.params),
+            "params": dict(self.params if self.shown_params is None else self.shown_params),
             "prompt_files": dict(self.prompt_files),
             "tool_match": self.tool_match,
             "tools_live": list(self.tools_live),
@@ -225,7 +231,14 @@ def read_prompt_file(text: str) -> tuple[str, str, str]:
     if not sep or not role or not path:
         raise ValueError(f"cannot read --prompt-file {text!r}: write ROLE=PATH, e.g. system=prompts/v4.txt")
     try:
-        content = Path(path).read_text(encoding="utf-8")
+        # non-blocking: opening a named pipe must not wait for a writer (it is refused below)
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # /dev/zero, a pipe, a folder: never read
+                raise ValueError(f"--prompt-file {role}={path}: not a regular file")
+            data = fh.read(_PROMPT_MAX_BYTES + 1)
+        if len(data) > _PROMPT_MAX_BYTES:
+            raise ValueError(f"--prompt-file {role}={path}: larger than {_PROMPT_MAX_BYTES // 2**20} MiB")
+        content = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise ValueError(f"--prompt-file {role}={path}: cannot be read ({reason})") from None

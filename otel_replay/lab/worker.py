@@ -262,6 +262,17 @@ def replay_one(
         return scoring.error_pair(original, error_line(exc), lane=lane, repeat=repeat)  # type: ignore[arg-type]
 
 
+def lost_pairs(task_text: str, message: str) -> list[PairResult]:
+    """The ``error`` pairs of a chunk whose worker never returned it (its process died): one per run of the
+    chunk, each saying why, so the lab reports every run it was asked to replay."""
+    task = json.loads(task_text)
+    pairs: list[PairResult] = []
+    for text in task["items"]:
+        item = json.loads(text)
+        pairs.append(_unreadable(item, message, lane=task["lane"], repeat=int(item.get("repeat", 0))))
+    return pairs
+
+
 def _unreadable(item: Mapping[str, Any], message: str, *, lane: str, repeat: int) -> PairResult:
     return PairResult(
         original_trace_id=str(item.get("trace_id")),

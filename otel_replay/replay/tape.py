@@ -108,6 +108,8 @@ class ToolTape:
             if step.kind == "tool":
                 self._calls.setdefault(step.name, []).append(step)
         self._taken: set[int] = set()
+        self._faulted: set[int] = set()
+        """Recorded calls a raised fault answered: given back for a retry, never ``unused``."""
         self._ordinals: dict[str, int] = {}
         self._lock = threading.Lock()
         self.drift: list[dict[str, Any]] = []
@@ -143,6 +145,13 @@ class ToolTape:
                     return step
         return None
 
+    def give_back(self, step: Step) -> None:
+        """Put back a recorded call whose answer a raised fault replaced: the service "failed" that attempt,
+        so the agent's retry of the same call gets the recorded answer; left untaken, it is not ``unused``."""
+        with self._lock:
+            self._taken.discard(step.index)
+            self._faulted.add(step.index)
+
     def closest(self, tool: str) -> Step | None:
         """The recorded call of ``tool`` a refused call is reported at: the first not taken, else the last."""
         with self._lock:
@@ -164,7 +173,12 @@ class ToolTape:
         """The recorded calls never taken (listed once as ``unused`` entries), in step order."""
         with self._lock:
             left = sorted(
-                (s for calls in self._calls.values() for s in calls if s.index not in self._taken),
+                (
+                    s
+                    for calls in self._calls.values()
+                    for s in calls
+                    if s.index not in self._taken and s.index not in self._faulted
+                ),
                 key=lambda s: s.index,
             )
             if self.unused is None:
@@ -217,6 +231,8 @@ def answer_tool(session: Any, tape: ToolTape, step: Any, key: str | None, sent: 
     if fault is None:
         return served
     tape.injected.append({"tool": name, "step_index": recorded.index, "fault": fault.kind, "ordinal": ordinal})
+    if fault.kind in ("timeout", "exception"):
+        tape.give_back(recorded)  # the attempt failed: a retry gets the recorded answer
     return injected(fault, served, name)
 
 

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from .. import settings
 from ..errors import StoreBusyError
+from ..redaction.logs import scrub_message
 
 __all__ = ["LockHolder", "StoreLock", "read_holder"]
 
@@ -99,7 +100,8 @@ class StoreLock:
             info = {
                 "pid": os.getpid(),
                 "host": socket.gethostname(),
-                "command": " ".join(sys.argv) or sys.executable,
+                # the command line may carry a secret (``--set-param api_key=...``, a store URL's password)
+                "command": scrub_message(" ".join(sys.argv) or sys.executable),
                 "since": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             }
             os.ftruncate(fd, 0)
