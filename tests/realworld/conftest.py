@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import fork_server
 import pytest
 from cli_in_process import run_cli, runs_in_process
 from fake_llm_servers import FakeLLMServer
@@ -52,7 +53,7 @@ class RealWorld:
             if launcher is None:
                 pytest.skip("opentelemetry-instrument is not installed next to this Python")
             command = [launcher, *command]
-        return subprocess.run(
+        return fork_server.run(
             command, capture_output=True, text=True, env={**self.env, **(extra_env or {})}, cwd=HERE, timeout=180
         )
 
@@ -60,7 +61,7 @@ class RealWorld:
         """``otel-replay <args>`` in this world (working directory: ``tests/realworld``)."""
         if runs_in_process(args):  # the same main(), without a second of interpreter start-up
             return run_cli(args, env={**self.env, **(extra_env or {})}, cwd=HERE)
-        return subprocess.run(
+        return fork_server.run(
             [sys.executable, "-m", "otel_replay.cli", *args],
             capture_output=True,
             text=True,
