@@ -79,6 +79,7 @@ PRELOAD = (
     "langgraph.prebuilt",
     "langchain_classic.agents",
     "agents",
+    "anthropic",
 )
 """What the server imports before it forks: the CLI and the SDKs of the suite's agents. Never a module that
 starts a thread on import (chDB starts a dozen native ones: a forked child would inherit none of them) or that
@@ -171,7 +172,16 @@ def _serve(address: str, modules: Sequence[str]) -> None:
     sys.stderr.flush()
     # Out of the collector's sight: a child's collections would otherwise scan (and so copy) the whole heap.
     gc.freeze()
-    hello = {"reads": reads, "missing": missing, "origins": origins, "problem": problem, "pid": os.getpid()}
+    import site
+
+    hello = {
+        "reads": reads,
+        "missing": missing,
+        "origins": origins,
+        "problem": problem,
+        "pid": os.getpid(),
+        "user_site": bool(site.ENABLE_USER_SITE),
+    }
     os.write(1, (json.dumps(hello) + "\n").encode())
     if problem is not None:
         return
@@ -361,9 +371,11 @@ _BASE_ENV = dict(os.environ)
 
 
 class _Server:
-    """One fork server for this test process, started on first use."""
+    """One fork server, started with environment ``env``."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        self.env = dict(_BASE_ENV if env is None else env)
+        self.calls = 0  # calls in flight
         self.folder = tempfile.mkdtemp(prefix="orp-fork-")
         self.address = os.path.join(self.folder, "socket")
         self.log = Path(self.folder) / "server.log"
@@ -373,7 +385,7 @@ class _Server:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
-                env=_BASE_ENV,
+                env=self.env,
                 cwd=self.folder,
             )
         assert self.process.stdout is not None
@@ -385,7 +397,8 @@ class _Server:
         self.process.stdout.close()
         self.reads: dict[str, str | None] = self.hello.get("reads", {})
         self.origins: dict[str, str] = self.hello.get("origins", {})
-        self.paths: dict[tuple[str, str, str], list[str]] = {}
+        self.user_site: bool = self.hello.get("user_site", True)
+        self.paths: dict[tuple[str, ...], list[str]] = {}
         atexit.register(self.stop)
 
     def stop(self) -> None:
@@ -398,7 +411,10 @@ class _Server:
     def site_path(self, env: Mapping[str, str], cwd: str) -> list[str]:
         """``sys.path`` after start-up (before the script's or ``-m``'s first entry) for this environment and
         directory, as a fresh interpreter computes it."""
-        key = (env.get("PYTHONPATH", ""), cwd, env.get("HOME", ""))
+        pythonpath = env.get("PYTHONPATH", "")
+        relative = any(not os.path.isabs(entry) for entry in pythonpath.split(os.pathsep)) if pythonpath else False
+        # the directory matters only to relative PYTHONPATH entries, HOME only to the user's site-packages
+        key = (pythonpath, cwd if relative else "", env.get("HOME", "") if self.user_site else "")
         if key not in self.paths:
             probe = subprocess.run(
                 [sys.executable, "-c", "import sys, json; print(json.dumps(sys.path))"],
@@ -419,8 +435,8 @@ class _Server:
         for name, value in self.reads.items():
             if env.get(name) != value:
                 return f"{name} was read at import and differs"
-        for name in {*env, *_BASE_ENV}:
-            if _startup_variable(name) and env.get(name) != _BASE_ENV.get(name):
+        for name in {*env, *self.env}:
+            if _startup_variable(name) and env.get(name) != self.env.get(name):
                 return f"{name} differs from the server's"
         for name, where in self.origins.items():
             if (_locate(name, path) or "") != where:
@@ -428,16 +444,61 @@ class _Server:
         return None
 
 
-_server: _Server | None = None
+MAX_SERVERS = 2
+"""Servers one test process keeps at most: the one started from its own environment, and one for the last
+recurring set of import-time values that differ from it (see :func:`_server_for`)."""
+
+_servers: dict[tuple[tuple[str, str | None], ...], _Server] = {}
+_seen: set[tuple[tuple[str, str | None], ...]] = set()
 _server_lock = threading.Lock()
 
 
-def _get_server() -> _Server:
-    global _server
+def _server_for(env: Mapping[str, str]) -> _Server | None:
+    """The server whose preloaded modules read, at import, what they would read in ``env``; None when there is
+    none yet. A test that sets a variable the SDKs read at import (``OPENAI_AGENTS_DONT_LOG_MODEL_DATA``) for
+    all its commands would otherwise run them all as subprocesses: the second call with the same differing
+    values starts a server with those values (the first runs as a subprocess, so that a value unique to one
+    call never costs a server's start)."""
     with _server_lock:
-        if _server is None or _server.process.poll() is not None:
-            _server = _Server()
-        return _server
+        default = _servers.get(())
+        if default is None or default.process.poll() is not None:
+            default = _servers[()] = _Server()
+        if default.problem is not None:
+            return default
+        differing = tuple(
+            sorted((name, env.get(name)) for name, value in default.reads.items() if env.get(name) != value)
+        )
+        if not differing:
+            return default
+        server = _servers.get(differing)
+        if server is not None and server.process.poll() is None:
+            return server
+        if differing not in _seen:
+            _seen.add(differing)
+            return None
+        others = [key for key in _servers if key != ()]
+        if len(_servers) >= MAX_SERVERS:
+            if any(_servers[key].calls for key in others):
+                return None
+            for key in others:
+                _servers.pop(key).stop()
+        server_env = dict(default.env)
+        for name, value in differing:
+            if value is None:
+                server_env.pop(name, None)
+            else:
+                server_env[name] = value
+        server = _servers[differing] = _Server(server_env)
+        return server
+
+
+def stop_servers() -> None:
+    """Stop this process's servers (they stop by themselves when it exits); the next call starts one again."""
+    with _server_lock:
+        for server in _servers.values():
+            server.stop()
+        _servers.clear()
+        _seen.clear()
 
 
 def _note(line: str) -> None:
@@ -485,8 +546,8 @@ def run(
     parsed = _parse(command)
     server = None
     if reason is None and parsed is not None:
-        server = _get_server()
-        reason = server.problem
+        server = _server_for(call_env)
+        reason = "a recurring value read at import needs a server of its own" if server is None else server.problem
     path: list[str] = []
     if reason is None and server is not None and parsed is not None:
         module, script, _ = parsed
@@ -510,7 +571,11 @@ def run(
         "path": path,
     }
     data = input.encode(locale.getpreferredencoding(False)) if isinstance(input, str) else input
-    code, out, err = _call(server, request, data, timeout)
+    server.calls += 1
+    try:
+        code, out, err = _call(server, request, data, timeout)
+    finally:
+        server.calls -= 1
     decode = _text if text else bytes
     if code is None:  # timed out: killed, as subprocess.run kills it
         raise subprocess.TimeoutExpired(args, timeout or 0, output=decode(out), stderr=decode(err))

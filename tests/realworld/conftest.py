@@ -1,6 +1,8 @@
 """Fixtures for the real-world agents: copies of the LangGraph, LangChain, OpenAI cookbook and OpenAI Agents SDK
-examples from their own docs, run as their users run them (a subprocess, recorded with ``orp.instrument()`` or
-``opentelemetry-instrument``), against the fake OpenAI-compatible server, then replayed through the CLI.
+examples from their own docs, run as their users run them (a process of their own, recorded with
+``orp.instrument()`` or ``opentelemetry-instrument``), against the fake OpenAI-compatible server, then replayed
+through the CLI. Agent programs and CLI commands run through :func:`fork_server.run`: forked from an interpreter
+that has imported the SDKs already, or a real subprocess when that could differ (``opentelemetry-instrument``).
 
 Each agent has one real side-effecting tool: it appends a line to a file in ``RW_OUTBOX``, so a test can count
 the effects a run had on disk. The server hands out fresh ids with every answer (``volatile_ids``), as the real
