@@ -332,6 +332,7 @@ def _become(request: Mapping[str, Any], fds: Sequence[int]) -> None:
     sys.path_importer_cache.clear()
     importlib.invalidate_caches()
     main = types.ModuleType("__main__")
+    main.__annotations__ = {}  # as the interpreter's own __main__ has
     sys.modules["__main__"] = main
     sys.orig_argv = [sys.executable, *request["argv"]]
     if request["module"] is not None:
@@ -542,7 +543,7 @@ def run(
     args = [str(word) for word in command]
     call_env = dict(os.environ if env is None else env)
     workdir = os.path.abspath(os.fspath(cwd)) if cwd is not None else os.getcwd()
-    reason = _why_not(command, call_env, capture_output=capture_output, text=text)
+    reason = _why_not(command, call_env, capture_output=capture_output)
     parsed = _parse(command)
     server = None
     if reason is None and parsed is not None:
@@ -551,7 +552,8 @@ def run(
     path: list[str] = []
     if reason is None and server is not None and parsed is not None:
         module, script, _ = parsed
-        head = workdir if module is not None else os.path.dirname(os.path.join(workdir, str(script)))
+        # ``-m``: the working directory; a script: its folder, symbolic links resolved (as the interpreter does)
+        head = workdir if module is not None else os.path.dirname(os.path.realpath(os.path.join(workdir, str(script))))
         path = [head, *server.site_path(call_env, workdir)]
         reason = server.mismatch(call_env, path)
     if reason is not None or server is None or parsed is None:
@@ -585,7 +587,8 @@ def run(
     return result
 
 
-def _why_not(command: Sequence[Any], env: Mapping[str, str], *, capture_output: bool, text: bool) -> str | None:
+def _why_not(command: Sequence[Any], env: Mapping[str, str], *, capture_output: bool) -> str | None:
+    """Why this call runs as a subprocess whatever the server would say (None: it may be forked)."""
     if os.environ.get(SWITCH, "1") == "0":
         return f"{SWITCH}=0"
     if not capture_output:
