@@ -47,6 +47,7 @@ import json
 import locale
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -403,11 +404,15 @@ class _Server:
         atexit.register(self.stop)
 
     def stop(self) -> None:
+        """Close the server's stdin (it exits), wait for it, and remove its folder (socket and log) unless it
+        reported a problem, whose log is kept."""
         if self.process.stdin is not None and not self.process.stdin.closed:
             with contextlib.suppress(OSError):
                 self.process.stdin.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=30)
+        if self.problem is None and self.process.returncode == 0:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def site_path(self, env: Mapping[str, str], cwd: str) -> list[str]:
         """``sys.path`` after start-up (before the script's or ``-m``'s first entry) for this environment and
