@@ -21,9 +21,11 @@ A command runs as a real subprocess instead whenever the fork could differ from 
 - ``OTEL_REPLAY_TEST_FORKSERVER=0`` in the test process's environment (the switch back to subprocesses), or
   coverage is measuring (a forked child would not be measured);
 - the call's environment differs from the server's in a variable that a preloaded module read while it was
-  imported (the server records every read of ``os.environ`` during its imports: ``OTEL_REPLAY_FAULTS``, read by
-  ``otel_replay.faults`` at import, is one), or in one the interpreter reads at start-up (``PYTHON*`` other
-  than ``PYTHONPATH``, the locale's ``LC_*``/``LANG``, ``TZ``, coverage's);
+  imported (the server records every read of ``os.environ`` during its imports: ``OTEL_PYTHON_CONTEXT``,
+  ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``, the Agents SDK's ``OPENAI_AGENTS_DONT_LOG_MODEL_DATA``...; not
+  ``OTEL_REPLAY_FAULTS``: ``otel_replay.faults`` is not among the preloaded modules, so a child imports it and
+  reads the call's value), or in one the interpreter reads at start-up (``PYTHON*`` other than ``PYTHONPATH``,
+  the locale's ``LC_*``/``LANG``, ``TZ``, coverage's);
 - a module the server imported would be found elsewhere on the call's ``sys.path`` (a file in the working
   directory or on ``PYTHONPATH`` that shadows it);
 - any other argument than the ones above, a command that is neither ``python -m otel_replay.cli`` nor
