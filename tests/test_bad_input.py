@@ -39,6 +39,7 @@ from typing import Any
 from unittest import mock
 
 import case_agents as ca
+import fork_server
 import pytest
 from cli_in_process import loggers_restored
 from google.protobuf.message import DecodeError
@@ -1802,7 +1803,7 @@ def test_a_bad_spool_segment_is_one_warning_line_beside_a_command_s_one_error_li
     env = {**os.environ, "OTEL_REPLAY_HOME": str(tmp_path / "home")}
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG"):
         env.pop(name, None)
-    out = subprocess.run(
+    out = fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", "show", "f" * 32],
         capture_output=True,
         text=True,

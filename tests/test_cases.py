@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import case_agents as ca
+import fork_server
 import pytest
 import replay_agents as ra
 from cli_in_process import run_cli, runs_in_process
@@ -50,7 +51,7 @@ def cli(
     full.update(env or {})
     if runs_in_process(args):  # the same main(), without a second of interpreter start-up
         return run_cli(args, env=full, cwd=cwd or world["cases"])
-    return subprocess.run(
+    return fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", *args],
         capture_output=True,
         text=True,

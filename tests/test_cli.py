@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import fork_server
 import pytest
 from cli_in_process import run_cli, runs_in_process
 
@@ -27,7 +28,7 @@ def cli(
         full_env["OTEL_REPLAY_STORE"] = env["OTEL_REPLAY_STORE"]
     if runs_in_process(args):  # the same main(), without a second of interpreter start-up
         return run_cli(args, env=full_env)
-    return subprocess.run(
+    return fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True, env=full_env, timeout=timeout
     )
 

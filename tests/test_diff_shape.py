@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import diff_shape_agents as agents
+import fork_server
 import pytest
 
 import otel_replay as orp
@@ -127,7 +128,7 @@ def cli(world: dict[str, Any], *args: str, variant: int = 0) -> subprocess.Compl
     }
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_EXPORTER_OTLP_ENDPOINT"):
         env.pop(name, None)
-    return subprocess.run(
+    return fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", *args],
         check=False,
         capture_output=True,

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import chatty_agents as agents
+import fork_server
 import pytest
 from cli_in_process import run_cli, runs_in_process
 
@@ -32,7 +33,7 @@ def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env.pop("OTEL_REPLAY_STORE", None)
     if runs_in_process(args):  # the same main(), without a second of interpreter start-up
         return run_cli(args, env=env, cwd=TESTS_DIR.parent)
-    return subprocess.run(
+    return fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", *args],
         capture_output=True,
         text=True,

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fork_server
 import pytest
 import replay_agents as ra
 
@@ -93,7 +94,7 @@ def cli(world: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
     }
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_EXPORTER_OTLP_ENDPOINT"):
         env.pop(name, None)
-    return subprocess.run(
+    return fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", *args],
         capture_output=True,
         text=True,

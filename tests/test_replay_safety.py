@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import fork_server
 import pytest
 import safety_agents as agents
 
@@ -51,7 +51,7 @@ def test_a_sampled_out_replay_still_refuses_an_unapproved_high_tool(ledger: Path
         "OTEL_TRACES_SAMPLER": "always_off",
         "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
     }
-    out = subprocess.run(
+    out = fork_server.run(
         [
             sys.executable,
             "-m",

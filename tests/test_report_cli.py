@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fork_server
 import replay_agents as ra
 
 import otel_replay as orp
@@ -26,7 +27,7 @@ def cli(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_REPLAY_JAEGER_URL", "OTEL_REPLAY_GRAFANA_URL"):
         if name not in env:
             full.pop(name, None)
-    return subprocess.run(
+    return fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", *args],
         capture_output=True,
         text=True,

@@ -13,7 +13,6 @@ import base64
 import hashlib
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import fork_server
 import pytest
 import tomllib
 from opentelemetry import trace
@@ -253,7 +253,7 @@ def test_templates_come_from_the_package_not_the_current_folder(pages: Pages, tm
     env = {k: v for k, v in os.environ.items() if k not in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG")}
     env["OTEL_REPLAY_HOME"] = os.environ["OTEL_REPLAY_HOME"]
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    out = subprocess.run(
+    out = fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", "show", pages.run.trace_id, "--html", "page.html"],
         check=False,
         capture_output=True,

@@ -6,10 +6,10 @@ import json
 import os
 import secrets
 import string
-import subprocess
 import sys
 from pathlib import Path
 
+import fork_server
 import pytest
 
 import otel_replay as orp
@@ -94,7 +94,7 @@ def test_planted_secrets_never_reach_spool_store_or_cli(home: Path) -> None:
     env = {**os.environ, "OTEL_REPLAY_HOME": str(home)}
     env.pop("OTEL_REPLAY_STORE", None)
     for args in (["runs", "--json"], ["show", summary.trace_id, "--json"], ["show", summary.trace_id]):
-        out = subprocess.run(
+        out = fork_server.run(
             [sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, env=env, timeout=120
         )
         assert out.returncode == 0, out.stderr

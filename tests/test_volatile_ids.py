@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fork_server
 import pytest
 from cli_in_process import run_cli, runs_in_process
 
@@ -278,7 +279,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
         env.pop(name, None)
     if runs_in_process(args):  # the same main(), without a second of interpreter start-up
         return run_cli(args, env=env, cwd=TESTS_DIR)
-    return subprocess.run(
+    return fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", *args],
         capture_output=True,
         text=True,

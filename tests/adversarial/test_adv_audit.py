@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import adv_audit_agents as agents
+import fork_server
 import pytest
 from cli_in_process import run_cli, runs_in_process
 
@@ -64,7 +65,7 @@ def cli(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess
     }
     if runs_in_process(args):  # the same main(), without a second of interpreter start-up
         return run_cli(args, env=full, cwd=ROOT)
-    return subprocess.run(
+    return fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", *args],
         capture_output=True,
         text=True,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import adv_code_agents as agents
+import fork_server
 import pytest
 from cli_in_process import run_cli, runs_in_process
 
@@ -94,7 +95,7 @@ def cli(home: Path, *args: str, extra_path: Path | None = None, **env: str) -> s
             full.pop(name, None)
     if runs_in_process(args):  # the same main(), without a second of interpreter start-up
         return run_cli(args, env=full, cwd=PROJECT)
-    return subprocess.run(
+    return fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", *args],
         capture_output=True,
         text=True,

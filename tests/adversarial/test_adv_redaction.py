@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 import adv_redaction_agents as agents
+import fork_server
 import pytest
 from cli_in_process import run_cli, runs_in_process
 from leak_checks import masked_bytes
@@ -75,7 +76,7 @@ def cli(
     full.update(env or {})
     if runs_in_process(args):  # the same main(), without a second of interpreter start-up
         return run_cli(args, env=full, cwd=cwd or HERE)
-    return subprocess.run(
+    return fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", *args],
         capture_output=True,
         text=True,

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 import adv_side_effect_agents as agents
+import fork_server
 import pytest
 from cli_in_process import run_cli, runs_in_process
 
@@ -162,7 +163,7 @@ def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
         env.pop(name, None)
     if runs_in_process(args):  # the same main(), without a second of interpreter start-up
         return run_cli(args, env=env, cwd=ROOT)
-    return subprocess.run(
+    return fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT
     )
 

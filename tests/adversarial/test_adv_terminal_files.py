@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import adv_terminal_agents as agents
+import fork_server
 import pytest
 from cli_in_process import run_cli, runs_in_process
 from opentelemetry.sdk.resources import Resource
@@ -40,7 +41,7 @@ def cli(home: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     if runs_in_process(args):  # the same main(), without a second of interpreter start-up; its text as UTF-8 bytes
         out = run_cli(args, env=env)
         return subprocess.CompletedProcess(out.args, out.returncode, out.stdout.encode(), out.stderr.encode())
-    return subprocess.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, env=env, timeout=180)
+    return fork_server.run([sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, env=env, timeout=180)
 
 
 def assert_inert(out: subprocess.CompletedProcess[bytes]) -> str:

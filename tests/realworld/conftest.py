@@ -1,6 +1,8 @@
 """Fixtures for the real-world agents: copies of the LangGraph, LangChain, OpenAI cookbook and OpenAI Agents SDK
-examples from their own docs, run as their users run them (a subprocess, recorded with ``orp.instrument()`` or
-``opentelemetry-instrument``), against the fake OpenAI-compatible server, then replayed through the CLI.
+examples from their own docs, run as their users run them (a process of their own, recorded with
+``orp.instrument()`` or ``opentelemetry-instrument``), against the fake OpenAI-compatible server, then replayed
+through the CLI. Agent programs and CLI commands run through :func:`fork_server.run`: forked from an interpreter
+that has imported the SDKs already, or a real subprocess when that could differ (``opentelemetry-instrument``).
 
 Each agent has one real side-effecting tool: it appends a line to a file in ``RW_OUTBOX``, so a test can count
 the effects a run had on disk. The server hands out fresh ids with every answer (``volatile_ids``), as the real
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import fork_server
 import pytest
 from cli_in_process import run_cli, runs_in_process
 from fake_llm_servers import FakeLLMServer
@@ -52,7 +55,7 @@ class RealWorld:
             if launcher is None:
                 pytest.skip("opentelemetry-instrument is not installed next to this Python")
             command = [launcher, *command]
-        return subprocess.run(
+        return fork_server.run(
             command, capture_output=True, text=True, env={**self.env, **(extra_env or {})}, cwd=HERE, timeout=180
         )
 
@@ -60,7 +63,7 @@ class RealWorld:
         """``otel-replay <args>`` in this world (working directory: ``tests/realworld``)."""
         if runs_in_process(args):  # the same main(), without a second of interpreter start-up
             return run_cli(args, env={**self.env, **(extra_env or {})}, cwd=HERE)
-        return subprocess.run(
+        return fork_server.run(
             [sys.executable, "-m", "otel_replay.cli", *args],
             capture_output=True,
             text=True,
