@@ -34,8 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from .. import runtime, semconv, settings
-from ..dialects import FOREIGN_ROOT_KEYS
+from .. import runtime, settings
 from ..errors import StoreError, StoreUnavailableError
 from ..exporting.rows import (
     INSERT_COLUMN_TYPES,
@@ -47,8 +46,9 @@ from ..exporting.rows import (
 from ..files import private_dir
 from ..records import SpanRecord, parse_trace_id
 from ..runs import Run, RunSummary, build_run, summary_of
-from . import ddl
+from . import ddl, runlist
 from .lock import StoreLock
+from .runlist import ONE_ROW_PER_SPAN
 
 if TYPE_CHECKING:
     from .ingest import IngestReport
@@ -58,20 +58,6 @@ __all__ = ["Store"]
 _log = logging.getLogger("otel_replay.store")
 
 _INSERT_CHUNK_ROWS: Final = 50_000
-_ROOT_PREFIX: Final = semconv.SPAN_AGENT + " "
-_ERROR_CODES: Final = ("Error", "STATUS_CODE_ERROR")
-_MAX_LIMIT: Final = 2**32 - 1  # bound as UInt32
-# Run listing reads the newest roots first through widening time windows (see Store.run_rows).
-_LIST_FIRST_WINDOW_NS: Final = 86_400 * 10**9  # the newest day of the store (the table has one partition a day)
-_LIST_WINDOW_GROWTH: Final = 8  # each next window is 8 times wider: 1, 8, 64 and 512 days
-_LIST_MAX_WINDOWS: Final = 4  # then the rest of the store in one last query
-# A span delivered more than once (SDK retry, Collector restart between insert and acknowledgement) is stored
-# as several identical rows; every read keeps the first row of each (TraceId, SpanId) in its ORDER BY.
-_ONE_ROW_PER_SPAN: Final = "LIMIT 1 BY TraceId, SpanId"
-_LIST_COLUMNS: Final = SELECT_COLUMNS.replace(
-    "arrayMap(t -> toUnixTimestamp64Nano(t), Events.Timestamp), Events.Name, Events.Attributes",
-    "CAST([] AS Array(Int64)), CAST([] AS Array(String)), CAST([] AS Array(Map(String, String)))",
-)
 
 
 def _redact_url(url: str) -> str:
@@ -443,7 +429,7 @@ class Store:
             "query",
             f"SELECT {SELECT_COLUMNS} FROM {self.traces_table} WHERE TraceId = {{trace_id:String}} AND Timestamp "
             "BETWEEN toDateTime({start:Int64}) AND toDateTime({end:Int64}) ORDER BY Timestamp, SpanId "
-            f"{_ONE_ROW_PER_SPAN}",
+            f"{ONE_ROW_PER_SPAN}",
             {"trace_id": tid, "start": window[0], "end": window[1]},
         )
         return [record_from_query_row(row) for row in result.result_rows]
@@ -474,98 +460,25 @@ class Store:
         run's start (nanoseconds since the epoch, ``until_ns`` excluded). A root stored more than once is
         returned once, and ``limit`` counts runs.
         """
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MAX_LIMIT:
-            raise ValueError(f"limit must be a whole number from 1 to {_MAX_LIMIT}, got {limit!r}")
-        where = [
-            "ParentSpanId = ''",
-            "(startsWith(SpanName, {prefix:String}) OR hasAny(mapKeys(SpanAttributes), {foreign_keys:Array(String)}))",
-        ]
-        params: dict[str, Any] = {"prefix": _ROOT_PREFIX, "limit": limit, "foreign_keys": list(FOREIGN_ROOT_KEYS)}
-        if agent is not None:
-            where.append(
-                "(SpanAttributes[{agent_key:String}] = {agent:String} OR SpanName = {agent_span:String}"
-                " OR SpanName = {agent:String} OR SpanAttributes[{workflow_key:String}] = {agent:String})"
-            )
-            params.update(
-                agent_key=semconv.GEN_AI_AGENT_NAME,
-                agent=agent,
-                agent_span=_ROOT_PREFIX + agent,
-                workflow_key="traceloop.workflow.name",
-            )
-        if status is not None:
-            if status not in ("ok", "error"):
-                raise ValueError(f"status must be 'ok' or 'error', got {status!r}")
-            where.append(("" if status == "error" else "NOT ") + "(StatusCode IN {error_codes:Array(String)})")
-            params["error_codes"] = list(_ERROR_CODES)
-        if session is not None:
-            where.append("SpanAttributes[{session_key:String}] = {session:String}")
-            params.update(session_key=semconv.SESSION_ID, session=session)
-        if lab is not None:
-            where.append("SpanAttributes[{lab_key:String}] = {lab:String}")
-            params.update(lab_key=semconv.REPLAY_LAB_ID, lab=lab)
-        for number, (key, value) in enumerate(sorted((tags or {}).items())):
-            where.append(f"SpanAttributes[{{tag_key_{number}:String}}] = {{tag_value_{number}:String}}")
-            params.update({f"tag_key_{number}": str(key), f"tag_value_{number}": str(value)})
-        if since_ns is not None:
-            where.append("Timestamp >= fromUnixTimestamp64Nano({since_ns:Int64})")
-            params["since_ns"] = int(since_ns)
-        if until_ns is not None:
-            where.append("Timestamp < fromUnixTimestamp64Nano({until_ns:Int64})")
-            params["until_ns"] = int(until_ns)
-        if kind is not None:
-            if kind not in ("original", "replay"):
-                raise ValueError(f"kind must be 'original' or 'replay', got {kind!r}")
-            where.append(
-                "if(SpanAttributes[{kind_key:String}] = '', 'original', SpanAttributes[{kind_key:String}])"
-                " = {kind:String}"
-            )
-            params.update(kind_key=semconv.RUN_KIND, kind=kind)
-        return [record_from_query_row(row) for row in self._newest_first(where, params, limit)]
-
-    def _newest_first(self, where: list[str], params: dict[str, Any], limit: int) -> list[Sequence[Any]]:
-        """The newest ``limit`` rows of the traces table matching ``where``, read through widening time windows.
-
-        The table is sorted by ``(ServiceName, SpanName, time)`` and partitioned by day, so ``ORDER BY Timestamp
-        DESC LIMIT n`` alone reads the filter columns of every span in the store. Reading the newest day first,
-        then each next older window 8 times wider (the last one unbounded), lets partition pruning skip
-        everything older as soon as ``limit`` rows are found. Every row of a window is newer than every row of
-        the windows after it, so the concatenation is exactly the single query's answer. The store's newest and
-        oldest span times come from the parts' min/max index (ClickHouse answers them without reading rows).
-        """
-        count, newest, oldest = self._run(
-            "query",
-            f"SELECT count(), toUnixTimestamp64Nano(max(Timestamp)), toUnixTimestamp64Nano(min(Timestamp)) "
-            f"FROM {self.traces_table}",
-        ).result_rows[0]
-        if not count:
-            return []
-        newest, oldest = int(newest), int(oldest)
-        rows: list[Sequence[Any]] = []
-        upper: int | None = None  # exclusive upper bound of the next window (None: no bound)
-        width = _LIST_FIRST_WINDOW_NS
-        for window in range(_LIST_MAX_WINDOWS + 1):
-            lower: int | None
-            lower = newest - width
-            if window == _LIST_MAX_WINDOWS or lower <= oldest:
-                lower = None  # this window reaches the oldest span: the last query
-            bounds, window_params = [], {**params, "limit": limit - len(rows)}
-            if lower is not None:
-                bounds.append("Timestamp >= fromUnixTimestamp64Nano({lower:Int64})")
-                window_params["lower"] = lower
-            if upper is not None:
-                bounds.append("Timestamp < fromUnixTimestamp64Nano({upper:Int64})")
-                window_params["upper"] = upper
-            sql = (
-                f"SELECT {_LIST_COLUMNS} FROM {self.traces_table} WHERE {' AND '.join(where + bounds)} "
-                f"ORDER BY Timestamp DESC, TraceId, SpanId {_ONE_ROW_PER_SPAN} LIMIT {{limit:UInt32}}"
-            )
-            found = self._run("query", sql, window_params).result_rows
-            rows.extend(found)
-            if len(rows) >= limit or lower is None:
-                break
-            upper = lower
-            width *= _LIST_WINDOW_GROWTH
-        return rows
+        where, params = runlist.run_filter(
+            agent=agent,
+            status=status,
+            kind=kind,
+            session=session,
+            limit=limit,
+            lab=lab,
+            tags=tags,
+            since_ns=since_ns,
+            until_ns=until_ns,
+        )
+        rows = runlist.newest_first(
+            lambda sql, parameters: self._run("query", sql, parameters).result_rows,
+            self.traces_table,
+            where,
+            params,
+            limit,
+        )
+        return [record_from_query_row(row) for row in rows]
 
     def runs(
         self,
@@ -598,7 +511,7 @@ class Store:
             "query",
             f"SELECT {SELECT_COLUMNS} FROM {self.traces_table} WHERE TraceId IN {{ids:Array(String)}} AND Timestamp "
             "BETWEEN toDateTime({start:Int64}) AND toDateTime({end:Int64}) ORDER BY TraceId, Timestamp, SpanId "
-            f"{_ONE_ROW_PER_SPAN}",
+            f"{ONE_ROW_PER_SPAN}",
             {"ids": ids, "start": int(start), "end": int(end)},
         )
         found: dict[str, list[SpanRecord]] = {}
