@@ -23,7 +23,7 @@ from leak_checks import masked_bytes
 
 import otel_replay as orp
 
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parent.parent
 SECRET = "sk-proj-" + "Hostile4labK8mN2bV6cX1zL9qW3eR7tY5uI0o"
 
 
