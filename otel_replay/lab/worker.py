@@ -2,7 +2,8 @@
 (the lab process itself, a local worker process, a Ray task).
 
 A chunk travels as one JSON text and its pairs come back as one JSON text: the originals as their span records
-in plain rows (strings, numbers, lists, string maps; rebuilt here with :func:`otel_replay.runs.build_run`), the
+as the one span encoder's insert rows (:mod:`otel_replay.exporting.rows`: strings, numbers, lists, string maps;
+rebuilt here with :func:`otel_replay.runs.build_run`), the
 policy as its fields, the pairs as :meth:`PairResult.to_dict <otel_replay.lab.model.PairResult.to_dict>`. No
 object a recorded value could name is ever pickled or constructed.
 
@@ -28,9 +29,10 @@ from typing import Any
 
 from ..errorlines import error_line
 from ..errors import OtelReplayError
+from ..exporting.rows import INSERT_COLUMNS, record_from_row, row_from_record
 from ..exporting.setup import configure
 from ..exporting.spool import OTEL_REPLAY_SPOOL_FSYNC
-from ..records import EventRecord, LinkRecord, SpanRecord
+from ..records import SpanRecord
 from ..replay.engine import replay_run
 from ..replay.policy import ReplayPolicy, ToolFault
 from ..runs import Run, build_run
@@ -43,74 +45,22 @@ _READY: dict[str, Any] | None = None
 # ------------------------------------------------------------------------------------------ plain rows
 
 
-def record_row(record: SpanRecord) -> list[Any]:
-    """One span record as a JSON-ready row (the fields in :class:`SpanRecord` order)."""
-    return [
-        record.timestamp_ns,
-        record.trace_id,
-        record.span_id,
-        record.parent_span_id,
-        record.trace_state,
-        record.span_name,
-        record.span_kind,
-        record.service_name,
-        record.resource_attributes,
-        record.scope_name,
-        record.scope_version,
-        record.span_attributes,
-        record.duration_ns,
-        record.status_code,
-        record.status_message,
-        [[e.timestamp_ns, e.name, e.attributes] for e in record.events],
-        [[link.trace_id, link.span_id, link.trace_state, link.attributes] for link in record.links],
-    ]
-
-
-def _strings(value: Any) -> dict[str, str]:
-    if not isinstance(value, dict):
-        raise ValueError("a span row's attributes must be a map of strings")
-    return {str(k): str(v) for k, v in value.items()}
-
-
-def row_record(row: Sequence[Any]) -> SpanRecord:
-    """The span record of :func:`record_row` (``ValueError`` for a row of another shape)."""
-    if not isinstance(row, list) or len(row) != 17:
+def _record_of(row: Sequence[Any]) -> SpanRecord:
+    """The span record of a row a chunk carries (the one encoder's insert row, read back as JSON)."""
+    if not isinstance(row, (list, tuple)) or len(row) != len(INSERT_COLUMNS):
         raise ValueError("not a span row")
-    events = tuple(EventRecord(timestamp_ns=int(e[0]), name=str(e[1]), attributes=_strings(e[2])) for e in row[15])
-    links = tuple(
-        LinkRecord(trace_id=str(x[0]), span_id=str(x[1]), trace_state=str(x[2]), attributes=_strings(x[3]))
-        for x in row[16]
-    )
-    return SpanRecord(
-        timestamp_ns=int(row[0]),
-        trace_id=str(row[1]),
-        span_id=str(row[2]),
-        parent_span_id=str(row[3]),
-        trace_state=str(row[4]),
-        span_name=str(row[5]),
-        span_kind=str(row[6]),
-        service_name=str(row[7]),
-        resource_attributes=_strings(row[8]),
-        scope_name=str(row[9]),
-        scope_version=str(row[10]),
-        span_attributes=_strings(row[11]),
-        duration_ns=int(row[12]),
-        status_code=str(row[13]),
-        status_message=str(row[14]),
-        events=events,
-        links=links,
-    )
+    return record_from_row(row)
 
 
 def original_item(trace_id: str, records: Iterable[SpanRecord], *, entrypoint: str | None = None) -> dict[str, Any]:
     """One cohort run as a chunk carries it: its trace id, its spans as rows, and (case files) the entrypoint
     the case names, which is recorded data like the run's own."""
-    return {"trace_id": trace_id, "entrypoint": entrypoint, "rows": [record_row(r) for r in records]}
+    return {"trace_id": trace_id, "entrypoint": entrypoint, "rows": [row_from_record(r) for r in records]}
 
 
 def original_run(item: Mapping[str, Any]) -> Run:
     """The run of a chunk item, rebuilt with :func:`~otel_replay.runs.build_run`."""
-    run = build_run([row_record(row) for row in item["rows"]], trace_id=str(item["trace_id"]))
+    run = build_run([_record_of(row) for row in item["rows"]], trace_id=str(item["trace_id"]))
     entrypoint = item.get("entrypoint")
     return replace(run, entrypoint=str(entrypoint)) if entrypoint else run
 
