@@ -262,3 +262,58 @@ def test_whatif_runs_the_model_function_and_never_the_recorded_tools(world: dict
     model_steps = [s for s in result.replay.steps if s.kind == "model"]
     assert [s.snapshots["model"]["request"]["messages"][0]["content"] for s in model_steps] == ["New.", "New."]
     assert ledger(world) == issued  # the refund came from the tape
+
+
+def test_an_explicit_mock_answers_its_tool_instead_of_the_tape(world: dict[str, Any]) -> None:
+    tid = world["runs"]["status"]
+    with Store.open() as store:
+        recorded = store.load_run(tid).steps[2].snapshots["tool"]["result"]
+    for mode in ("mock", "deterministic"):
+        same = orp.replay(tid, mode=mode, policy=ReplayPolicy(), mocks={"lookup_order": dict(recorded)})
+        assert same.outcome == "matched", (mode, same.divergences)
+        assert same.tape == {**EMPTY_TAPE, "mocked": [{"tool": "lookup_order", "step_index": 2, "ordinal": 0}]}
+        assert same.to_dict()["tape"] == same.tape  # the recorded call the mock stood in for is not unused
+        served = {s.name: s.attributes[semconv.REPLAY_SERVED] for s in same.replay.steps if s.kind == "tool"}
+        assert served == {"lookup_order": "mock", "check_inventory": "recording"}
+
+    teapot = orp.replay(
+        tid,
+        mode="deterministic",
+        policy=ReplayPolicy(faults=(ToolFault(tool="lookup_order", kind="timeout"),)),
+        mocks={"lookup_order": lambda order_id: {**recorded, "order_id": order_id, "item": "teapot"}},
+    )
+    assert teapot.tape["injected"] == [] and teapot.agent_error is None  # no fault on the user's own answer
+    assert ("request", 5) in kinds(teapot)  # the mock's answer reached the model's next request
+    assert "teapot" in (teapot.first_divergence.diff or "")
+
+
+def test_an_explicit_mock_wins_over_a_live_tool_and_reports_changed_arguments(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refund = orp.replay(
+        world["runs"]["refund"],
+        mode="mock",
+        policy=ReplayPolicy(tools_live=("issue_refund",)),
+        approvals=["issue_refund"],
+        reason="mock over live",
+        mocks={"issue_refund": {"order_id": "2077", "refunded_eur": 249.0, "status": "issued"}},
+    )
+    assert refund.outcome == "matched", refund.divergences
+    assert refund.executions == {"issue_refund": 0}
+    assert [e["tool"] for e in refund.tape["mocked"]] == ["issue_refund"] and refund.tape["unused"] == []
+    assert ledger(world) == ["refund order=2077 amount_eur=249.0"]  # the mock answered: no refund issued
+
+    checked = demo.check_inventory
+    monkeypatch.setattr(demo, "check_inventory", lambda sku: checked(sku.lower()))
+    stocked = {"check_inventory": lambda sku: {"sku": sku, "in_stock": 14}}
+    for match in ("strict", "sequence"):
+        result = orp.replay(
+            world["runs"]["status"], mode="deterministic", policy=ReplayPolicy(tool_match=match), mocks=stocked
+        )
+        assert result.tape["refused"] == [] and result.tape["drift"] == []
+        assert result.tape["mocked"] == [{"tool": "check_inventory", "step_index": 3, "ordinal": 0}]
+        # the mock answered the first attempt: the recorded retry (step 4) was never made
+        assert result.tape["unused"] == [{"tool": "check_inventory", "step_index": 4}]
+        arguments = [d for d in result.divergences if d.kind == "arguments"]
+        assert [d.step_index for d in arguments] == [3] and '"sku": "kt-200"' in (arguments[0].diff or "")
+        assert ("missing_call", 4) in kinds(result) and result.agent_error is None

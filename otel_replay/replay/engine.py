@@ -90,7 +90,8 @@ class ReplayResult:
     being the exact ``--approve`` flag that allows it (None when no approval can: a redaction marker)."""
     tape: dict[str, list[dict[str, Any]]] | None = None
     """Replays given a :class:`~otel_replay.replay.policy.ReplayPolicy`: the tool tape both ways (``unused``,
-    ``drift``, ``refused``, ``injected``, see :class:`otel_replay.lab.model.PairResult`); None otherwise."""
+    ``drift``, ``refused``, ``injected``, see :class:`otel_replay.lab.model.PairResult`; ``mocked`` too when
+    ``mocks=`` were given, which answer their tools instead of the tape); None otherwise."""
 
     @property
     def ready_modes(self) -> list[str] | None:

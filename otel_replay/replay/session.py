@@ -201,6 +201,8 @@ class ReplaySession:
         name = step.name
         self._check_tool_results(kind, name, sent)
         if kind == "tool" and self.tape is not None:
+            if name in self.mocks:  # the user's explicit mock answers that tool, not the tape
+                return tape.mock_tool(self, self.tape, step, key, sent, arguments)
             return tape.answer_tool(self, self.tape, step, key, sent)
         if kind == "model" and self.mode is ReplayMode.WHATIF:
             self._whatif_model(name, markers)
@@ -333,12 +335,13 @@ class ReplaySession:
             self.notes.extend(n for n in dict.fromkeys(notes) if n not in self.notes)
 
     def tape_result(self) -> dict[str, list[dict[str, Any]]] | None:
-        """``ReplayResult.tape``: the four lists for a replay given a policy (empty where no tape ran), else None."""
+        """``ReplayResult.tape``: the four lists for a replay given a policy (empty where no tape ran), and
+        ``mocked`` when it was given mocks; None without a policy."""
         if self.policy is None:
             return None
         if self.tape is None:
-            return {key: [] for key in tape.TAPE_KEYS}
-        return self.tape.to_dict()
+            return {key: [] for key in (*tape.TAPE_KEYS, *((tape.MOCKED,) if self.mocks else ()))}
+        return self.tape.to_dict(mocked=bool(self.mocks))
 
     # --------------------------------------------------------------------------------------------- helpers
 

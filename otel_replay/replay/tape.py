@@ -13,7 +13,9 @@ answered from the recording's tool calls as a tape instead, per ``policy.tool_ma
   recorded ones is refused as above.
 
 Recorded calls never taken are ``unused`` entries when the replay ends (and ``missing_call`` divergences when
-the agent ran to its end). Tools named in ``policy.tools_live`` execute (a ``write``/``high`` one only with an
+the agent ran to its end). A tool the person replaying gave a mock for (``mocks=``) is answered by that mock, not
+the tape (:func:`mock_tool`): each call takes the recorded call it stands in for (so that one is not ``unused``)
+and is a ``mocked`` entry. Tools named in ``policy.tools_live`` execute (a ``write``/``high`` one only with an
 approval, as in a live replay) and take their recorded call in order. ``policy.faults`` replace an answer
 taken from the tape for a fraction of calls (:func:`draws`): deterministic from the seed, the original trace
 id, the tool, the call's ordinal for that tool and the rule's position; never global random state or time.
@@ -45,6 +47,10 @@ TAPE_MODES: Final = frozenset({ReplayMode.MOCK, ReplayMode.DETERMINISTIC, Replay
 
 TAPE_KEYS: Final = ("unused", "drift", "refused", "injected")
 """The keys of ``ReplayResult.tape`` (always all four for a policy replay)."""
+
+MOCKED: Final = "mocked"
+"""The key of ``ReplayResult.tape`` listing tool calls answered by the replay's ``mocks=``: present (besides
+:data:`TAPE_KEYS`) when the replay was given mocks."""
 
 _ARGS: Final = semconv.TOOL_ARGS_HASH
 
@@ -115,6 +121,8 @@ class ToolTape:
         self.drift: list[dict[str, Any]] = []
         self.refused: list[dict[str, Any]] = []
         self.injected: list[dict[str, Any]] = []
+        self.mocked: list[dict[str, Any]] = []
+        """Tool calls the replay's ``mocks=`` answered (listed when the replay was given mocks)."""
         self.unused: list[dict[str, Any]] | None = None
         """Filled when the replay ends (:meth:`finish`)."""
 
@@ -185,8 +193,9 @@ class ToolTape:
                 self.unused = [{"tool": s.name, "step_index": s.index} for s in left]
         return left
 
-    def to_dict(self) -> dict[str, list[dict[str, Any]]]:
-        """``ReplayResult.tape``: ``unused``, ``drift``, ``refused``, ``injected`` (JSON-ready)."""
+    def to_dict(self, *, mocked: bool = False) -> dict[str, list[dict[str, Any]]]:
+        """``ReplayResult.tape``: ``unused``, ``drift``, ``refused``, ``injected`` (JSON-ready), and ``mocked``
+        when ``mocked`` (the replay was given mocks)."""
         if self.unused is None:
             self.finish()
         return {
@@ -194,6 +203,7 @@ class ToolTape:
             "drift": list(self.drift),
             "refused": list(self.refused),
             "injected": list(self.injected),
+            **({MOCKED: list(self.mocked)} if mocked else {}),
         }
 
 
@@ -234,6 +244,42 @@ def answer_tool(session: Any, tape: ToolTape, step: Any, key: str | None, sent: 
     if fault.kind in ("timeout", "exception"):
         tape.give_back(recorded)  # the attempt failed: a retry gets the recorded answer
     return injected(fault, served, name)
+
+
+def mock_tool(
+    session: Any, tape: ToolTape, step: Any, key: str | None, sent: str | None, arguments: str | None
+) -> Served:
+    """How a policy replay answers a tool call the person replaying gave a mock for (``mocks=``, their explicit
+    choice, so it wins over the tape and over ``tools_live``; no fault applies to it): the mock answers, and the
+    call takes the recorded call of that tool it stands in for (strict: the first not taken with equal
+    arguments, else the first not taken; sequence: the first not taken), which is then not ``unused``.
+    Differing arguments are an ``arguments`` divergence (answered anyway, as in a mock replay); a call the
+    recording has no call of that tool left for is an ``extra_call``. Either way a ``mocked`` entry."""
+    name = step.name
+    ordinal = tape.ordinal(name)
+    recorded = None if tape.policy.tool_match == "sequence" else tape.strict_of(name, key, sent)
+    if recorded is None:
+        recorded = tape.next_of(name)
+    if recorded is None:
+        index = session._closest("tool", name)
+        session._diverge(
+            index,
+            "extra_call",
+            f"tool {name!r} was answered by its mock: the recording has no call of that tool left for this call",
+        )
+    else:
+        index = recorded.index
+        session._note_schema(recorded, step)
+        if not sends_same(recorded, _ARGS, key, sent, tape.rules):
+            session._diverge(
+                index,
+                "arguments",
+                f"tool {name!r} was called with different arguments than step {index} (answered by its mock)",
+                diff=_sent_diff(recorded, _ARGS, sent, tape.rules),
+            )
+    tape.mocked.append({"tool": name, "step_index": index, "ordinal": ordinal})
+    served: Served = session._mock(name, arguments)
+    return served
 
 
 def _refuse(session: Any, tape: ToolTape, name: str, sent: str | None) -> Served:
