@@ -116,6 +116,34 @@ def _overridden(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[An
     return args, {**changed, "messages": messages}
 
 
+def _stream_overridden(
+    instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``stream``/``astream``'s arguments (``input, config=None, *, stop=None, **kwargs``) with the model
+    overrides of a replay's policy applied, as :func:`_overridden` does for ``_generate_with_cache``: the input
+    becomes the messages it stands for, with the prompts replaced; the model and the params are keyword
+    arguments, which the chat model merges into its request. Unchanged outside such a replay."""
+    session = _replay_session.get()
+    override = getattr(session, "override_request", None) if session is not None else None
+    if override is None:
+        return args, kwargs
+    messages = _safely("read the streamed input", lambda: instance._convert_input(_arg(args, kwargs, 0, "input")))
+    if messages is None:  # an input the chat model cannot read: it raises its own error, unchanged
+        return args, kwargs
+    request = {k: v for k, v in kwargs.items() if k not in ("input", "config")}
+    request["messages"] = messages.to_messages()
+    changed = override("langchain", request)
+    if changed is request:
+        return args, kwargs
+    changed = dict(changed)
+    messages = changed.pop("messages", None)
+    if "config" in kwargs:
+        changed["config"] = kwargs["config"]
+    if args:
+        return (messages, *args[1:]), changed
+    return args, {**changed, "input": messages}
+
+
 def _generate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``BaseChatModel._generate_with_cache``: one model step, answered with a ``ChatResult`` in a replay."""
     if not _enabled():
@@ -181,6 +209,7 @@ def _stream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
     a replay yields the recorded message as one ``AIMessageChunk``."""
     if not _enabled() or not _streams(instance, kwargs, async_api=False):
         return wrapped(*args, **kwargs)
+    args, kwargs = _stream_overridden(instance, args, kwargs)
 
     def body() -> Iterator[Any]:
         # The step stays open while the stream is consumed: it lives in a context of its own, advanced
@@ -192,7 +221,7 @@ def _stream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
         if served is None:
             chunks: list[Any] = []
             try:
-                for chunk in _iterate_in(ctx, ctx.run(wrapped, *args, **kwargs)):
+                for chunk in _iterate_in(ctx, _unguarded_iter(call, ctx.run(wrapped, *args, **kwargs))):
                     chunks.append(chunk)
                     yield chunk
             except GeneratorExit:
@@ -214,6 +243,40 @@ def _stream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
     )
 
 
+def _unguarded_iter(call: Any, iterator: Iterator[Any]) -> Iterator[Any]:
+    """``iterator`` (a stream that really runs) advanced with the permission a whatif replay gives the model
+    call it executes (:func:`~otel_replay.recording.unguarded`, set and reset around each item): the stream
+    connects to its model as it is consumed, not when it is made."""
+    try:
+        while True:
+            with unguarded(call):
+                try:
+                    item = next(iterator)
+                except StopIteration:
+                    return
+            yield item
+    finally:
+        close = getattr(iterator, "close", None)
+        if close is not None:
+            close()
+
+
+async def _unguarded_aiter(call: Any, iterator: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """The async twin of :func:`_unguarded_iter`."""
+    try:
+        while True:
+            with unguarded(call):
+                try:
+                    item = await iterator.__anext__()
+                except StopAsyncIteration:
+                    return
+            yield item
+    finally:
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
 def _end_stream(ctx: contextvars.Context, call: Any, chunks: list[Any]) -> None:
     """End a streamed model step with the chunks received so far, in the step's own context."""
     ctx.run(end_call, call, result=_safely("encode the model response", _chunks_plain, chunks))
@@ -233,6 +296,7 @@ def _astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
     """``BaseChatModel.astream``: the async twin of :func:`_stream_wrapper`."""
     if not _enabled() or not _streams(instance, kwargs, async_api=True):
         return wrapped(*args, **kwargs)
+    args, kwargs = _stream_overridden(instance, args, kwargs)
 
     async def body() -> AsyncIterator[Any]:
         # The step is begun and ended in a context of its own (the consumer's is untouched between chunks);
@@ -245,7 +309,7 @@ def _astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
         if served is None:
             chunks: list[Any] = []
             try:
-                async for chunk in wrapped(*args, **kwargs):
+                async for chunk in _unguarded_aiter(call, wrapped(*args, **kwargs)):
                     chunks.append(chunk)
                     yield chunk
             except GeneratorExit:

@@ -13,7 +13,8 @@
   ``messages``;
 * ``@otel_replay.model`` functions: a parameter named ``model``, parameters named as the params (or
   ``**kwargs``), a ``messages`` argument of ``{"role", "content"}`` dicts (as Chat Completions);
-* LangChain chat models (``langchain``, the instrumented ``_generate_with_cache``): the messages of that role
+* LangChain chat models (``langchain``, the instrumented ``_generate_with_cache`` and, when the model streams,
+  ``stream`` / ``astream``, whose input is turned into its messages first): the messages of that role
   (``system``, ``user``/``human``, ``assistant``/``ai``) get the text as content, a missing system message is
   put first; ``model`` and the params are passed as the call's keyword arguments, which the chat model merges
   into its request (as ``ChatOpenAI`` does) or refuses.
