@@ -1,5 +1,5 @@
-"""A replay policy's model overrides on a real LangChain chat model (``ChatOpenAI``) that streams, and on its
-``batch``: ``stream`` / ``astream`` send the model their own request, not through ``_generate_with_cache``, so
+"""A replay policy's model overrides on a real LangChain chat model (``ChatOpenAI``) that streams, and on
+``batch`` / ``abatch``: ``stream`` / ``astream`` send the model their own request, not through ``_generate_with_cache``, so
 the overrides must be applied there too. A whatif replay sends the overridden model, parameter and system
 prompt to the project's fake OpenAI-compatible server (its request log is the proof), and a deterministic
 replay sees the changed request as a ``request`` divergence at the first model step, as ``invoke`` does.
@@ -69,6 +69,13 @@ def batch_agent(question: str) -> list[str]:
     return [str(r.content) for r in replies]
 
 
+@orp.agent("policy-lc-abatch-agent")
+async def abatch_agent(question: str) -> list[str]:
+    """The async twin: two calls through ``abatch``."""
+    replies = await _model().abatch([_messages(question), _messages(question + " tomorrow")])
+    return [str(r.content) for r in replies]
+
+
 @pytest.fixture
 def server(home: Path) -> Iterator[FakeLLMServer]:
     """The LangChain instrumentor on and a fresh fake server the agents point at."""
@@ -130,8 +137,9 @@ def test_a_streamed_langchain_call_gets_the_overrides(server: FakeLLMServer, age
     assert server.count == 2
 
 
-def test_a_batched_langchain_call_gets_the_overrides(server: FakeLLMServer) -> None:
-    tid = record(batch_agent, "Weather in Oslo?")
+@pytest.mark.parametrize("agent", [batch_agent, abatch_agent], ids=["batch", "abatch"])
+def test_a_batched_langchain_call_gets_the_overrides(server: FakeLLMServer, agent: Any) -> None:
+    tid = record(agent, "Weather in Oslo?")
     assert server.count == 2
     whatif = orp.replay(tid, mode="whatif", reason="batched override check", policy=POLICY)
     assert sent(server, 2) == [("terse-stream", 0, "Answer in one word.", False)] * 2
