@@ -1,8 +1,9 @@
 """A replay policy's model overrides on a real LangChain chat model (``ChatOpenAI``) that streams, and on
-``batch`` / ``abatch``: ``stream`` / ``astream`` send the model their own request, not through ``_generate_with_cache``, so
-the overrides must be applied there too. A whatif replay sends the overridden model, parameter and system
-prompt to the project's fake OpenAI-compatible server (its request log is the proof), and a deterministic
-replay sees the changed request as a ``request`` divergence at the first model step, as ``invoke`` does.
+``batch`` / ``abatch``: ``stream`` / ``astream`` send the model their own request, not through
+``_generate_with_cache``, so the overrides must be applied there too. A whatif replay sends the overridden
+model, parameter and system prompt to the project's fake OpenAI-compatible server (its request log is the
+proof), and a deterministic replay sees the changed request as a ``request`` divergence at the first model
+step, as ``invoke`` does.
 
 Only the LangChain instrumentor is on: the OpenAI client under ``ChatOpenAI`` is not instrumented, so what
 reaches the server is what the LangChain wrappers made of the call.
