@@ -33,6 +33,7 @@ from ._langchain_codecs import (
 from ._langchain_runs import (
     _NAME,
     _aiter_in_run,
+    _aiterate_in,
     _async_in_run,
     _begin,
     _iter_in_run,
@@ -299,9 +300,9 @@ def _astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
     args, kwargs = _stream_overridden(instance, args, kwargs)
 
     async def body() -> AsyncIterator[Any]:
-        # The step is begun and ended in a context of its own (the consumer's is untouched between chunks);
-        # an async generator cannot be advanced inside another context before Python 3.11, so the model's
-        # own calls are not nested under the step here.
+        # The step is begun and ended in a context of its own (the consumer's is untouched between chunks)
+        # and each chunk is awaited with that context's values (_aiterate_in), so the model's own calls are
+        # nested under the step, as in ``stream``.
         parts = _safely("read the model request", _stream_parts, instance, args, kwargs)
         ctx = contextvars.copy_context()
         call = ctx.run(parts.begin) if parts is not None else None
@@ -309,7 +310,7 @@ def _astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
         if served is None:
             chunks: list[Any] = []
             try:
-                async for chunk in _unguarded_aiter(call, wrapped(*args, **kwargs)):
+                async for chunk in _aiterate_in(ctx, _unguarded_aiter(call, wrapped(*args, **kwargs))):
                     chunks.append(chunk)
                     yield chunk
             except GeneratorExit:

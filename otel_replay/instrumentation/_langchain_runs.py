@@ -137,6 +137,46 @@ def _iterate_in(ctx: contextvars.Context, iterator: Iterator[Any]) -> Iterator[A
             ctx.run(close)
 
 
+async def _aiterate_in(ctx: contextvars.Context, iterator: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """The async twin of :func:`_iterate_in`. An awaitable cannot be run inside another context before
+    Python 3.11, so each step of ``iterator`` runs in the consumer's context with the values ``ctx`` holds
+    that differ from it (the open step, its span as the current OTel context) set before and reset after it:
+    the model's own calls see the step (an SDK call inside it is left to it), and the consumer's context is as
+    it was between items."""
+    try:
+        while True:
+            tokens = _enter(ctx)
+            try:
+                item = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+            finally:
+                _leave(tokens)
+            yield item
+    finally:
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            tokens = _enter(ctx)
+            try:
+                await aclose()
+            finally:
+                _leave(tokens)
+
+
+def _enter(ctx: contextvars.Context) -> list[contextvars.Token[Any]]:
+    """Set in the current context the variables whose value in ``ctx`` differs from it; the tokens undo it."""
+    missing = object()
+    return [var.set(value) for var, value in ctx.items() if var.get(missing) is not value]
+
+
+def _leave(tokens: list[contextvars.Token[Any]]) -> None:
+    for token in reversed(tokens):
+        try:
+            token.var.reset(token)
+        except (RuntimeError, ValueError):  # already reset, or the step ran on in another context
+            _log.warning("otel-replay: a LangChain stream's context could not be put back", exc_info=True)
+
+
 def _iter_in_run(
     name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], Iterator[Any]]
 ) -> Iterator[Any]:
@@ -167,27 +207,30 @@ def _iter_in_run(
 async def _aiter_in_run(
     name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], AsyncIterator[Any]]
 ) -> AsyncIterator[Any]:
+    """The async twin of :func:`_iter_in_run` (the run's context is entered around each item, see
+    :func:`_aiterate_in`)."""
     if in_run():
         async for item in body():
             yield item
         return
-    handle = _implicit_run(name, _safely("read the input", arguments, default={}), config)
+    ctx = contextvars.copy_context()
+    handle = ctx.run(_implicit_run, name, _safely("read the input", arguments, default={}), config)
     if handle is None:
         async for item in body():
             yield item
         return
     last = None
     try:
-        async for item in body():
+        async for item in _aiterate_in(ctx, body()):
             last = item
             yield item
     except GeneratorExit:
-        end_run(handle, result=last)
+        ctx.run(end_run, handle, result=last)
         raise
     except BaseException as exc:
-        end_run(handle, exc=exc)
+        ctx.run(end_run, handle, exc=exc)
         raise
-    end_run(handle, result=last)
+    ctx.run(end_run, handle, result=last)
 
 
 def _entry_wrappers() -> tuple[Callable[..., Any], ...]:
