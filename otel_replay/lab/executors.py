@@ -4,7 +4,8 @@ process pool, the default), or as Ray tasks (``--executor ray``). Every executor
 lab puts them in cohort order, so the report does not depend on the executor.
 
 Ctrl-C: no new chunk is handed out, the chunks already running finish (local workers ignore SIGINT; a second
-Ctrl-C ends them at once), what finished is kept and the executor says it was interrupted.
+Ctrl-C ends them at once; Ray tasks not finished yet are cancelled), what finished is kept and the executor says
+it was interrupted.
 
 It must never fork a process (the lab process may have chDB loaded: worker processes are spawned), pickle
 anything but the chunks' JSON text, or import Ray unless the Ray executor was asked for.
@@ -279,9 +280,26 @@ def run_ray(tasks: Iterable[str], *, workers: int, on_pairs: OnPairs) -> bool:
                     launch(more)
     except KeyboardInterrupt:
         interrupted = True
-        for ref in pending:
-            ray.cancel(ref)
+        _keep_finished(ray, pending, texts, on_pairs)
     finally:
         if started:
             ray.shutdown()
     return interrupted
+
+
+def _keep_finished(ray: Any, pending: list[Any], texts: dict[Any, str], on_pairs: OnPairs) -> None:
+    """After Ctrl-C on Ray: hand over the chunks whose tasks had already finished, cancel the others (queued or
+    running: Ray's cancel raises ``KeyboardInterrupt`` in a running task; its chunk is not waited for)."""
+    try:
+        ready, waiting = ray.wait(pending, num_returns=len(pending), timeout=0) if pending else ([], [])
+        for ref in waiting:
+            ray.cancel(ref)
+        for ref in ready:
+            try:
+                finished = ray.get(ref)
+            except ray.exceptions.RayError:  # a failed task: nothing of it to keep
+                continue
+            with contextlib.suppress(KeyboardInterrupt):  # stopping already
+                _decoded(finished, on_pairs)
+    except KeyboardInterrupt:  # a second Ctrl-C: stop keeping, Ray is shut down next
+        pass
