@@ -199,6 +199,9 @@ def check_ray_address(environ: Mapping[str, str] | None = None, *, timeout: floa
     address = (os.environ if environ is None else environ).get(RAY_ADDRESS_ENV, "").strip()
     if not address:
         return
+    loaded = sys.modules.get("ray")
+    if loaded is not None and getattr(loaded, "is_initialized", lambda: False)():
+        return  # this process is connected to a Ray already: the lab uses it and never reads RAY_ADDRESS
     try:
         endpoint = ray_endpoint(address)
     except ValueError:
