@@ -175,13 +175,20 @@ def test_set_param_structure_is_refused_by_the_api_and_sampling_parameters_pass(
     assert result.spec["params"] == {"temperature": 0, "top_p": 0.5}
 
 
-def test_a_set_param_given_twice_is_one_error_line(world: dict[str, Any]) -> None:
-    out = run_cli(
-        ["lab", "--agent", "counter-agent", "--set-param", "temperature=0", "--set-param", "temperature=1"],
-        env=_env(world),
-    )
+@pytest.mark.parametrize(
+    ("flag", "first", "second", "named"),
+    [
+        ("--set-param", "temperature=0", "temperature=1", "'temperature'"),
+        ("--tag", "otel_replay.tenant.id=acme", "otel_replay.tenant.id=globex", "'otel_replay.tenant.id'"),
+    ],
+)
+def test_a_key_given_twice_is_one_error_line(
+    world: dict[str, Any], flag: str, first: str, second: str, named: str
+) -> None:
+    out = run_cli(["lab", "--agent", "counter-agent", flag, first, flag, second], env=_env(world))
+
     line = _one_error_line(out)
-    assert "--set-param" in line and "'temperature'" in line and "twice" in line
+    assert flag in line and named in line and "twice" in line
 
 
 # ------------------------------------------------------------------------------------------ RAY_ADDRESS
