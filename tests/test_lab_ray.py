@@ -6,13 +6,20 @@ docs/lab.md, "Ray in the tests").
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import lab_agents
 import pytest
 
 import otel_replay as orp
+
+TESTS_DIR = Path(__file__).resolve().parent
 
 ray = pytest.importorskip("ray", reason="Ray is the optional extra 'ray' (pip install 'otel-replay[ray]')")
 
@@ -46,3 +53,52 @@ def test_a_ray_lab_reports_what_local_workers_report(world: dict[str, Any]) -> N
     with orp.Store.open() as store:  # the Ray tasks' replays went through the spool into the store
         listed = store.runs(lab=on_ray.lab_id, limit=100)
     assert sorted(r.trace_id for r in listed) == sorted(p.replay_trace_id for p in on_ray.pairs)
+
+
+def test_ctrl_c_under_ray_keeps_what_finished_writes_the_lab_span_and_exits_130(world: dict[str, Any]) -> None:
+    from otel_replay import semconv
+    from otel_replay.replay import journal
+
+    with orp.Store.open() as store:
+        order = [r.trace_id for r in store.runs(agent="counter-agent", kind="original", limit=100)]
+        inputs = {t: store.load_run(t).snapshots["input"]["args"][0] for t in order}
+    stopped = order[2]  # one Ray CPU: the tasks run in the cohort's order, the first two finish before it
+    before = len(journal.read(world["home"]))
+    env = {
+        **os.environ,
+        "OTEL_REPLAY_HOME": str(world["home"]),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p),
+        "OTEL_REPLAY_TRUSTED_MODULES": "lab_agents",
+        lab_agents.INTERRUPT_ENV: str(inputs[stopped]),  # the stand-in for Ctrl-C while that run replays
+    }
+    for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "RAY_ADDRESS"):
+        env.pop(name, None)
+    args = ["--agent", "counter-agent", "--executor", "ray", "--workers", "1", "--json"]
+    out = subprocess.run(
+        [sys.executable, "-m", "otel_replay.cli", "lab", *args, "--tool-live", "read_number", "--reason", "ray stop"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=world["home"].parent,
+    )
+
+    assert out.returncode == 130, out.stderr
+    assert "Traceback" not in out.stderr
+    document = json.loads(out.stdout)
+    assert document["interrupted"] is True and document["cohort"] == order
+    kept = [r["original_trace_id"] for r in document["runs"]]
+    assert kept[:2] == order[:2] and stopped not in kept and set(kept) <= set(order)
+    assert {r["outcome"] for r in document["runs"]} == {"matched"}
+    with orp.Store.open() as store:  # the finished replays reached the store, and the lab span with them
+        listed = {r.trace_id for r in store.runs(lab=document["lab_id"], limit=100)}
+        spans = store.client.query(
+            f"SELECT SpanAttributes FROM {store.traces_table} WHERE SpanName = {{name:String}} "
+            "AND SpanAttributes[{key:String}] = {lab:String}",
+            parameters={"name": semconv.LAB_SPAN_NAME, "key": semconv.LAB_ID, "lab": document["lab_id"]},
+        ).result_rows
+    assert {r["replay_trace_id"] for r in document["runs"]} <= listed
+    (span,) = [dict(row[0]) for row in spans]
+    assert span[semconv.LAB_INTERRUPTED] == "true" and span[semconv.LAB_RUNS] == str(len(kept))
+    records = journal.read(world["home"])[before:]
+    assert [r["record"] for r in records] == ["lab"] and records[0]["lab_id"] == document["lab_id"]

@@ -402,6 +402,58 @@ def test_an_error_pair_and_an_interrupted_lab(cohort: Cohort) -> None:
 # ------------------------------------------------------------------------------------------ JSON, schema
 
 
+def test_cost_and_latency_deltas_against_the_baseline_lane(cohort: Cohort) -> None:
+    ids = cohort.demo_ids
+    scorers = builtin_scorers()
+
+    def planted(pairs: list[PairResult], costs: Sequence[float], latencies: Sequence[float]) -> list[PairResult]:
+        return [
+            dataclasses.replace(
+                p, cost_usd={"original": 1.0, "replay": c}, latency_ms={"original": 100.0, "replay": ms}
+            )
+            for p, c, ms in zip(pairs, costs, latencies, strict=True)
+        ]
+
+    # each run's baseline: repeats costing 2.0 and 4.0 (median 3.0), lasting 100 and 300 ms (median 200)
+    baseline = [
+        *planted(cohort.pairs(lane="baseline", scorers=scorers), [2.0] * 4, [100.0] * 4),
+        *planted(cohort.pairs(lane="baseline", repeat=1, scorers=scorers), [4.0] * 4, [300.0] * 4),
+    ]
+    candidate = planted(cohort.pairs(scorers=scorers), [3.0, 3.3, 6.0, 1.5], [200.0, 250.0, 100.0, 400.0])
+    assert len(ids) == 4
+    gates = ["cost_p50_vs_baseline > +4%", "latency_p95_vs_baseline > +90%", "cost_p50 > +200%"]
+
+    lab = lab_of([*baseline, *candidate], gates, scorers=scorers)
+
+    summary = lab.summary
+    # against the baseline: 0 %, +10 %, +100 %, -50 % (cost); 0 %, +25 %, -50 %, +100 % (latency)
+    assert summary["cost_vs_baseline"] == {"p50": 5.0, "p95": 86.5, "mean": 15.0, "n": 4}
+    assert summary["latency_vs_baseline"] == {"p50": 12.5, "p95": 88.75, "mean": 18.75, "n": 4}
+    # against the original, as before: +200 %, +230 %, +500 %, +50 %
+    assert summary["cost"]["p50"] == 215.0 and summary["cost"]["n"] == 4
+    assert [(g.expression, g.held, g.value) for g in lab.gates] == [
+        ("cost_p50_vs_baseline > +4%", True, 5.0),
+        ("latency_p95_vs_baseline > +90%", False, 88.75),
+        ("cost_p50 > +200%", True, 215.0),
+    ]
+    text = terminal_text(lab)
+    assert "cost vs baseline" in text and "+5.0%" in text and "+86.5%" in text
+    assert "latency vs baseline" in text and "+88.8%" in text
+    page = lab_html(lab)
+    row = page.split('data-delta="cost_vs_baseline"', 1)[1].split("</tr>", 1)[0]
+    assert "cost vs baseline" in row and "+5.0%" in row and "+86.5%" in row and "+15.0%" in row
+    assert 'data-delta="latency_vs_baseline"' in page
+    validate(lab.to_dict())
+
+    # without a baseline lane: nothing to measure, no rows, and a gate on it does not hold, saying why
+    alone = lab_of(candidate, ["cost_p50_vs_baseline > 0"], scorers=scorers)
+    assert alone.summary["cost_vs_baseline"] == {"p50": None, "p95": None, "mean": None, "n": 0}
+    (gate,) = alone.gates
+    assert gate.held is False and gate.note == "this lab has no baseline lane (--baseline)"
+    assert "vs baseline" not in terminal_text(alone)
+    assert "cost_vs_baseline" not in lab_html(alone)
+
+
 def test_lab_json_validates_against_its_schema_and_round_trips(cohort: Cohort) -> None:
     pairs = [
         *cohort.pairs(scorers=user_scorers()),
@@ -420,6 +472,21 @@ def test_lab_json_validates_against_its_schema_and_round_trips(cohort: Cohort) -
     with pytest.raises(jsonschema.ValidationError):
         validate(broken)
     del broken["summary"]["totals"]
+    with pytest.raises(jsonschema.ValidationError):
+        validate(broken)
+    # a lab with a baseline lane: the deltas against it are in the document, in their schema's shape
+    with_baseline = lab_of(
+        [*cohort.pairs(lane="baseline", scorers=user_scorers()), *pairs[: len(cohort.demo_ids)]],
+        ["cost_p50_vs_baseline > +10%"],
+        scorers=user_scorers(),
+    )
+    document = json.loads(json.dumps(with_baseline.to_dict(), allow_nan=False))
+    validate(document)
+    for key in ("cost_vs_baseline", "latency_vs_baseline"):
+        assert set(document["summary"][key]) >= {"p50", "p95", "mean", "n"}
+    assert document["summary"]["latency_vs_baseline"]["n"] == len(cohort.demo_ids)
+    broken = json.loads(json.dumps(document))
+    broken["summary"]["cost_vs_baseline"]["n"] = "four"
     with pytest.raises(jsonschema.ValidationError):
         validate(broken)
 

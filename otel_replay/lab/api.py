@@ -29,10 +29,20 @@ from ..replay.approvals import Approvals
 from ..replay.policy import ToolFault
 from ..replay.session import os_user as _os_user
 from . import audit, gates, scoring, summary
-from .cohort import Cohort, load_items, select
-from .executors import run_in_process, run_local_pool, run_ray
+from .cohort import Cohort, called_tools, load_items, select
+from .executors import check_ray_address, run_in_process, run_local_pool, run_ray
 from .model import LabResult, PairResult
-from .spec import CohortSpec, LabSpec, as_faults, check_spec, new_lab_id, parse_when, read_prompt_file
+from .spec import (
+    CohortSpec,
+    LabSpec,
+    as_faults,
+    check_faults,
+    check_params,
+    check_spec,
+    new_lab_id,
+    parse_when,
+    read_prompt_file,
+)
 from .worker import chunk_text, import_scorers, policy_dict
 
 Progress = Callable[[int, int], None]
@@ -100,6 +110,10 @@ def lab(
     """
     prompt_texts = dict(prompts or {})
     shown_files: dict[str, str] = {}
+    both = sorted(set(prompt_texts) & set(prompt_files or {}))
+    if both:
+        raise ValueError(f"the role {both[0]!r} has a prompt in both prompts= and prompt_files=: give it once")
+    check_params(params or {})
     for role, path in (prompt_files or {}).items():
         role, path, text = read_prompt_file(f"{role}={path}")
         prompt_texts[role], shown_files[role] = text, path
@@ -147,6 +161,8 @@ def lab(
     check_spec(spec)
     if spec.executor == "ray" and importlib.util.find_spec("ray") is None:
         raise ReplayRefused("--executor ray needs Ray, which is not installed: pip install 'otel-replay[ray]'")
+    if spec.executor == "ray":
+        check_ray_address()  # nothing answering at RAY_ADDRESS: refused now, not after minutes in Ray's retries
     import_scorers(spec.scorers)
     return _run(spec, parsed_gates, store=store, progress=progress)
 
@@ -166,6 +182,8 @@ def _run(spec: LabSpec, parsed_gates: Sequence[gates.Gate], *, store: Any, progr
     opened, close = _open(store) if not spec.cohort.cases or store is not None else (None, False)
     try:
         cohort = select(spec.cohort, opened)
+        if spec.faults:  # a fault for a tool no run calls injects nothing: refused before anything replays
+            check_faults(spec.faults, called_tools(cohort, opened, chunk=_MAX_CHUNK))
         if spec.live:
             audit.journal_lab(spec, cohort.trace_ids, os_user=user)
         pairs, interrupted = _replay_lanes(spec, cohort, opened, progress)

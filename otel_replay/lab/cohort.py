@@ -19,11 +19,11 @@ from typing import Any
 from .. import semconv
 from ..cases.model import CaseError
 from ..cases.reading import find_cases, load_case
-from ..errors import ReplayRefused
+from ..errors import OtelReplayError, ReplayRefused
 from ..records import parse_trace_id
 from ..semconv import RunKind
 from .spec import CohortSpec, to_ns
-from .worker import original_item
+from .worker import original_item, original_run
 
 _ALL: int = 2**32 - 1
 """``limit`` that reads every matching run."""
@@ -122,3 +122,19 @@ def load_items(cohort: Cohort, store: Any, trace_ids: Sequence[str]) -> Iterator
     spans = store.load_traces(list(trace_ids))
     for trace_id in trace_ids:
         yield original_item(trace_id, spans.get(trace_id, ()))
+
+
+def called_tools(cohort: Cohort, store: Any, *, chunk: int = 25) -> list[str]:
+    """The names of the tools the cohort's recordings call (tool steps, as the replay's tool tape names them),
+    sorted; the store read ``chunk`` runs at a time. A run that cannot be rebuilt adds nothing (the lab reports
+    it as an ``error`` pair)."""
+    names: set[str] = set()
+    ids = list(cohort.trace_ids)
+    for start in range(0, len(ids), max(1, chunk)):
+        for item in load_items(cohort, store, ids[start : start + chunk]):
+            try:
+                run = original_run(item)
+            except (OtelReplayError, ValueError, TypeError, KeyError, IndexError):  # an error pair when replayed
+                continue
+            names.update(step.name for step in run.steps if step.kind == "tool" and step.name)
+    return sorted(names)

@@ -4,7 +4,8 @@ process pool, the default), or as Ray tasks (``--executor ray``). Every executor
 lab puts them in cohort order, so the report does not depend on the executor.
 
 Ctrl-C: no new chunk is handed out, the chunks already running finish (local workers ignore SIGINT; a second
-Ctrl-C ends them at once), what finished is kept and the executor says it was interrupted.
+Ctrl-C ends them at once; Ray tasks not finished yet are cancelled), what finished is kept and the executor says
+it was interrupted.
 
 It must never fork a process (the lab process may have chDB loaded: worker processes are spawned), pickle
 anything but the chunks' JSON text, or import Ray unless the Ray executor was asked for.
@@ -17,11 +18,13 @@ import itertools
 import json
 import multiprocessing
 import os
+import socket
 import sys
-from collections.abc import Callable, Iterable
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import Any, Final
 
 from ..errors import ReplayRefused
 from .model import PairResult
@@ -132,6 +135,95 @@ def _terminate(pool: ProcessPoolExecutor) -> None:
             pass
 
 
+RAY_ADDRESS_ENV: Final = "RAY_ADDRESS"
+"""The environment variable naming the Ray cluster of ``--executor ray`` (Ray's own)."""
+
+RAY_CONNECT_TIMEOUT: Final = 5.0
+"""Seconds a TCP connect to the ``RAY_ADDRESS`` host may take before the lab is refused."""
+
+_RAY_CLIENT_PORT: Final = 10001
+"""The Ray Client server's default port (``ray://host`` without a port)."""
+
+
+def _ray_temp_dir() -> str:
+    """Ray's default temp folder as Ray finds it: ``RAY_TMPDIR``, else ``TMPDIR`` on Linux, else ``/tmp``; then
+    ``ray``."""
+    base = os.environ.get("RAY_TMPDIR") or (os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None)
+    return os.path.join(base or ("/tmp" if os.name == "posix" else tempfile.gettempdir()), "ray")
+
+
+def _host_port(text: str, default_port: int | None) -> tuple[str, int] | None:
+    host, sep, port = text.strip().rpartition(":")
+    if not sep:
+        host, port = text.strip(), ""
+    host = host.strip("[]")
+    if not port:
+        return (host, default_port) if host and default_port is not None else None
+    if not port.isdigit() or not host or not 0 < int(port) < 65536:
+        return None
+    return host, int(port)
+
+
+def ray_endpoint(address: str) -> tuple[str, int] | None:
+    """The ``(host, port)`` a Ray address connects to first: ``host:port`` (the cluster's GCS), ``ray://host[:port]``
+    (the Ray Client server, port 10001 by default), ``auto`` (the cluster the last ``ray start`` on this machine
+    wrote to ``<Ray temp folder>/ray_current_cluster``). None for ``local`` (a new local Ray), for ``auto`` with
+    no such file (Ray then looks for a running local cluster itself and says so when there is none), and for
+    other ``scheme://`` addresses (handed to Ray as they are). ``ValueError`` for an address Ray cannot read."""
+    text = address.strip()
+    if text == "local":
+        return None
+    if text == "auto":
+        try:
+            with open(os.path.join(_ray_temp_dir(), "ray_current_cluster"), encoding="utf-8") as fh:
+                found = fh.read().strip()
+        except OSError:
+            return None
+        return _host_port(found, None) if found else None
+    scheme, sep, rest = text.partition("://")
+    if sep:
+        if scheme != "ray":
+            return None
+        endpoint = _host_port(rest.split("/", 1)[0], _RAY_CLIENT_PORT)
+    else:
+        endpoint = _host_port(text, None)
+    if endpoint is None:
+        raise ValueError("not an address Ray reads")
+    return endpoint
+
+
+def check_ray_address(environ: Mapping[str, str] | None = None, *, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
+    """Refuse a ``RAY_ADDRESS`` nothing answers at, before Ray's own connect loop (which retries for minutes):
+    a TCP connect to its host and port (:func:`ray_endpoint`) within ``timeout`` seconds, else
+    :class:`~otel_replay.errors.ReplayRefused` with one line naming the address and the variable."""
+    address = (os.environ if environ is None else environ).get(RAY_ADDRESS_ENV, "").strip()
+    if not address:
+        return
+    loaded = sys.modules.get("ray")
+    if loaded is not None and getattr(loaded, "is_initialized", lambda: False)():
+        return  # this process is connected to a Ray already: the lab uses it and never reads RAY_ADDRESS
+    try:
+        endpoint = ray_endpoint(address)
+    except ValueError:
+        raise ReplayRefused(
+            f"{RAY_ADDRESS_ENV}={address} is not a Ray address: write host:port (the cluster's GCS, "
+            "e.g. 10.0.0.5:6379), ray://host:port (Ray Client), auto or local; or unset it for a local Ray"
+        ) from None
+    if endpoint is None:
+        return
+    host, port = endpoint
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__)
+        shown = f"{address} ({host}:{port})" if address == "auto" else address
+        raise ReplayRefused(
+            f"no Ray cluster answers at {RAY_ADDRESS_ENV}={shown}: connecting to {host}:{port} failed ({why}); "
+            f"start the cluster (ray start --head), fix {RAY_ADDRESS_ENV}, or unset it for a local Ray"
+        ) from None
+
+
 def run_ray(tasks: Iterable[str], *, workers: int, on_pairs: OnPairs) -> bool:
     """Run chunk texts as Ray tasks (``RAY_ADDRESS`` picks a cluster, else a local Ray on loopback with
     ``workers`` CPUs); True when Ctrl-C stopped the lab."""
@@ -143,9 +235,16 @@ def run_ray(tasks: Iterable[str], *, workers: int, on_pairs: OnPairs) -> bool:
         ) from None
     started = False
     if not ray.is_initialized():
-        address = os.environ.get("RAY_ADDRESS")
+        address = os.environ.get(RAY_ADDRESS_ENV, "").strip()
         if address:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            check_ray_address()
+            try:
+                ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            except (ConnectionError, ValueError) as exc:  # Ray's own refusals: no cluster found, a bad address
+                raise ReplayRefused(
+                    f"Ray cannot connect to {RAY_ADDRESS_ENV}={address} ({' '.join(str(exc).split())}); "
+                    f"fix {RAY_ADDRESS_ENV} or unset it for a local Ray"
+                ) from None
         else:
             ray.init(
                 num_cpus=workers,
@@ -184,9 +283,26 @@ def run_ray(tasks: Iterable[str], *, workers: int, on_pairs: OnPairs) -> bool:
                     launch(more)
     except KeyboardInterrupt:
         interrupted = True
-        for ref in pending:
-            ray.cancel(ref)
+        _keep_finished(ray, pending, texts, on_pairs)
     finally:
         if started:
             ray.shutdown()
     return interrupted
+
+
+def _keep_finished(ray: Any, pending: list[Any], texts: dict[Any, str], on_pairs: OnPairs) -> None:
+    """After Ctrl-C on Ray: hand over the chunks whose tasks had already finished, cancel the others (queued or
+    running: Ray's cancel raises ``KeyboardInterrupt`` in a running task; its chunk is not waited for)."""
+    try:
+        ready, waiting = ray.wait(pending, num_returns=len(pending), timeout=0) if pending else ([], [])
+        for ref in waiting:
+            ray.cancel(ref)
+        for ref in ready:
+            try:
+                finished = ray.get(ref)
+            except ray.exceptions.RayError:  # a failed task: nothing of it to keep
+                continue
+            with contextlib.suppress(KeyboardInterrupt):  # stopping already
+                _decoded(finished, on_pairs)
+    except KeyboardInterrupt:  # a second Ctrl-C: stop keeping, Ray is shut down next
+        pass

@@ -7,6 +7,7 @@ The grammar (``docs/lab.md``)::
     metric   := NAME | FUNC '(' SCORER ')'
     NAME     := a totals name (runs, replays, matched, diverged, refused, errors, agent_errors, scorer_errors,
                 baseline_replays) | cost_p50 | cost_p95 | latency_p50 | latency_p95
+                | cost_p50_vs_baseline | cost_p95_vs_baseline | latency_p50_vs_baseline | latency_p95_vs_baseline
                 | flaky | stable_changed | stable_same
     FUNC     := improved | regressed | same | pass_rate
     OP       := > | >= | < | <= | == | !=
@@ -14,7 +15,8 @@ The grammar (``docs/lab.md``)::
 
 A count (a totals name, ``improved/regressed/same(x)``) compares as a count, or with ``%`` as a percentage of
 the candidate replays (``flaky`` and ``stable_*`` of the runs). ``cost_*`` / ``latency_*`` are relative changes
-in percent and ``pass_rate(x)`` a percentage: the number is read as percent with or without ``%``. A gate
+in percent (against the original; ``*_vs_baseline`` against the baseline lane) and ``pass_rate(x)`` a
+percentage: the number is read as percent with or without ``%``. A gate
 *holds* when its condition is true, and a lab fails when any gate holds. A gate with nothing to measure (no
 replay had a cost) does not hold; a gate naming a scorer the lab did not run holds (it cannot be checked, so a
 typo must not pass a CI run), with a note saying so.
@@ -44,8 +46,12 @@ DELTAS: Final = {
     "cost_p95": ("cost", "p95"),
     "latency_p50": ("latency", "p50"),
     "latency_p95": ("latency", "p95"),
+    "cost_p50_vs_baseline": ("cost_vs_baseline", "p50"),
+    "cost_p95_vs_baseline": ("cost_vs_baseline", "p95"),
+    "latency_p50_vs_baseline": ("latency_vs_baseline", "p50"),
+    "latency_p95_vs_baseline": ("latency_vs_baseline", "p95"),
 }
-"""Relative changes in percent, replay vs original."""
+"""Relative changes in percent: replay vs original, and (``*_vs_baseline``) candidate vs the baseline lane."""
 
 FUNCTIONS: Final = ("improved", "regressed", "same", "pass_rate")
 """``FUNC(scorer)`` metrics."""
@@ -173,6 +179,8 @@ def measure(gate: Gate, summary: Mapping[str, Any]) -> tuple[float | None, str |
     if gate.metric in DELTAS:
         section, key = DELTAS[gate.metric]
         value = (summary.get(section) or {}).get(key)
+        if value is None and section.endswith("_vs_baseline") and not (summary.get("stability") or {}).get("baseline"):
+            return None, "this lab has no baseline lane (--baseline)"
         if value is None:
             return None, f"no replay measured a {section} change"
         return float(value), None

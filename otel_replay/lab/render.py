@@ -126,13 +126,18 @@ def divergence_table(result: LabResult) -> Table | None:
 
 
 def deltas_table(result: LabResult) -> Table:
-    """Cost and latency: the relative change replay vs original, p50 / p95 / mean, over how many replays."""
+    """Cost and latency: the relative change replay vs original, p50 / p95 / mean, over how many replays; with a
+    baseline lane, also the candidate's change against the baseline's replays (rows ``… vs baseline``)."""
     table = Table(title=Text("cost and latency, replay vs original"), show_header=True, header_style="bold")
     for name in ("", "p50", "p95", "mean", "replays measured"):
         table.add_column(name, justify="left" if not name else "right")
-    for key in ("cost", "latency"):
+    keys = ["cost", "latency"]
+    if (result.summary.get("stability") or {}).get("baseline"):
+        keys += ["cost_vs_baseline", "latency_vs_baseline"]
+    for key in keys:
         d = result.summary.get(key) or {}
-        table.add_row(Text(key), _pct(d.get("p50")), _pct(d.get("p95")), _pct(d.get("mean")), _count(d.get("n")))
+        label = key.replace("_vs_", " vs ")
+        table.add_row(Text(label), _pct(d.get("p50")), _pct(d.get("p95")), _pct(d.get("mean")), _count(d.get("n")))
     return table
 
 

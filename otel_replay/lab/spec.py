@@ -38,6 +38,25 @@ _PROMPT_MAX_BYTES: Final = 4 * 2**20
 """A ``--prompt-file`` larger than this is refused (a prompt, not a data set)."""
 _INJECT_HELP: Final = "write TOOL:error=timeout|exception|empty|value=JSON[:p=0.3]"
 
+REQUEST_STRUCTURE: Final[Mapping[str, str]] = {
+    "model": "use --model NAME",
+    "messages": "use --prompt-file ROLE=PATH to replace a role's prompt",
+    "input": "use --prompt-file ROLE=PATH to replace a role's prompt",
+    "instructions": "use --prompt-file system=PATH",
+    "system": "use --prompt-file system=PATH",
+    "stream": "a replay keeps the recorded call's shape",
+    "stream_options": "a replay keeps the recorded call's shape",
+    "tools": "the tools are the agent's code: change them there",
+    "functions": "the tools are the agent's code: change them there",
+    "extra_headers": "the SDK's transport is not a request parameter",
+    "extra_query": "the SDK's transport is not a request parameter",
+    "extra_body": "the SDK's transport is not a request parameter",
+    "run_manager": "LangChain's callback plumbing is not a request parameter",
+    "callbacks": "LangChain's callback plumbing is not a request parameter",
+}
+"""``--set-param`` names refused: they are the request's structure (what the model override, the prompt override
+and the SDK's own plumbing set), not a parameter of how the model samples; the value is what to do instead."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class CohortSpec:
@@ -214,6 +233,30 @@ def parse_param(text: str) -> tuple[str, Any]:
     return key, value
 
 
+def check_params(params: Mapping[str, Any]) -> None:
+    """Refuse a ``--set-param`` that would overwrite the request's structure (:data:`REQUEST_STRUCTURE`:
+    ``model``, ``messages``, ``input``, ``stream``, ``tools``...) rather than set a parameter (``ValueError``,
+    one line saying what to use instead)."""
+    for key in params:
+        instead = REQUEST_STRUCTURE.get(str(key).strip().lower())
+        if instead is not None:
+            raise ValueError(
+                f"--set-param {key}=...: {key!r} is the request's structure, not a model parameter; {instead} "
+                "(--set-param sets sampling parameters such as temperature, top_p, max_tokens, seed)"
+            )
+
+
+def check_once(texts: Sequence[str], *, flag: str, what: str) -> None:
+    """Refuse a ``KEY=VALUE`` flag naming one key twice (``--prompt-file system=a --prompt-file system=b``):
+    which value a lab uses must never depend on the order of the flags (``ValueError``, one line)."""
+    seen: set[str] = set()
+    for text in texts:
+        key = text.partition("=")[0].strip()
+        if key in seen:
+            raise ValueError(f"{flag} names the {what} {key!r} twice: give it once")
+        seen.add(key)
+
+
 def parse_tag(text: str) -> tuple[str, str]:
     """``--tag KEY=VALUE`` (a root-span attribute of the run and its value as stored)."""
     key, sep, value = text.partition("=")
@@ -299,6 +342,23 @@ def check_spec(spec: LabSpec) -> None:
         raise ReplayRefused(f"{what}: give a reason (--reason TEXT)")
     if spec.tools_live and spec.mode == "mock":
         raise ValueError("--tool-live needs a mode that matches calls: deterministic or whatif")
+
+
+def check_faults(faults: Sequence[ToolFault], called: Sequence[str]) -> None:
+    """Refuse an ``--inject`` rule for a tool no run of the cohort calls (``called``: the tools the cohort's
+    recordings call): a misspelt tool would make the fault test pass without injecting anything (``ValueError``,
+    one line naming the tool and the tools the cohort calls)."""
+    known = set(called)
+    for fault in faults:
+        if fault.tool in known:
+            continue
+        names = sorted(known)
+        listed = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+        raise ValueError(
+            f"--inject names the tool {fault.tool!r}, which no run of the cohort calls: "
+            + (f"the cohort's runs call {listed}" if names else "the cohort's runs call no tool")
+            + "; check the tool's name (it is the name in the recording, as `otel-replay show` lists it)"
+        )
 
 
 def as_faults(inject: Sequence[str | ToolFault]) -> tuple[ToolFault, ...]:

@@ -15,6 +15,9 @@ Rules (also in ``docs/lab.md``):
   the rate is over the pairs the scorer applied to (None when it applied to none).
 * Cost and latency deltas: per candidate pair, ``(replay - original) / original`` in percent; p50 and p95 by
   linear interpolation between closest ranks.
+* Against the baseline (``cost_vs_baseline``, ``latency_vs_baseline``; only with a baseline lane): per candidate
+  pair, ``(replay - baseline) / baseline`` in percent, the baseline being the median of the run's baseline
+  replays (those with a known value); the same percentiles.
 * Worst runs: ordered by badness = 10 × the number of regressed scorers + the outcome's rank (error 3, refused 2,
   diverged 1, matched 0), then the earlier first divergence, then the trace id; pairs of badness 0 are left out.
 * Stability (only with a baseline lane), per run: ``flaky`` when its baseline repeats disagree on outcome or
@@ -80,6 +83,31 @@ def _relative_percent(side: Mapping[str, Any]) -> float | None:
 
 def _deltas(pairs: Iterable[PairResult], attribute: str) -> dict[str, Any]:
     values = [v for v in (_relative_percent(getattr(p, attribute)) for p in pairs) if v is not None]
+    return {
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "mean": round(statistics.fmean(values), 4) if values else None,
+        "n": len(values),
+    }
+
+
+def _baseline_deltas(candidate: Iterable[PairResult], baseline: Iterable[PairResult], attribute: str) -> dict[str, Any]:
+    """The candidate's relative change in percent against the median of its run's baseline replays."""
+    sides: dict[str, list[float]] = defaultdict(list)
+    for p in baseline:
+        value = getattr(p, attribute).get("replay")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            sides[p.original_trace_id].append(float(value))
+    values: list[float] = []
+    for p in candidate:
+        known = sides.get(p.original_trace_id)
+        if not known:
+            continue
+        change = _relative_percent(
+            {"original": statistics.median(known), "replay": getattr(p, attribute).get("replay")}
+        )
+        if change is not None:
+            values.append(change)
     return {
         "p50": percentile(values, 50),
         "p95": percentile(values, 95),
@@ -311,6 +339,8 @@ def summarize(
         "divergences": _histogram(candidate),
         "cost": _deltas(candidate, "cost_usd"),
         "latency": _deltas(candidate, "latency_ms"),
+        "cost_vs_baseline": _baseline_deltas(candidate, baseline, "cost_usd"),
+        "latency_vs_baseline": _baseline_deltas(candidate, baseline, "latency_ms"),
         "tools": _tool_matrix(candidate),
         "tape": _tape(candidate),
         "worst": _worst(pairs, regressed_by_pair, stable, max(0, int(worst))),
