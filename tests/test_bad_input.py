@@ -43,7 +43,7 @@ import fork_server
 import pytest
 from cli_in_process import loggers_restored
 from google.protobuf.message import DecodeError
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
@@ -1334,6 +1334,18 @@ def _distinctive(secret: str) -> list[str]:
     return [secret] + ([body] if len(body) >= 16 else [])
 
 
+def _prose_as_recorded(planted: list[tuple[str, ...]]) -> str:
+    """Every form in which a run records the planted texts with their secrets cut out: each text, the texts as
+    :func:`planted_agent` joins them, each of those as a JSON string (with and without ``ensure_ascii``). A piece
+    of a secret found here is made by the prose around the secret, not by the secret: a NUL character followed by
+    twelve zeros in the prose is a JSON escape and twelve zeros in a payload, sixteen zeros in a row."""
+    texts = ["".join((parts[0], parts[1], " ", parts[3], parts[4])) for parts in planted]
+    forms: list[str] = []
+    for text in (*texts, " ".join(texts), " | ".join(texts), "\n".join(texts)):
+        forms += [text, json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]]
+    return "\n".join(forms)
+
+
 @orp.tool("lookup", risk="read")
 def lookup_tool(query: str, headers: dict[str, Any], options: Any = None) -> dict[str, Any]:
     return {"found": query, "headers_seen": len(headers)}
@@ -1361,11 +1373,17 @@ def planted_agent(question: str, *, planted: list[str], fail: bool = True) -> di
 
 @fuzz(150)
 @given(planted=st.lists(st.tuples(PROSE, SEPARATORS, SHAPED_SECRETS, SEPARATORS, PROSE), min_size=1, max_size=4))
+@example(planted=[("\x00" + "0" * 12, " ", "AKIA" + "0" * 16, " ", "")])  # the body's zeros stand in the escaped prose
 def test_secret_shapes_inside_prose_never_survive_recording(
     planted: list[tuple[str, ...]], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """Secret-shaped tokens with random bodies inside random prose, in every place a run records: the spans as
-    the store would hold them keep neither a whole secret nor its body; the prose around it survives."""
+    the store would hold them keep neither a whole secret nor its body; the prose around it survives.
+
+    A piece of a secret counts as leaked only when the prose, in every form a run records it (as it is, joined,
+    as a JSON string), does not hold it too: Hypothesis mixes constants of the package's imported modules into
+    its draws, so even derandomised examples differ with the tests that ran before in the process, and a
+    check that depends on which prose was drawn fails by luck."""
     texts = ["".join(parts) for parts in planted]
     secrets_ = [parts[2] for parts in planted]
     home = tmp_path_factory.getbasetemp() / "shapes-home"
@@ -1373,11 +1391,12 @@ def test_secret_shapes_inside_prose_never_survive_recording(
     assert isinstance(outcome, RuntimeError)
     assert any(s.span_name.startswith(semconv.SPAN_AGENT) for s in records)
     recorded = everything(records)
-    prose = "\n".join(p for parts in planted for p in (parts[0], parts[4]))
+    prose = _prose_as_recorded(planted)
     for secret in secrets_:
         for piece in _distinctive(secret):
             if piece not in prose:  # (a piece the prose happens to hold is the prose's, not the secret's)
-                assert piece not in recorded, f"{piece[:12]}… survived: {recorded[:500]!r}"
+                at = recorded.find(piece)
+                assert at < 0, f"{piece[:12]}… survived: {recorded[max(at - 200, 0) : at + 200]!r}"
     for words in (p for parts in planted for p in (parts[0], parts[4])):
         if len(words) > 20 and words.isalpha():
             assert json.dumps(words)[1:-1] in recorded or words in recorded

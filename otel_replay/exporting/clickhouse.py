@@ -22,6 +22,9 @@ both:
 Memory is bounded: batches that could neither be inserted nor spooled (spool unwritable) are held for a
 later attempt up to ``max_pending_rows``; beyond that they are dropped and logged.
 
+Where the rows go (the connection, made on first use and remade after a failure) and what a failed insert means
+are in :mod:`.clickhouse_connection`, whose ``_Connection`` is the exporter's base class.
+
 This module must never raise into the host program from :meth:`export`, :meth:`force_flush` or
 :meth:`shutdown` (it logs and returns FAILURE / False), never format a value into SQL text (rows travel as
 insert data, settings as request parameters), and never show a password.
@@ -32,8 +35,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
-import socket
 import threading
 import time
 from collections import deque
@@ -41,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import urlsplit
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -49,6 +50,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from .. import settings
 from ..files import fsync_dir
 from ..settings import OTEL_REPLAY_STORE, env_number
+from .clickhouse_connection import _Connection, _never_sent, _redact, _short, _Target
 from .rows import INSERT_COLUMN_TYPES, INSERT_COLUMNS, encode_request, rows_from_request
 from .spool import (
     INGESTING_SUFFIX,
@@ -83,7 +85,6 @@ _DEFAULT_MAX_PENDING_ROWS: Final = 100_000
 _BACKOFF_FIRST_S: Final = 0.1
 _BACKOFF_MAX_S: Final = 2.0
 _COOLDOWN_MAX_S: Final = 60.0  # while the server is known down, batches go to the spool without trying
-_PROXY_TIMEOUT: Final = re.compile(r"HTTP status (502|504)\b")
 _UNCERTAIN_DIR: Final = ".uncertain"  # staging folder (inside the spool) for batches of unknown outcome
 
 
@@ -96,23 +97,6 @@ class _Batch:
     """``insert_deduplication_token``: the same for every attempt of this batch."""
     uncertain: bool = False
     """True once an attempt may have been committed by the server."""
-
-
-class _Target:
-    """Where rows go: a clickhouse-connect client and the qualified table name, plus how to close it."""
-
-    def __init__(self, client: Any, table: str, close: Callable[[], None]) -> None:
-        self.client = client
-        self.table = table
-        self.close = close
-
-
-def _redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.netloc.rpartition("@")[0].split(":", 1)[0]
-    return parts._replace(netloc=f"{user}:***@{parts.netloc.rpartition('@')[2]}").geturl()
 
 
 def _resolve_seconds(value: float | None, env: str, default: float, what: str, *, minimum: float) -> float:
@@ -131,56 +115,7 @@ def _resolve_rows(value: int | None) -> int:
     return value
 
 
-def _never_sent(exc: BaseException) -> bool:
-    """True when ``exc`` proves the server did not commit the insert: no connection was made, or the server
-    answered with an error. False when the request may have been committed (timeout, dropped connection)."""
-    try:
-        from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
-    except ImportError:  # pragma: no cover - clickhouse-connect is a dependency
-        return False
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, (ConnectionRefusedError, socket.gaierror)):
-            return True
-        if type(current).__name__ in ("NewConnectionError", "NameResolutionError", "ConnectTimeoutError"):
-            return True
-        if isinstance(current, DatabaseError) and not isinstance(current, OperationalError):
-            # The server (or the embedded engine) answered with an error, so nothing was committed, unless a
-            # proxy in front of it answered 502/504 (the server may have committed behind it).
-            return _PROXY_TIMEOUT.search(str(current)) is None
-        reason = getattr(current, "reason", None)  # urllib3 MaxRetryError
-        if isinstance(reason, BaseException) and _never_sent(reason):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
-
-
-_CAUSES: Final = (
-    "Connection refused",
-    "timed out",
-    "Name or service not known",
-    "No route to host",
-    "Temporary failure in name resolution",
-    "Connection reset",
-    "Authentication failed",
-)
-
-
-def _short(exc: BaseException, url: str) -> str:
-    """One short line about the failure for a log (the root cause when it is a known one), no password."""
-    text = str(exc) or type(exc).__name__
-    for cause in _CAUSES:
-        if cause.lower() in text.lower():
-            return cause.lower()
-    password = urlsplit(url).password if url else None
-    if password:
-        text = text.replace(unquote(password), "***").replace(password, "***")
-    return text.splitlines()[0][:200]
-
-
-class ClickHouseSpanExporter(SpanExporter):
+class ClickHouseSpanExporter(_Connection, SpanExporter):
     """Insert span batches into a ClickHouse server's ``otel_traces`` table; spool what cannot be inserted.
 
     Thread-safe; never raises from :meth:`export`, :meth:`force_flush` or :meth:`shutdown`. The connection
@@ -476,62 +411,3 @@ class ClickHouseSpanExporter(SpanExporter):
                 ok = False
         fsync_dir(self.spool_directory, best_effort=True)
         return ok
-
-    # ------------------------------------------------------------------------------------------- connection
-
-    def _describe(self) -> str:
-        return _redact(self.url) if self.url else f"the injected client ({self._table})"
-
-    def _server_options(self, url: str) -> dict[str, Any]:
-        from ..storage import ddl
-
-        parts = urlsplit(url)
-        database = unquote(parts.path.strip("/")) or ddl.DEFAULT_DATABASE
-        table = parse_qs(parts.query).get("table", [ddl.DEFAULT_TABLE])[0]
-        ddl.check_identifier(database, what="database name")
-        ddl.check_identifier(table, what="table name")
-        secure = parts.scheme.lower() == "https"
-        try:
-            port = parts.port or (8443 if secure else 8123)
-        except ValueError:
-            raise ValueError(f"store URL {_redact(url)}: bad port") from None
-        return {
-            "host": parts.hostname or "localhost",
-            "port": port,
-            "username": unquote(parts.username or "default"),
-            "password": unquote(parts.password) if parts.password else "",
-            "database": database,
-            "secure": secure,
-            "table": f"{database}.{table}",
-        }
-
-    def _connect_locked(self) -> _Target:
-        if self._target is not None:
-            return self._target
-        if self._client_factory is not None:
-            client = self._client_factory()
-            self._target = _Target(client, self._table, client.close)
-        elif self.url.lower().startswith("chdb:"):
-            from ..storage.store import Store
-
-            store = Store.open(self.url, home=self.spool_directory.parent, ingest=False)
-            self._target = _Target(store.client, store.traces_table.replace("`", ""), store.close)
-        else:
-            import clickhouse_connect
-
-            options = self._server_options(self.url)
-            table = options.pop("table")
-            seconds = max(1, round(self.timeout))  # clickhouse-connect takes whole seconds
-            client = clickhouse_connect.get_client(
-                **options, connect_timeout=seconds, send_receive_timeout=seconds, autogenerate_session_id=False
-            )
-            self._target = _Target(client, table, client.close)
-        return self._target
-
-    def _close_target_locked(self) -> None:
-        target, self._target = self._target, None
-        if target is not None:
-            try:
-                target.close()
-            except Exception:  # noqa: BLE001 - closing a broken connection may fail too
-                _log.debug("otel-replay clickhouse exporter: closing the client failed", exc_info=True)

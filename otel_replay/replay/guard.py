@@ -41,6 +41,9 @@ Process-wide state, kept because Python offers no narrower way:
   (left in place, inert, if other code wrapped the same methods on top of them meanwhile). A thread pool's
   worker threads are not given a context of their own: each work item carries its submitter's.
 
+The check of each audit event and the state of one guarded replay are in :mod:`otel_replay.replay.effects`
+(this module re-exports :class:`SideEffectBlocked`, :data:`BLOCKED_MESSAGE` and :data:`DIVERGENCE_KIND`).
+
 This module must never block anything outside the context of a guarded replay, never block otel-replay's own
 files and exports, and never let a blocked operation happen: when a check itself fails, the operation is
 blocked.
@@ -52,35 +55,18 @@ import concurrent.futures.thread as _cf_thread
 import contextlib
 import contextvars
 import functools
-import os
-import shlex
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from typing import Any, Final
-from urllib.parse import parse_qs, unquote, urlsplit
+from typing import Any
 
-from ..exporting import setup
 from ..recording import _current_step, _replay_session, _unguarded
 from ..semconv import ReplayMode
-from .exempt import _exempt_endpoints, _exempt_roots, _folder_of_fd, _is_bytecode, _normal_host, _resolved
-from .session import Divergence
-
-BLOCKED_MESSAGE: Final = "otel-replay blocked an unrecorded side effect during replay"
-"""Start of the message of every :class:`SideEffectBlocked`."""
-
-DIVERGENCE_KIND: Final = "side_effect"
-"""``Divergence.kind`` of a blocked side effect."""
-
-_TEXT_MAX: Final = 300
-"""Longest description of an effect in a divergence (after redaction, so no secret is cut in half and missed);
-longer ones are shortened."""
-
-
-class SideEffectBlocked(PermissionError):
-    """An operation the side-effect guard refused during a replay: a process spawn, a file change or a
-    network connection the recording does not hold. Raised in place of the operation; nothing happened."""
+from .effects import _CHECKS, _Guard
+from .effects import BLOCKED_MESSAGE as BLOCKED_MESSAGE  # re-exported: otel_replay.replay.guard.BLOCKED_MESSAGE
+from .effects import DIVERGENCE_KIND as DIVERGENCE_KIND  # re-exported: otel_replay.replay.guard.DIVERGENCE_KIND
+from .effects import SideEffectBlocked as SideEffectBlocked  # re-exported: otel_replay.replay.guard.SideEffectBlocked
 
 
 def guards(session: Any) -> bool:
@@ -116,57 +102,6 @@ def _platform_known() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ guard
-
-
-class _Guard:
-    """One guarded replay: what is exempt, and the effects already reported."""
-
-    def __init__(self, session: Any) -> None:
-        self.session = session
-        self.active = True
-        self.roots = _exempt_roots()
-        self.endpoints = _exempt_endpoints()
-        self._addresses: set[tuple[str, int]] | None = None
-        self._seen: set[str] = set()
-        self._lock = threading.Lock()
-
-    def exempt_path(self, raw: Any, dir_fd: Any = None) -> tuple[bool, str]:
-        """(exempt, the absolute path as shown) for a path an event names."""
-        path = os.fsdecode(raw)
-        if not os.path.isabs(path):
-            base = _folder_of_fd(dir_fd) if isinstance(dir_fd, int) and dir_fd >= 0 else os.getcwd()
-            if base is None:
-                return False, path
-            path = os.path.join(base, path)
-        path = os.path.normpath(path)
-        if _is_bytecode(path):
-            return True, path
-        real = os.path.realpath(path)
-        return any(real == root or real.startswith(root + os.sep) for root in self.roots), path
-
-    def exempt_address(self, host: str, port: int) -> bool:
-        """True when ``host:port`` is one of the endpoints otel-replay exports to."""
-        if self._addresses is None:
-            self._addresses = _resolved(self.endpoints)
-        return (_normal_host(host), port) in self._addresses
-
-    def block(self, what: str) -> None:
-        """Record ``what`` on the replay (once) and raise :class:`SideEffectBlocked`."""
-        text = _scrub(what)
-        if len(text) > _TEXT_MAX:
-            text = text[: _TEXT_MAX - 1] + "…"
-        with self._lock:
-            new = text not in self._seen
-            self._seen.add(text)
-        if new:
-            self.session.divergences.append(
-                Divergence(
-                    step_index=_step_reached(self.session),
-                    kind=DIVERGENCE_KIND,
-                    reason=f"unrecorded side effect: {text}",
-                )
-            )
-        raise SideEffectBlocked(f"{BLOCKED_MESSAGE}: {text} (replay with --allow-side-effects to let it happen)")
 
 
 _guard: ContextVar[_Guard | None] = ContextVar("otel_replay_side_effect_guard", default=None)
@@ -226,221 +161,6 @@ def _lets_through(call: Any, event: str) -> bool:
         return False
     current = _current_step.get()
     return current is None or current is call.step or current.kind.value not in ("tool", "retrieval")
-
-
-def _spawn(event: str) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
-    def check(state: _Guard, args: tuple[Any, ...]) -> str | None:
-        if event == "subprocess.Popen":
-            executable, argv = args[0], args[1]
-            shown = _command(argv) if argv is not None else _short(os.fsdecode(executable))
-        elif event == "os.system":
-            shown = _short(os.fsdecode(args[0]))
-        elif event in ("os.exec", "os.posix_spawn", "os.spawn"):
-            path, argv = (args[1], args[2]) if event == "os.spawn" else (args[0], args[1])
-            shown = _command(argv) if argv else _short(os.fsdecode(path))
-        else:
-            return f"process spawn ({event})"
-        return f"process spawn ({event}): {shown}"
-
-    return check
-
-
-def _open(state: _Guard, args: tuple[Any, ...]) -> str | None:
-    path, mode, flags = (*args, None, None, None)[:3]
-    if isinstance(path, int) or path is None or not _writes(mode, flags):
-        return None
-    if _is_devnull(path):
-        return None  # output thrown away (code that silences a library) changes nothing
-    exempt, shown = state.exempt_path(path)
-    return None if exempt else f"file write (open for writing): {_short(shown)}"
-
-
-def _is_devnull(path: Any) -> bool:
-    name = os.fsdecode(path)
-    return name == os.devnull or os.path.realpath(name) == os.path.realpath(os.devnull)
-
-
-def _sqlite(state: _Guard, args: tuple[Any, ...]) -> str | None:
-    """``sqlite3.connect``: SQLite opens its files in C, past the ``open`` event, so the database is checked
-    here. In-memory and private temporary databases are allowed, and so is a read-only ``file:`` URI."""
-    name = os.fsdecode(args[0])
-    if name in ("", ":memory:"):
-        return None
-    paths: list[str] = []
-    if name.startswith("file:"):
-        path = _sqlite_uri_path(name)
-        if path is not None:
-            paths.append(path)
-        if not _sqlite_uri_default():  # without uri=True such a build opens the name itself as a file
-            paths.append(name)
-    else:
-        paths.append(name)
-    for path in paths:
-        exempt, shown = state.exempt_path(path)
-        if not exempt:
-            return f"file write (sqlite3.connect): {_short(shown)}"
-    return None
-
-
-def _sqlite_uri_path(uri: str) -> str | None:
-    """The file a SQLite ``file:`` URI opens for writing, or None when it writes no file (in memory, a
-    private temporary database, or read-only)."""
-    parts = urlsplit(uri)
-    query = parse_qs(parts.query)
-    mode = query.get("mode", [""])[-1]
-    path = unquote(parts.path)
-    if path in ("", ":memory:") or mode in ("memory", "ro") or query.get("immutable", ["0"])[-1] == "1":
-        return None
-    return path
-
-
-@functools.cache
-def _sqlite_uri_default() -> bool:
-    """True when this SQLite library reads every ``file:`` name as a URI (built with ``SQLITE_USE_URI``), so
-    ``uri=False`` (not visible in the audit event) changes nothing."""
-    import sqlite3
-
-    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
-        return any(row[0] == "USE_URI" for row in conn.execute("PRAGMA compile_options"))
-
-
-def _file_change(label: str, *, dir_fd_at: int | None = None) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
-    def check(state: _Guard, args: tuple[Any, ...]) -> str | None:
-        path = args[0]
-        if isinstance(path, int):  # an open descriptor: opening it for writing was checked already
-            return None
-        dir_fd = args[dir_fd_at] if dir_fd_at is not None and len(args) > dir_fd_at else None
-        exempt, shown = state.exempt_path(path, dir_fd)
-        return None if exempt else f"{label}: {_short(shown)}"
-
-    return check
-
-
-def _two_paths(label: str) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
-    def check(state: _Guard, args: tuple[Any, ...]) -> str | None:
-        src_fd = args[2] if len(args) > 2 else None
-        dst_fd = args[3] if len(args) > 3 else None
-        src_exempt, src = state.exempt_path(args[0], src_fd)
-        dst_exempt, dst = state.exempt_path(args[1], dst_fd)
-        return None if src_exempt and dst_exempt else f"{label}: {_short(src)} -> {_short(dst)}"
-
-    return check
-
-
-def _link(label: str) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
-    def check(state: _Guard, args: tuple[Any, ...]) -> str | None:
-        exempt, shown = state.exempt_path(args[1])  # the new name is what changes
-        return None if exempt else f"{label}: {_short(shown)}"
-
-    return check
-
-
-def _mkdir(state: _Guard, args: tuple[Any, ...]) -> str | None:
-    path = args[0]
-    if isinstance(path, int):
-        return None
-    if os.path.basename(os.path.normpath(os.fsdecode(path))) == "__pycache__":
-        return None  # Python's bytecode cache
-    exempt, shown = state.exempt_path(path, args[2] if len(args) > 2 else None)
-    return None if exempt else f"folder create (os.mkdir): {_short(shown)}"
-
-
-def _connect(event: str) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
-    def check(state: _Guard, args: tuple[Any, ...]) -> str | None:
-        address = args[-1]
-        if (
-            isinstance(address, tuple)
-            and len(address) >= 2
-            and isinstance(address[0], str)
-            and isinstance(address[1], int)
-        ):
-            if state.exempt_address(address[0], address[1]):
-                return None
-            host = address[0]
-            shown = f"[{host}]:{address[1]}" if ":" in host else f"{host}:{address[1]}"
-        elif isinstance(address, (str, bytes)):
-            shown = f"unix socket {os.fsdecode(address)}"
-        else:
-            shown = repr(address)
-        return f"network connection ({event}): {_short(shown)}"
-
-    return check
-
-
-_CHECKS: Final[dict[str, Callable[[_Guard, tuple[Any, ...]], str | None]]] = {
-    **{
-        event: _spawn(event)
-        for event in (
-            "subprocess.Popen",
-            "os.system",
-            "os.exec",
-            "os.posix_spawn",
-            "os.spawn",
-            "os.fork",
-            "os.forkpty",
-            "os.startfile",
-        )
-    },
-    "open": _open,
-    "os.remove": _file_change("file delete (os.remove)", dir_fd_at=1),
-    "os.rmdir": _file_change("folder delete (os.rmdir)", dir_fd_at=1),
-    "shutil.rmtree": _file_change("folder delete (shutil.rmtree)", dir_fd_at=1),
-    "os.truncate": _file_change("file truncate (os.truncate)"),
-    "os.chmod": _file_change("file mode change (os.chmod)", dir_fd_at=2),
-    "os.chown": _file_change("file owner change (os.chown)", dir_fd_at=3),
-    "os.utime": _file_change("file times change (os.utime)"),
-    "os.setxattr": _file_change("file attribute change (os.setxattr)"),
-    "os.removexattr": _file_change("file attribute change (os.removexattr)"),
-    "os.mkdir": _mkdir,
-    "os.rename": _two_paths("file rename (os.rename)"),
-    "os.link": _two_paths("file link (os.link)"),
-    "os.symlink": _link("file link (os.symlink)"),
-    "sqlite3.connect": _sqlite,
-    "socket.connect": _connect("socket.connect"),
-    "socket.sendto": _connect("socket.sendto"),
-    "socket.sendmsg": _connect("socket.sendmsg"),
-}
-"""Audit event → check returning what the operation does (to block it) or None (allowed)."""
-
-_WRITE_FLAGS: Final = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-
-
-def _writes(mode: Any, flags: Any) -> bool:
-    if isinstance(flags, int) and flags & _WRITE_FLAGS:
-        return True
-    return isinstance(mode, str) and any(c in mode for c in "wax+")
-
-
-def _short(value: str) -> str:
-    """A value on one line (shortened only after redaction, in :meth:`_Guard.block`)."""
-    return " ".join(str(value).split())
-
-
-def _command(argv: Any) -> str:
-    if isinstance(argv, (str, bytes)):
-        return _short(os.fsdecode(argv))
-    try:
-        return _short(shlex.join(os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a) for a in argv))
-    except TypeError:
-        return _short(repr(argv))
-
-
-def _scrub(text: str) -> str:
-    """``text`` with any secret in it redacted, as every value the replay records."""
-    try:
-        return setup.runtime().redactor.scrub_text(text, "replay")[0]
-    except Exception:  # noqa: BLE001 - the redactor never raises; should it, show nothing it could not check
-        return text.split(":", 1)[0]
-
-
-def _step_reached(session: Any) -> int | None:
-    """The last recorded step the replay has reached (the first one before any call), or None."""
-    recorded = getattr(session, "recorded", None) or []
-    if not recorded:
-        return None
-    cursor = int(getattr(session, "cursor", 0) or 0)
-    index: int | None = recorded[min(max(cursor - 1, 0), len(recorded) - 1)].index
-    return index
 
 
 # ------------------------------------------------------------------------------------- context in threads

@@ -3,7 +3,8 @@
 Why it exists: every reader (CLI, replay engine, tests) and the spool ingest need the same few operations on
 the Collector exporter's tables: create them, insert rows, find one trace through the trace-id lookup table,
 list run roots. This class owns the connection, the embedded store's file lock and the schema check, so
-nobody else builds SQL against ``otel_traces``.
+nobody else builds SQL against ``otel_traces``. Its reads (spans, traces, runs, run roots) are defined in
+:mod:`.reads`, the base class ``_Reads``.
 
 Delivery into the store is at least once (an SDK retry, a Collector restart between insert and
 acknowledgement), so a span may be stored as several identical rows; every read here keeps one row per
@@ -29,7 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -39,16 +40,13 @@ from ..errors import StoreError, StoreUnavailableError
 from ..exporting.rows import (
     INSERT_COLUMN_TYPES,
     INSERT_COLUMNS,
-    SELECT_COLUMNS,
-    record_from_query_row,
     row_from_record,
 )
 from ..files import private_dir
-from ..records import SpanRecord, parse_trace_id
-from ..runs import Run, RunSummary, build_run, summary_of
-from . import ddl, runlist
+from ..records import SpanRecord
+from . import ddl
 from .lock import StoreLock
-from .runlist import ONE_ROW_PER_SPAN
+from .reads import _Reads
 
 if TYPE_CHECKING:
     from .ingest import IngestReport
@@ -93,7 +91,7 @@ def _scrub(text: str, secret: str | None) -> str:
     return text.splitlines()[0] if text else text
 
 
-class Store:
+class Store(_Reads):
     """An open store (use :meth:`open`); a context manager that closes the connection and releases the lock."""
 
     def __init__(
@@ -384,143 +382,3 @@ class Store:
         from .ingest import ingest_spool
 
         return ingest_spool(self, self.home / "spool")
-
-    # ---------------------------------------------------------------------------------------------- reads
-
-    def existing_span_ids(self, trace_ids: Iterable[str]) -> set[tuple[str, str]]:
-        """The ``(TraceId, SpanId)`` pairs already stored for any of ``trace_ids``."""
-        ids = sorted(set(trace_ids))
-        found: set[tuple[str, str]] = set()
-        for start in range(0, len(ids), 5000):
-            result = self._run(
-                "query",
-                f"SELECT TraceId, SpanId FROM {self.traces_table} WHERE TraceId IN {{ids:Array(String)}}",
-                {"ids": ids[start : start + 5000]},
-            )
-            found.update((row[0], row[1]) for row in result.result_rows)
-        return found
-
-    def _trace_window(self, trace_id: str) -> tuple[int, int] | None:
-        result = self._run(
-            "query",
-            f"SELECT count(), toUnixTimestamp(min(Start)), toUnixTimestamp(max(End) + 1) FROM {self.lookup_table} "
-            "WHERE TraceId = {trace_id:String}",
-            {"trace_id": trace_id},
-        )
-        count, start, end = result.result_rows[0]
-        return (int(start), int(end)) if count else None
-
-    def has_trace(self, trace_id: str) -> bool:
-        """True when the trace-id lookup table knows ``trace_id`` (InvalidTraceIdError for a malformed id)."""
-        return self._trace_window(parse_trace_id(trace_id)) is not None
-
-    def load_spans(self, trace_id: str) -> list[SpanRecord]:
-        """Every span of one trace, oldest first ([] when unknown), found through the trace-id lookup table.
-
-        As the exporter's docs and Grafana do: ``min(Start)`` / ``max(End) + 1`` from ``{table}_trace_id_ts``,
-        then ``TraceId = id AND Timestamp BETWEEN start AND end`` on the traces table. A span stored more than
-        once is returned once (the first copy in that order).
-        """
-        tid = parse_trace_id(trace_id)
-        window = self._trace_window(tid)
-        if window is None:
-            return []
-        result = self._run(
-            "query",
-            f"SELECT {SELECT_COLUMNS} FROM {self.traces_table} WHERE TraceId = {{trace_id:String}} AND Timestamp "
-            "BETWEEN toDateTime({start:Int64}) AND toDateTime({end:Int64}) ORDER BY Timestamp, SpanId "
-            f"{ONE_ROW_PER_SPAN}",
-            {"trace_id": tid, "start": window[0], "end": window[1]},
-        )
-        return [record_from_query_row(row) for row in result.result_rows]
-
-    def run_rows(
-        self,
-        *,
-        agent: str | None = None,
-        status: str | None = None,
-        kind: str | None = None,
-        session: str | None = None,
-        limit: int = 50,
-        lab: str | None = None,
-        tags: Mapping[str, str] | None = None,
-        since_ns: int | None = None,
-        until_ns: int | None = None,
-    ) -> list[SpanRecord]:
-        """Run root spans, newest first, without their events: parentless spans named ``invoke_agent …``,
-        and parentless spans of other GenAI instrumentations (carrying ``gen_ai.operation.name``,
-        ``openinference.span.kind``, ``traceloop.span.kind`` or ``llm.request.type``; see
-        :mod:`otel_replay.dialects`), which are runs of kind ``original``.
-
-        ``agent`` matches ``gen_ai.agent.name``, the span name's agent part, the whole span name or
-        ``traceloop.workflow.name``; ``status`` is ``ok`` or ``error`` (both status spellings); ``kind`` is
-        ``original`` (also runs without the attribute) or ``replay``; ``session`` matches
-        ``otel_replay.session.id``; ``lab`` matches ``otel_replay.replay.lab_id`` (a lab's replays); ``tags``
-        are root-span attributes that must hold exactly these values; ``since_ns`` / ``until_ns`` bound the
-        run's start (nanoseconds since the epoch, ``until_ns`` excluded). A root stored more than once is
-        returned once, and ``limit`` counts runs.
-        """
-        where, params = runlist.run_filter(
-            agent=agent,
-            status=status,
-            kind=kind,
-            session=session,
-            limit=limit,
-            lab=lab,
-            tags=tags,
-            since_ns=since_ns,
-            until_ns=until_ns,
-        )
-        rows = runlist.newest_first(
-            lambda sql, parameters: self._run("query", sql, parameters).result_rows,
-            self.traces_table,
-            where,
-            params,
-            limit,
-        )
-        return [record_from_query_row(row) for row in rows]
-
-    def runs(
-        self,
-        *,
-        agent: str | None = None,
-        status: str | None = None,
-        kind: str | None = None,
-        limit: int = 50,
-        lab: str | None = None,
-    ) -> list[RunSummary]:
-        """Run summaries, newest first (see :meth:`run_rows` for the filters)."""
-        return [summary_of(root) for root in self.run_rows(agent=agent, status=status, kind=kind, limit=limit, lab=lab)]
-
-    def load_traces(self, trace_ids: Sequence[str]) -> dict[str, list[SpanRecord]]:
-        """Every span of several traces in two queries (the lookup table's windows, then the spans), each
-        trace's spans oldest first as :meth:`load_spans` returns them; unknown traces are absent."""
-        ids = sorted({parse_trace_id(t) for t in trace_ids})
-        if not ids:
-            return {}
-        result = self._run(
-            "query",
-            f"SELECT count(), toUnixTimestamp(min(Start)), toUnixTimestamp(max(End) + 1) FROM {self.lookup_table} "
-            "WHERE TraceId IN {ids:Array(String)}",
-            {"ids": ids},
-        )
-        count, start, end = result.result_rows[0]
-        if not count:
-            return {}
-        result = self._run(
-            "query",
-            f"SELECT {SELECT_COLUMNS} FROM {self.traces_table} WHERE TraceId IN {{ids:Array(String)}} AND Timestamp "
-            "BETWEEN toDateTime({start:Int64}) AND toDateTime({end:Int64}) ORDER BY TraceId, Timestamp, SpanId "
-            f"{ONE_ROW_PER_SPAN}",
-            {"ids": ids, "start": int(start), "end": int(end)},
-        )
-        found: dict[str, list[SpanRecord]] = {}
-        for row in result.result_rows:
-            record = record_from_query_row(row)
-            found.setdefault(record.trace_id, []).append(record)
-        return found
-
-    def load_run(self, trace_id: str) -> Run:
-        """The run recorded in one trace (TraceNotFoundError when the store does not have it)."""
-        tid = parse_trace_id(trace_id)
-        return build_run(self.load_spans(tid), trace_id=tid)
