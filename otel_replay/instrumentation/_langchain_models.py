@@ -15,7 +15,7 @@ import contextvars
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from ..recording import _replay_session, begin_model_call, begin_retrieval_call, end_call, unguarded
+from ..recording import _replay_session, begin_model_call, begin_retrieval_call, end_call, permit, unguarded
 from ._guarded import enabled as _enabled
 from ._langchain_codecs import (
     _STRUCTURED_OUTPUT_KWARGS,
@@ -222,7 +222,8 @@ def _stream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
         if served is None:
             chunks: list[Any] = []
             try:
-                for chunk in _iterate_in(ctx, _unguarded_iter(call, ctx.run(wrapped, *args, **kwargs))):
+                ctx.run(permit, call)  # a whatif replay's model call may connect to its model
+                for chunk in _iterate_in(ctx, ctx.run(wrapped, *args, **kwargs)):
                     chunks.append(chunk)
                     yield chunk
             except GeneratorExit:
@@ -242,40 +243,6 @@ def _stream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
         _arg(args, kwargs, 1, "config"),
         body,
     )
-
-
-def _unguarded_iter(call: Any, iterator: Iterator[Any]) -> Iterator[Any]:
-    """``iterator`` (a stream that really runs) advanced with the permission a whatif replay gives the model
-    call it executes (:func:`~otel_replay.recording.unguarded`, set and reset around each item): the stream
-    connects to its model as it is consumed, not when it is made."""
-    try:
-        while True:
-            with unguarded(call):
-                try:
-                    item = next(iterator)
-                except StopIteration:
-                    return
-            yield item
-    finally:
-        close = getattr(iterator, "close", None)
-        if close is not None:
-            close()
-
-
-async def _unguarded_aiter(call: Any, iterator: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    """The async twin of :func:`_unguarded_iter`."""
-    try:
-        while True:
-            with unguarded(call):
-                try:
-                    item = await iterator.__anext__()
-                except StopAsyncIteration:
-                    return
-            yield item
-    finally:
-        aclose = getattr(iterator, "aclose", None)
-        if aclose is not None:
-            await aclose()
 
 
 def _end_stream(ctx: contextvars.Context, call: Any, chunks: list[Any]) -> None:
@@ -310,7 +277,8 @@ def _astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
         if served is None:
             chunks: list[Any] = []
             try:
-                async for chunk in _aiterate_in(ctx, _unguarded_aiter(call, wrapped(*args, **kwargs))):
+                ctx.run(permit, call)  # a whatif replay's model call may connect to its model
+                async for chunk in _aiterate_in(ctx, wrapped(*args, **kwargs)):
                     chunks.append(chunk)
                     yield chunk
             except GeneratorExit:

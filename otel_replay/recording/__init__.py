@@ -31,7 +31,7 @@ from ..risk import effective_risk
 from .calls import begin_model_call, begin_retrieval_call, begin_tool_call, end_call
 from .decorators import AgentBlock, agent, model, retriever, tool
 from .encoding import _encode, _scrubbed_fields
-from .hooks import DivergenceStop, ReplayInterrupt, Served, _unguarded, replaying, unguarded
+from .hooks import DivergenceStop, ReplayInterrupt, Served, _unguarded, permit, replaying, unguarded
 from .lifecycle import begin_run, end_run, in_model_step, in_run
 from .runlevel import (
     _target_span,
@@ -74,6 +74,7 @@ __all__ = [
     "model",
     "new_uuid",
     "now",
+    "permit",
     "random",
     "record_approval",
     "record_context",

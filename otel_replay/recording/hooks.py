@@ -132,6 +132,14 @@ def unguarded(call: Any) -> Iterator[None]:
         _unguarded.reset(token)
 
 
+def permit(call: Any) -> None:
+    """:func:`unguarded` for the rest of the current context, for a step kept in a context of its own while it
+    runs (a stream consumed item by item): call it as ``ctx.run(permit, call)``; the permission ends with that
+    context and never reaches the consumer's."""
+    if type(call) is _Call and call.live is not None:
+        _unguarded.set(call)
+
+
 def _answer_of(served: Served) -> Any:
     """The value a served call returns, or the exception it raises."""
     if served.error is not None:
