@@ -19,6 +19,7 @@ time does. The machine's load averages before and after the timed blocks are pri
     python benchmarks/langgraph_overhead.py [--runs 10] [--blocks 30]
     python benchmarks/langgraph_overhead.py --recording-only [--runs 300]
     python benchmarks/langgraph_overhead.py --against TREE [--recording-only] [--runs 10] [--blocks 60]
+    python benchmarks/langgraph_overhead.py --parts [--runs 10] [--blocks 30]
 
 ``--against TREE`` compares two versions of otel-replay on the same loaded machine: this tree and TREE (another
 checkout, e.g. ``git archive <commit> | tar -x -C TREE``) each run in a measuring process of its own (its
@@ -33,6 +34,17 @@ it) are captured once, then made again ``--runs`` times in a loop, without LangC
 it prints the CPU time per agent run of this thread (the caller's share) and of the process (with the export
 thread), medians of 7 rounds. The redactor remembers the repeated strings, as it does in a real run's steps.
 
+``--parts`` says where the added CPU goes, measured in place in the full benchmark: blocks alternate as above,
+and while recording each part's thread CPU time is summed: every instrumentation wrapper (``wrapt``) without the
+call it wraps (the LangChain conversion and everything below it), of which the recorder calls, of which the span
+processor's ``on_end`` (the scrubbing step and the batch queue); apart from them the spool export (encoding and
+writing the spans: in the export thread, or in the flush that ends a block) and, within it, the sealing and the
+opening of a segment. What the parts do not hold (``unattributed``) is the rest of the added process CPU: the
+timers themselves, the instrumentation's ``wrapt`` proxies, the other threads' wake-ups, the garbage collections
+the recorded run's allocations bring about outside the parts, and what they cost the rest of the run (caches).
+``garbage collection added`` (the collector's time in the recorded block less its time in the plain one, wherever
+it ran, so it overlaps the parts) is printed for scale. Medians of the blocks, per agent run.
+
 Target (issue 13): ratio <= 1.05.
 """
 
@@ -40,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import gc
 import json
 import os
 import shutil
@@ -47,6 +60,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -162,17 +176,139 @@ def recording_only(url: str, runs: int) -> dict[str, Any]:
     }
 
 
-def _round(agent: Any, runs: int, *, recorded_first: bool) -> list[float]:
+def parts(url: str, runs: int, blocks: int) -> dict[str, Any]:
+    """Where the added CPU of a recorded agent run goes (see the module docstring, ``--parts``): the CPU time of
+    each part, summed in place while recording, per agent run, with the process CPU of both sides."""
+    import wrapt
+
+    from otel_replay.exporting import pipeline
+    from otel_replay.exporting.spool import SpoolExporter
+    from otel_replay.instrumentation import _guarded, _langchain_models, _langchain_runs, langchain
+    from otel_replay.instrumentation._sdk import _Switch
+
+    spent: dict[str, int] = {}
+    clock = time.thread_time_ns
+
+    def timed_call(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            start = clock()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                spent[name] = spent.get(name, 0) + clock() - start
+
+        return call
+
+    def exclusive(name: str, wrapper: Callable[..., Any]) -> Callable[..., Any]:
+        """A wrapt wrapper timed without the call it wraps."""
+
+        def timed_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            inner = [0]
+
+            def call(*a: Any, **k: Any) -> Any:
+                start = clock()
+                try:
+                    return wrapped(*a, **k)
+                finally:
+                    inner[0] += clock() - start
+
+            start = clock()
+            try:
+                return wrapper(call, instance, args, kwargs)
+            finally:
+                key = f"wrapper {name}"
+                spent[key] = spent.get(key, 0) + clock() - start - inner[0]
+
+        return timed_wrapper
+
+    original_wrap = wrapt.wrap_function_wrapper
+
+    def wrap(target: Any, name: str, wrapper: Callable[..., Any]) -> Any:
+        if isinstance(wrapper, _Switch):  # an SDK method's switch: ``unwrap`` must still find it, so time inside it
+            wrapper.wrapper = exclusive(name, wrapper.wrapper)
+            return original_wrap(target, name, wrapper)
+        return original_wrap(target, name, exclusive(name, wrapper))
+
+    wrapt.wrap_function_wrapper = wrap  # before instrumenting: every wrapper made from here on is timed
+    collecting: dict[int, int] = {}  # thread id -> thread CPU time when its garbage collection started
+
+    def collection(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            collecting[threading.get_ident()] = clock()
+        else:
+            start = collecting.pop(threading.get_ident(), None)
+            if start is not None:
+                spent["garbage collection"] = spent.get("garbage collection", 0) + clock() - start
+
+    gc.callbacks.append(collection)
+    names = ("begin_run", "end_run", "begin_model_call", "begin_tool_call", "end_call")
+    for module in (langchain, _langchain_models, _langchain_runs, _guarded):
+        for name in names:
+            if hasattr(module, name):
+                setattr(module, name, timed_call("recorder calls", getattr(module, name)))
+    pipeline._Pipeline.on_end = timed_call("span processor on_end", pipeline._Pipeline.on_end)  # type: ignore[method-assign]
+    SpoolExporter.export = timed_call("spool export", SpoolExporter.export)  # type: ignore[method-assign]
+    SpoolExporter._seal_locked = timed_call("segment seal", SpoolExporter._seal_locked)  # type: ignore[method-assign]
+    SpoolExporter._open_locked = timed_call("segment open", SpoolExporter._open_locked)  # type: ignore[method-assign]
+    try:
+        orp.instrument("langchain", "openai")
+        agent = build_agent(url)
+        timed(agent, 10, recorded=True)
+        orp.uninstrument()
+        timed(agent, 10, recorded=False)
+        samples: dict[str, list[float]] = {}
+        load_before = _load()
+        for i in range(blocks):
+            spent.clear()
+            recorded_first = i % 2 == 1
+            plain_cpu, rec_cpu, _, _ = _round(agent, runs, recorded_first=recorded_first, collected=spent)
+            samples.setdefault("uninstrumented", []).append(plain_cpu)
+            samples.setdefault("recorded", []).append(rec_cpu)
+            added = rec_cpu - plain_cpu
+            samples.setdefault("added", []).append(added)
+            block = {name: ns / runs / 1e6 for name, ns in spent.items()}
+            for name, ms in block.items():
+                samples.setdefault(name, []).append(ms)
+            wrappers = sum(ms for name, ms in block.items() if name.startswith("wrapper "))
+            gc_added = block.pop("garbage collection recorded", 0.0) - block.pop("garbage collection plain", 0.0)
+            samples.setdefault("garbage collection added", []).append(gc_added)
+            outside = block.get("spool export", 0.0) + block.get("segment seal", 0.0)
+            samples.setdefault("all wrappers", []).append(wrappers)
+            samples.setdefault("unattributed", []).append(added - wrappers - outside)
+    finally:
+        wrapt.wrap_function_wrapper = original_wrap
+        gc.callbacks.remove(collection)
+    us = {
+        name: round(statistics.median(values) * 1e3)
+        for name, values in samples.items()
+        if not name.startswith("garbage collection ") or name == "garbage collection added"
+    }
+    return {
+        "runs_per_block": runs,
+        "blocks": blocks,
+        "process_cpu_us_per_run": {k: us.pop(k) for k in ("uninstrumented", "recorded", "added")},
+        "parts_cpu_us_per_run": dict(sorted(us.items(), key=lambda kv: -kv[1])),
+        "load_average": {"before": load_before, "after": _load()},
+    }
+
+
+def _round(agent: Any, runs: int, *, recorded_first: bool, collected: dict[str, int] | None = None) -> list[float]:
     """One block of each side, in the given order: [plain CPU, recorded CPU, plain wall, recorded wall] in ms
-    per agent run."""
+    per agent run. With ``collected`` (``--parts``), the garbage collector's time so far is moved to a key of
+    the side it was spent in after each block."""
     result: dict[bool, tuple[float, float]] = {}
     for recorded in (True, False) if recorded_first else (False, True):
+        if collected is not None:
+            collected.pop("garbage collection", None)
         if recorded:
             orp.instrument("langchain", "openai")
             result[True] = timed(agent, runs, recorded=True)
             orp.uninstrument()
         else:
             result[False] = timed(agent, runs, recorded=False)
+        if collected is not None:
+            side = "garbage collection recorded" if recorded else "garbage collection plain"
+            collected[side] = collected.pop("garbage collection", 0)
     (plain_wall, plain_cpu), (rec_wall, rec_cpu) = result[False], result[True]
     return [x / runs * 1e3 for x in (plain_cpu, rec_cpu, plain_wall, rec_wall)]
 
@@ -290,6 +426,7 @@ def main() -> int:
         metavar="TREE",
         help="measure this tree and TREE (another checkout) in turns, --blocks rounds of --runs runs each",
     )
+    parser.add_argument("--parts", action="store_true", help="where the added CPU goes, each part timed in place")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -298,6 +435,13 @@ def main() -> int:
     if args.against is not None:
         report = against(args.against, runs=args.runs, rounds=args.blocks, recorder_only=args.recording_only)
         print(json.dumps(report, indent=2))
+        return 0
+    if args.parts:
+        home = tempfile.mkdtemp()
+        atexit.register(shutil.rmtree, home, ignore_errors=True)
+        with FakeLLMServer(tool_args_for={"get_weather": {"city": "Lyon"}, "get_time": {"city": "Lyon"}}) as server:
+            orp.configure(home=home, exporter="spool")
+            print(json.dumps(parts(server.openai_url, args.runs, args.blocks), indent=2))
         return 0
     if args.recording_only:
         home = tempfile.mkdtemp()

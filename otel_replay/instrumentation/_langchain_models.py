@@ -15,7 +15,15 @@ import contextvars
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from ..recording import _replay_session, begin_model_call, begin_retrieval_call, end_call, permit, unguarded
+from ..recording import (
+    _replay_session,
+    begin_model_call,
+    begin_retrieval_call,
+    end_call,
+    in_run,
+    permit,
+    unguarded,
+)
 from ._guarded import enabled as _enabled
 from ._langchain_codecs import (
     _STRUCTURED_OUTPUT_KWARGS,
@@ -170,6 +178,8 @@ def _generate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs
             manager.on_llm_new_token(text, chunk=chunk)
         return result
 
+    if in_run():  # the common case (a step of a graph's run): no implicit run, so no name or input to read
+        return body()
     return _sync_in_run(
         _name_of(instance, "chat_model"), lambda: {"messages": _arg(args, kwargs, 0, "messages")}, None, body
     )

@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from .. import semconv
 from ..semconv import StepKind
@@ -117,14 +117,23 @@ _unguarded: ContextVar[_Call | None] = ContextVar("otel_replay_unguarded_call", 
 """The call whose real execution the replay's side-effect guard lets through (see :attr:`_Call.live`)."""
 
 
-@contextlib.contextmanager
-def unguarded(call: Any) -> Iterator[None]:
+_NOTHING: Final[contextlib.AbstractContextManager[None]] = contextlib.nullcontext()
+"""What :func:`unguarded` returns for every call that is not let through (all of them while recording): one
+shared context manager that does nothing, instead of a generator-based one made per call."""
+
+
+def unguarded(call: Any) -> contextlib.AbstractContextManager[None]:
     """Around the real execution of ``call`` (a :class:`_Call`, or anything else: nothing happens): when the
     replay let it execute with a ``live`` permission, the side-effect guard lets that call's own effects
     through (:mod:`otel_replay.replay.guard` reads it)."""
     if type(call) is not _Call or call.live is None:
-        yield
-        return
+        return _NOTHING
+    return _let_through(call)
+
+
+@contextlib.contextmanager
+def _let_through(call: _Call) -> Iterator[None]:
+    """:func:`unguarded` for a call the replay lets execute: that call is the one the guard lets through."""
     token = _unguarded.set(call)
     try:
         yield
