@@ -14,9 +14,6 @@ This module must never raise while encoding: whatever it is given, it returns a 
 ``object`` tag holding the value's type name). Redaction is applied to the tree before it is serialised.
 The payload of each kind is documented in ``docs/semconv.md``; readers take unknown keys as they come, so
 newer minor versions still read.
-
-Process-wide state: the key layouts of composed payloads (bounded), and the two JSON encoders behind
-:func:`canonical_json` and :func:`ordered_json`, made once at import (they keep nothing between calls).
 """
 
 from __future__ import annotations
@@ -317,63 +314,15 @@ _encode_str = json.encoder.encode_basestring  # C implementation of the string e
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def _unchecked(encoder: json.JSONEncoder) -> Callable[[Any], str]:
-    """``encoder.encode`` without its cycle check (a dict of the id of every container on the way down: about a
-    seventh of the time of a dump) and without its set-up per call (``encode`` makes a new C encoder each time):
-    the C encoder behind it, made once. A cycle then ends in RecursionError instead of ValueError; the callers ask
-    the checking encoder again, so what comes out (or is raised) is what ``encoder`` alone gives. Where the C
-    encoder is missing or answers a probe differently (another Python), the same encoder's class without the
-    check instead."""
-    fallback = json.JSONEncoder(
-        sort_keys=encoder.sort_keys,
-        separators=(encoder.item_separator, encoder.key_separator),
-        ensure_ascii=encoder.ensure_ascii,
-        allow_nan=encoder.allow_nan,
-        check_circular=False,
-    ).encode
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return fallback
-    try:
-        c_encoder = make(
-            None,
-            encoder.default,
-            json.encoder.encode_basestring if not encoder.ensure_ascii else json.encoder.encode_basestring_ascii,
-            None,
-            encoder.key_separator,
-            encoder.item_separator,
-            encoder.sort_keys,
-            encoder.skipkeys,
-            encoder.allow_nan,
-        )
-        join = "".join
-
-        def encode(tree: Any) -> str:
-            return join(c_encoder(tree, 0))
-
-        probe = {"b": [1, 2.5, None, True, "\u00e9\n\u2028"], "a": {"z": -(10**20), "y": 1e16}}
-        if encode(probe) != encoder.encode(probe) or encode("x") != encoder.encode("x"):
-            return fallback
-    except Exception:  # noqa: BLE001 - another Python's private encoder: the public one
-        return fallback
-    return encode
-
-
-_canonical_unchecked = _unchecked(_CANONICAL)
-
-
 def canonical_json(tree: Any) -> str:
     """Canonical JSON text of a JSON-able tree: sorted keys, no whitespace, UTF-8 characters kept."""
     try:
-        return _canonical_unchecked(tree)
-    except RecursionError:  # a cycle, or a tree deeper than the interpreter's limit: as the checking encoder says
-        return _checked(_CANONICAL, tree)
+        return _CANONICAL.encode(tree)
     except ValueError:  # an int too long for json: tag it through the full encoder
         return _CANONICAL.encode(_encode(tree, 0, set()))
 
 
 _ORDERED = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-_ordered_unchecked = _unchecked(_ORDERED)
 
 
 def ordered_json(tree: Any) -> str:
@@ -383,19 +332,9 @@ def ordered_json(tree: Any) -> str:
     a dict comes back in the order the agent saw it; hashes are always taken of :func:`canonical_json`.
     """
     try:
-        return _ordered_unchecked(tree)
-    except RecursionError:
-        return _checked(_ORDERED, tree)
+        return _ORDERED.encode(tree)
     except ValueError:
         return _ORDERED.encode(_encode(tree, 0, set()))
-
-
-def _checked(encoder: json.JSONEncoder, tree: Any) -> str:
-    """``tree`` through the cycle-checking ``encoder``, with the full encoder's tags when it refuses a value."""
-    try:
-        return encoder.encode(tree)
-    except ValueError:  # a cycle (or a value JSON cannot hold): tagged by the full encoder
-        return encoder.encode(_encode(tree, 0, set()))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
