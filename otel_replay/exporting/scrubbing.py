@@ -49,27 +49,16 @@ def _resource(resource: Resource, redactor: Redactor, cache: dict[int, tuple[Res
     return scrubbed
 
 
-def _plain(attributes: Any) -> Any:
-    """The plain dict behind an SDK attribute mapping (``BoundedAttributes``, whose ``__iter__`` and
-    ``__getitem__`` are Python methods: one call each per attribute), else the mapping itself. The span has
-    ended, so nothing changes its attributes any more; the dict holds exactly what the mapping returns."""
-    if type(attributes) is dict:
-        return attributes
-    inner = getattr(attributes, "_dict", None)
-    return inner if type(inner) is dict else attributes
-
-
 def _collect(attributes: Any, strings: list[str], redactor: Redactor, skip: frozenset[str]) -> bool:
     """Add the string values of ``attributes`` to ``strings``; True when a key names a secret."""
-    return redactor.collect_strings(_plain(attributes), strings, known_keys=KNOWN_KEYS, skip_keys=skip)
+    return redactor.collect_strings(attributes, strings, known_keys=KNOWN_KEYS, skip_keys=skip)
 
 
 def _suspicious(span: ReadableSpan, ours: bool, redactor: Redactor) -> bool:
     """Whether anything in ``span`` (resource apart) may need scrubbing: a secret key name, or the redactor's
     substring pre-check over all its strings at once."""
     strings = [span.name]
-    # the SDK span's own mapping, not the read-only view ``span.attributes`` wraps around it (same content)
-    if _collect(getattr(span, "_attributes", None) or span.attributes or {}, strings, redactor, _NO_SKIP):
+    if _collect(span.attributes or {}, strings, redactor, _NO_SKIP):
         return True
     for event in span.events:
         name = event.name
