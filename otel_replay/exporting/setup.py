@@ -46,6 +46,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from .. import settings
 from .._version import __version__
+from ..forks import flush_when_multiprocessing_child_ends
 from ..redaction import RedactionConfig, Redactor, set_message_redactor_source
 from ..runtime import Flusher, Runtime, active, current, default, get, set_default
 from ..semconv import TRACER_NAME
@@ -88,6 +89,7 @@ def _router(provider: TracerProvider) -> _Router:
     except (AttributeError, TypeError):  # a provider class with __slots__: one router per configure() then
         pass
     atexit.register(_flush_at_exit)
+    flush_when_multiprocessing_child_ends(_flush_at_exit)  # such a child ends without atexit
     return router
 
 
