@@ -45,7 +45,7 @@ def after_fork_in_child(method: Callable[[], None]) -> None:
     """
     if not hasattr(os, "register_at_fork"):
         return
-    ref = weakref.WeakMethod(method)  # type: ignore[arg-type]  # a bound method, as the signature says
+    ref = weakref.WeakMethod(method)
 
     def run_in_child() -> None:
         bound = ref()

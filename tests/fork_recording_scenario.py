@@ -1,4 +1,5 @@
-"""A pre-fork server in miniature, for ``tests/test_fork_recording.py`` (run as a script, never imported by pytest).
+"""A pre-fork server in miniature, for ``tests/test_fork_recording.py`` (run as a script; the test imports it only
+for :data:`SECRET`).
 
 ``python fork_recording_scenario.py MODE HOME RESULTS [PORT]``. The parent configures recording (``MODE``:
 ``spool``; ``clickhouse-down``: the ClickHouse exporter with a server that refuses connections at ``PORT``;
@@ -35,20 +36,22 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import lz4.frame
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import otel_replay as orp  # noqa: E402
-from fault_agents import fault_agent, spans_of  # noqa: E402
+from fault_agents import fault_agent, spans_of
 
-from otel_replay import faults  # noqa: E402
+import otel_replay as orp
+from otel_replay import faults
 
 SECRET = "sk-proj-" + "F0rkSafeKey" * 3
 """An OpenAI-shaped key every run is given (the redactor replaces it by a keyed fingerprint)."""
 
 GUARD_S = 60  # bounds every wait of this script, so a bug ends in a failure instead of a hang; never asserted
 
-MODE, HOME, RESULTS = sys.argv[1], sys.argv[2], sys.argv[3]
-PARENT = os.getpid()
+MODE = HOME = RESULTS = ""  # set from the command line when run as a script
+PARENT = 0
 
 
 def record(role: str, tools: int) -> None:
@@ -80,7 +83,7 @@ def fork_os(role: str, tools: int, *, underscore_exit: bool) -> int:
         if underscore_exit:
             ok = orp.flush()
             os._exit(0 if ok else 3)
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - a child never runs on into the parent's code
         os._exit(4)
     sys.exit(0)  # the interpreter's exit: threads joined, atexit (otel-replay's flush) run
 
@@ -192,9 +195,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         pass
 
-    def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
-        import lz4.frame
-
+    def do_POST(self) -> None:
         body = self._body()
         if self.headers.get("Content-Encoding") == "lz4":
             body = lz4.frame.decompress(body)
@@ -274,4 +275,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    MODE, HOME, RESULTS = sys.argv[1], sys.argv[2], sys.argv[3]
+    PARENT = os.getpid()
     main()

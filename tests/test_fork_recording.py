@@ -110,7 +110,7 @@ def check_segments(home: Path, runs: list[dict[str, Any]]) -> None:
     expected_by_pid: defaultdict[int, set[str]] = defaultdict(set)
     for run in runs:
         expected_by_pid[run["pid"]].add(run["trace_id"])
-    assert dict(traces_by_pid) == dict(expected_by_pid), "a segment holds another process's runs"
+    assert dict(traces_by_pid) == dict(expected_by_pid), "a run is missing, or in another process's segment"
     assert all(count == 1 for count in spans.values()), "a span was written twice"
     expected = fingerprint_of_the_secret(home)
     assert all(expected in fingerprints[run["trace_id"]] for run in runs), "a process used another key"
