@@ -15,9 +15,12 @@ runs, and forks children that record runs with the real decorators (``fault_agen
 
 The fork happens while another thread of the parent is exporting, stopped at a named point: in ``spool`` and
 ``clickhouse-down`` modes at the ``spool.append`` fault point (the spool's lock and the batch processor's export
-lock held), the parent's hook reporting through a pipe and waiting on another one; in ``clickhouse-server`` mode
-the fake server holds the parent's insert unanswered until the children are done (the exporter's lock held).
-In ``clickhouse-server`` mode a child is also forked while the parent holds an idle keep-alive connection.
+lock held), the parent's hook reporting through a pipe and waiting on another one, while a third thread holds
+the delivery watch's lock; then once more while a thread of the parent reconfigures (holding the setup lock) and
+its old pipeline is stopped at that point, and a ``multiprocessing`` child configures (``mp-configure-during-
+reconfigure``). In ``clickhouse-server`` mode the fake server holds the parent's insert unanswered until the
+children are done (the exporter's lock held), and a child is also forked while the parent holds an idle
+keep-alive connection.
 
 Every process appends one JSON line per run to ``RESULTS`` (one ``write``): role, pid, trace id, span count; the
 parent ends with a ``parent`` line (the children's exit codes, whether the gated flush returned True, and in
@@ -33,6 +36,7 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +48,8 @@ from fault_agents import fault_agent, spans_of
 
 import otel_replay as orp
 from otel_replay import faults
+from otel_replay.exporting.pipeline import _DeliveryWatch
+from otel_replay.runtime import current as current_runtime
 
 SECRET = "sk-proj-" + "F0rkSafeKey" * 3
 """An OpenAI-shaped key every run is given (the redactor replaces it by a keyed fingerprint)."""
@@ -72,6 +78,11 @@ def mp_return() -> None:
 def mp_reconfigure() -> None:
     orp.configure(home=HOME, service_name="fork-child", **exporter_options())
     record("mp-reconfigure", 1)
+
+
+def mp_configure_while_the_parent_configures() -> None:
+    orp.configure(home=HOME, service_name="fork-child-2", **exporter_options())
+    record("mp-configure-during-reconfigure", 2)
 
 
 def fork_os(role: str, tools: int, *, underscore_exit: bool) -> int:
@@ -129,38 +140,86 @@ def exporter_options() -> dict[str, Any]:
 # ---------------------------------------------------------------------------------- spool, clickhouse-down
 
 
-def hold_the_parent_at_spool_append() -> tuple[int, int]:
-    """Make the parent's next pass of the ``spool.append`` fault point report on a pipe and wait on another
-    (only in the parent, only once); returns (read end of "reached", write end of "go on")."""
-    reached_r, reached_w = os.pipe()
-    go_r, go_w = os.pipe()
-    passes = [0]
-    real = faults.reached
+class Gate:
+    """Stops a thread of the parent at its next pass of the ``spool.append`` fault point (where it holds the
+    spool's lock and the batch processor's export lock): the hook reports on a pipe and waits on another. Only
+    in the parent, one pass per :meth:`hold`."""
 
-    def reached(point: str, **kwargs: Any) -> None:
-        if point == "spool.append" and os.getpid() == PARENT and not passes[0]:
-            passes[0] += 1
-            os.write(reached_w, b"!")
-            os.read(go_r, 1)
-        real(point, **kwargs)
+    def __init__(self) -> None:
+        self.reached_r, self.reached_w = os.pipe()
+        self.go_r, self.go_w = os.pipe()
+        self.armed = False
+        real = faults.reached
 
-    faults.reached = reached
-    return reached_r, go_w
+        def reached(point: str, **kwargs: Any) -> None:
+            if point == "spool.append" and os.getpid() == PARENT and self.armed:
+                self.armed = False
+                os.write(self.reached_w, b"!")
+                os.read(self.go_r, 1)
+            real(point, **kwargs)
+
+        faults.reached = reached
+
+    def hold(self, target: Callable[[], object], name: str) -> threading.Thread:
+        """Run ``target`` in a thread; return once that thread is stopped at the point."""
+        self.armed = True
+        thread = threading.Thread(target=target, name=name)
+        thread.start()
+        if os.read(self.reached_r, 1) != b"!":
+            raise SystemExit(f"{name} never reached spool.append")
+        return thread
+
+    def release(self, thread: threading.Thread) -> None:
+        os.write(self.go_w, b"!")
+        thread.join(GUARD_S)
+
+
+def hold_lock(lock: threading.Lock) -> Callable[[], None]:
+    """Hold ``lock`` in another thread (it reports through a pipe once it has it); returns what releases it."""
+    held_r, held_w = os.pipe()
+    free_r, free_w = os.pipe()
+
+    def hold() -> None:
+        with lock:
+            os.write(held_w, b"!")
+            os.read(free_r, 1)
+
+    thread = threading.Thread(target=hold, name="lock-holder")
+    thread.start()
+    os.read(held_r, 1)
+
+    def release() -> None:
+        os.write(free_w, b"!")
+        thread.join(GUARD_S)
+
+    return release
 
 
 def spool_scenario() -> dict[str, Any]:
     orp.configure(home=HOME, **exporter_options())
+    gate = Gate()
+    # Round 1: a thread of the parent flushes and is stopped in the middle of writing the batch; another holds
+    # the delivery watch's lock (held for an instant after every export).
     record("parent-before", 1)  # queued in the parent's batch processor (the schedule delay is long)
-    reached_r, go_w = hold_the_parent_at_spool_append()
     flushed: list[bool] = []
-    exporting = threading.Thread(target=lambda: flushed.append(gated_flush()), name="parent-export")
-    exporting.start()
-    if os.read(reached_r, 1) != b"!":  # the export thread now holds the spool's and the processor's locks
-        raise SystemExit("the export thread never reached spool.append")
+    exporting = gate.hold(lambda: flushed.append(gated_flush()), "parent-export")
+    runtime = current_runtime()
+    assert runtime is not None and isinstance(runtime.watch, _DeliveryWatch)
+    release_watch = hold_lock(runtime.watch._mutex)
     record("parent-queued", 2)  # in the parent's queue at fork time: the children must not export it
     codes = fork_every_child()
-    os.write(go_w, b"!")
-    exporting.join(GUARD_S)
+    release_watch()
+    gate.release(exporting)
+    # Round 2: a thread of the parent reconfigures (holding the setup lock) while its old pipeline exports.
+    record("parent-between", 1)  # queued in the old pipeline, which the reconfiguring thread shuts down
+    reconfiguring = gate.hold(
+        lambda: orp.configure(home=HOME, service_name="parent-reconfigured", **exporter_options()), "reconfigure"
+    )
+    child = multiprocessing.get_context("fork").Process(target=mp_configure_while_the_parent_configures)
+    child.start()
+    child.join(GUARD_S)
+    codes["mp-configure-during-reconfigure"] = child.exitcode if child.exitcode is not None else -999
+    gate.release(reconfiguring)
     record("parent-after", 0)
     return {"codes": codes, "gated_flush": flushed == [True], "final_flush": orp.flush()}
 

@@ -3,10 +3,11 @@
 Each scenario runs in a process of its own (``tests/fork_recording_scenario.py``; the test process, which has chDB
 loaded, is never forked): the parent records, then forks children with ``os.fork`` and ``multiprocessing``'s
 ``fork`` context while another of its threads is stopped in the middle of an export (at the ``spool.append``
-fault point, or in an insert the fake ClickHouse server holds), and the children record runs with the real
-decorators and end in every way a worker ends. Then: every run of every process is stored exactly once with all
-its steps, each process wrote its own segments, the keyed fingerprints are the same everywhere, and a child never
-talks over the parent's ClickHouse connection. A deadlock in a child shows as the scenario's time guard.
+fault point, or in an insert the fake ClickHouse server holds) or of a reconfiguration, and the children record
+runs with the real decorators (one of them configuring anew) and end in every way a worker ends. Then: every run
+of every process is stored exactly once with all its steps, each process wrote its own segments, the keyed
+fingerprints are the same everywhere, and a child never talks over the parent's ClickHouse connection. A
+deadlock in a child shows as the scenario's time guard.
 
 Also: an exporter shut down and dropped is collected, although the fork handlers it registered stay registered.
 """
@@ -42,6 +43,7 @@ SCRIPT = Path(__file__).resolve().parent / "fork_recording_scenario.py"
 SCENARIO_GUARD_S = 240  # a hang (a child deadlocked after fork) fails the test instead of hanging it; never asserted
 FINGERPRINT = re.compile(rb"\[REDACTED:openai_api_key:(hmac-sha256:[0-9a-f]+)\]")
 CHILDREN = ("os-exit", "os-underscore-exit", "mp-return", "mp-reconfigure")
+PARENT_RUNS = ("parent-before", "parent-queued", "parent-between", "parent-after")
 
 
 def free_port() -> int:
@@ -135,7 +137,7 @@ def test_a_parent_and_its_forked_children_each_record_into_their_own_segments_an
 ) -> None:
     runs, _ = run_scenario("spool", home, tmp_path)
     roles = [run["role"] for run in runs]
-    assert sorted(roles) == sorted(["parent-before", "parent-queued", "parent-after", *CHILDREN])
+    assert sorted(roles) == sorted([*PARENT_RUNS, *CHILDREN, "mp-configure-during-reconfigure"])
     check_segments(home, runs)
     with Store.open(home=home) as store:
         check_store(store, runs)
@@ -148,6 +150,7 @@ def test_forked_children_spool_when_the_clickhouse_server_is_unreachable(home: P
     runs, _ = run_scenario(
         "clickhouse-down", home, tmp_path, str(free_port()), OTEL_REPLAY_CLICKHOUSE_RETRY_SECONDS="0"
     )
+    assert sorted(run["role"] for run in runs) == sorted([*PARENT_RUNS, *CHILDREN, "mp-configure-during-reconfigure"])
     check_segments(home, runs)
     with Store.open(f"chdb://{tmp_path}/later", home=home) as store:  # the ingest a server's store would run
         check_store(store, runs)
