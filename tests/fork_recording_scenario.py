@@ -54,7 +54,7 @@ from otel_replay.runtime import current as current_runtime
 SECRET = "sk-proj-" + "F0rkSafeKey" * 3
 """An OpenAI-shaped key every run is given (the redactor replaces it by a keyed fingerprint)."""
 
-GUARD_S = 60  # bounds every wait of this script, so a bug ends in a failure instead of a hang; never asserted
+GUARD_S = 120  # bounds every wait of this script, so a bug ends in a failure instead of a hang; never asserted
 
 MODE = HOME = RESULTS = ""  # set from the command line when run as a script
 PARENT = 0
