@@ -49,6 +49,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .. import settings
 from ..files import fsync_dir
+from ..forks import after_fork_in_child
 from ..settings import OTEL_REPLAY_STORE, env_number
 from .clickhouse_connection import _Connection, _never_sent, _redact, _short, _Target
 from .rows import INSERT_COLUMN_TYPES, INSERT_COLUMNS, encode_request, rows_from_request
@@ -195,8 +196,7 @@ class ClickHouseSpanExporter(_Connection, SpanExporter):
         self._shutdown = False
         self.dropped_spans = 0
         """Spans dropped because neither the server, the spool nor the memory cap could take them."""
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._after_fork_in_child)
+        after_fork_in_child(self._after_fork_in_child)  # held weakly: a dropped exporter is collected
 
     def _after_fork_in_child(self) -> None:
         # The parent owns its connection and the batches it holds: the child starts with neither.

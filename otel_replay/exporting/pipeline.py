@@ -18,6 +18,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from ..forks import after_fork_in_child
 from ..redaction import Redactor
 from ..runtime import in_context
 from .scrubbing import scrub_span
@@ -118,6 +119,7 @@ class _DeliveryWatch(SpanExporter):
         self.name = name
         self.warn = warn
         self._mutex = threading.Lock()
+        after_fork_in_child(self._after_fork_in_child)  # held weakly: a dropped watch is collected
         self._failed_since_flush = False
         self._failing_spans = 0  # spans not delivered in the current streak of failures
 
@@ -146,6 +148,9 @@ class _DeliveryWatch(SpanExporter):
                 "otel-replay: the %s exporter works again; %d span(s) were not exported", self.name, failing_before
             )
         return result
+
+    def _after_fork_in_child(self) -> None:
+        self._mutex = threading.Lock()  # a thread of the parent may have held it at the fork
 
     def take_failed(self) -> bool:
         """True when an export failed since the last call (and resets that)."""

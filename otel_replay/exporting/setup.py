@@ -16,7 +16,8 @@ Every span that ends goes through one scrubbing step (:func:`.scrubbing.scrub_sp
 redactor) before the exporter or a tap sees it: otel-replay's own spans and those of other instrumentations
 alike.
 
-Process-wide state: ``_lock`` (serialises building runtimes and changing taps) is this module's only global.
+Process-wide state: ``_lock`` (serialises building runtimes and changing taps; a forked child gets a new one) is
+this module's only global.
 The router sits on the provider it serves (attribute ``_otel_replay_router``, so a provider gets one router
 however often it is configured), and importing this module tells :mod:`otel_replay.redaction` where the current
 runtime's redactor is (for :func:`~otel_replay.redaction.scrub_message`). Everything else is a field of a
@@ -46,6 +47,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from .. import settings
 from .._version import __version__
+from ..forks import flush_when_multiprocessing_child_ends
 from ..redaction import RedactionConfig, Redactor, set_message_redactor_source
 from ..runtime import Flusher, Runtime, active, current, default, get, set_default
 from ..semconv import TRACER_NAME
@@ -88,10 +90,22 @@ def _router(provider: TracerProvider) -> _Router:
     except (AttributeError, TypeError):  # a provider class with __slots__: one router per configure() then
         pass
     atexit.register(_flush_at_exit)
+    flush_when_multiprocessing_child_ends(_flush_at_exit)  # such a child ends without atexit
     return router
 
 
 _lock = threading.RLock()
+
+
+def _new_lock_after_fork() -> None:
+    # A thread of the parent (one reconfiguring, whose old pipeline was exporting) may have held the lock at the
+    # fork; that thread does not exist in the child, so the child's copy would never be released.
+    global _lock
+    _lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_after_fork)
 
 
 def _resolve_exporter_name(exporter: str | SpanExporter | None) -> str | SpanExporter:

@@ -59,6 +59,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .. import faults
 from ..files import fsync_dir, pid_alive, private_dir
+from ..forks import after_fork_in_child
 from ..settings import env_number, resolve_home
 from .rows import encode_request
 
@@ -161,8 +162,7 @@ class SpoolExporter(SpanExporter):
         self._failing_spans = 0  # spans dropped since writes started failing (0: writes work)
         self.dropped_spans = 0
         """Spans dropped because the spool could not be written (disk full, folder unwritable)."""
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._after_fork_in_child)
+        after_fork_in_child(self._after_fork_in_child)  # held weakly: a dropped exporter is collected
 
     # -- SpanExporter ------------------------------------------------------------------------------------
 
