@@ -81,20 +81,27 @@ def _cut_long_strings(rt: Runtime, value: Any, scope: str, depth: int) -> tuple[
     cut still differ. Looks only into plain dicts (values), lists and tuples, :data:`_CUT_DEPTH` levels deep;
     never mutates ``value``.
     """
+    limit = rt.limits.max_bytes + _CUT_MARGIN
     kind = type(value)
     if kind is str:
-        keep = rt.limits.max_bytes
-        if len(value) <= keep + _CUT_MARGIN:
+        if len(value) <= limit:
             return value, 0
-        head, n = rt.redactor.scrub_text(value[: keep + _CUT_MARGIN], scope)
+        head, n = rt.redactor.scrub_text(value[:limit], scope)
         note = f"…[cut: {len(value)} characters, {rt.redactor.content_hash(value)}]"
         return head[: max(len(head) - _CUT_MARGIN, 0)] + note, n
     if depth >= _CUT_DEPTH or not (kind is dict or kind is list or kind is tuple):
         return value, 0
+    deeper = depth + 1 < _CUT_DEPTH
     total = 0
     if kind is dict:
         out: dict[Any, Any] | None = None
         for key, item in value.items():
+            child = type(item)
+            if child is str:
+                if len(item) <= limit:
+                    continue
+            elif not (deeper and (child is dict or child is list or child is tuple)):
+                continue
             new, n = _cut_long_strings(rt, item, f"{scope}.{key}", depth + 1)
             if new is not item:
                 if out is None:
@@ -104,6 +111,12 @@ def _cut_long_strings(rt: Runtime, value: Any, scope: str, depth: int) -> tuple[
         return (value if out is None else out), total
     items: list[Any] | None = None
     for i, item in enumerate(value):
+        child = type(item)
+        if child is str:
+            if len(item) <= limit:
+                continue
+        elif not (deeper and (child is dict or child is list or child is tuple)):
+            continue
         new, n = _cut_long_strings(rt, item, f"{scope}[{i}]", depth + 1)
         if new is not item:
             if items is None:
