@@ -62,6 +62,7 @@ from otel_replay.exporting.rows import (
 from otel_replay.exporting.setup import runtime
 from otel_replay.exporting.spool import SEGMENT_MAGIC, encode_record, sealed_segments
 from otel_replay.otlp_json import OtlpJsonError, from_otlp_json
+from otel_replay.recording.encoding import _CUT_MARGIN
 from otel_replay.records import SpanRecord
 from otel_replay.storage.store import Store
 from otel_replay.testing import capture
@@ -455,7 +456,10 @@ def test_random_protobuf_bytes_are_rows_or_a_decode_error(data: bytes) -> None:
         check_row(row)
 
 
-@fuzz(80)
+# 40 examples: drawing one is the cost (up to 12 spans, each with attributes, events and links of recursive
+# values: about 0.1 s apiece, the mapping a few ms); 40 of them still map over a hundred spans (134) with their
+# attributes, events and links, each scalar kind, hostile string, id length and time edge many times over.
+@fuzz(40)
 @given(described=REQUESTS)
 def test_hostile_requests_map_alike_from_message_and_bytes(described: list[Any]) -> None:
     """NUL bytes, invalid UTF-8 in bytes values, NaN/±Inf, any kind or status code, times across the whole u64
@@ -1751,6 +1755,52 @@ def test_a_ten_mib_argument_with_a_secret_at_its_end_is_recorded_truncated_and_r
     assert API_KEY not in shown and "Bq47Bq47" not in shown
     assert run.steps[0].snapshot_list[0].truncated and run.snapshot_list[0].truncated
     assert len(shown) < MIB
+
+
+CUT_CAP = 8000  # OTEL_REPLAY_SNAPSHOT_MAX_BYTES of the test below: strings over CUT_CAP + _CUT_MARGIN are cut
+LONG_SECRET = "sk-live-" + "Bq47" * 1000  # 4,008 characters that become one short inline token
+
+
+@pytest.mark.parametrize(
+    "filler",
+    [
+        pytest.param("x", id="clean"),  # the kept head stays over the cap: the payload is a truncation marker
+        pytest.param(LONG_SECRET + " ", id="secrets"),  # redaction shrinks the kept head under the cap: stored whole
+    ],
+)
+@pytest.mark.parametrize(
+    "at",
+    [
+        CUT_CAP - len(API_KEY) // 2,  # straddling the end of the kept head
+        CUT_CAP + _CUT_MARGIN - len(API_KEY) + 1,  # its last character past the scanned part
+        CUT_CAP + _CUT_MARGIN - len(API_KEY) // 2,  # straddling the end of the scanned part
+        CUT_CAP + _CUT_MARGIN - 11,  # only "sk-live-Bq4" scanned: too short for any rule
+        CUT_CAP + _CUT_MARGIN - 1,  # only "s" scanned
+    ],
+)
+def test_a_secret_straddling_where_a_long_string_is_cut_leaves_no_recognisable_part(
+    filler: str, at: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A string too long for any payload is scanned only up to the cap plus a margin before it is cut: a secret
+    (API_KEY at ``at``) lying across the kept head's end or across the scanned part's end is in no span in any
+    part ("sk-live", "Bq47"), also when the secrets before it shrink the kept head so much that the payload is
+    stored whole; the agent still gets its value back, and values that differ only past the cut are recorded as
+    different."""
+    monkeypatch.setenv("OTEL_REPLAY_SNAPSHOT_MAX_BYTES", str(CUT_CAP))
+    size = CUT_CAP + _CUT_MARGIN + 5000
+    before = filler * ((at - 1) // len(filler)) + " " * ((at - 1) % len(filler) + 1)
+    text = (before + API_KEY + " " + "x" * size)[:size]
+    other = text[:-1] + "y"
+    with capture(home=tmp_path) as recorded:
+        assert big_agent(text) is text
+        assert big_agent(other) is other
+        stored = repr(recorded.records())
+        first, second = recorded.runs()
+    assert "sk-live" not in stored and "Bq47" not in stored
+    if filler == "x":
+        assert "x" * 100 in stored  # the head is kept (in the truncation markers' previews)
+        assert first.steps[0].snapshot_list[0].truncated
+    assert first.steps[0].snapshot_list[0].payload != second.steps[0].snapshot_list[0].payload
 
 
 def test_an_agent_raising_an_unprintable_exception_raises_that_very_exception(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pytest_children import UNRELATED_PLUGINS
 
 from otel_replay.cases import case_document, write_case
 from otel_replay.testing import capture
@@ -105,7 +106,7 @@ def pytest_run(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env.pop("PYTEST_ADDOPTS", None)
     env.pop("PYTEST_XDIST_WORKER", None)
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *UNRELATED_PLUGINS, *args],
         capture_output=True,
         text=True,
         env=env,

@@ -24,6 +24,12 @@ from .state import _identity, _Run
 
 _OK = Status(StatusCode.OK)
 _EVENT_NAMES: Final = {kind: semconv.snapshot_event_name(kind) for kind in SnapshotKind}
+_CUT_MARGIN: Final = 64 * 1024
+"""Characters past the kept head of an over-long string that are scanned with it and then dropped: a secret
+that begins in the head and is shorter than this is seen whole, and what a secret cut at the scanned end leaves
+unrecognised lies in the dropped part."""
+_CUT_DEPTH: Final = 4
+"""How deep :func:`_cut_long_strings` looks into plain dicts, lists and tuples for over-long strings."""
 
 
 def _encode(rt: Runtime, value: Any, scope: str, *, ordered: bool = False) -> tuple[Any, str, int]:
@@ -34,31 +40,92 @@ def _encode(rt: Runtime, value: Any, scope: str, *, ordered: bool = False) -> tu
     ``value`` when it is plain JSON without secrets: use the text for anything kept.
     """
     dump = ordered_json if ordered else canonical_json
+    value, cut = _cut_long_strings(rt, value, scope, 0)
     if rt.redactor.is_clean_json(value):  # plain JSON and clean, in one walk: the common case
-        return value, dump(value), 0
+        return value, dump(value), cut
     clean, tree = rt.redactor.jsonable_if_clean(value)  # plain JSON and pydantic models, clean: one walk
     if clean:
-        return tree, dump(tree), 0
+        return tree, dump(tree), cut
     tree = to_jsonable(value)
     if rt.redactor.is_clean(tree):
-        return tree, dump(tree), 0
+        return tree, dump(tree), cut
     tree, n = rt.redactor.redact(tree, scope)
-    return tree, dump(tree), n
+    return tree, dump(tree), n + cut
 
 
 def _redacted(rt: Runtime, value: Any, scope: str) -> tuple[Any, int]:
     """:func:`_encode` without the JSON text, for callers that only keep the redacted tree (to encode it as part
     of a larger value): the same encoding and redaction, one dump less."""
+    value, cut = _cut_long_strings(rt, value, scope, 0)
     if rt.redactor.is_clean_json(value):
-        return value, 0
+        return value, cut
     clean, tree = rt.redactor.jsonable_if_clean(value)
     if clean:
-        return tree, 0
+        return tree, cut
     tree = to_jsonable(value)
     if rt.redactor.is_clean(tree):
-        return tree, 0
+        return tree, cut
     tree, n = rt.redactor.redact(tree, scope)
-    return tree, n
+    return tree, n + cut
+
+
+def _cut_long_strings(rt: Runtime, value: Any, scope: str, depth: int) -> tuple[Any, int]:
+    """``value`` with each string longer than the snapshot cap plus :data:`_CUT_MARGIN` cut to a scrubbed head,
+    and the number of secrets replaced in those heads; ``value`` itself when no string is that long.
+
+    Such a string makes its payload a truncation marker anyway, so redacting all of it (every rule over every
+    character, several times over) only cost the host program time in proportion to the value. Its first
+    ``max_bytes + _CUT_MARGIN`` characters are scrubbed, the last ``_CUT_MARGIN`` characters of the result are
+    dropped (whatever a secret straddling the scanned end left unrecognised), and a note takes the rest's
+    place: ``…[cut: <length> characters, <keyed hash of the whole string>]``, so values that differ past the
+    cut still differ. Looks only into plain dicts (values), lists and tuples, :data:`_CUT_DEPTH` levels deep;
+    never mutates ``value``.
+    """
+    limit = rt.limits.max_bytes + _CUT_MARGIN
+    kind = type(value)
+    if kind is str:
+        if len(value) <= limit:
+            return value, 0
+        head, n = rt.redactor.scrub_text(value[:limit], scope)
+        note = f"…[cut: {len(value)} characters, {rt.redactor.content_hash(value)}]"
+        return head[: max(len(head) - _CUT_MARGIN, 0)] + note, n
+    if depth >= _CUT_DEPTH or not (kind is dict or kind is list or kind is tuple):
+        return value, 0
+    deeper = depth + 1 < _CUT_DEPTH
+    total = 0
+    if kind is dict:
+        out: dict[Any, Any] | None = None
+        for key, item in value.items():
+            child = type(item)
+            if child is str:
+                if len(item) <= limit:
+                    continue
+            elif not (deeper and (child is dict or child is list or child is tuple)):
+                continue
+            new, n = _cut_long_strings(rt, item, f"{scope}.{key}", depth + 1)
+            if new is not item:
+                if out is None:
+                    out = dict(value)
+                out[key] = new
+                total += n
+        return (value if out is None else out), total
+    items: list[Any] | None = None
+    for i, item in enumerate(value):
+        child = type(item)
+        if child is str:
+            if len(item) <= limit:
+                continue
+        elif not (deeper and (child is dict or child is list or child is tuple)):
+            continue
+        new, n = _cut_long_strings(rt, item, f"{scope}[{i}]", depth + 1)
+        if new is not item:
+            if items is None:
+                items = list(value)
+            items[i] = new
+            total += n
+    if items is None:
+        return value, 0
+    return (items if kind is list else tuple(items)), total
 
 
 def _emit_snapshot(

@@ -22,6 +22,7 @@ import adv_code_agents as agents
 import fork_server
 import pytest
 from cli_in_process import run_cli, runs_in_process
+from pytest_children import UNRELATED_PLUGINS
 
 import otel_replay as orp
 from otel_replay import semconv
@@ -213,7 +214,7 @@ def test_type_tags_in_a_pytest_collected_case_run_nothing(marks: Path, tmp_path:
     for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "OTEL_REPLAY_TRUSTED_MODULES"):
         env.pop(name, None)
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *UNRELATED_PLUGINS, "-q"],
         capture_output=True,
         text=True,
         env=env,
@@ -341,7 +342,7 @@ def test_case_files_naming_code_outside_the_project_do_not_run_it(
     for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "OTEL_REPLAY_TRUSTED_MODULES"):
         env.pop(name, None)
     ran = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *UNRELATED_PLUGINS, "-q"],
         capture_output=True,
         text=True,
         env=env,

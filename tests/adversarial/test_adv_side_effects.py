@@ -26,6 +26,7 @@ import adv_side_effect_agents as agents
 import fork_server
 import pytest
 from cli_in_process import run_cli, runs_in_process
+from pytest_children import UNRELATED_PLUGINS
 
 import otel_replay as orp
 from otel_replay import semconv
@@ -399,7 +400,8 @@ def test_pytest_plugin_cases_are_guarded(home: Path, outside: Path, listener: Li
         "OTEL_REPLAY_TRUSTED_MODULES": agents.__name__,
         "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p),
     }
-    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--otel-replay-cases", str(folder), str(folder)]
+    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *UNRELATED_PLUGINS]
+    base += ["--otel-replay-cases", str(folder), str(folder)]
     out = subprocess.run(base, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
     assert out.returncode == 1, out.stdout + out.stderr
     assert BLOCKED in out.stdout and listener.address in out.stdout
