@@ -124,21 +124,3 @@ def test_a_policy_naming_a_lab_the_journal_does_not_cover_still_journals(world: 
 
     started = [r for r in _records_since(world, before) if r["record"] == "started"]
     assert [r["original_trace_id"] for r in started] == [world["counter"][0], world["counter"][1], world["counter"][0]]
-
-
-def test_a_lab_record_far_from_the_journal_end_still_covers_its_replays(world: dict[str, Any]) -> None:
-    lab = orp.lab(trace_ids=world["counter"][:1], tool_live=["read_number"], reason="far", workers=1)
-    # records after the lab's: more than the first tail window read back (appended as the journal appends)
-    while journal.journal_path(world["home"]).stat().st_size < 3 * journal._TAIL_BYTES:
-        journal.append({"record": "note", "text": "x" * 4000}, home=world["home"])
-    before = len(journal.read(world["home"]))
-
-    replay(
-        world["counter"][0],
-        mode="deterministic",
-        reason="far",
-        policy=ReplayPolicy(lab_id=lab.lab_id, tools_live=("read_number",)),
-    )
-
-    assert journal.lab_record(lab.lab_id, home=world["home"]) is not None
-    assert _records_since(world, before) == []  # covered by the lab's record, found past the first window

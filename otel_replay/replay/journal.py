@@ -14,9 +14,8 @@ not verify.
 A replay run by a lab (its policy names the lab) relies on the lab's own ``lab`` record instead of writing
 a ``started`` record of its own, when that record is in this journal, verifies, lists the replay's original in
 its cohort, and covers the replay's mode, live tools and approvals (:func:`covered_by_lab`); otherwise it writes
-its own record as any replay does. The lab's record is looked for from the journal's end backwards (it is
-written just before the lab's replays run), so a replay of a lab reads the journal's last few records, not all
-of it.
+its own record as any replay does. Process-wide state: ``_LAB_RECORDS`` remembers the lab records found valid
+(the journal is append-only and a record never changes), so a lab's worker reads the journal once per lab.
 
 This module must never let a replay that needs a record run without one, never raise while reading the
 journal back (a torn last line from a crash is skipped with a warning), and never write the key anywhere.
@@ -72,44 +71,36 @@ def needs_record(session: Any) -> bool:
     return False
 
 
-_TAIL_BYTES: Final = 64 * 1024
-"""The first window of the journal's end that :func:`lab_record` reads (it grows fourfold until the start)."""
+_LAB_RECORDS: dict[tuple[str, str], dict[str, Any]] = {}
 
 
 def lab_record(lab_id: str, *, home: Path | str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
-    """The ``lab`` record of lab ``lab_id`` in the journal, when one is there and its MAC verifies; else None.
-    Read from the end backwards, in windows that grow until the record or the journal's start is reached."""
-    needle = json.dumps(lab_id).encode("utf-8")
+    """The ``lab`` record of lab ``lab_id`` in the journal, when one is there and its MAC verifies; else None."""
+    path = journal_path(home)
+    key = (str(path), lab_id)
+    found = _LAB_RECORDS.get(key)
+    if found is not None:
+        return found
     try:
-        with journal_path(home).open("rb") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            window = _TAIL_BYTES
-            while True:
-                start = max(0, size - window)
-                fh.seek(start)
-                lines = fh.read(size - start).split(b"\n")
-                if start > 0:
-                    lines = lines[1:]  # the first line of a window may be cut: the next window reads it whole
-                for line in reversed(lines):
-                    record = _lab_line(line, needle, lab_id)
-                    if record is not None:
-                        return record
-                if start == 0:
-                    return None
-                window *= 4
+        data = path.read_bytes()
     except OSError:
         return None
-
-
-def _lab_line(line: bytes, needle: bytes, lab_id: str) -> dict[str, Any] | None:
-    if needle not in line:
-        return None
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return None
-    if isinstance(record, dict) and record.get("record") == "lab" and record.get("lab_id") == lab_id:
-        return record if record_valid(record) else None
+    needle = json.dumps(lab_id).encode("utf-8")
+    for line in data.split(b"\n"):
+        if needle not in line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if (
+            isinstance(record, dict)
+            and record.get("record") == "lab"
+            and record.get("lab_id") == lab_id
+            and record_valid(record)
+        ):
+            _LAB_RECORDS[key] = record
+            return record
     return None
 
 
