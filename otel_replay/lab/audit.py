@@ -3,9 +3,8 @@ interrupted or not: who, why, the mode, the cohort, the totals and each scorer's
 makes real calls (whatif models, ``--tool-live`` tools), one ``lab`` record in the audit journal before its
 first replay.
 
-Each replay of the lab is also a normal replay run with its own audit on its root span (actor, reason and MAC,
-plus the lab id and lane); in the journal, the lab's record stands for its replays
-(:func:`otel_replay.replay.journal.covered_by_lab`), which write no record of their own.
+Each replay of the lab is also a normal replay run with its own audit (the replay root's actor, reason and MAC,
+plus the lab id and lane).
 
 It must never let a lab that makes real calls start without its journal record, write a secret (actor and
 reason are scrubbed like every value), or raise after the lab ran (the span is telemetry).

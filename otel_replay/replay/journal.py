@@ -11,12 +11,6 @@ Every audit record carries a keyed MAC (HMAC-SHA256 with a key derived from the 
 under the label :data:`MAC_LABEL`), so a replay row written straight into the store, or an edited one, does
 not verify.
 
-A replay run by a lab (its policy names the lab) relies on the lab's own ``lab`` record instead of writing
-a ``started`` record of its own, when that record is in this journal, verifies, lists the replay's original in
-its cohort, and covers the replay's mode, live tools and approvals (:func:`covered_by_lab`); otherwise it writes
-its own record as any replay does. Process-wide state: ``_LAB_RECORDS`` remembers the lab records found valid
-(the journal is append-only and a record never changes), so a lab's worker reads the journal once per lab.
-
 This module must never let a replay that needs a record run without one, never raise while reading the
 journal back (a torn last line from a crash is skipped with a warning), and never write the key anywhere.
 """
@@ -62,72 +56,11 @@ def journal_path(home: Path | str | os.PathLike[str] | None = None) -> Path:
 
 
 def needs_record(session: Any) -> bool:
-    """True for a replay that may cause real effects (live or whatif mode: real model calls; the side-effect
-    guard turned off; tools a policy runs live) and that no lab record already covers (:func:`covered_by_lab`)."""
+    """True for a replay that may cause real effects: live or whatif mode (real model calls), the side-effect
+    guard turned off, or tools a policy runs live."""
     if session.mode in (ReplayMode.LIVE, ReplayMode.WHATIF) or bool(getattr(session, "allow_side_effects", False)):
-        return not covered_by_lab(session)
-    if bool(getattr(getattr(session, "policy", None), "tools_live", ())):
-        return not covered_by_lab(session)
-    return False
-
-
-_LAB_RECORDS: dict[tuple[str, str], dict[str, Any]] = {}
-
-
-def lab_record(lab_id: str, *, home: Path | str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
-    """The ``lab`` record of lab ``lab_id`` in the journal, when one is there and its MAC verifies; else None."""
-    path = journal_path(home)
-    key = (str(path), lab_id)
-    found = _LAB_RECORDS.get(key)
-    if found is not None:
-        return found
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    needle = json.dumps(lab_id).encode("utf-8")
-    for line in data.split(b"\n"):
-        if needle not in line:
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if (
-            isinstance(record, dict)
-            and record.get("record") == "lab"
-            and record.get("lab_id") == lab_id
-            and record_valid(record)
-        ):
-            _LAB_RECORDS[key] = record
-            return record
-    return None
-
-
-def covered_by_lab(session: Any) -> bool:
-    """True when the replay is one of a lab's and the lab's journal record already says what it may do: the
-    record is in this journal and verifies, lists the replay's original in its cohort, has the replay's mode,
-    and names every tool it runs live and every approval it was given. Never for a live replay or one with the
-    side-effect guard off (a lab makes neither)."""
-    policy = getattr(session, "policy", None)
-    lab_id = getattr(policy, "lab_id", None)
-    if not lab_id or session.mode is ReplayMode.LIVE or bool(getattr(session, "allow_side_effects", False)):
-        return False
-    record = lab_record(str(lab_id))
-    if record is None:
-        return False
-    listed = record.get("cohort")
-    tools = record.get("tools_live")
-    approvals = record.get("approvals")
-    return (
-        record.get("mode") == session.mode.value
-        and isinstance(listed, list)
-        and session.original.trace_id in listed
-        and isinstance(tools, list)
-        and set(getattr(policy, "tools_live", ())) <= set(tools)
-        and isinstance(approvals, list)
-        and {str(a) for a in session.approvals} <= set(approvals)
-    )
+        return True
+    return bool(getattr(getattr(session, "policy", None), "tools_live", ()))
 
 
 # ------------------------------------------------------------------------------------------------ MAC
