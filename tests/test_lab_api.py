@@ -249,6 +249,11 @@ def test_a_lab_that_runs_tools_for_real_is_journaled_once_before_it_replays(worl
     assert record["lab_id"] == result.lab_id and record["reason"] == "tool check"
     assert record["cohort"] == result.cohort and record["tools_live"] == ["read_number"]
     assert journal.record_valid(record)
+    assert records[0] is record  # written before the first replay
+    # each replay that ran a tool for real journaled itself too: the lab's record never stands in for it
+    started = [r for r in records if r.get("record") == "started"]
+    assert sorted(r["original_trace_id"] for r in started) == sorted(result.cohort)
+    assert {r["reason"] for r in started} == {"tool check"}
 
 
 def test_a_lab_whose_journal_record_cannot_be_written_replays_nothing(world: dict[str, Any]) -> None:

@@ -62,7 +62,7 @@ def test_ctrl_c_under_ray_keeps_what_finished_writes_the_lab_span_and_exits_130(
     with orp.Store.open() as store:
         order = [r.trace_id for r in store.runs(agent="counter-agent", kind="original", limit=100)]
         inputs = {t: store.load_run(t).snapshots["input"]["args"][0] for t in order}
-    stopped = order[2]  # one Ray CPU: the tasks run in the cohort's order, the first two finish before it
+    stopped = order[2]  # one Ray CPU: the runs before it in the cohort's order usually finish before it
     before = len(journal.read(world["home"]))
     env = {
         **os.environ,
@@ -88,7 +88,7 @@ def test_ctrl_c_under_ray_keeps_what_finished_writes_the_lab_span_and_exits_130(
     document = json.loads(out.stdout)
     assert document["interrupted"] is True and document["cohort"] == order
     kept = [r["original_trace_id"] for r in document["runs"]]
-    assert kept[:2] == order[:2] and stopped not in kept and set(kept) <= set(order)
+    assert stopped not in kept and set(kept) <= set(order)
     assert {r["outcome"] for r in document["runs"]} == {"matched"}
     with orp.Store.open() as store:  # the finished replays reached the store, and the lab span with them
         listed = {r.trace_id for r in store.runs(lab=document["lab_id"], limit=100)}
@@ -101,4 +101,7 @@ def test_ctrl_c_under_ray_keeps_what_finished_writes_the_lab_span_and_exits_130(
     (span,) = [dict(row[0]) for row in spans]
     assert span[semconv.LAB_INTERRUPTED] == "true" and span[semconv.LAB_RUNS] == str(len(kept))
     records = journal.read(world["home"])[before:]
-    assert [r["record"] for r in records] == ["lab"] and records[0]["lab_id"] == document["lab_id"]
+    assert records[0]["record"] == "lab" and records[0]["lab_id"] == document["lab_id"]  # before any replay
+    assert [r["record"] for r in records].count("lab") == 1
+    journaled = {r["original_trace_id"] for r in records if r["record"] == "started"}
+    assert set(kept) <= journaled <= set(order)  # and each replay that ran tools live journaled itself
