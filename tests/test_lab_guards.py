@@ -74,11 +74,13 @@ def _replays() -> int:
         return len(store.runs(kind="replay", limit=100_000))
 
 
-def _closed_port() -> int:
-    """A loopback port nothing listens on (bound, then closed: a connect is refused at once)."""
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A loopback port nothing listens on: bound and never listening, so a connect is refused at once and no other
+    process can take the port while the test runs."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        yield int(sock.getsockname()[1])
 
 
 # ------------------------------------------------------------------------------------------ --inject
@@ -194,10 +196,10 @@ def test_a_key_given_twice_is_one_error_line(
 # ------------------------------------------------------------------------------------------ RAY_ADDRESS
 
 
-def test_an_unreachable_ray_address_is_one_error_line_naming_it(world: dict[str, Any]) -> None:
+def test_an_unreachable_ray_address_is_one_error_line_naming_it(world: dict[str, Any], closed_port: int) -> None:
     pytest.importorskip("ray", reason="Ray is the optional extra 'ray'")
     before = _replays()
-    address = f"127.0.0.1:{_closed_port()}"
+    address = f"127.0.0.1:{closed_port}"
 
     out = run_cli(["lab", "--agent", "counter-agent", "--executor", "ray"], env=_env(world, RAY_ADDRESS=address))
 
@@ -206,12 +208,15 @@ def test_an_unreachable_ray_address_is_one_error_line_naming_it(world: dict[str,
     assert _replays() == before
 
 
-@pytest.mark.parametrize("form", ["ray://127.0.0.1:{port}", "auto", "not-an-address", "10.0.0.1:port"])
+@pytest.mark.parametrize(
+    "form",
+    ["ray://127.0.0.1:{port}", "ray://admin:Zq93pass@127.0.0.1:{port}", "auto", "not-an-address", "10.0.0.1:port"],
+)
 def test_unreachable_or_unreadable_ray_addresses_are_refused_by_the_api(
-    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, form: str
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, closed_port: int, form: str
 ) -> None:
     pytest.importorskip("ray", reason="Ray is the optional extra 'ray'")
-    port = _closed_port()
+    port = closed_port
     if form == "auto":  # the cluster the last `ray start` recorded, in Ray's temp folder
         (tmp_path / "ray").mkdir()
         (tmp_path / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{port}\n", encoding="utf-8")
@@ -224,6 +229,7 @@ def test_unreachable_or_unreadable_ray_addresses_are_refused_by_the_api(
 
     message = str(raised.value)
     assert "\n" not in message
+    assert "Zq93pass" not in message  # credentials in the address are never shown
     if form in ("not-an-address", "10.0.0.1:port"):
         assert "is not a Ray address" in message
     else:

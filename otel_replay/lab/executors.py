@@ -153,6 +153,7 @@ def _ray_temp_dir() -> str:
 
 
 def _host_port(text: str, default_port: int | None) -> tuple[str, int] | None:
+    text = text.rpartition("@")[2]  # user:password@ is not part of the host
     host, sep, port = text.strip().rpartition(":")
     if not sep:
         host, port = text.strip(), ""
@@ -162,6 +163,17 @@ def _host_port(text: str, default_port: int | None) -> tuple[str, int] | None:
     if not port.isdigit() or not host or not 0 < int(port) < 65536:
         return None
     return host, int(port)
+
+
+def _shown(address: str) -> str:
+    """``address`` as an error line may show it: any ``user:password@`` part masked."""
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "", address
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        authority = "***@" + authority.rpartition("@")[2]
+    return f"{scheme}{sep}{authority}{slash}{path}"
 
 
 def ray_endpoint(address: str) -> tuple[str, int] | None:
@@ -199,6 +211,7 @@ def check_ray_address(environ: Mapping[str, str] | None = None, *, timeout: floa
     address = (os.environ if environ is None else environ).get(RAY_ADDRESS_ENV, "").strip()
     if not address:
         return
+    shown = _shown(address)
     loaded = sys.modules.get("ray")
     if loaded is not None and getattr(loaded, "is_initialized", lambda: False)():
         return  # this process is connected to a Ray already: the lab uses it and never reads RAY_ADDRESS
@@ -206,7 +219,7 @@ def check_ray_address(environ: Mapping[str, str] | None = None, *, timeout: floa
         endpoint = ray_endpoint(address)
     except ValueError:
         raise ReplayRefused(
-            f"{RAY_ADDRESS_ENV}={address} is not a Ray address: write host:port (the cluster's GCS, "
+            f"{RAY_ADDRESS_ENV}={shown} is not a Ray address: write host:port (the cluster's GCS, "
             "e.g. 10.0.0.5:6379), ray://host:port (Ray Client), auto or local; or unset it for a local Ray"
         ) from None
     if endpoint is None:
@@ -217,7 +230,8 @@ def check_ray_address(environ: Mapping[str, str] | None = None, *, timeout: floa
             pass
     except OSError as exc:
         why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__)
-        shown = f"{address} ({host}:{port})" if address == "auto" else address
+        if address == "auto":
+            shown = f"{address} ({host}:{port})"
         raise ReplayRefused(
             f"no Ray cluster answers at {RAY_ADDRESS_ENV}={shown}: connecting to {host}:{port} failed ({why}); "
             f"start the cluster (ray start --head), fix {RAY_ADDRESS_ENV}, or unset it for a local Ray"
@@ -242,7 +256,7 @@ def run_ray(tasks: Iterable[str], *, workers: int, on_pairs: OnPairs) -> bool:
                 ray.init(address=address, include_dashboard=False, log_to_driver=False)
             except (ConnectionError, ValueError) as exc:  # Ray's own refusals: no cluster found, a bad address
                 raise ReplayRefused(
-                    f"Ray cannot connect to {RAY_ADDRESS_ENV}={address} ({' '.join(str(exc).split())}); "
+                    f"Ray cannot connect to {RAY_ADDRESS_ENV}={_shown(address)} ({' '.join(str(exc).split())}); "
                     f"fix {RAY_ADDRESS_ENV} or unset it for a local Ray"
                 ) from None
         else:
