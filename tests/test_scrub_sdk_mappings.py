@@ -1,7 +1,7 @@
-"""The span scrubbing step reads the attributes of a span, its events and its links through the plain dicts behind
-the OTel SDK's mappings: what an application adds to otel-replay's own spans (attributes set after the start,
-events, a secret key name) and what other instrumentations export through the same provider is still scrubbed
-before anything reaches the spool or the store."""
+"""The span scrubbing step reads the attributes of a span, its events and its links through the OTel SDK's
+mappings: what an application adds to otel-replay's own spans (attributes set after the start, events, a secret
+key name) and what other instrumentations export through the same provider is scrubbed before anything reaches
+the spool or the store."""
 
 from __future__ import annotations
 

@@ -259,15 +259,14 @@ class _Scanner(_KeyNames):
         clean = self._clean
         shortest = self._min_len
         digest = _DIGEST.fullmatch
-        # a plain dict (what the scrubbing step hands over: the dict behind the SDK's mapping) by its items; any
-        # other mapping by key, then each value by key: an SDK attribute mapping (a read-only view of
-        # ``BoundedAttributes``) walks its items view in Python, one generator step and one lookup per item
-        pairs = attributes.items() if type(attributes) is dict else ((key, attributes[key]) for key in attributes)
-        for key, value in pairs:
+        # keys, then each value by key: an SDK attribute mapping (a read-only view of ``BoundedAttributes``)
+        # walks its items view in Python, one generator step and one lookup per item; this is the lookup only
+        for key in attributes:
             if key in skip_keys:
                 continue
             if key not in known_keys and self.is_secret_key(key):
                 return True
+            value = attributes[key]
             kind = type(value)
             if kind is int or kind is float or kind is bool:
                 continue
