@@ -10,9 +10,11 @@ before Python 3.11. A mock replay of either answers from the one recorded step w
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx
 import pytest
@@ -104,3 +106,52 @@ def test_a_streamed_call_is_one_model_step_and_mock_replays_without_a_request(
     replayed = orp.replay(tid, mode="mock")
     assert replayed.outcome == "matched", replayed.divergences
     assert server.count == calls
+
+
+PROBES: list[tuple[str, str]] = []
+"""What each connection the agent tried outside the model call did: (where, "connected" | "blocked")."""
+
+
+def _probe(where: str) -> None:
+    url = urlparse(BASE_URL["url"])
+    try:
+        socket.create_connection((url.hostname, url.port), timeout=5).close()
+        PROBES.append((where, "connected"))
+    except PermissionError:  # the replay's side-effect guard
+        PROBES.append((where, "blocked"))
+
+
+@orp.agent("lc-astream-probe")
+async def astream_probe_agent(question: str) -> str:
+    out = []
+    async for chunk in _model().astream(_messages(question)):
+        out.append(str(chunk.content))
+        _probe("between chunks")
+    _probe("after the stream")
+    return "".join(out)
+
+
+@orp.agent("lc-stream-probe")
+def stream_probe_agent(question: str) -> str:
+    out = []
+    for chunk in _model().stream(_messages(question)):
+        out.append(str(chunk.content))
+        _probe("between chunks")
+    _probe("after the stream")
+    return "".join(out)
+
+
+@pytest.mark.parametrize("agent", [stream_probe_agent, astream_probe_agent], ids=["stream", "astream"])
+def test_a_whatif_stream_lets_only_its_model_call_connect(server: FakeLLMServer, agent: Any) -> None:
+    PROBES.clear()
+    tid = _record(agent, "Weather in Quito?")
+    assert PROBES and {how for _, how in PROBES} == {"connected"}  # recording guards nothing
+    PROBES.clear()
+
+    result = orp.replay(tid, mode="whatif", reason="the stream's permission stays with its step")
+
+    assert server.count == 2  # the model call connected
+    assert result.replay.snapshots["output"]["answer"]
+    wheres = {where for where, _ in PROBES}
+    assert wheres == {"between chunks", "after the stream"}, PROBES
+    assert {how for _, how in PROBES} == {"blocked"}, PROBES  # the consumer's own connections never

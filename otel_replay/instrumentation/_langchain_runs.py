@@ -141,8 +141,9 @@ async def _aiterate_in(ctx: contextvars.Context, iterator: AsyncIterator[Any]) -
     """The async twin of :func:`_iterate_in`. An awaitable cannot be run inside another context before
     Python 3.11, so each step of ``iterator`` runs in the consumer's context with the values ``ctx`` holds
     that differ from it (the open step, its span as the current OTel context) set before and reset after it:
-    the model's own calls see the step (an SDK call inside it is left to it), and the consumer's context is as
-    it was between items."""
+    the model's own calls see the step (an SDK call inside it is left to it), and none of the step's values is
+    in the consumer's context between items. Values the stream itself sets stay in the consumer's context, as
+    they would without otel-replay (``stream`` keeps them in the step's context instead)."""
     try:
         while True:
             tokens = _enter(ctx)
@@ -170,11 +171,15 @@ def _enter(ctx: contextvars.Context) -> list[contextvars.Token[Any]]:
 
 
 def _leave(tokens: list[contextvars.Token[Any]]) -> None:
+    """Undo :func:`_enter`. A token that cannot be reset (the item ran on in another context) puts its old value
+    back by hand, so no value of the step (its replay permission above all) stays in the consumer's context."""
     for token in reversed(tokens):
         try:
             token.var.reset(token)
-        except (RuntimeError, ValueError):  # already reset, or the step ran on in another context
-            _log.warning("otel-replay: a LangChain stream's context could not be put back", exc_info=True)
+        except (RuntimeError, ValueError):
+            _log.warning("otel-replay: a LangChain stream's context could not be reset", exc_info=True)
+            if token.old_value is not contextvars.Token.MISSING:
+                token.var.set(token.old_value)
 
 
 def _iter_in_run(
