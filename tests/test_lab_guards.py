@@ -141,8 +141,29 @@ def test_a_prompt_file_role_given_twice_is_one_error_line(world: dict[str, Any],
 def test_a_role_given_as_text_and_as_file_is_refused_by_the_api(world: dict[str, Any], tmp_path: Path) -> None:
     path = tmp_path / "p.txt"
     path.write_text("You are terse.", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"'system'.*both"):
+    with pytest.raises(ValueError, match=r"'system' twice"):
         orp.lab(agent="counter-agent", workers=1, prompts={"system": "x"}, prompt_files={"system": str(path)})
+
+
+@pytest.mark.parametrize(("first", "second"), [("system", "developer"), ("user", "human"), ("ai", "assistant")])
+def test_two_roles_that_replace_the_same_prompt_are_one_error_line(
+    world: dict[str, Any], tmp_path: Path, first: str, second: str
+) -> None:
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("Prompt A.", encoding="utf-8")
+    b.write_text("Prompt B.", encoding="utf-8")
+    before = _replays()
+
+    out = run_cli(
+        ["lab", "--agent", "counter-agent", "--prompt-file", f"{first}={a}", "--prompt-file", f"{second}={b}"],
+        env=_env(world),
+    )
+
+    line = _one_error_line(out)
+    assert f"'{first}' and '{second}'" in line and "same prompt" in line
+    assert _replays() == before
+    with pytest.raises(ValueError, match="same prompt"):  # the API too, however the two are given
+        orp.lab(agent="counter-agent", workers=1, prompts={second: "B"}, prompt_files={first: str(a)})
 
 
 # ------------------------------------------------------------------------------------------ --set-param

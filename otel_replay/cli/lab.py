@@ -109,11 +109,11 @@ def lab_command(
     """Backtest the current code (and overrides) against recorded runs. Exit 0 ok, 1 a --fail-if held, 2 error."""
     from ..lab.api import lab
     from ..lab.gates import parse_gate
-    from ..lab.spec import check_once, check_params, parse_param, parse_tag
+    from ..lab.spec import check_once, check_params, check_roles, parse_param, parse_tag
 
     _without_dataframes()
     try:
-        check_once(prompt_file, flag="--prompt-file", what="role")
+        check_roles([text.partition("=")[0] for text in prompt_file])
         check_once(set_param, flag="--set-param", what="parameter")
         check_once(tag, flag="--tag", what="key")
         params = _pairs(set_param, parse_param)

@@ -38,6 +38,7 @@ from .spec import (
     as_faults,
     check_faults,
     check_params,
+    check_roles,
     check_spec,
     new_lab_id,
     parse_when,
@@ -110,9 +111,7 @@ def lab(
     """
     prompt_texts = dict(prompts or {})
     shown_files: dict[str, str] = {}
-    both = sorted(set(prompt_texts) & set(prompt_files or {}))
-    if both:
-        raise ValueError(f"the role {both[0]!r} has a prompt in both prompts= and prompt_files=: give it once")
+    check_roles([*prompt_texts, *(prompt_files or {})])  # prompts= and prompt_files= together
     check_params(params or {})
     for role, path in (prompt_files or {}).items():
         role, path, text = read_prompt_file(f"{role}={path}")

@@ -266,6 +266,25 @@ def parse_tag(text: str) -> tuple[str, str]:
     return key, value
 
 
+_SAME_PROMPT: Final[Mapping[str, str]] = {"developer": "system", "human": "user", "ai": "assistant"}
+"""Prompt roles that replace the same prompt as another (the model override treats them alike)."""
+
+
+def check_roles(roles: Sequence[str]) -> None:
+    """Refuse two prompts for one role, also under two names that replace the same prompt (``system`` and
+    ``developer``, ``user`` and ``human``, ``assistant`` and ``ai``): which one a lab sends must never depend
+    on the order of the flags (``ValueError``, one line)."""
+    seen: dict[str, str] = {}
+    for role in roles:
+        name = role.strip()
+        same = _SAME_PROMPT.get(name, name)
+        if same in seen:
+            first = seen[same]
+            what = f"the role {name!r} twice" if first == name else f"the roles {first!r} and {name!r}"
+            raise ValueError(f"--prompt-file names {what}, which replace the same prompt: give one")
+        seen[same] = name
+
+
 def read_prompt_file(text: str) -> tuple[str, str, str]:
     """``--prompt-file ROLE=PATH`` → (role, path, the file's text), read once here (``ValueError`` when the
     file cannot be read as UTF-8 text)."""
