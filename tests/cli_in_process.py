@@ -20,6 +20,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from unittest import mock
 
+import fork_server
+
 READ_ONLY = ("runs", "show", "audit", "diff")
 """Commands that only read the store (and print): safe to run in the test process."""
 
@@ -82,11 +84,12 @@ def run_cli(
     A fresh process would configure otel-replay from ``env``; this one may have been configured by the test
     (``otel_replay.configure``), and the CLI's store and redaction key follow that configuration. So the command
     runs here only when that configuration is what ``env`` gives (same home, no other store); otherwise it runs
-    in a subprocess after all."""
+    in a process of its own after all, through :func:`fork_server.run` (a child of the warm interpreter, or a
+    subprocess where a fork could differ)."""
     from otel_replay import cli as cli_module
 
     if not _same_configuration(env if env is not None else os.environ):
-        return subprocess.run(
+        return fork_server.run(
             [sys.executable, "-m", "otel_replay.cli", *args],
             capture_output=True,
             text=True,

@@ -6,12 +6,37 @@ store must close it (use the ``store`` fixture or ``with Store.open(...)``) befo
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
 
-from otel_replay import configure
+NOT_REWRITTEN = ("anyio", "hypothesis", "langsmith", "otel_replay")
+"""Installed packages whose modules pytest would rewrite for assertion introspection because they ship a pytest
+plugin (entry point ``pytest11``), and whose modules this suite imports as the libraries they are."""
+
+
+def _rewrite_only_the_suites_asserts() -> None:
+    """Import the packages in :data:`NOT_REWRITTEN` as Python imports them, not rewritten by pytest.
+
+    pytest rewrites the ``assert`` statements of every module of a distribution that ships a pytest plugin, and
+    caches the result next to the source unless bytecode writing is off (``PYTHONDONTWRITEBYTECODE``, as on the
+    shared machine): there every pytest process (each xdist worker) parsed and rewrote about 500 library modules
+    again (LangSmith's types alone, imported with LangChain: 230), 6-7 s of CPU. Their few ``assert`` statements
+    behave the same unrewritten (only a failing one's message is shorter), and the package under test is then
+    imported as its users import it. The tests' own modules and helpers are still rewritten. pytest has no
+    public switch for this: when its hook changes shape, nothing happens."""
+    for hook in sys.meta_path:
+        marked = getattr(hook, "_must_rewrite", None)
+        if type(hook).__name__ == "AssertionRewritingHook" and isinstance(marked, set):
+            marked.difference_update(NOT_REWRITTEN)
+
+
+_rewrite_only_the_suites_asserts()
+
+from hypothesis import settings  # noqa: E402 - after the rewrite hook is narrowed
+
+from otel_replay import configure  # noqa: E402
 
 # Property tests draw the same examples on every run and every machine (a random seed must not decide whether
 # the suite passes; nor the modules other tests imported before, see _pin_local_constants), keep no example

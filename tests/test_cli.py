@@ -14,6 +14,8 @@ import fork_server
 import pytest
 from cli_in_process import run_cli, runs_in_process
 
+from otel_replay import configure
+
 RUN_KEYS = {"trace_id", "run_id", "agent", "status", "started_at", "duration_ms", "kind", "replay_of"}
 SHOW_KEYS = {"trace_id", "run_id", "agent", "status", "snapshots", "steps"}
 STEP_KEYS = {"index", "kind", "name", "status", "span_id", "parent_span_id", "snapshots"}
@@ -44,11 +46,24 @@ def assert_one_line_error(out: subprocess.CompletedProcess[str], *needles: str) 
 
 
 @pytest.fixture(scope="module")
-def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def demo_recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home where ``otel-replay demo`` (a process of its own) recorded the demo's runs, once per module."""
     home = tmp_path_factory.mktemp("demo-home")
     out = cli(home, "demo")
     assert out.returncode == 0, out.stderr
     return home
+
+
+@pytest.fixture
+def demo_home(demo_recorded: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The demo's home, with this process configured for it as a fresh ``otel-replay`` process would configure
+    itself from the commands' environment: the read-only commands then run in this process
+    (``tests/cli_in_process.py``); the others still run in a process of their own."""
+    monkeypatch.setenv("OTEL_REPLAY_HOME", str(demo_recorded))
+    for name in ("OTEL_REPLAY_STORE", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    configure(home=demo_recorded, exporter="spool")
+    return demo_recorded
 
 
 def runs_json(home: Path, *args: str) -> list[dict[str, Any]]:

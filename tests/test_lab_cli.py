@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fork_server
 import lab_agents
 import pytest
 from cli_in_process import run_cli
@@ -65,7 +66,7 @@ def cli(world: dict[str, Any], *args: str, extra_env: dict[str, str] | None = No
     }
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_EXPORTER_OTLP_ENDPOINT"):
         env.pop(name, None)
-    return subprocess.run(
+    return fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", "lab", *args],
         capture_output=True,
         text=True,

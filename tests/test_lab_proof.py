@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fork_server
 import jsonschema
 import pytest
 from leak_checks import masked_bytes
@@ -87,7 +88,7 @@ def lab(world: dict[str, Any], *args: str) -> tuple[subprocess.CompletedProcess[
     env = {**os.environ, "OTEL_REPLAY_HOME": str(world["home"]), "COLUMNS": "200"}
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_EXPORTER_OTLP_ENDPOINT"):
         env.pop(name, None)
-    out = subprocess.run(
+    out = fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", "lab", *args, "--json"],
         capture_output=True,
         text=True,
@@ -196,7 +197,7 @@ def test_a_whatif_lab_without_a_reason_calls_nothing(world: dict[str, Any]) -> N
     server: FakeLLMServer = world["server"]
     before = server.count
     env = {**os.environ, "OTEL_REPLAY_HOME": str(world["home"])}
-    out = subprocess.run(
+    out = fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", "lab", "--agent", "openai-weather-agent", "--mode", "whatif"],
         capture_output=True,
         text=True,

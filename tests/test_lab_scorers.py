@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fork_server
 import pytest
 
 import otel_replay as orp
@@ -54,7 +54,7 @@ def test_scorers_flag_imports_the_module_in_the_workers(world: dict[str, Any]) -
     }
     env.pop("OTEL_REPLAY_STORE", None)
     args = ["lab", "--agent", "support-agent", "--workers", "2", "--scorers", "lab_scorers", "--json"]
-    out = subprocess.run(
+    out = fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", *args],
         capture_output=True,
         text=True,

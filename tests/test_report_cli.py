@@ -10,6 +10,7 @@ from pathlib import Path
 
 import fork_server
 import replay_agents as ra
+from cli_in_process import run_cli, runs_in_process
 
 import otel_replay as orp
 from otel_replay.storage.store import Store
@@ -27,6 +28,8 @@ def cli(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_REPLAY_JAEGER_URL", "OTEL_REPLAY_GRAFANA_URL"):
         if name not in env:
             full.pop(name, None)
+    if runs_in_process(args):  # show and diff: the same main(), without a second of interpreter start-up
+        return run_cli(args, env=full, cwd=home.parent)
     return fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", *args],
         capture_output=True,
