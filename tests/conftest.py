@@ -20,8 +20,8 @@ def _rewrite_only_the_suites_asserts() -> None:
     """Import the packages in :data:`NOT_REWRITTEN` as Python imports them, not rewritten by pytest.
 
     pytest rewrites the ``assert`` statements of every module of a distribution that ships a pytest plugin, and
-    caches the result next to the source unless bytecode writing is off (``PYTHONDONTWRITEBYTECODE``, as on the
-    shared machine): there every pytest process (each xdist worker) parsed and rewrote about 500 library modules
+    caches the result next to the source unless bytecode writing is off (``PYTHONDONTWRITEBYTECODE``, as many CI
+    images set it): then every pytest process (each xdist worker) parsed and rewrote about 500 library modules
     again (LangSmith's types alone, imported with LangChain: 230), 6-7 s of CPU. Their few ``assert`` statements
     behave the same unrewritten (only a failing one's message is shorter), and the package under test is then
     imported as its users import it. The tests' own modules and helpers are still rewritten. pytest has no
