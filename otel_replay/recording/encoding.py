@@ -92,39 +92,26 @@ def _cut_long_strings(rt: Runtime, value: Any, scope: str, depth: int) -> tuple[
     if depth >= _CUT_DEPTH or not (kind is dict or kind is list or kind is tuple):
         return value, 0
     deeper = depth + 1 < _CUT_DEPTH
+    changed: dict[Any, Any] = {}
     total = 0
-    if kind is dict:
-        out: dict[Any, Any] | None = None
-        for key, item in value.items():
-            child = type(item)
-            if child is str:
-                if len(item) <= limit:
-                    continue
-            elif not (deeper and (child is dict or child is list or child is tuple)):
-                continue
-            new, n = _cut_long_strings(rt, item, f"{scope}.{key}", depth + 1)
-            if new is not item:
-                if out is None:
-                    out = dict(value)
-                out[key] = new
-                total += n
-        return (value if out is None else out), total
-    items: list[Any] | None = None
-    for i, item in enumerate(value):
+    for key, item in value.items() if kind is dict else enumerate(value):
         child = type(item)
         if child is str:
             if len(item) <= limit:
                 continue
         elif not (deeper and (child is dict or child is list or child is tuple)):
             continue
-        new, n = _cut_long_strings(rt, item, f"{scope}[{i}]", depth + 1)
+        new, n = _cut_long_strings(rt, item, f"{scope}.{key}" if kind is dict else f"{scope}[{key}]", depth + 1)
         if new is not item:
-            if items is None:
-                items = list(value)
-            items[i] = new
+            changed[key] = new
             total += n
-    if items is None:
+    if not changed:
         return value, 0
+    if kind is dict:
+        return {**value, **changed}, total
+    items = list(value)
+    for index, new in changed.items():
+        items[index] = new
     return (items if kind is list else tuple(items)), total
 
 
