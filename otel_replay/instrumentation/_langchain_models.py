@@ -106,23 +106,42 @@ def _streams(instance: Any, kwargs: dict[str, Any], *, async_api: bool) -> bool:
         return True
 
 
-def _overridden(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """``_generate_with_cache``'s arguments with the model overrides of a replay's policy applied (the
-    session's ``override_request``, before the call is recorded and made); unchanged outside such a replay."""
+def _session_override() -> Callable[[str, dict[str, Any]], dict[str, Any]] | None:
+    """The current replay's ``override_request`` (its policy's model overrides), or None outside such a replay."""
     session = _replay_session.get()
-    override = getattr(session, "override_request", None) if session is not None else None
-    if override is None:
-        return args, kwargs
-    request = {k: v for k, v in kwargs.items() if k != "messages"}
-    request["messages"] = _arg(args, kwargs, 0, "messages")
+    return getattr(session, "override_request", None) if session is not None else None
+
+
+def _with_override(
+    override: Callable[[str, dict[str, Any]], dict[str, Any]],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    name: str,
+    messages: Any,
+    keep: tuple[str, ...] = (),
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args`` / ``kwargs`` of a call whose first argument ``name`` stands for ``messages``, with ``override``
+    applied to the request (those messages and the other keyword arguments but ``keep``, which stay as given)."""
+    request = {k: v for k, v in kwargs.items() if k != name and k not in keep}
+    request["messages"] = messages
     changed = override("langchain", request)
     if changed is request:
         return args, kwargs
     changed = dict(changed)
     messages = changed.pop("messages", None)
+    changed.update({k: kwargs[k] for k in keep if k in kwargs})
     if args:
         return (messages, *args[1:]), changed
-    return args, {**changed, "messages": messages}
+    return args, {**changed, name: messages}
+
+
+def _overridden(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``_generate_with_cache``'s arguments with the model overrides of a replay's policy applied (the
+    session's ``override_request``, before the call is recorded and made); unchanged outside such a replay."""
+    override = _session_override()
+    if override is None:
+        return args, kwargs
+    return _with_override(override, args, kwargs, "messages", _arg(args, kwargs, 0, "messages"))
 
 
 def _stream_overridden(
@@ -132,25 +151,13 @@ def _stream_overridden(
     overrides of a replay's policy applied, as :func:`_overridden` does for ``_generate_with_cache``: the input
     becomes the messages it stands for, with the prompts replaced; the model and the params are keyword
     arguments, which the chat model merges into its request. Unchanged outside such a replay."""
-    session = _replay_session.get()
-    override = getattr(session, "override_request", None) if session is not None else None
+    override = _session_override()
     if override is None:
         return args, kwargs
     messages = _safely("read the streamed input", lambda: instance._convert_input(_arg(args, kwargs, 0, "input")))
     if messages is None:  # an input the chat model cannot read: it raises its own error, unchanged
         return args, kwargs
-    request = {k: v for k, v in kwargs.items() if k not in ("input", "config")}
-    request["messages"] = messages.to_messages()
-    changed = override("langchain", request)
-    if changed is request:
-        return args, kwargs
-    changed = dict(changed)
-    messages = changed.pop("messages", None)
-    if "config" in kwargs:
-        changed["config"] = kwargs["config"]
-    if args:
-        return (messages, *args[1:]), changed
-    return args, {**changed, "input": messages}
+    return _with_override(override, args, kwargs, "input", messages.to_messages(), keep=("config",))
 
 
 def _generate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
