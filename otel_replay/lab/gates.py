@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .model import GateResult
-from .summary import TOTALS
+from .summary import TOTALS, has_baseline
 
 COUNTS: Final = TOTALS
 """Names compared as counts (or, with ``%``, as percent of the candidate replays)."""
@@ -179,7 +179,7 @@ def measure(gate: Gate, summary: Mapping[str, Any]) -> tuple[float | None, str |
     if gate.metric in DELTAS:
         section, key = DELTAS[gate.metric]
         value = (summary.get(section) or {}).get(key)
-        if value is None and section.endswith("_vs_baseline") and not (summary.get("stability") or {}).get("baseline"):
+        if value is None and section.endswith("_vs_baseline") and not has_baseline(summary):
             return None, "this lab has no baseline lane (--baseline)"
         if value is None:
             return None, f"no replay measured a {section} change"

@@ -27,6 +27,7 @@ from ..report.render import render_page
 from ..report.writing import write_report
 from ..snapshots import canonical_json
 from .model import LabResult, PairResult
+from .summary import delta_sections
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,13 +171,10 @@ def lab_html(result: LabResult) -> str:
         name: {**s, "pass_rate_text": "—" if s.get("pass_rate") is None else f"{float(s['pass_rate']) * 100:.1f}%"}
         for name, s in (summary.get("scorers") or {}).items()
     }
-    delta_keys = ["cost", "latency"]
-    if (summary.get("stability") or {}).get("baseline"):
-        delta_keys += ["cost_vs_baseline", "latency_vs_baseline"]
     deltas = {
         key: {k: _pct((summary.get(key) or {}).get(k)) for k in ("p50", "p95", "mean")}
-        | {"n": (summary.get(key) or {}).get("n", 0), "label": key.replace("_vs_", " vs ")}
-        for key in delta_keys
+        | {"n": (summary.get(key) or {}).get("n", 0), "label": label}
+        for key, label in delta_sections(summary)
     }
     gates = [
         {

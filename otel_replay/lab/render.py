@@ -19,6 +19,7 @@ from rich.text import Text
 
 from ..terminal import clean
 from .model import LabResult
+from .summary import delta_sections
 
 
 def _t(value: Any, style: str = "") -> Text:
@@ -131,12 +132,8 @@ def deltas_table(result: LabResult) -> Table:
     table = Table(title=Text("cost and latency, replay vs original"), show_header=True, header_style="bold")
     for name in ("", "p50", "p95", "mean", "replays measured"):
         table.add_column(name, justify="left" if not name else "right")
-    keys = ["cost", "latency"]
-    if (result.summary.get("stability") or {}).get("baseline"):
-        keys += ["cost_vs_baseline", "latency_vs_baseline"]
-    for key in keys:
+    for key, label in delta_sections(result.summary):
         d = result.summary.get(key) or {}
-        label = key.replace("_vs_", " vs ")
         table.add_row(Text(label), _pct(d.get("p50")), _pct(d.get("p95")), _pct(d.get("mean")), _count(d.get("n")))
     return table
 

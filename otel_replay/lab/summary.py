@@ -116,6 +116,18 @@ def _baseline_deltas(candidate: Iterable[PairResult], baseline: Iterable[PairRes
     }
 
 
+def has_baseline(summary: Mapping[str, Any]) -> bool:
+    """Whether the summarized lab had a baseline lane (its ``stability`` section says so)."""
+    return bool((summary.get("stability") or {}).get("baseline"))
+
+
+def delta_sections(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The cost and latency sections a report shows, with their labels: against the original, and with a
+    baseline lane also against it (``cost vs baseline``)."""
+    keys = ["cost", "latency"] + (["cost_vs_baseline", "latency_vs_baseline"] if has_baseline(summary) else [])
+    return [(key, key.replace("_vs_", " vs ")) for key in keys]
+
+
 def _majority(values: list[Any]) -> Any:
     counts = Counter(values)
     best = max(counts.values())
