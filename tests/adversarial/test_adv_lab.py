@@ -86,6 +86,16 @@ def test_hostile_names_never_drive_the_terminal_or_the_page(world: dict[str, Any
     assert page.count("<script>") == 1  # the report's own script only
 
 
+def test_an_inject_refusal_lists_hostile_recorded_tool_names_without_their_escapes(world: dict[str, Any]) -> None:
+    # the refusal names the tools the cohort's recordings call: stored data, printed in the error line
+    out = lab(world, "--agent", lab_hostile_agents.HOSTILE, "--workers", "1", "--inject", "no_such_tool:error=timeout")
+
+    assert out.returncode == 2 and out.stdout == ""
+    (line,) = out.stderr.strip().splitlines()
+    assert "no_such_tool" in line and "pwned" in line  # the recorded tool is listed, its text kept
+    assert "\x1b" not in out.stderr and "\x07" not in out.stderr  # but it cannot retitle or colour the terminal
+
+
 def test_a_secret_set_param_value_is_never_printed_or_stored(world: dict[str, Any]) -> None:
     html = world["base"] / "param.html"
     out = lab(
