@@ -40,9 +40,9 @@ def _encode(rt: Runtime, value: Any, scope: str, *, ordered: bool = False) -> tu
     ``value`` when it is plain JSON without secrets: use the text for anything kept.
     """
     dump = ordered_json if ordered else canonical_json
-    value, cut = _cut_long_strings(rt, value, scope, 0)
     if rt.redactor.is_clean_json(value):  # plain JSON and clean, in one walk: the common case
-        return value, dump(value), cut
+        return value, dump(value), 0
+    value, cut = _cut_long_strings(rt, value, scope, 0)  # before the slower walks and the redaction
     clean, tree = rt.redactor.jsonable_if_clean(value)  # plain JSON and pydantic models, clean: one walk
     if clean:
         return tree, dump(tree), cut
@@ -56,9 +56,9 @@ def _encode(rt: Runtime, value: Any, scope: str, *, ordered: bool = False) -> tu
 def _redacted(rt: Runtime, value: Any, scope: str) -> tuple[Any, int]:
     """:func:`_encode` without the JSON text, for callers that only keep the redacted tree (to encode it as part
     of a larger value): the same encoding and redaction, one dump less."""
-    value, cut = _cut_long_strings(rt, value, scope, 0)
     if rt.redactor.is_clean_json(value):
-        return value, cut
+        return value, 0
+    value, cut = _cut_long_strings(rt, value, scope, 0)
     clean, tree = rt.redactor.jsonable_if_clean(value)
     if clean:
         return tree, cut
@@ -73,7 +73,8 @@ def _cut_long_strings(rt: Runtime, value: Any, scope: str, depth: int) -> tuple[
     """``value`` with each string longer than the snapshot cap plus :data:`_CUT_MARGIN` cut to a scrubbed head,
     and the number of secrets replaced in those heads; ``value`` itself when no string is that long.
 
-    Such a string makes its payload a truncation marker anyway, so redacting all of it (every rule over every
+    Called once a value is known not to be clean plain JSON (the common case never walks it twice). Such a
+    string makes its payload a truncation marker anyway, so redacting all of it (every rule over every
     character, several times over) only cost the host program time in proportion to the value. Its first
     ``max_bytes + _CUT_MARGIN`` characters are scrubbed, the last ``_CUT_MARGIN`` characters of the result are
     dropped (whatever a secret straddling the scanned end left unrecognised), and a note takes the rest's
