@@ -20,6 +20,7 @@ time does. The machine's load averages before and after the timed blocks are pri
     python benchmarks/langgraph_overhead.py --recording-only [--runs 300]
     python benchmarks/langgraph_overhead.py --against TREE [--recording-only] [--runs 10] [--blocks 60]
     python benchmarks/langgraph_overhead.py --parts [--runs 10] [--blocks 30]
+    python benchmarks/langgraph_overhead.py --floor [--runs 10] [--blocks 30]
 
 ``--against TREE`` compares two versions of otel-replay on the same loaded machine: this tree and TREE (another
 checkout, e.g. ``git archive <commit> | tar -x -C TREE``) each run in a measuring process of its own (its
@@ -44,6 +45,16 @@ timers themselves, the instrumentation's ``wrapt`` proxies, the other threads' w
 the recorded run's allocations bring about outside the parts, and what they cost the rest of the run (caches).
 ``garbage collection added`` (the collector's time in the recorded block less its time in the plain one, wherever
 it ran, so it overlaps the parts) is printed for scale. Medians of the blocks, per agent run.
+
+``--floor`` adds a third side to the alternating blocks: the same agent recorded by the floor instrumentation of
+``langgraph_floor.py`` (the same methods wrapped by plain functions, on the OTel SDK set up as otel-replay sets
+it up, with the same spans, attributes and snapshot events, each payload one plain ``json.dumps``, exported
+through otel-replay's spool exporter and flushed the same way; no redaction, keyed hashes, canonical dumps or
+replay). Before timing it records one run each way and checks that both hold the same spans, attributes and
+payloads (hashes, ids and sizes aside): ``floor_records_the_same``. It prints the ``floor ratio`` and the
+``otel-replay ratio`` (process CPU, median side over median plain side, and the medians of the rounds' ratios),
+and what otel-replay adds above the floor per run: how much of the 1.05x budget the OTel SDK and the payload
+encoding alone consume, and how much otel-replay's own work adds.
 
 Target (issue 13): ratio <= 1.05.
 """
@@ -313,6 +324,152 @@ def _round(agent: Any, runs: int, *, recorded_first: bool, collected: dict[str, 
     return [x / runs * 1e3 for x in (plain_cpu, rec_cpu, plain_wall, rec_wall)]
 
 
+def _normalised(spans: Any) -> list[Any]:
+    """What a recorded run holds, comparable between two recorders: per span (in the order they ended) its name,
+    kind, status, whether it has a parent, its attributes and its events with their payloads parsed, with
+    hashes, ids and sizes (which differ by recorder and by run) replaced by placeholders."""
+
+    def value(key: str, item: Any) -> Any:
+        if isinstance(item, dict):
+            return {k: value(k, v) for k, v in item.items()}
+        if isinstance(item, (list, tuple)):
+            return [value(key, v) for v in item]
+        if isinstance(item, str) and item.startswith(("hmac-sha256:", "sha256:")):
+            return "<hash>"
+        if key in ("id", "call_id", "otel_replay.run.id"):
+            return "<id>"
+        return item
+
+    def event(e: Any) -> Any:
+        attrs = {
+            k: v
+            for k, v in e.attributes.items()
+            if k not in ("otel_replay.snapshot.size", "otel_replay.snapshot.sha256")
+        }
+        attrs["otel_replay.snapshot.payload"] = value("", json.loads(attrs["otel_replay.snapshot.payload"]))
+        return [e.name, attrs]
+
+    return [
+        [
+            s.name,
+            str(s.kind),
+            str(s.status.status_code),
+            s.parent is not None,
+            value("", dict(s.attributes)),
+            [event(e) for e in s.events],
+        ]
+        for s in spans
+    ]
+
+
+def floor_check(agent: Any) -> list[str]:
+    """Record one agent run with otel-replay and one with the floor instrumentation, and say where what they
+    recorded differs (:func:`_normalised`); empty when they recorded the same."""
+    from langgraph_floor import FloorRecorder
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    recorded: list[Any] = []
+    orp.instrument("langchain", "openai")
+    try:
+        with setup.tap(recorded.append):
+            agent.invoke(QUESTION)
+            setup.flush()
+    finally:
+        orp.uninstrument()
+    memory = InMemorySpanExporter()
+    resource = trace.get_tracer_provider().resource  # type: ignore[attr-defined]
+    floor = FloorRecorder(spool=Path(os.devnull), resource=resource, processor=SimpleSpanProcessor(memory))
+    floor.install()
+    try:
+        agent.invoke(QUESTION)
+    finally:
+        floor.uninstall()
+    ours, theirs = _normalised(recorded), _normalised(memory.get_finished_spans())
+    if len(ours) != len(theirs):
+        return [f"otel-replay recorded {len(ours)} spans, the floor {len(theirs)}"]
+    return [
+        f"span {i} ({a[0]}): otel-replay {json.dumps(a, default=str)} floor {json.dumps(b, default=str)}"
+        for i, (a, b) in enumerate(zip(ours, theirs, strict=True))
+        if a != b
+    ]
+
+
+def floor(url: str, home: str, runs: int, blocks: int) -> dict[str, Any]:
+    """Blocks of the plain agent, the agent recorded by otel-replay and the agent recorded by the floor
+    instrumentation, in turns (the order rotating round by round), each recorded block ending with its flush:
+    the ratios of both recorders to the plain agent, and what otel-replay adds above the floor."""
+    from itertools import permutations
+
+    from langgraph_floor import FloorRecorder
+    from opentelemetry import trace
+
+    agent = build_agent(url)
+    differences = floor_check(agent)
+    resource = trace.get_tracer_provider().resource  # type: ignore[attr-defined]
+    recorder = FloorRecorder(spool=Path(home) / "floor-spool", resource=resource)
+
+    def block(side: str) -> tuple[float, float]:
+        if side == "otel-replay":
+            orp.instrument("langchain", "openai")
+            try:
+                return timed(agent, runs, recorded=True)
+            finally:
+                orp.uninstrument()
+        if side == "floor":
+            recorder.install()
+            try:
+                cpu, start = time.process_time(), time.perf_counter()
+                for _ in range(runs):
+                    agent.invoke(QUESTION)
+                recorder.flush()
+                return time.perf_counter() - start, time.process_time() - cpu
+            finally:
+                recorder.uninstall()
+        return timed(agent, runs, recorded=False)
+
+    sides = ("plain", "otel-replay", "floor")
+    for side in sides:  # warm up each path, the connection pool and both recorders
+        block(side)
+    orders = list(permutations(sides))
+    cpu: dict[str, list[float]] = {side: [] for side in sides}
+    wall: dict[str, list[float]] = {side: [] for side in sides}
+    load_before = _load()
+    for i in range(blocks):
+        for side in orders[i % len(orders)]:
+            w, c = block(side)
+            wall[side].append(w / runs * 1e3)
+            cpu[side].append(c / runs * 1e3)
+    plain = statistics.median(cpu["plain"])
+
+    def ratio_of_rounds(side: str) -> float:
+        return round(statistics.median(s / p for s, p in zip(cpu[side], cpu["plain"], strict=True)), 3)
+
+    floor_ratio = statistics.median(cpu["floor"]) / plain
+    return {
+        "runs_per_block": runs,
+        "blocks": blocks,
+        "floor_records_the_same": not differences,
+        **({"floor_differences": differences} if differences else {}),
+        "process_cpu_ms_per_run": {side: round(statistics.median(cpu[side]), 3) for side in sides},
+        "floor ratio": round(floor_ratio, 3),
+        "otel-replay ratio": round(statistics.median(cpu["otel-replay"]) / plain, 3),
+        "ratios_median_of_rounds": {"floor": ratio_of_rounds("floor"), "otel-replay": ratio_of_rounds("otel-replay")},
+        "added_cpu_ms_per_run_median_of_rounds": {
+            side: round(statistics.median(s - p for s, p in zip(cpu[side], cpu["plain"], strict=True)), 3)
+            for side in ("floor", "otel-replay")
+        },
+        "otel_replay_above_floor_cpu_ms_per_run_median_of_rounds": round(
+            statistics.median(o - f for o, f in zip(cpu["otel-replay"], cpu["floor"], strict=True)), 3
+        ),
+        "share_of_the_budget_the_floor_uses": round((floor_ratio - 1) / (TARGET - 1), 2),
+        "wall_ms_per_run": {side: round(statistics.median(wall[side]), 3) for side in sides},
+        "load_average": {"before": load_before, "after": _load()},
+        "target": TARGET,
+    }
+
+
 def worker(*, recorder_only: bool, requests: TextIO, answers: TextIO) -> None:
     """A measuring process for ``--against``: set up as the benchmark does, say ``ready``, then answer each
     request line (``RUNS ORDER``) with one JSON line: a round of both sides (ORDER ``plain`` or ``recorded``
@@ -427,6 +584,9 @@ def main() -> int:
         help="measure this tree and TREE (another checkout) in turns, --blocks rounds of --runs runs each",
     )
     parser.add_argument("--parts", action="store_true", help="where the added CPU goes, each part timed in place")
+    parser.add_argument(
+        "--floor", action="store_true", help="add the floor instrumentation (plain OTel, same spans) as a third side"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -443,6 +603,14 @@ def main() -> int:
             orp.configure(home=home, exporter="spool")
             print(json.dumps(parts(server.openai_url, args.runs, args.blocks), indent=2))
         return 0
+    if args.floor:
+        home = tempfile.mkdtemp()
+        atexit.register(shutil.rmtree, home, ignore_errors=True)
+        with FakeLLMServer(tool_args_for={"get_weather": {"city": "Lyon"}, "get_time": {"city": "Lyon"}}) as server:
+            orp.configure(home=home, exporter="spool")
+            report = floor(server.openai_url, home, args.runs, args.blocks)
+        print(json.dumps(report, indent=2))
+        return 0 if report["floor_records_the_same"] else 1
     if args.recording_only:
         home = tempfile.mkdtemp()
         atexit.register(shutil.rmtree, home, ignore_errors=True)
