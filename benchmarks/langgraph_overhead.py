@@ -48,7 +48,7 @@ it ran, so it overlaps the parts) is printed for scale. Medians of the blocks, p
 
 ``--floor`` adds a third side to the alternating blocks: the same agent recorded by the floor instrumentation of
 ``langgraph_floor.py`` (the same methods wrapped by plain functions, on the OTel SDK set up as otel-replay sets
-it up, with the same spans, attributes and snapshot events, each payload one plain ``json.dumps``, exported
+it up, with the same spans, attributes and snapshot events, each payload plain ``json.dumps`` text, exported
 through otel-replay's spool exporter and flushed the same way; no redaction, keyed hashes, canonical dumps or
 replay). Before timing it records one run each way and checks that both hold the same spans, attributes and
 payloads (hashes, ids and sizes aside): ``floor_records_the_same``. It prints the ``floor ratio`` and the
