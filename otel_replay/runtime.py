@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from . import semconv
 from ._version import __version__
+from .forks import after_fork_in_child
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor
@@ -41,6 +42,16 @@ class Flusher:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     thread: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        after_fork_in_child(self._after_fork_in_child)  # held weakly: a dropped runtime's flusher is collected
+
+    def _after_fork_in_child(self) -> None:
+        # A thread of the parent flushing at the fork may have held the lock; it does not exist in the child, so
+        # the child's copy would never be released (the child's exit flush would hang). Its helper thread is gone
+        # too.
+        self.lock = threading.Lock()
+        self.thread = None
 
 
 @dataclass(frozen=True, kw_only=True)

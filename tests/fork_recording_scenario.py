@@ -19,7 +19,8 @@ lock held), the parent's hook reporting through a pipe and waiting on another on
 the delivery watch's lock; then once more while a thread of the parent reconfigures (holding the setup lock) and
 its old pipeline is stopped at that point, and a ``multiprocessing`` child configures (``mp-configure-during-
 reconfigure``). In ``clickhouse-server`` mode the fake server holds the parent's insert unanswered until the
-children are done (the exporter's lock held), and a child is also forked while the parent holds an idle
+children are done (the exporter's lock held) while a third thread holds the runtime's flusher lock (the
+children's exit flushes wait on the server through it), and a child is also forked while the parent holds an idle
 keep-alive connection.
 
 Every process appends one JSON line per run to ``RESULTS`` (one ``write``): role, pid, trace id, span count; the
@@ -311,8 +312,14 @@ def clickhouse_server_scenario() -> dict[str, Any]:
     if not server.gate_reached.wait(GUARD_S):  # the export thread now holds the exporter's lock
         raise SystemExit("the parent's insert never reached the server")
     record("parent-queued", 1)  # in the parent's queue at fork time: the children must not export it
+    # another thread holds the runtime's flusher lock (held for an instant by every flush that waits on a server):
+    # the children's own flushes take it
+    runtime = current_runtime()
+    assert runtime is not None
+    release_flusher = hold_lock(runtime.flusher.lock)
     server.phase = "children"
     codes.update(fork_every_child())
+    release_flusher()
     server.phase = "after"
     server.release.set()
     exporting.join(GUARD_S)
