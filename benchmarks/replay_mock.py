@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import collections
 import gc
+import itertools
 import statistics
 import sys
 import tempfile
@@ -234,7 +235,7 @@ class Floor:
             diff_runs(original, replayed)
             marks.append(time.perf_counter())
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-        for part, begin, end in zip(self.PARTS, marks, marks[1:], strict=True):
+        for part, (begin, end) in zip(self.PARTS, itertools.pairwise(marks), strict=True):
             self.times[part].append(end - begin)
         assert len(self.ended) == self.count and len(replayed.steps) == len(original.steps)
         return wall, cpu
