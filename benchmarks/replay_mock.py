@@ -374,7 +374,7 @@ def main() -> int:
     )
     lowest, lowest_cpu = statistics.median(floors), statistics.median(floor_cpu)
     print(
-        f"floor ({floor.count} spans)       : {lowest * 1000:8.1f} ms  "
+        f"{f'floor ({floor.count} spans)':26s}: {lowest * 1000:8.1f} ms  "
         f"(floor adds {(lowest - load) / load:.2f}x the load; CPU {lowest_cpu * 1000:.1f} ms, "
         f"floor adds {(lowest_cpu - cpu_load) / cpu_load:.2f}x)"
     )
