@@ -121,11 +121,11 @@ def _tool_end(call: _Call, *, result: Any = None, exc: BaseException | None = No
                 "schema_version": meta.schema_version,
                 "risk": meta.risk,
                 "arguments": RawJSON(state["arguments"]),
-                "args_hash": state["args_hash"],
+                "args_hash": _digest_json(state["args_hash"]),
                 "approval_id": approval[0] if approval else None,
                 "approval_status": approval[1] if approval else None,
                 "result": RawJSON(result_text),
-                "result_hash": result_hash,
+                "result_hash": _digest_json(result_hash),
                 "error": error,
             },
             state["redactions"] + n,
@@ -133,6 +133,12 @@ def _tool_end(call: _Call, *, result: Any = None, exc: BaseException | None = No
     except Exception:  # noqa: BLE001 - never into the agent
         _log_failure("tool snapshot")
     _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
+
+
+def _digest_json(digest: str | None) -> RawJSON | None:
+    """A keyed hash the redactor just made (``hmac-sha256:`` and hex digits: nothing to escape) spliced into a
+    snapshot as its JSON text: not pre-checked again as a new string of the payload, like the call id."""
+    return RawJSON(f'"{digest}"') if digest is not None else None
 
 
 def end_call(call: _Call | None, *, result: Any = None, exc: BaseException | None = None) -> None:
@@ -380,9 +386,9 @@ def _model_end(call: _Call, *, result: Any = None, exc: BaseException | None = N
                 "provider": provider,
                 "model": state["model"],
                 "request": RawJSON(state["request"]),
-                "request_hash": state["request_hash"],
+                "request_hash": _digest_json(state["request_hash"]),
                 "response": RawJSON(response),
-                "response_hash": response_hash,
+                "response_hash": _digest_json(response_hash),
                 "usage": usage,
                 "prompt_version": state["prompt_version"],
                 "error": error,

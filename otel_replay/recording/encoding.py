@@ -147,25 +147,29 @@ def _emit_snapshot(
     return sha256
 
 
+_NOT_SCRUBBED: Final = frozenset({RawJSON, type(None), int, float, bool})
+"""Types of composed fields :func:`_scrubbed_fields` leaves alone: text already encoded and redacted (RawJSON),
+and values that hold no string."""
+
+
 def _scrubbed_fields(rt: Runtime, fields: dict[str, Any], scope: str) -> tuple[dict[str, Any], int]:
     """The fields of a composed payload that were not encoded through :func:`_encode` (names, identity,
     statuses, error and usage objects) redacted: strings inline (they stay strings), containers as trees.
     Returns ``fields`` itself when nothing changed."""
     rest = {}
+    is_digest = rt.redactor.is_digest
     for key, value in fields.items():
         kind = type(value)
-        if kind is RawJSON or value is None or kind is int or kind is float or kind is bool:
-            continue
-        if kind is str and rt.redactor.is_digest(value):
+        if kind in _NOT_SCRUBBED or (kind is str and is_digest(value)):
             continue
         rest[key] = value
-    if rt.redactor.is_clean(rest):
+    if not rest or rt.redactor.is_clean(rest):
         return fields, 0  # one pre-check over the strings and keys not known clean yet
     out: dict[str, Any] | None = None
     total = 0
     for key, value in fields.items():
         kind = type(value)
-        if kind is RawJSON or value is None or kind is int or kind is float or kind is bool:
+        if kind in _NOT_SCRUBBED:
             continue
         if kind is str:
             new, n = rt.redactor.scrub_text(value, f"{scope}.{key}")

@@ -26,15 +26,27 @@ _ANSWER_KEY: Final = {
 
 def _captured(payload: Mapping[str, Any]) -> bool:
     """False when a snapshot says its content was not captured (runs read from other instrumentations)."""
-    return all(payload.get(flag) is not False for flag in ("content_captured", "response_captured", "result_captured"))
+    get = payload.get
+    return (
+        get("content_captured") is not False
+        and get("response_captured") is not False
+        and get("result_captured") is not False
+    )
 
 
 def recorded_answer(recorded: Step, diverge: Callable[..., None]) -> Served:
     """What step ``recorded`` returned (or raised), as the call's answer; ``diverge(index, kind, reason)``
     reports why the recording cannot answer before the replay stops."""
     snapshot_kind, field = _ANSWER_KEY[recorded.kind]
-    payload = recorded.snapshots.get(snapshot_kind)
-    damaged = [s for s in recorded.snapshot_list if s.kind == snapshot_kind and (s.truncated or not s.intact)]
+    # One pass over the step's snapshots (asked at every answered call): the payload is the last one of its kind,
+    # as ``Step.snapshots`` reads it, and every damaged one of that kind is kept.
+    payload: Any = None
+    damaged = []
+    for snapshot in recorded.snapshot_list:
+        if snapshot.kind == snapshot_kind:
+            payload = snapshot.payload
+            if snapshot.truncated or not snapshot.intact:
+                damaged.append(snapshot)
     if isinstance(payload, dict) and not _captured(payload):
         reason = (
             f"step {recorded.index} was recorded by another instrumentation without its content: the "

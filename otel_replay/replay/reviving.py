@@ -13,10 +13,13 @@ import ast
 import builtins
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from .. import revival
 from ..snapshots import REDACTED_TAG, TYPE_TAG, RedactedValue, from_jsonable, module_for
+
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+"""Types :func:`revive` returns unchanged, so its walk does not call itself for them (most of a payload's values)."""
 
 
 class RecordedError(Exception):
@@ -38,7 +41,7 @@ def revive(tree: Any) -> Any:
     by the data is never imported nor looked up: an unregistered one stays the plain dict of its fields, and
     the replay notes its name (see :mod:`otel_replay.revival`)."""
     if isinstance(tree, list):
-        return [revive(v) for v in tree]
+        return [v if type(v) in _SCALARS else revive(v) for v in tree]
     if not isinstance(tree, dict):
         return tree
     if len(tree) == 2 and isinstance(tree.get(REDACTED_TAG), str) and isinstance(tree.get("scope"), str):
@@ -59,7 +62,7 @@ def revive(tree: Any) -> Any:
         return fields
     if tag is not None:
         return from_jsonable({k: revive(v) if k == "items" else v for k, v in tree.items()})
-    return {k: revive(v) for k, v in tree.items()}
+    return {k: v if type(v) in _SCALARS else revive(v) for k, v in tree.items()}
 
 
 def _imported_class(qualified: str) -> type | None:
