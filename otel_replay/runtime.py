@@ -15,6 +15,7 @@ type checker only).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,7 +26,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from . import semconv
 from ._version import __version__
-from .forks import after_fork_in_child
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor
@@ -42,16 +42,17 @@ class Flusher:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     thread: threading.Thread | None = None
+    pid: int = field(default_factory=os.getpid)
+    """The process the lock and thread belong to."""
 
-    def __post_init__(self) -> None:
-        after_fork_in_child(self._after_fork_in_child)  # held weakly: a dropped runtime's flusher is collected
-
-    def _after_fork_in_child(self) -> None:
-        # A thread of the parent flushing at the fork may have held the lock; it does not exist in the child, so
-        # the child's copy would never be released (the child's exit flush would hang). Its helper thread is gone
-        # too.
-        self.lock = threading.Lock()
-        self.thread = None
+    def own_lock(self) -> threading.Lock:
+        """The lock, made anew (and the helper thread forgotten) in a process forked since they were made: a
+        thread of the parent flushing at the fork may have held the lock, and it does not exist in the child,
+        so the child's copy would never be released (the child's exit flush would hang)."""
+        pid = os.getpid()
+        if self.pid != pid:
+            self.lock, self.thread, self.pid = threading.Lock(), None, pid
+        return self.lock
 
 
 @dataclass(frozen=True, kw_only=True)

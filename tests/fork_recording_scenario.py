@@ -317,9 +317,11 @@ def clickhouse_server_scenario() -> dict[str, Any]:
     runtime = current_runtime()
     assert runtime is not None
     release_flusher = hold_lock(runtime.flusher.lock)
-    server.phase = "children"
-    codes.update(fork_every_child())
-    release_flusher()
+    try:
+        server.phase = "children"
+        codes.update(fork_every_child())
+    finally:
+        release_flusher()
     server.phase = "after"
     server.release.set()
     exporting.join(GUARD_S)

@@ -347,7 +347,7 @@ def _drain(processor: SpanProcessor, timeout_millis: int, flusher: Flusher) -> b
     stays bounded).
     """
     deadline = time.monotonic() + max(timeout_millis, 0) / 1000
-    with flusher.lock:
+    with flusher.own_lock():
         previous = flusher.thread
     if previous is not None and previous.is_alive():
         previous.join(max(deadline - time.monotonic(), 0))
@@ -368,7 +368,7 @@ def _drain(processor: SpanProcessor, timeout_millis: int, flusher: Flusher) -> b
             outcome.append(False)
 
     helper = threading.Thread(target=run, name="otel-replay-flush", daemon=True)
-    with flusher.lock:
+    with flusher.own_lock():
         flusher.thread = helper
     helper.start()
     helper.join(max(deadline - time.monotonic(), 0))
