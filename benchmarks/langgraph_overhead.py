@@ -66,6 +66,7 @@ import atexit
 import gc
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -324,19 +325,26 @@ def _round(agent: Any, runs: int, *, recorded_first: bool, collected: dict[str, 
     return [x / runs * 1e3 for x in (plain_cpu, rec_cpu, plain_wall, rec_wall)]
 
 
+_HASH = re.compile(r"(?:hmac-)?sha256:[0-9a-f]{64}")
+
+
 def _normalised(spans: Any) -> list[Any]:
     """What a recorded run holds, comparable between two recorders: per span (in the order they ended) its name,
-    kind, status, whether it has a parent, its attributes and its events with their payloads parsed, with
-    hashes, ids and sizes (which differ by recorder and by run) replaced by placeholders."""
+    kind, status, the position of its parent in that order, its attributes and its events with their payloads
+    parsed, with hashes, ids and sizes (which differ by recorder and by run) replaced by placeholders. Only a
+    well-formed hash (64 hex digits) and a non-empty id are replaced: a recorder that writes an empty or constant
+    stand-in differs."""
+    spans = list(spans)
+    position = {s.context.span_id: i for i, s in enumerate(spans)}
 
     def value(key: str, item: Any) -> Any:
         if isinstance(item, dict):
             return {k: value(k, v) for k, v in item.items()}
         if isinstance(item, (list, tuple)):
             return [value(key, v) for v in item]
-        if isinstance(item, str) and item.startswith(("hmac-sha256:", "sha256:")):
+        if isinstance(item, str) and _HASH.fullmatch(item):
             return "<hash>"
-        if key in ("id", "call_id", "otel_replay.run.id"):
+        if key in ("id", "call_id", "otel_replay.run.id") and isinstance(item, str) and item:
             return "<id>"
         return item
 
@@ -354,7 +362,7 @@ def _normalised(spans: Any) -> list[Any]:
             s.name,
             str(s.kind),
             str(s.status.status_code),
-            s.parent is not None,
+            None if s.parent is None else position.get(s.parent.span_id, "outside the run"),
             value("", dict(s.attributes)),
             [event(e) for e in s.events],
         ]
@@ -386,7 +394,11 @@ def floor_check(agent: Any) -> list[str]:
         agent.invoke(QUESTION)
     finally:
         floor.uninstall()
-    ours, theirs = _normalised(recorded), _normalised(memory.get_finished_spans())
+    finished = memory.get_finished_spans()
+    traces = {len({s.context.trace_id for s in spans}) for spans in (recorded, finished)}
+    if traces != {1}:
+        return ["a recorder did not record the run as one trace"]
+    ours, theirs = _normalised(recorded), _normalised(finished)
     if len(ours) != len(theirs):
         return [f"otel-replay recorded {len(ours)} spans, the floor {len(theirs)}"]
     return [

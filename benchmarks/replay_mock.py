@@ -23,11 +23,12 @@ beyond loading the run it replays, in loads. The target ``<= 1x`` means a whole 
 takes at most twice as long as loading the run. The same ratio is also printed from the process CPU time of
 loads and replays (chDB's threads included), which swings much less than wall time on a busy shared machine.
 
-Each round also times the FLOOR (class :class:`Floor`): what any replay that stores its steps as OpenTelemetry
-spans the standard way costs at least for this run. Its own load of the original, then the same spans the replay
-stored (same names, parents, links, status, attributes and snapshot events, payload texts precomputed: no
-encoding, redaction, hashing or matching) through the real OTel SDK, the one span encoder's rows, the real
-store's insert, the replay's run built from the rows as the store reads them, and the diff. "floor adds N x the
+Each round also times the FLOOR (class :class:`Floor`): what a replay that stores its steps as OpenTelemetry
+spans through otel-replay's row path, run building and diff costs at least for this run. Its own load of the
+original, then the same spans the replay stored (same names, parents, links, status, attributes and snapshot
+events, payload texts precomputed: no encoding, redaction, hashing or matching) through the real OTel SDK, the
+one span encoder's rows, the real store's insert, the replay's run built from the rows as the store reads them,
+and the diff. "floor adds N x the
 load" is computed like the replay's ratio; a replay cannot go below it while replays are recorded as OTel traces
 and stored through this row path. ``--floor`` also prints the floor's parts.
 
@@ -143,7 +144,7 @@ class Phases:
 
 
 class Floor:
-    """What any replay that stores its steps as OpenTelemetry spans the standard way costs at least, for this run.
+    """What a replay storing its steps as OTel spans through this row path, build and diff costs at least, here.
 
     Built from the spans one real replay of the run recorded (taken as the replay hands them to the store): the
     same number of spans, each with the same name, kind, parent, links, status, attributes and snapshot events
@@ -316,7 +317,7 @@ def main() -> int:
     parser.add_argument(
         "--floor",
         action="store_true",
-        help="also print the parts of the floor (what storing the same spans the standard way costs at least)",
+        help="also print the parts of the floor (what storing the same spans through this row path costs at least)",
     )
     parser.add_argument(
         "--replay-run",

@@ -58,6 +58,14 @@ def test_the_check_names_the_span_where_the_floor_records_less(
     assert [d.split(":")[0] for d in differences] == ["span 0 (chat gpt-4o-mini)", "span 2 (chat gpt-4o-mini)"]
 
 
+def test_the_check_refuses_stand_in_hashes(
+    agent: Any, bench: tuple[ModuleType, ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a floor that skipped hashing (a constant where otel-replay writes a digest) would cost less than recording
+    monkeypatch.setattr(bench[1], "_hash", lambda text: "sha256:")
+    assert bench[0].floor_check(agent) != []
+
+
 def test_the_floor_exports_its_spans_to_its_spool(agent: Any, bench: tuple[ModuleType, ModuleType], home: Path) -> None:
     from opentelemetry import trace
 

@@ -108,6 +108,9 @@ def test_a_secret_planted_in_recorded_answers_never_reaches_the_replays_rows_or_
         return None
 
     planted = agents.plant_text(home, original, payload=hostile)
+    with Store.open(home=home) as store:  # the plant took: the recorded answers hold the secret as planted
+        planted_text = stored_text(store.load_spans(planted))
+    assert (escaped(SECRET) if form == "escaped" else SECRET) in planted_text
     result, rows = replay_rows(home, planted)
 
     text = stored_text(rows)
@@ -128,7 +131,6 @@ def test_a_secret_planted_in_recorded_answers_never_reaches_the_replays_rows_or_
         for kind in ("tool", "model"):
             (event,) = [e for e in step_of(rows, kind).events if e.name == semconv.snapshot_event_name(kind)]
             assert int(event.attributes[semconv.SNAPSHOT_REDACTIONS]) >= 1
-    assert result.outcome in {"matched", "diverged"}
 
 
 def test_forged_recorded_hashes_are_never_copied_into_the_replay(home: Path) -> None:
