@@ -17,9 +17,11 @@ or runs one just because it is named. An entrypoint runs only when:
 A recorded ``__main__`` entrypoint runs its script only when the script's path (symlinks resolved) is under
 the project folder, whoever named the function.
 
-Process-wide state: none besides a context variable holding the project folder while a block runs under
-:func:`project_root` (the pytest plugin's rootdir); the default is the working directory at the moment of the
-check.
+Process-wide state: a context variable holding the project folder while a block runs under
+:func:`project_root` (the pytest plugin's rootdir; the default is the working directory at the moment of the
+check), and the interpreter's standard-library and installed-packages folders, resolved once on first use
+(facts of the running interpreter that do not change while it runs; resolving them again cost about 1 ms of
+every replay).
 
 This module must never import a module it is asked about, nor execute anything: it only reads paths.
 """
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import importlib.machinery
 import os
 import re
@@ -110,12 +113,14 @@ def _under(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def _stdlib_dirs() -> list[Path]:
+@functools.cache
+def _stdlib_dirs() -> tuple[Path, ...]:
     paths = sysconfig.get_paths()
-    return [p for p in (_resolved(paths[k]) for k in ("stdlib", "platstdlib") if paths.get(k)) if p is not None]
+    return tuple(p for p in (_resolved(paths[k]) for k in ("stdlib", "platstdlib") if paths.get(k)) if p is not None)
 
 
-def _installed_dirs() -> list[Path]:
+@functools.cache
+def _installed_dirs() -> tuple[Path, ...]:
     found: list[str] = []
     paths = sysconfig.get_paths()
     found += [paths[k] for k in ("purelib", "platlib") if paths.get(k)]
@@ -123,7 +128,7 @@ def _installed_dirs() -> list[Path]:
         found += list(site.getsitepackages())
     with contextlib.suppress(Exception):
         found.append(site.getusersitepackages())
-    return [p for p in (_resolved(f) for f in found) if p is not None]
+    return tuple(p for p in (_resolved(f) for f in found) if p is not None)
 
 
 def _environments(root: Path) -> list[Path]:
