@@ -7,6 +7,7 @@ store must close it (use the ``store`` fixture or ``with Store.open(...)``) befo
 from __future__ import annotations
 
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,41 @@ def _rewrite_only_the_suites_asserts() -> None:
 
 
 _rewrite_only_the_suites_asserts()
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _cache_the_suites_rewritten_modules() -> None:
+    """Let pytest cache the rewritten modules of tests/ even where bytecode writing is off.
+
+    With ``PYTHONDONTWRITEBYTECODE`` set (as this machine and many CI images set it) pytest writes no cache of the
+    modules whose asserts it rewrites, so every pytest process (each xdist worker) parsed and rewrote the suite's
+    own modules again: about 7 s of CPU per process. Here the rewritten code of a module under tests/ is written
+    where pytest would have written it (``__pycache__`` beside it, a name with pytest's version, atomically) and
+    read back by pytest itself only while the source's hash matches; nothing else changes: bytecode writing stays
+    off for every other module and for the processes the tests start. pytest has no public switch for this:
+    when its functions change shape, nothing happens."""
+    try:
+        from _pytest.assertion import rewrite
+    except ImportError:
+        return
+    original = getattr(rewrite, "_rewrite_test", None)
+    needed = ("get_cache_dir", "try_makedirs", "_write_pyc", "PYC_TAIL", "assertstate_key")
+    if original is None or not all(hasattr(rewrite, name) for name in needed) or not sys.dont_write_bytecode:
+        return
+
+    def rewrite_and_cache(fn: Path, config: pytest.Config) -> tuple[bytes, types.CodeType]:
+        source_hash, co = original(fn, config)
+        if TESTS in Path(fn).resolve().parents:
+            pyc = rewrite.get_cache_dir(fn) / (fn.name[:-3] + rewrite.PYC_TAIL)
+            if rewrite.try_makedirs(pyc.parent):
+                rewrite._write_pyc(config.stash[rewrite.assertstate_key], co, source_hash, pyc)
+        return source_hash, co
+
+    rewrite._rewrite_test = rewrite_and_cache
+
+
+_cache_the_suites_rewritten_modules()
 
 from hypothesis import settings  # noqa: E402 - after the rewrite hook is narrowed
 
