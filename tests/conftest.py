@@ -7,6 +7,7 @@ store must close it (use the ``store`` fixture or ``with Store.open(...)``) befo
 from __future__ import annotations
 
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,41 @@ def _rewrite_only_the_suites_asserts() -> None:
 
 
 _rewrite_only_the_suites_asserts()
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _cache_the_suites_rewritten_modules() -> None:
+    """Let pytest cache the rewritten modules of tests/ even where bytecode writing is off.
+
+    With ``PYTHONDONTWRITEBYTECODE`` set (as this machine and many CI images set it) pytest writes no cache of the
+    modules whose asserts it rewrites, so every pytest process (each xdist worker) parsed and rewrote the suite's
+    own modules again: about 7 s of CPU per process. Here the rewritten code of a module under tests/ is written
+    where pytest would have written it (``__pycache__`` beside it, a name with pytest's version, atomically) and
+    read back by pytest itself only while the source's hash matches; nothing else changes: bytecode writing stays
+    off for every other module and for the processes the tests start. pytest has no public switch for this:
+    when its functions change shape, nothing happens."""
+    try:
+        from _pytest.assertion import rewrite
+    except ImportError:
+        return
+    original = getattr(rewrite, "_rewrite_test", None)
+    needed = ("get_cache_dir", "try_makedirs", "_write_pyc", "PYC_TAIL", "assertstate_key")
+    if original is None or not all(hasattr(rewrite, name) for name in needed) or not sys.dont_write_bytecode:
+        return
+
+    def rewrite_and_cache(fn: Path, config: pytest.Config) -> tuple[bytes, types.CodeType]:
+        source_hash, co = original(fn, config)
+        if TESTS in Path(fn).resolve().parents:
+            pyc = rewrite.get_cache_dir(fn) / (fn.name[:-3] + rewrite.PYC_TAIL)
+            if rewrite.try_makedirs(pyc.parent):
+                rewrite._write_pyc(config.stash[rewrite.assertstate_key], co, source_hash, pyc)
+        return source_hash, co
+
+    rewrite._rewrite_test = rewrite_and_cache
+
+
+_cache_the_suites_rewritten_modules()
 
 from hypothesis import settings  # noqa: E402 - after the rewrite hook is narrowed
 
@@ -75,27 +111,62 @@ SLOW_FIRST = ("realworld",)
 """Folders of tests/ whose tests run first: each of their tests runs real agent programs and replays them in
 processes of their own (tens of seconds apiece)."""
 
+SLOW_MODULES = {
+    "test_rw_cookbook_sql.py": 33.0,
+    "test_rw_openai_agents.py": 29.0,
+    "test_rw_secret_loop.py": 26.0,
+    "test_lab_ray.py": 22.0,
+    "test_volatile_ids.py": 22.0,
+    "test_rw_langgraph.py": 20.0,
+    "test_rw_agent_executor.py": 17.0,
+}
+"""Modules that run first too (besides :data:`SLOW_FIRST`'s), with about the seconds of wall their tests took in
+``make test`` on two cores (``--durations``, 2026-12-01): Ray started twice, a zero-code LangGraph run, and the
+real-world agents. They are used only to deal the modules evenly to the workers; a stale figure makes the
+dealing less even, never a test fail. A module of a :data:`SLOW_FIRST` folder that is not listed counts
+:data:`SLOW_SECONDS_PER_TEST` per test."""
+
+SLOW_SECONDS_PER_TEST = 4.0
+
+
+def _slow_seconds(module: Path, tests: int) -> float | None:
+    """About how long ``module``'s tests take, when it is one of the modules that run first; else None."""
+    if module.name in SLOW_MODULES:
+        return SLOW_MODULES[module.name]
+    if module.parent.name in SLOW_FIRST:
+        return SLOW_SECONDS_PER_TEST * tests
+    return None
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Start every xdist worker on the slowest tests (:data:`SLOW_FIRST`), keeping every other order.
+    """Start every xdist worker on the slowest tests (:data:`SLOW_FIRST`, :data:`SLOW_MODULES`), keeping every
+    other order.
 
     ``--dist worksteal`` gives each of N workers a contiguous share of the collection (the next
     ``len(pending) // workers_left`` tests) and lets an idle worker steal the end of another's queue. So the slow
-    tests are dealt to the workers a module at a time (a module's tests stay together, and share what their
-    module fixtures record) and each share starts with its slow tests: the queues end with short tests, which
-    an idle worker can take, and the workers finish together. Without workers: the slow tests first."""
-    slow = [item for item in items if item.path.parent.name in SLOW_FIRST]
-    rest = [item for item in items if item.path.parent.name not in SLOW_FIRST]
+    modules are dealt to the workers whole (a module's tests stay together, and share what their module fixtures
+    record), each to the share with the fewest seconds of them so far, longest first, and each share starts with
+    its slow tests: the queues end with short tests, which an idle worker can take, and the workers finish
+    together. Without workers: the slow tests first, longest module first."""
+    modules: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.path, []).append(item)
+    seconds = {path: _slow_seconds(path, len(tests)) for path, tests in modules.items()}
+    slow_modules = sorted(
+        (path for path, cost in seconds.items() if cost is not None), key=lambda path: -(seconds[path] or 0.0)
+    )
+    slow = [item for path in slow_modules for item in modules[path]]
+    rest = [item for item in items if seconds[item.path] is None]
     workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
     if workers <= 1 or not slow:
         items[:] = slow + rest
         return
-    modules: dict[Path, list[pytest.Item]] = {}
-    for item in slow:
-        modules.setdefault(item.path, []).append(item)
     shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
-    for module in sorted(modules.values(), key=len, reverse=True):
-        min(shares, key=len).extend(module)
+    loads = [0.0] * workers
+    for path in slow_modules:
+        k = loads.index(min(loads))
+        shares[k].extend(modules[path])
+        loads[k] += seconds[path] or 0.0
     ordered: list[pytest.Item] = []
     pending = len(items)
     for k, share in enumerate(shares):

@@ -20,6 +20,7 @@ from typing import Any
 import diff_shape_agents as agents
 import fork_server
 import pytest
+from cli_in_process import run_cli, runs_in_process
 
 import otel_replay as orp
 
@@ -128,6 +129,8 @@ def cli(world: dict[str, Any], *args: str, variant: int = 0) -> subprocess.Compl
     }
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_EXPORTER_OTLP_ENDPOINT"):
         env.pop(name, None)
+    if runs_in_process(args):  # read-only: the same main() in this process, configured for the world's home
+        return run_cli(args, env=env, cwd=world["home"].parent)
     return fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", *args],
         check=False,

@@ -26,6 +26,11 @@ ray = pytest.importorskip("ray", reason="Ray is the optional extra 'ray' (pip in
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The module's home with four recorded runs. Afterwards the test process's environment is put back as it
+    was: ``ray.init()`` sets ``PYTHONBREAKPOINT`` in it and ``ray.shutdown()`` leaves it set, and with it every
+    later CLI or agent command of this process would differ from the fork server's environment in a variable the
+    interpreter reads at start-up, and run as a fresh interpreter (``tests/fork_server.py``)."""
+    before = dict(os.environ)
     home = tmp_path_factory.mktemp("lab-ray") / "home"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OTEL_REPLAY_HOME", str(home))
@@ -37,6 +42,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             lab_agents.counter_agent(n)
         orp.flush()
         yield {"home": home}
+    os.environ.clear()
+    os.environ.update(before)
 
 
 def _compared(result: orp.LabResult) -> dict[str, tuple[Any, ...]]:

@@ -18,6 +18,7 @@ from typing import Any
 import fork_server
 import pytest
 import replay_agents as ra
+from cli_in_process import run_cli, runs_in_process
 
 import otel_replay as orp
 
@@ -94,6 +95,8 @@ def cli(world: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
     }
     for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "OTEL_EXPORTER_OTLP_ENDPOINT"):
         env.pop(name, None)
+    if runs_in_process(args):  # read-only: the same main() in this process, when it is configured for the home
+        return run_cli(args, env=env, cwd=world["home"].parent)
     return fork_server.run(
         [sys.executable, "-m", "otel_replay.cli", *args],
         capture_output=True,
