@@ -27,9 +27,9 @@ ray = pytest.importorskip("ray", reason="Ray is the optional extra 'ray' (pip in
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The module's home with four recorded runs. Afterwards the test process's environment is put back as it
-    was: ``ray.init()`` sets ``PYTHONBREAKPOINT`` in it and ``ray.shutdown()`` leaves it set, and with it every
-    later CLI or agent command of this process would differ from the fork server's environment in a variable the
-    interpreter reads at start-up, and run as a fresh interpreter (``tests/fork_server.py``)."""
+    was, whatever a failing test left in it: a variable that differs from the fork server's environment (as
+    ``PYTHONBREAKPOINT``, which ``ray.init()`` sets) makes every later CLI or agent command of this process run as
+    a fresh interpreter (``tests/fork_server.py``)."""
     before = dict(os.environ)
     home = tmp_path_factory.mktemp("lab-ray") / "home"
     with pytest.MonkeyPatch.context() as mp:
@@ -52,7 +52,12 @@ def _compared(result: orp.LabResult) -> dict[str, tuple[Any, ...]]:
 
 def test_a_ray_lab_reports_what_local_workers_report(world: dict[str, Any]) -> None:
     local = orp.lab(agent="counter-agent", workers=2)
+    environment = dict(os.environ)
     on_ray = orp.lab(agent="counter-agent", workers=2, executor="ray")
+
+    # the local Ray the lab started is gone, and so is what it set in the program's environment (ray.init sets
+    # PYTHONBREAKPOINT to its debugger hook, which later breakpoint() calls and child processes would get)
+    assert dict(os.environ) == environment
 
     assert on_ray.cohort == local.cohort
     assert _compared(on_ray) == _compared(local)

@@ -248,6 +248,7 @@ def run_ray(tasks: Iterable[str], *, workers: int, on_pairs: OnPairs) -> bool:
             "--executor ray needs Ray, which is not installed: pip install 'otel-replay[ray]'"
         ) from None
     started = False
+    environment = dict(os.environ)
     if not ray.is_initialized():
         address = os.environ.get(RAY_ADDRESS_ENV, "").strip()
         if address:
@@ -269,6 +270,7 @@ def run_ray(tasks: Iterable[str], *, workers: int, on_pairs: OnPairs) -> bool:
                 runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}},
             )
         started = True
+    set_by_ray = _changes(environment, dict(os.environ))
     remote = ray.remote(run_chunk)
     pending: list[Any] = []
     texts: dict[Any, str] = {}
@@ -301,7 +303,31 @@ def run_ray(tasks: Iterable[str], *, workers: int, on_pairs: OnPairs) -> bool:
     finally:
         if started:
             ray.shutdown()
+            _put_back(set_by_ray)
     return interrupted
+
+
+def _changes(before: dict[str, str], after: dict[str, str]) -> dict[str, tuple[str | None, str | None]]:
+    """The environment variables whose value differs from ``before`` to ``after``: name -> (before, after),
+    None for absent."""
+    return {
+        name: (before.get(name), after.get(name))
+        for name in before.keys() | after.keys()
+        if before.get(name) != after.get(name)
+    }
+
+
+def _put_back(changes: dict[str, tuple[str | None, str | None]]) -> None:
+    """Undo what starting Ray changed in this process's environment, which ``ray.shutdown()`` leaves behind
+    (``ray.init()`` sets ``PYTHONBREAKPOINT`` to its debugger hook: the program's later ``breakpoint()`` calls and
+    every process it starts would get Ray's hook). A variable changed again since is left as it is now."""
+    for name, (before, set_to) in changes.items():
+        if os.environ.get(name) != set_to:
+            continue
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 def _keep_finished(ray: Any, pending: list[Any], texts: dict[Any, str], on_pairs: OnPairs) -> None:
