@@ -208,13 +208,15 @@ def plant(
     root_attributes: Mapping[str, str] | None = None,
     span_attributes: Callable[[SpanRecord], Mapping[str, str]] | None = None,
     payload: Callable[[str, dict[str, Any]], dict[str, Any] | None] | None = None,
+    payload_text: Callable[[str, str], str | None] | None = None,
     shift_ns: int = 0,
 ) -> str:
     """Send the spans of a recorded run again as a new trace, with the OTel SDK, into ``home``'s spool.
 
     ``root_attributes`` are set on the root span; ``span_attributes(span)`` are set on each span; ``payload(kind,
-    decoded)`` may return a replacement for a snapshot payload (its sha256 is recomputed, so the snapshot reads
-    as intact). ``shift_ns`` moves every timestamp. Returns the new trace id."""
+    decoded)`` may return a replacement for a snapshot payload, ``payload_text(kind, stored_text)`` a replacement
+    for its stored text (any text: a key given twice, escapes); either way its sha256 and size are recomputed, so
+    the snapshot reads as intact. ``shift_ns`` moves every timestamp. Returns the new trace id."""
     exporter = SpoolExporter(home / "spool")
     provider = TracerProvider(resource=Resource.create({"service.name": "planted"}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -242,12 +244,19 @@ def plant(
         for event in span.events:
             attrs = dict(event.attributes)
             text = attrs.get(semconv.SNAPSHOT_PAYLOAD)
-            if payload is not None and text is not None and event.name.startswith(semconv.SNAPSHOT_EVENT_PREFIX):
-                changed = payload(event.name.removeprefix(semconv.SNAPSHOT_EVENT_PREFIX), json.loads(text))
-                if changed is not None:
-                    body = json.dumps(changed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            if text is not None and event.name.startswith(semconv.SNAPSHOT_EVENT_PREFIX):
+                kind = event.name.removeprefix(semconv.SNAPSHOT_EVENT_PREFIX)
+                body = None
+                if payload is not None:
+                    changed = payload(kind, json.loads(text))
+                    if changed is not None:
+                        body = json.dumps(changed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+                if payload_text is not None:
+                    body = payload_text(kind, body if body is not None else text)
+                if body is not None:
                     attrs[semconv.SNAPSHOT_PAYLOAD] = body
                     attrs[semconv.SNAPSHOT_SHA256] = sha256_hex(body)
+                    attrs[semconv.SNAPSHOT_SIZE] = str(len(body.encode()))
             new.add_event(event.name, attrs, timestamp=event.timestamp_ns + shift_ns)
         if span.status_code in ("Error", "STATUS_CODE_ERROR"):
             new.set_status(Status(StatusCode.ERROR, span.status_message))
