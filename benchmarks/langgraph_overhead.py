@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import gc
 import json
 import os
@@ -75,7 +76,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -482,15 +483,23 @@ def floor(url: str, home: str, runs: int, blocks: int) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def served() -> Iterator[tuple[FakeLLMServer, str]]:
+    """The fake server the agent talks to and a recording home (spool) configured in a temporary folder, removed
+    after otel-replay's own exit flush (``atexit`` runs the last registered first): ``(server, home)``."""
+    home = tempfile.mkdtemp()
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    with FakeLLMServer(tool_args_for={"get_weather": {"city": "Lyon"}, "get_time": {"city": "Lyon"}}) as server:
+        orp.configure(home=home, exporter="spool")
+        yield server, home
+
+
 def worker(*, recorder_only: bool, requests: TextIO, answers: TextIO) -> None:
     """A measuring process for ``--against``: set up as the benchmark does, say ``ready``, then answer each
     request line (``RUNS ORDER``) with one JSON line: a round of both sides (ORDER ``plain`` or ``recorded``
     first, see :func:`_round`), or with ``--recording-only`` [caller thread, process] CPU µs per run of RUNS
     captured runs."""
-    home = tempfile.mkdtemp()
-    atexit.register(shutil.rmtree, home, ignore_errors=True)
-    with FakeLLMServer(tool_args_for={"get_weather": {"city": "Lyon"}, "get_time": {"city": "Lyon"}}) as server:
-        orp.configure(home=home, exporter="spool")
+    with served() as (server, _):
         if recorder_only:
             _, one_run = captured_run(server.openai_url)
             for _ in range(30):
@@ -609,32 +618,19 @@ def main() -> int:
         print(json.dumps(report, indent=2))
         return 0
     if args.parts:
-        home = tempfile.mkdtemp()
-        atexit.register(shutil.rmtree, home, ignore_errors=True)
-        with FakeLLMServer(tool_args_for={"get_weather": {"city": "Lyon"}, "get_time": {"city": "Lyon"}}) as server:
-            orp.configure(home=home, exporter="spool")
+        with served() as (server, _):
             print(json.dumps(parts(server.openai_url, args.runs, args.blocks), indent=2))
         return 0
     if args.floor:
-        home = tempfile.mkdtemp()
-        atexit.register(shutil.rmtree, home, ignore_errors=True)
-        with FakeLLMServer(tool_args_for={"get_weather": {"city": "Lyon"}, "get_time": {"city": "Lyon"}}) as server:
-            orp.configure(home=home, exporter="spool")
+        with served() as (server, home):
             report = floor(server.openai_url, home, args.runs, args.blocks)
         print(json.dumps(report, indent=2))
         return 0 if report["floor_records_the_same"] else 1
     if args.recording_only:
-        home = tempfile.mkdtemp()
-        atexit.register(shutil.rmtree, home, ignore_errors=True)
-        with FakeLLMServer(tool_args_for={"get_weather": {"city": "Lyon"}, "get_time": {"city": "Lyon"}}) as server:
-            orp.configure(home=home, exporter="spool")
+        with served() as (server, _):
             print(json.dumps(recording_only(server.openai_url, args.runs), indent=2))
         return 0
-    home = tempfile.mkdtemp()
-    # removed after otel-replay's own exit flush (atexit runs last-registered first)
-    atexit.register(shutil.rmtree, home, ignore_errors=True)
-    with FakeLLMServer(tool_args_for={"get_weather": {"city": "Lyon"}, "get_time": {"city": "Lyon"}}) as server:
-        orp.configure(home=home, exporter="spool")
+    with served() as (server, _):
         sdks = orp.instrument("langchain", "openai")
         agent = build_agent(server.openai_url)
         timed(agent, 10, recorded=True)  # warm up both paths, the connection pool and the recorder
