@@ -45,15 +45,20 @@ class _Reads:
             found.update((row[0], row[1]) for row in result.result_rows)
         return found
 
-    def _trace_window(self, trace_id: str) -> tuple[int, int] | None:
+    def _window(self, where: str, parameters: dict[str, Any]) -> tuple[int, int] | None:
+        """``min(Start)`` and ``max(End) + 1`` (whole seconds) of the lookup table's rows matching ``where``: the
+        time window their spans lie in; None when no row matches."""
         result = self._run(
             "query",
             f"SELECT count(), toUnixTimestamp(min(Start)), toUnixTimestamp(max(End) + 1) FROM {self.lookup_table} "
-            "WHERE TraceId = {trace_id:String}",
-            {"trace_id": trace_id},
+            f"WHERE {where}",
+            parameters,
         )
         count, start, end = result.result_rows[0]
         return (int(start), int(end)) if count else None
+
+    def _trace_window(self, trace_id: str) -> tuple[int, int] | None:
+        return self._window("TraceId = {trace_id:String}", {"trace_id": trace_id})
 
     def has_trace(self, trace_id: str) -> bool:
         """True when the trace-id lookup table knows ``trace_id`` (InvalidTraceIdError for a malformed id)."""
@@ -143,21 +148,16 @@ class _Reads:
         ids = sorted({parse_trace_id(t) for t in trace_ids})
         if not ids:
             return {}
-        result = self._run(
-            "query",
-            f"SELECT count(), toUnixTimestamp(min(Start)), toUnixTimestamp(max(End) + 1) FROM {self.lookup_table} "
-            "WHERE TraceId IN {ids:Array(String)}",
-            {"ids": ids},
-        )
-        count, start, end = result.result_rows[0]
-        if not count:
+        window = self._window("TraceId IN {ids:Array(String)}", {"ids": ids})
+        if window is None:
             return {}
+        start, end = window
         result = self._run(
             "query",
             f"SELECT {SELECT_COLUMNS} FROM {self.traces_table} WHERE TraceId IN {{ids:Array(String)}} AND Timestamp "
             "BETWEEN toDateTime({start:Int64}) AND toDateTime({end:Int64}) ORDER BY TraceId, Timestamp, SpanId "
             f"{ONE_ROW_PER_SPAN}",
-            {"ids": ids, "start": int(start), "end": int(end)},
+            {"ids": ids, "start": start, "end": end},
         )
         found: dict[str, list[SpanRecord]] = {}
         for row in result.result_rows:
