@@ -39,27 +39,17 @@ def _encode(rt: Runtime, value: Any, scope: str, *, ordered: bool = False) -> tu
     for values a replay hands back) and the number of redactions. The tree may share structure with
     ``value`` when it is plain JSON without secrets: use the text for anything kept.
     """
-    dump = ordered_json if ordered else canonical_json
-    if rt.redactor.is_clean_json(value):  # plain JSON and clean, in one walk: the common case
-        return value, dump(value), 0
-    value, cut = _cut_long_strings(rt, value, scope, 0)  # before the slower walks and the redaction
-    clean, tree = rt.redactor.jsonable_if_clean(value)  # plain JSON and pydantic models, clean: one walk
-    if clean:
-        return tree, dump(tree), cut
-    tree = to_jsonable(value)
-    if rt.redactor.is_clean(tree):
-        return tree, dump(tree), cut
-    tree, n = rt.redactor.redact(tree, scope)
-    return tree, dump(tree), n + cut
+    tree, n = _redacted(rt, value, scope)
+    return tree, (ordered_json if ordered else canonical_json)(tree), n
 
 
 def _redacted(rt: Runtime, value: Any, scope: str) -> tuple[Any, int]:
     """:func:`_encode` without the JSON text, for callers that only keep the redacted tree (to encode it as part
-    of a larger value): the same encoding and redaction, one dump less."""
-    if rt.redactor.is_clean_json(value):
+    of a larger value)."""
+    if rt.redactor.is_clean_json(value):  # plain JSON and clean, in one walk: the common case
         return value, 0
-    value, cut = _cut_long_strings(rt, value, scope, 0)
-    clean, tree = rt.redactor.jsonable_if_clean(value)
+    value, cut = _cut_long_strings(rt, value, scope, 0)  # before the slower walks and the redaction
+    clean, tree = rt.redactor.jsonable_if_clean(value)  # plain JSON and pydantic models, clean: one walk
     if clean:
         return tree, cut
     tree = to_jsonable(value)
