@@ -36,7 +36,8 @@ have (``sys.modules`` holds more; otel-replay's instrumentors patch an imported 
 than on its import), its parent is the server, its hash seed is the server's (``random`` is reseeded at fork by
 the standard library), a traceback it prints starts with this module's frames, the server's imported objects
 are frozen for the garbage collector (``gc.freeze``: otherwise every full collection in a child would scan and
-copy the server's heap), and the teardown of modules at exit is skipped (``os._exit`` after the steps above).
+copy the server's heap), numpy's BLAS and pyarrow's allocator run without threads of their own
+(:data:`NO_IMPORT_THREADS`), and the teardown of modules at exit is skipped (``os._exit`` after the steps above).
 """
 
 from __future__ import annotations
@@ -83,10 +84,20 @@ PRELOAD = (
     "langchain_classic.agents",
     "agents",
     "anthropic",
+    "clickhouse_connect",
+    "pyarrow",
 )
-"""What the server imports before it forks: the CLI and the SDKs of the suite's agents. Never a module that
-starts a thread on import (chDB starts a dozen native ones: a forked child would inherit none of them) or that
-the CLI treats as a signal (pandas)."""
+"""What the server imports before it forks: the CLI, the SDKs of the suite's agents, and what opening a store
+imports besides chDB (clickhouse-connect; pyarrow and numpy, which chDB's connection module imports: about 0.35 s
+of CPU per command that opens a store). Never a module that starts a thread on import (chDB starts a dozen
+native ones: a forked child would inherit none of them; numpy and pyarrow start none under
+:data:`NO_IMPORT_THREADS`) or that the CLI treats as a signal (pandas)."""
+
+NO_IMPORT_THREADS = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
+"""Set in the server while it imports :data:`PRELOAD`, then removed: numpy's OpenBLAS starts no worker threads
+and pyarrow's jemalloc no background thread (both read these from C when they load). A child runs with the
+call's environment, but its BLAS stays single-threaded and its Arrow allocator purges inline, as the knobs
+left them; nothing the suite checks depends on either."""
 
 STARTUP_PREFIXES = ("PYTHON", "LC_", "COV_", "COVERAGE_")
 STARTUP_NAMES = ("LANG", "LANGUAGE", "TZ")
@@ -159,11 +170,19 @@ def _serve(address: str, modules: Sequence[str]) -> None:
     """Preload, say what was read and found (one JSON line on stdout), then fork a child per connection until
     stdin (the test process's end of a pipe) closes."""
     del sys.path[0]  # this file's folder (tests/): a fresh ``python -m`` or script run would not have it
-    reads, missing = _preload(modules)
+    os.environ.update(NO_IMPORT_THREADS)
+    try:
+        reads, missing = _preload(modules)
+    finally:
+        for name in NO_IMPORT_THREADS:
+            if name in _BASE_ENV:
+                os.environ[name] = _BASE_ENV[name]
+            else:
+                os.environ.pop(name, None)
     problem = None
     if _threads() != 1:
         problem = f"{_threads()} threads after the imports: a forked child would miss them"
-    for name in ("chdb", "pandas", "numpy"):
+    for name in ("chdb", "pandas"):
         if name in sys.modules:
             problem = f"{name} was imported by the preloaded modules"
     top = sorted({name.partition(".")[0] for name in sys.modules} - {"__main__"})
