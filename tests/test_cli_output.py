@@ -326,7 +326,7 @@ class _ClickHouseSaysNo(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def clickhouse_says_no() -> Iterator[int]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ClickHouseSaysNo)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield server.server_address[1]

@@ -101,7 +101,7 @@ def failing_server() -> Iterator[dict[str, int]]:
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     state["port"] = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield state

@@ -194,7 +194,7 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[SpanRecor
     pytest.importorskip("opentelemetry.util.genai.handler")
     pytest.importorskip("openinference.instrumentation.openai")
     server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAI)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     base = tmp_path_factory.mktemp("dialects")
     jobs = {

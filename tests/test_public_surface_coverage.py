@@ -185,7 +185,7 @@ class _NoClickHouse(http.server.BaseHTTPRequestHandler):
 
 def test_db_init_on_a_server_never_prints_the_password(home: Path) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NoClickHouse)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         out = _run_cli("db", "init", "--store", f"http://admin:pw-planted-9@127.0.0.1:{server.server_address[1]}/otel")
