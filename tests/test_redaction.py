@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_clock import FakeClock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from leak_checks import without_keyed_hashes
@@ -23,6 +24,7 @@ from otel_replay.redaction import (
     KEY_FILE_NAME,
     RedactionConfig,
     Redactor,
+    keyfile,
 )
 from otel_replay.snapshots import canonical_json
 
@@ -345,11 +347,46 @@ def test_loose_key_file_is_tightened(tmp_path: Path, caplog: pytest.LogCaptureFi
     assert "tightened" in caplog.text
 
 
-def test_malformed_key_file_is_refused(tmp_path: Path) -> None:
+def test_malformed_key_file_is_refused_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(keyfile, "time", clock)
     (tmp_path / KEY_FILE_NAME).write_text("not a key")
     os.chmod(tmp_path / KEY_FILE_NAME, 0o600)
-    with pytest.raises(ValueError, match="redaction key"):
+    with pytest.raises(ValueError, match=r"redaction key .* is not a hex-encoded key"):
         Redactor.for_home(tmp_path)
+    assert clock.slept == []  # no writer can still be mid-way through text that is not hex digits
+
+
+def test_a_key_file_still_being_written_is_waited_for_then_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where hard links are missing, a key is created in place: a reader may see a prefix of its hex digits."""
+    key = "ab" * 32
+    path = tmp_path / KEY_FILE_NAME
+    path.write_text(key[:10])
+    os.chmod(path, 0o600)
+    clock = FakeClock()
+
+    def writer_finishes(seconds: float) -> None:
+        FakeClock.sleep(clock, seconds)
+        path.write_text(key + "\n")
+
+    monkeypatch.setattr(keyfile, "time", clock)
+    monkeypatch.setattr(clock, "sleep", writer_finishes)
+    assert Redactor.for_home(tmp_path).fingerprint("same") == Redactor(key=bytes.fromhex(key)).fingerprint("same")
+    assert len(clock.slept) == 1
+
+
+def test_a_key_file_that_stays_a_prefix_is_refused_after_two_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(keyfile, "time", clock)
+    (tmp_path / KEY_FILE_NAME).write_text("abcdef")
+    os.chmod(tmp_path / KEY_FILE_NAME, 0o600)
+    with pytest.raises(ValueError, match="is not a hex-encoded key"):
+        Redactor.for_home(tmp_path)
+    assert 2.0 <= sum(clock.slept) <= 2.02
 
 
 def _fingerprint_in_child(home: str, queue: Any) -> None:

@@ -29,6 +29,18 @@ def _read_key_file(path: Path) -> bytes | None:
     return None
 
 
+def _may_be_mid_write(path: Path) -> bool:
+    """True while ``path`` could still be a key being written (:func:`_write_key` writes hex digits, then a
+    newline): absent, empty, or hex digits only. Anything else is malformed for good."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return re.fullmatch(rb"[0-9a-fA-F]*", data) is not None
+
+
 def _write_key(fd: int, key: bytes) -> None:
     with os.fdopen(fd, "wb") as fh:
         fh.write(key.hex().encode("ascii") + b"\n")
@@ -67,7 +79,7 @@ def _load_or_create_key(home: Path) -> bytes:
         key_bytes = _read_key_file(path)
         if key_bytes is not None:
             break
-        if time.monotonic() > deadline:
+        if not _may_be_mid_write(path) or time.monotonic() > deadline:
             raise ValueError(
                 f"redaction key {path} is not a hex-encoded key; delete it to create a new one "
                 f"(fingerprints recorded with the old key will no longer match)"
