@@ -345,7 +345,7 @@ class Store(_Reads):
                 table=self.table,
                 cluster=cluster,
                 ttl_days=ttl_days,
-                server_version=self.server_version(),
+                server_version=self.client.server_version or self.server_version(),  # the driver asked at connect
             )
         except ValueError as exc:
             raise StoreError(str(exc)) from None
