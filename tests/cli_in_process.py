@@ -16,11 +16,13 @@ import os
 import subprocess
 import sys
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import fork_server
+import typer.main
 
 READ_ONLY = ("runs", "show", "audit", "diff")
 """Commands that only read the store (and print): safe to run in the test process."""
@@ -58,6 +60,24 @@ def loggers_restored() -> Iterator[None]:
         ours.propagate = propagate
         ours.setLevel(level)
         driver.setLevel(driver_level)
+
+
+_COMMANDS: dict[tuple[int, int, int], Any] = {}
+
+
+def _command_built_once(build: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``typer.main.get_command``, built once per app in this process: typer builds the click command tree from
+    the app's functions and their annotations on every call (about 11 ms for this CLI), which a process of its
+    own does once. The tree holds no state of a run (click makes a new context per call); an app with commands
+    added since is built again."""
+
+    def get_command(app: Any) -> Any:
+        key = (id(app), len(app.registered_commands), len(app.registered_groups))
+        if key not in _COMMANDS:
+            _COMMANDS[key] = build(app)
+        return _COMMANDS[key]
+
+    return get_command
 
 
 def _same_configuration(env: Mapping[str, str]) -> bool:
@@ -106,6 +126,7 @@ def run_cli(
         environment,
         _cwd(cwd),
         mock.patch.object(sys, "argv", ["otel-replay", *args]),
+        mock.patch.object(typer.main, "get_command", _command_built_once(typer.main.get_command)),
         contextlib.redirect_stdout(out),
         contextlib.redirect_stderr(err),
     ):

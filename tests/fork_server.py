@@ -84,14 +84,41 @@ PRELOAD = (
     "langchain_classic.agents",
     "agents",
     "anthropic",
+    # what instrument() imports: the instrumentors, the SDK modules they patch, the contrib base's checks
+    "otel_replay.instrumentation.openai",
+    "otel_replay.instrumentation.anthropic",
+    "otel_replay.instrumentation.langchain",
+    "otel_replay.instrumentation.openai_agents",
+    "openai.resources.chat.completions.completions",
+    "openai.resources.responses.responses",
+    "anthropic.resources.messages.messages",
+    "opentelemetry.instrumentation.instrumentor",
+    "opentelemetry.instrumentation.dependencies",
+    "httpcore2",  # the SDKs' HTTP transport imports it when a client is made
+    "otel_replay.storage.ingest",
     "clickhouse_connect",
     "pyarrow",
+    # what most commands import on first use: the CLI's run, its rich output, the replay's trust rule, the lab,
+    # the SDKs' lazily imported parts
+    "runpy",
+    "typer._adapters",
+    "typer._click.decorators",
+    "rich._emoji_codes",
+    "otel_replay.terminal",
+    "otel_replay.replay.trust",
+    "otel_replay.replay.scopes",
+    "otel_replay.replay.toolcode",
+    "otel_replay.lab",
+    "openai.resources.chat",
+    "langchain_core.tracers.stdout",
+    "langchain_core.tracers.run_collector",
 )
-"""What the server imports before it forks: the CLI, the SDKs of the suite's agents, and what opening a store
-imports besides chDB (clickhouse-connect; pyarrow and numpy, which chDB's connection module imports: about 0.35 s
-of CPU per command that opens a store). Never a module that starts a thread on import (chDB starts a dozen
-native ones: a forked child would inherit none of them; numpy and pyarrow start none under
-:data:`NO_IMPORT_THREADS`) or that the CLI treats as a signal (pandas)."""
+"""What the server imports before it forks: the CLI, the SDKs of the suite's agents, the modules that
+``instrument()``, the SDKs' first client and most commands import on first use (about 0.4 s of CPU per forked
+replay), and what opening a store imports besides chDB (clickhouse-connect; pyarrow and numpy, which chDB's
+connection module imports: about 0.35 s of CPU per command that opens a store). Never a module that starts a
+thread on import (chDB starts a dozen native ones: a forked child would inherit none of them; numpy and pyarrow
+start none under :data:`NO_IMPORT_THREADS`) or that the CLI treats as a signal (pandas)."""
 
 NO_IMPORT_THREADS = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
 """Set in the server while it imports :data:`PRELOAD`, then removed: numpy's OpenBLAS starts no worker threads
