@@ -4,6 +4,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
+# pytest-xdist workers for `make test`: three per two cores. The tests wait on the processes they start (CLI
+# commands, agents, a browser), and the third worker keeps both cores busy meanwhile (docs/performance.md).
+WORKERS ?= $(shell $(PYTHON) -c 'import os; print(max(2, 3 * (os.cpu_count() or 2) // 2))')
+
 .PHONY: demo lint test coverage bench clean
 
 $(STAMP): pyproject.toml
@@ -28,7 +32,7 @@ test: lint
 	@# the suite starts hundreds of CLI and agent processes; with PYTHONDONTWRITEBYTECODE set none of them
 	@# would cache the package's bytecode, and each would compile it again (~0.2 s per process)
 	$(BIN)/python -m compileall -q otel_replay
-	$(BIN)/python -m pytest -q -n auto --dist worksteal
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal
 
 # the suite under coverage (installs coverage and pytest-cov into .venv; pytest-cov combines the workers' and
 # the subprocesses' data), then the modules and public functions it never executed (scripts/unexecuted.py;
