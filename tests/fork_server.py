@@ -215,8 +215,11 @@ def _serve(address: str, modules: Sequence[str]) -> None:
     top = sorted({name.partition(".")[0] for name in sys.modules} - {"__main__"})
     origins = {name: _locate(name, sys.path) or "" for name in top}
     origins = {name: where for name, where in origins.items() if where}
-    # Imported at start-up when found on the path (PYTHONPATH): a fresh process would run them, a child would not.
-    origins.update(sitecustomize="", usercustomize="")
+    # Run at start-up when found on the path: the server ran the one it found (Debian's Python has one), and a
+    # call whose path finds that same file gets a child in which it has run. Where the server found none, a call
+    # whose path finds one (PYTHONPATH) runs as a subprocess: a fresh process would run it, a child would not.
+    for name in ("sitecustomize", "usercustomize"):
+        origins.setdefault(name, "")
     sys.stdout.flush()
     sys.stderr.flush()
     # Out of the collector's sight: a child's collections would otherwise scan (and so copy) the whole heap.
@@ -479,7 +482,7 @@ class _Server:
                 timeout=60,
                 check=True,
             )
-            path = json.loads(probe.stdout)
+            path = json.loads(probe.stdout.splitlines()[-1])  # after whatever a sitecustomize printed
             assert path[0] == "", path
             self.paths[key] = path[1:]
         return self.paths[key]
