@@ -17,28 +17,18 @@ from ..files import private_dir, private_file
 from .rules import _KEY_BYTES, _MIN_KEY_BYTES, KEY_FILE_NAME, _log
 
 
-def _read_key_file(path: Path) -> bytes | None:
-    """The key in ``path``, or None while the file is absent or still empty/partial (a writer is mid-way)."""
+def _read_key_file(path: Path) -> tuple[bytes | None, bool]:
+    """The key in ``path`` (None while there is none) and whether the file could still become one: absent,
+    empty, or hex digits only, as a writer mid-way leaves it (:func:`_write_key` writes hex digits, then a
+    newline). Anything else is malformed for good."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return None
+        return None, True
     text = data.strip()
     if re.fullmatch(rb"[0-9a-fA-F]{32,128}", text) and len(text) % 2 == 0:
-        return bytes.fromhex(text.decode("ascii"))
-    return None
-
-
-def _may_be_mid_write(path: Path) -> bool:
-    """True while ``path`` could still be a key being written (:func:`_write_key` writes hex digits, then a
-    newline): absent, empty, or hex digits only. Anything else is malformed for good."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    return re.fullmatch(rb"[0-9a-fA-F]*", data) is not None
+        return bytes.fromhex(text.decode("ascii")), False
+    return None, re.fullmatch(rb"[0-9a-fA-F]*", data) is not None
 
 
 def _write_key(fd: int, key: bytes) -> None:
@@ -76,10 +66,10 @@ def _load_or_create_key(home: Path) -> bytes:
                 pass
     deadline = time.monotonic() + 2.0
     while True:
-        key_bytes = _read_key_file(path)
+        key_bytes, may_become_one = _read_key_file(path)
         if key_bytes is not None:
             break
-        if not _may_be_mid_write(path) or time.monotonic() > deadline:
+        if not may_become_one or time.monotonic() > deadline:
             raise ValueError(
                 f"redaction key {path} is not a hex-encoded key; delete it to create a new one "
                 f"(fingerprints recorded with the old key will no longer match)"
