@@ -197,15 +197,16 @@ def _serve(address: str, modules: Sequence[str]) -> None:
     """Preload, say what was read and found (one JSON line on stdout), then fork a child per connection until
     stdin (the test process's end of a pipe) closes."""
     del sys.path[0]  # this file's folder (tests/): a fresh ``python -m`` or script run would not have it
+    before = {name: os.environ.get(name) for name in NO_IMPORT_THREADS}
     os.environ.update(NO_IMPORT_THREADS)
     try:
         reads, missing = _preload(modules)
     finally:
-        for name in NO_IMPORT_THREADS:
-            if name in _BASE_ENV:
-                os.environ[name] = _BASE_ENV[name]
-            else:
+        for name, value in before.items():
+            if value is None:
                 os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     problem = None
     if _threads() != 1:
         problem = f"{_threads()} threads after the imports: a forked child would miss them"
