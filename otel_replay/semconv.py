@@ -187,6 +187,14 @@ REPLAY_ALLOW_SIDE_EFFECTS: Final = "otel_replay.replay.allow_side_effects"
 """boolean. ``true`` when the person replaying turned the side-effect guard off (``--allow-side-effects``): the
 replayed code could spawn processes, change files and open connections. Absent otherwise."""
 
+REPLAY_SANDBOX: Final = "otel_replay.replay.sandbox"
+"""string. What stopped the replayed code's unrecorded side effects: ``landlock ABI n`` (the kernel sandbox,
+with the audit hooks), ``audit hooks only`` or ``none`` (a live replay, ``--allow-side-effects``)."""
+
+REPLAY_ALLOWED_EFFECTS: Final = "otel_replay.replay.allowed_effects"
+"""string[]. The files, folders and addresses the person replaying allowed the replayed code to change or reach
+(``--allow-path``, ``--allow-address``), as ``path:/abs/path`` and ``address:HOST:PORT``. Absent when none."""
+
 REPLAY_DIVERGED: Final = "otel_replay.replay.diverged"
 """boolean. Whether the replay diverged from the original, set when the replay ends."""
 

@@ -34,7 +34,16 @@ entrypoints and tool functions a replay may import and run although they are not
 (an installed package, a folder elsewhere on ``PYTHONPATH``). A prefix matches the module itself and its
 submodules; the standard library is never trusted. Unset: only modules under the working directory."""
 
+OTEL_REPLAY_SANDBOX: Final = "OTEL_REPLAY_SANDBOX"
+"""Environment variable: the kernel sandbox of offline replays. ``auto`` (default): Linux Landlock where the
+kernel offers it, else the audit-hook guard alone; ``require``: refuse an offline replay the kernel cannot
+confine (for CI); ``off``: the audit-hook guard alone."""
+
+SANDBOX_SETTINGS: Final = ("off", "auto", "require")
+"""The values of ``OTEL_REPLAY_SANDBOX``."""
+
 _DEFAULT_HOME: Final = "~/.otel-replay"
+_DEFAULT_SANDBOX: Final = "auto"
 _DEFAULT_LOCK_TIMEOUT_S: Final = 10.0
 
 
@@ -78,6 +87,17 @@ def env_number(name: str, default: N, *, minimum: float, unit: str) -> N:
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum:g} {unit}, got {raw!r}")
     return value
+
+
+def resolve_sandbox(value: str | None = None) -> str:
+    """``off``, ``auto`` or ``require``: argument, then ``OTEL_REPLAY_SANDBOX``, then ``auto``. Raises ValueError
+    naming the variable for any other value."""
+    raw = value if value is not None else os.environ.get(OTEL_REPLAY_SANDBOX) or _DEFAULT_SANDBOX
+    chosen = raw.strip().lower()
+    if chosen not in SANDBOX_SETTINGS:
+        shown = repr(raw) if len(raw) <= 24 and raw.isprintable() else f"a value of {len(raw)} characters"
+        raise ValueError(f"{OTEL_REPLAY_SANDBOX} must be off, auto or require, got {shown}")
+    return chosen
 
 
 def resolve_lock_timeout(timeout: float | None = None) -> float:

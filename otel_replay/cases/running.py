@@ -39,6 +39,8 @@ def run_case(
     entrypoint: str | None = None,
     allow_side_effects: bool = False,
     root: str | os.PathLike[str] | None = None,
+    allow_paths: Sequence[str] = (),
+    allow_addresses: Sequence[str] = (),
 ) -> CaseResult:
     """Replay one case against the code importable now and check its expectations.
 
@@ -69,6 +71,8 @@ def run_case(
                 entrypoint=entrypoint,
                 reason=f"regression case {case.name}",
                 allow_side_effects=allow_side_effects,
+                allow_paths=allow_paths,
+                allow_addresses=allow_addresses,
             )
     except OtelReplayError as exc:  # ReplayRefused, CaseError, a trace that holds no run …
         return CaseResult(

@@ -24,7 +24,7 @@ from .app import (
     case_app,
     fail,
 )
-from .outcome import _ALLOW_SIDE_EFFECTS_HELP, _warn_side_effects_allowed
+from .outcome import _ALLOW_ADDRESS_HELP, _ALLOW_PATH_HELP, _ALLOW_SIDE_EFFECTS_HELP, _warn_side_effects_allowed
 
 # ------------------------------------------------------------------------------------------------- cases
 
@@ -124,6 +124,8 @@ def case_run_command(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
     allow_side_effects: bool = typer.Option(False, "--allow-side-effects", help=_ALLOW_SIDE_EFFECTS_HELP),
+    allow_path: list[str] = typer.Option([], "--allow-path", metavar="PATH", help=_ALLOW_PATH_HELP),
+    allow_address: list[str] = typer.Option([], "--allow-address", metavar="HOST:PORT", help=_ALLOW_ADDRESS_HELP),
 ) -> None:
     """Replay case files against the current code, no store needed. Exit 0: all hold; 1: a case failed;
     2: a case could not run."""
@@ -174,6 +176,8 @@ def case_run_command(
                         mode=mode.value if mode else None,
                         entrypoint=app_spec,
                         allow_side_effects=allow_side_effects,
+                        allow_paths=allow_path,
+                        allow_addresses=allow_address,
                     )
                 )
             progress.advance(task)

@@ -112,6 +112,10 @@ def _render_result(result: Any) -> None:
         if result.replay_trace_id:
             head.append(f"  → replay trace {result.replay_trace_id}", style="dim")
         console.print(head)
+        if getattr(result, "sandbox", ""):
+            allowed = getattr(result, "allowed_effects", ())
+            shown = f"sandbox: {result.sandbox}" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
+            console.print(Text(shown, style="dim"))
     error = getattr(result, "agent_error", None)
     if error:
         console.print(agent_error_line(error))
@@ -166,6 +170,13 @@ def _render_result(result: Any) -> None:
 _ALLOW_SIDE_EFFECTS_HELP = (
     "Turn the side-effect guard off: the replayed code may spawn processes, change files and open connections for real."
 )
+
+_ALLOW_PATH_HELP = (
+    "A file or folder the replayed code may change (repeatable): the kernel sandbox and the guard let it through, "
+    "and the replay's audit records it."
+)
+
+_ALLOW_ADDRESS_HELP = "A HOST:PORT the replayed code may connect to (repeatable), recorded in the replay's audit."
 
 
 def _warn_side_effects_allowed() -> None:

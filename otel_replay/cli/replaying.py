@@ -25,7 +25,14 @@ from .app import (
     fail,
 )
 from .listing import _preview
-from .outcome import _ALLOW_SIDE_EFFECTS_HELP, _exit_for, _render_result, _warn_side_effects_allowed
+from .outcome import (
+    _ALLOW_ADDRESS_HELP,
+    _ALLOW_PATH_HELP,
+    _ALLOW_SIDE_EFFECTS_HELP,
+    _exit_for,
+    _render_result,
+    _warn_side_effects_allowed,
+)
 
 # ------------------------------------------------------------------------------------------------ replay
 
@@ -80,6 +87,8 @@ def replay_command(
     html: str | None = typer.Option(None, "--html", metavar="FILE", help=_HTML_HELP),
     store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
     allow_side_effects: bool = typer.Option(False, "--allow-side-effects", help=_ALLOW_SIDE_EFFECTS_HELP),
+    allow_path: list[str] = typer.Option([], "--allow-path", metavar="PATH", help=_ALLOW_PATH_HELP),
+    allow_address: list[str] = typer.Option([], "--allow-address", metavar="HOST:PORT", help=_ALLOW_ADDRESS_HELP),
 ) -> None:
     """Replay a run. Exit 0: matched; 1: diverged; 2: refused or impossible."""
     from ..replay.engine import replay
@@ -99,6 +108,8 @@ def replay_command(
             store=store_url,
             entrypoint=app_spec,
             allow_side_effects=allow_side_effects,
+            allow_paths=allow_path,
+            allow_addresses=allow_address,
         )
     if as_json:
         _print_json(result.to_dict())

@@ -17,13 +17,15 @@ import contextlib
 import functools
 import os
 import shlex
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..exporting import setup
-from .exempt import _exempt_endpoints, _exempt_roots, _folder_of_fd, _is_bytecode, _normal_host, _resolved
+from .exempt import _endpoint, _exempt_endpoints, _exempt_roots, _folder_of_fd, _is_bytecode, _normal_host, _resolved
+from .raised import agent_frame
 from .session import Divergence
 
 BLOCKED_MESSAGE: Final = "otel-replay blocked an unrecorded side effect during replay"
@@ -55,8 +57,10 @@ class _Guard:
     def __init__(self, session: Any) -> None:
         self.session = session
         self.active = True
-        self.roots = _exempt_roots()
-        self.endpoints = _exempt_endpoints()
+        allowed_paths = tuple(getattr(session, "allow_paths", ()) or ())
+        self.roots = (*_exempt_roots(), *allowed_paths)
+        allowed = (_endpoint(address) for address in getattr(session, "allow_addresses", ()) or ())
+        self.endpoints = (*_exempt_endpoints(), *(a for a in allowed if a is not None))
         self._addresses: set[tuple[str, int]] | None = None
         self._seen: set[str] = set()
         self._lock = threading.Lock()
@@ -83,9 +87,19 @@ class _Guard:
 
     def block(self, what: str) -> None:
         """Record ``what`` on the replay (once) and raise :class:`SideEffectBlocked`."""
+        text = self.record(what)
+        raise SideEffectBlocked(
+            f"{BLOCKED_MESSAGE}: {text} (replay with --allow-path, --allow-address or --allow-side-effects "
+            "to let it happen)"
+        )
+
+    def record(self, what: str) -> str:
+        """Record ``what`` on the replay (once per effect), with the agent's frame that did it; return the
+        effect as shown."""
         text = _scrub(what)
         if len(text) > _TEXT_MAX:
             text = text[: _TEXT_MAX - 1] + "…"
+        where = agent_frame(sys._getframe(1))
         with self._lock:
             new = text not in self._seen
             self._seen.add(text)
@@ -94,10 +108,10 @@ class _Guard:
                 Divergence(
                     step_index=_step_reached(self.session),
                     kind=DIVERGENCE_KIND,
-                    reason=f"unrecorded side effect: {text}",
+                    reason=f"unrecorded side effect: {text}" + (f" (in {_scrub(where)})" if where else ""),
                 )
             )
-        raise SideEffectBlocked(f"{BLOCKED_MESSAGE}: {text} (replay with --allow-side-effects to let it happen)")
+        return text
 
 
 def _spawn(event: str) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
@@ -164,6 +178,32 @@ def _sqlite_uri_path(uri: str) -> str | None:
     if path in ("", ":memory:") or mode in ("memory", "ro") or query.get("immutable", ["0"])[-1] == "1":
         return None
     return path
+
+
+_NATIVE_EFFECTS: Final = frozenset(
+    {
+        *("system", "popen", "fork", "vfork", "clone", "clone3", "daemon", "posix_spawn", "posix_spawnp"),
+        *("execl", "execlp", "execle", "execv", "execvp", "execvpe", "execve", "fexecve", "execveat"),
+        *("open", "open64", "openat", "openat64", "creat", "creat64", "fopen", "fopen64", "freopen"),
+        *("write", "pwrite", "pwrite64", "writev", "pwritev", "fwrite", "fputs", "fprintf", "dprintf"),
+        *("unlink", "unlinkat", "remove", "rename", "renameat", "renameat2", "mkdir", "mkdirat", "rmdir"),
+        *("link", "linkat", "symlink", "symlinkat", "truncate", "truncate64", "ftruncate", "ftruncate64"),
+        *("chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat", "mknod", "mkfifo"),
+        *("socket", "connect", "bind", "sendto", "sendmsg", "send", "syscall"),
+    }
+)
+"""libc functions that change the world, looked up through ``ctypes`` (``ctypes.CDLL(None).system``): Python
+raises no audit event when they run, only when ``ctypes`` looks them up, so the lookup is what the guard
+blocks."""
+
+
+def _native(state: _Guard, args: tuple[Any, ...]) -> str | None:
+    name = args[-1] if args else None
+    if isinstance(name, bytes):
+        name = name.decode("ascii", "replace")
+    if not isinstance(name, str) or name not in _NATIVE_EFFECTS:
+        return None
+    return f"native call (ctypes): {name}()"
 
 
 @functools.cache
@@ -268,6 +308,8 @@ _CHECKS: Final[dict[str, Callable[[_Guard, tuple[Any, ...]], str | None]]] = {
     "os.link": _two_paths("file link (os.link)"),
     "os.symlink": _link("file link (os.symlink)"),
     "sqlite3.connect": _sqlite,
+    "ctypes.dlsym": _native,
+    "ctypes.dlsym/handle": _native,
     "socket.connect": _connect("socket.connect"),
     "socket.sendto": _connect("socket.sendto"),
     "socket.sendmsg": _connect("socket.sendmsg"),

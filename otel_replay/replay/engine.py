@@ -15,19 +15,20 @@ import asyncio
 import contextvars
 import dataclasses
 import inspect
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from .. import revival, semconv
+from .. import revival, semconv, settings
 from .._gc import gc_frozen, gc_paused
 from ..errors import ReplayRefused as ReplayRefused  # re-exported: otel_replay.replay.engine.ReplayRefused
 from ..exporting import setup
 from ..recording import ReplayInterrupt, agent, identity, replaying
 from ..runs import Run
 from ..semconv import ReplayMode
-from . import guard, storing, volatile
+from . import guard, sandbox, storing, volatile
 from . import journal as audit_journal
 from .approvals import Approvals
 from .dry import _has_marker, _record_dry
@@ -88,6 +89,13 @@ class ReplayResult:
     refused_call: dict[str, Any] | None = None
     """The call a live replay refused: ``{kind, name, step_index, risk, approve_with}``, ``approve_with``
     being the exact ``--approve`` flag that allows it (None when no approval can: a redaction marker)."""
+    sandbox: str = ""
+    """What stopped unrecorded side effects: ``landlock ABI n`` (the kernel sandbox and the audit hooks),
+    ``audit hooks only`` or ``none`` (live, ``--allow-side-effects``); see :mod:`otel_replay.replay.sandbox`.
+    A dry replay says what an offline replay of the run would get."""
+    allowed_effects: tuple[str, ...] = ()
+    """Paths and addresses the person replaying allowed for this replay (``--allow-path``, ``--allow-address``),
+    as ``path:/abs/path`` and ``address:HOST:PORT``."""
     tape: dict[str, list[dict[str, Any]]] | None = None
     """Replays given a :class:`~otel_replay.replay.policy.ReplayPolicy`: the tool tape both ways (``unused``,
     ``drift``, ``refused``, ``injected``, see :class:`otel_replay.lab.model.PairResult`; ``mocked`` too when
@@ -139,6 +147,8 @@ class ReplayResult:
             "agent_error": self.agent_error,
             "refused_call": self.refused_call,
             "ready_modes": self.ready_modes,
+            "sandbox": self.sandbox,
+            "allowed_effects": list(self.allowed_effects),
             **({"tape": self.tape} if self.tape is not None else {}),
         }
 
@@ -187,6 +197,8 @@ def replay(
     allow_side_effects: bool = False,
     volatile_keys: Iterable[str | VolatileRule] = (),
     policy: ReplayPolicy | None = None,
+    allow_paths: Sequence[str] = (),
+    allow_addresses: Sequence[str] = (),
 ) -> ReplayResult:
     """Replay the run recorded as ``trace_id`` and compare it with the original.
 
@@ -207,6 +219,11 @@ def replay(
 
     ``policy`` (a :class:`~otel_replay.replay.policy.ReplayPolicy`, what a lab changes) sets how the tool tape
     answers, injected tool faults and the overrides applied to every model call.
+
+    Offline replays (``mock``, ``deterministic``) import and run the agent in a thread the kernel confines
+    first, where it offers Linux Landlock (``OTEL_REPLAY_SANDBOX``, see :mod:`otel_replay.replay.sandbox`);
+    ``allow_paths`` (files or folders) and ``allow_addresses`` (``HOST:PORT``) let the agent change or reach
+    just those, recorded on the replay's root span and in its audit record.
 
     Raises :class:`ReplayRefused` when the replay cannot start; returns a :class:`ReplayResult` otherwise
     (``outcome`` ``refused`` when a live replay stopped before an unapproved call).
@@ -234,6 +251,8 @@ def replay(
                 mocks=mocks,
                 allow_side_effects=allow_side_effects,
                 policy=policy,
+                allow_paths=allow_paths,
+                allow_addresses=allow_addresses,
             )
         return _with_notes(result, unregistered)
     finally:
@@ -254,6 +273,8 @@ def replay_run(
     allow_side_effects: bool = False,
     volatile_keys: Iterable[str | VolatileRule] = (),
     policy: ReplayPolicy | None = None,
+    allow_paths: Sequence[str] = (),
+    allow_addresses: Sequence[str] = (),
 ) -> ReplayResult:
     """Replay a run held in memory (a case file's trace) as :func:`replay` does, without any store: the replay
     is recorded through the configured exporter as usual and read back from the spans this process saw."""
@@ -272,6 +293,8 @@ def replay_run(
             mocks=mocks,
             allow_side_effects=allow_side_effects,
             policy=policy,
+            allow_paths=allow_paths,
+            allow_addresses=allow_addresses,
         )
     return _with_notes(result, unregistered)
 
@@ -295,6 +318,8 @@ def _replay(
     mocks: Mapping[str, Any] | None,
     allow_side_effects: bool = False,
     policy: ReplayPolicy | None = None,
+    allow_paths: Sequence[str] = (),
+    allow_addresses: Sequence[str] = (),
 ) -> ReplayResult:
     tid = original.trace_id
     mocks = callable_mocks(mocks)
@@ -309,6 +334,9 @@ def _replay(
         raise ReplayRefused(
             f"run {tid} has steps 0..{max(s.index for s in original.steps)}; --from-step {from_step} is past its end"
         )
+    allowed_paths = sandbox.check_paths(allow_paths)
+    allowed_addresses = sandbox.check_addresses(allow_addresses)
+    enforcement = sandbox.plan(mode, allow_side_effects=allow_side_effects)
     # The side-effect guard covers every mode but live (see guard.guards), unless the person replaying allowed them.
     session = ReplaySession(
         original=original,
@@ -320,12 +348,16 @@ def _replay(
         reason=reason,
         allow_side_effects=allow_side_effects,
         policy=policy,
+        allow_paths=allowed_paths,
+        allow_addresses=allowed_addresses,
+        sandbox=enforcement.text,
     )
     from .toolcalls import not_firewalled
 
     unfirewalled = tuple(not_firewalled(original))
     if mode is ReplayMode.DRY:
         report = readiness(original)
+        report["sandbox"] = {"enforcement": enforcement.text, "not_covered": sandbox.gaps(enforcement)}
         _record_dry(session, original, report)
         setup.flush()
         ingest(store)
@@ -350,15 +382,68 @@ def _replay(
             allow_side_effects=session.allow_side_effects,
             not_firewalled=unfirewalled,
             tape=session.tape_result(),
+            sandbox=enforcement.text,
         )
+    spec = entrypoint or original.entrypoint or ""
+    script = (original.snapshots.get("input") or {}).get("script")
+    module_name = spec.partition(":")[0] if not spec.startswith("__main__:") else None
+    if enforcement.abi and sandbox.imported_before(module_name):
+        if settings.resolve_sandbox() == "require":
+            raise ReplayRefused(
+                f"OTEL_REPLAY_SANDBOX=require: the agent's module {module_name!r} was imported before this "
+                "replay, so what it opened at import is outside the kernel sandbox; replay it in a process of its "
+                "own (otel-replay replay, otel-replay case run); nothing ran"
+            )
+        session.notes.append(
+            f"the agent's module {module_name!r} was imported before this replay: files, databases and "
+            "connections it opened at import are outside the kernel sandbox (replay it with otel-replay replay "
+            "or case run, in a process of its own, for that guarantee)"
+        )
+
+    def load_and_run() -> ReplayResult:
+        fresh = bool(module_name) and module_name not in sys.modules
+        try:
+            with guard.agent_call(session):  # what the module does at import is the agent's code too
+                func = load_entrypoint(spec, script=script, given=bool(entrypoint))
+        except ReplayRefused as exc:
+            raise _import_refusal(exc, session) from None
+        if fresh and session.sandbox.startswith("landlock"):
+            sandbox.note_confined_import(module_name)
+        return _run_replay(session, original, func, store)
+
+    def unconfined(weaker: sandbox.Enforcement) -> None:
+        session.sandbox = weaker.text
+
     with _instrumented(original):
-        func = load_entrypoint(
-            entrypoint or original.entrypoint or "",
-            script=(original.snapshots.get("input") or {}).get("script"),
-            given=bool(entrypoint),
+        result = sandbox.run(
+            load_and_run,
+            enforcement,
+            allow_paths=allowed_paths,
+            allow_addresses=allowed_addresses,
+            on_unconfined=unconfined,
         )
-        result = _run_replay(session, original, func, store)
     return dataclasses.replace(result, not_firewalled=unfirewalled) if unfirewalled else result
+
+
+def _import_refusal(exc: ReplayRefused, session: ReplaySession) -> ReplayRefused:
+    """The refusal of an entrypoint whose module could not be imported: when the guard or the kernel refused
+    what the module does at import, say what and the ways out; any other refusal as it was."""
+    blocked = [d.reason for d in session.divergences if d.kind == guard.DIVERGENCE_KIND]
+    cause = exc.__cause__
+    kernel = session.sandbox.startswith("landlock")
+    denied = (isinstance(cause, OSError) and cause.errno in (1, 13)) or "unable to open database" in str(cause)
+    if not blocked and not (kernel and cause is not None and denied):
+        return exc
+    if blocked:
+        what = blocked[0].removeprefix("unrecorded side effect: ")
+    else:
+        what = _scrubbed(f"{type(cause).__name__}: {cause}")
+    return ReplayRefused(
+        f"the agent's module could not be imported under the replay's sandbox ({session.sandbox}): {what} was "
+        "refused; nothing else ran. Allow that one path or address for this replay (--allow-path PATH, "
+        "--allow-address HOST:PORT; recorded in its audit), every effect (--allow-side-effects), or replay it "
+        "live (--mode live --reason TEXT)"
+    )
 
 
 @overload
@@ -444,6 +529,8 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         refused_call=session.refused_call if refusal is not None else None,
         notes=tuple(session.notes),
         tape=session.tape_result(),
+        sandbox=session.sandbox,
+        allowed_effects=session.allowed_effects,
     )
 
 

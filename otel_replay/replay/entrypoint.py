@@ -94,19 +94,19 @@ def _entrypoint_module(spec: str, module_name: str, script: str | None) -> types
             sys.path.insert(0, str(Path(script).parent))
             try:
                 spec_obj.loader.exec_module(module)
-            except Exception as exc:  # noqa: BLE001 - whatever the script raises while loading refuses the replay
+            except Exception as exc:
                 sys.modules.pop(alias, None)
-                raise ReplayRefused(f"loading the script {script!r} failed: {type(exc).__name__}: {exc}") from None
+                raise ReplayRefused(f"loading the script {script!r} failed: {type(exc).__name__}: {exc}") from exc
     else:
         if os.getcwd() not in sys.path and "" not in sys.path:
             sys.path.insert(0, os.getcwd())
         try:
             module = importlib.import_module(module_name)
-        except Exception as exc:  # noqa: BLE001 - any import failure is the same refusal
+        except Exception as exc:
             raise ReplayRefused(
                 f"entrypoint module {module_name!r} is not importable ({type(exc).__name__}: "
                 f"{exc}); run from the project folder or pass --app module:function"
-            ) from None
+            ) from exc
     return module
 
 

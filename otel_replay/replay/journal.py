@@ -60,6 +60,8 @@ def needs_record(session: Any) -> bool:
     guard turned off, or tools a policy runs live."""
     if session.mode in (ReplayMode.LIVE, ReplayMode.WHATIF) or bool(getattr(session, "allow_side_effects", False)):
         return True
+    if getattr(session, "allowed_effects", ()):
+        return True
     return bool(getattr(getattr(session, "policy", None), "tools_live", ()))
 
 
@@ -219,6 +221,8 @@ def started(session: Any) -> JournalEntry:
         "from_step": session.from_step,
         "approvals": list(session.approvals),
         "allow_side_effects": bool(getattr(session, "allow_side_effects", False)),
+        "allowed_effects": list(getattr(session, "allowed_effects", ())),
+        "sandbox": getattr(session, "sandbox", ""),
         "original_trace_id": session.original.trace_id,
         "original_run_id": session.original.run_id,
         "pid": os.getpid(),

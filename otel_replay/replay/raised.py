@@ -16,10 +16,10 @@ from __future__ import annotations
 import os
 import sysconfig
 from collections.abc import Callable
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any, Final
 
-__all__ = ["agent_exception"]
+__all__ = ["agent_exception", "agent_frame"]
 
 _PACKAGE_DIR: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _AGENT_CODE_IN_PACKAGE: Final = (os.path.join(_PACKAGE_DIR, "demo") + os.sep,)
@@ -80,3 +80,21 @@ def agent_exception(exc: BaseException, *, scrub: Callable[[str], str]) -> dict[
         return {"type": name, "message": message, "file": None, "line": None, "function": None}
     path, line, function = candidates[-1]
     return {"type": name, "message": message, "file": _shown_path(path), "line": line, "function": function}
+
+
+def agent_frame(frame: FrameType | None) -> str | None:
+    """``function() at file:line`` of the innermost frame of the agent's own code on the stack that ends in
+    ``frame`` (the same choice as :func:`agent_exception`: not otel-replay's machinery, the standard library or
+    an installed package; failing that, the innermost frame outside otel-replay's machinery), or None."""
+    frames: list[tuple[str, int, str]] = []
+    while frame is not None:
+        code = frame.f_code
+        frames.append((os.path.abspath(code.co_filename), frame.f_lineno, code.co_name))
+        frame = frame.f_back
+    libraries = _library_dirs()
+    agent = [f for f in frames if not _ours(f[0]) and not f[0].startswith(libraries) and not f[0].startswith("<")]
+    candidates = agent or [f for f in frames if not _ours(f[0]) and not f[0].startswith("<")]
+    if not candidates:
+        return None
+    path, line, function = candidates[0]
+    return f"{function}() at {_shown_path(path)}:{line}"

@@ -71,6 +71,9 @@ class ReplaySession:
         reason: str | None,
         allow_side_effects: bool = False,
         policy: ReplayPolicy | None = None,
+        allow_paths: Sequence[str] = (),
+        allow_addresses: Sequence[str] = (),
+        sandbox: str = "",
     ) -> None:
         self.original = original
         self.policy = policy
@@ -90,6 +93,12 @@ class ReplaySession:
         self.reason = reason
         self.allow_side_effects = bool(allow_side_effects)
         """True when the person replaying turned the side-effect guard off (``--allow-side-effects``)."""
+        self.allow_paths = tuple(allow_paths)
+        """Files and folders the agent may change in this replay (``--allow-path``), absolute."""
+        self.allow_addresses = tuple(allow_addresses)
+        """``HOST:PORT`` addresses the agent may connect to in this replay (``--allow-address``)."""
+        self.sandbox = sandbox
+        """What stops unrecorded side effects (see :class:`otel_replay.replay.sandbox.Enforcement`)."""
         self._all: list[Step] = [s for s in original.steps if s.kind != semconv.StepKind.AGENT.value]
         self.tape: tape.ToolTape | None = None
         """A policy replay's tool tape (mock, deterministic, whatif): tool calls answered from it, see
@@ -143,9 +152,16 @@ class ReplaySession:
             semconv.REPLAY_APPROVALS: list(self.approvals),
             semconv.REPLAY_OS_USER: self.os_user,
             semconv.REPLAY_ALLOW_SIDE_EFFECTS: True if self.allow_side_effects else None,
+            semconv.REPLAY_SANDBOX: self.sandbox or None,
+            semconv.REPLAY_ALLOWED_EFFECTS: list(self.allowed_effects) or None,
             semconv.REPLAY_LAB_ID: self.policy.lab_id if self.policy is not None else None,
             semconv.REPLAY_LAB_LANE: self.policy.lane if self.policy is not None else None,
         }
+
+    @property
+    def allowed_effects(self) -> tuple[str, ...]:
+        """The paths and addresses allowed for this replay, as ``path:/abs`` and ``address:HOST:PORT``."""
+        return (*(f"path:{p}" for p in self.allow_paths), *(f"address:{a}" for a in self.allow_addresses))
 
     def take_run_id(self) -> str | None:
         """The planned run id for the replay's root run (the first run started under the session), else None."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -145,7 +146,9 @@ def record(func: Callable[..., Any], *args: Any) -> str:
 
 
 def side_effects(result: Any) -> list[str]:
-    return [d.reason for d in result.divergences if d.kind == "side_effect"]
+    """The blocked effects, each without the agent frame that made it (`` (in f() at file:line)``)."""
+    frame = re.compile(r" \(in [^()]*\(\) at [^()]*\)$")
+    return [frame.sub("", d.reason) for d in result.divergences if d.kind == "side_effect"]
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -359,7 +362,11 @@ def test_otel_replays_own_writes_and_bytecode_are_not_side_effects(
     sys.modules.pop(name, None)
     result = orp.replay(trace_id, mode="deterministic")
     assert result.outcome == "matched", result.divergences
-    assert any(cache.glob(f"{name}.*.pyc"))  # the import wrote it during the replay and nothing was reported
+    # Under the audit hooks alone the import writes its bytecode and nothing is reported; the kernel sandbox
+    # cannot tell a bytecode file from any other, so there Python compiles the module in memory (as it does on
+    # a read-only disk) and the replay still matches.
+    written = any(cache.glob(f"{name}.*.pyc"))
+    assert written is (result.sandbox == "audit hooks only"), result.sandbox
 
 
 def _case(home: Path, folder: Path, trace_id: str, name: str) -> Path:

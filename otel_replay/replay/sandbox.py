@@ -1,0 +1,218 @@
+"""The kernel sandbox of an offline replay: which enforcement a replay gets, and the confined thread it runs in.
+
+An offline replay (``dry``, ``mock``, ``deterministic``, a ``--from-step`` replay on one of those, a regression
+case, a lab worker's replay, ``replay-tool --mode mock``) promises that nothing it runs reaches the world. The
+audit-hook guard (:mod:`otel_replay.replay.guard`) sees what Python sees and names it; below Python (``ctypes``,
+a C extension, a descriptor opened before the replay) it sees nothing. Where the kernel offers Linux Landlock,
+the engine therefore runs the agent's import and call in a fresh thread that confines itself first
+(:func:`run`): from then on that thread and all it starts can change files only under the temp folder,
+otel-replay's home, the embedded store and the paths the person replaying allowed (``--allow-path``), connect
+only to the TCP ports of the store, the export endpoints and the allowed addresses (``--allow-address``; by
+port, the guard checks the address), bind none, and execute nothing. The host program's other threads are
+untouched, and the confinement ends with the thread, so an in-process replay leaves its caller as it was.
+
+``OTEL_REPLAY_SANDBOX`` chooses: ``auto`` (default) confines where the kernel can, ``require`` refuses an
+offline replay it cannot confine, ``off`` keeps the guard alone. :class:`Enforcement` says what ran; every
+replay result carries it (``sandbox`` in ``--json``), and ``dry`` lists what the weaker one leaves uncovered
+(:func:`gaps`).
+
+Process-wide state, kept on purpose: the names of the entrypoint modules first imported inside a confined
+thread (``_confined_imports``), so a later replay in the same process (a lab worker replays many runs) knows
+that a module found already imported was imported under the sandbox, not before it.
+
+This module must never confine a thread other than the one it starts, never report a confinement that did not
+happen, and never let an offline replay run unconfined under ``require``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+from .. import settings
+from ..errors import ReplayRefused
+from ..semconv import ReplayMode
+from . import landlock
+from .exempt import _endpoint, _exempt_endpoints, _exempt_roots
+
+T = TypeVar("T")
+
+AUDIT_HOOKS_ONLY: Final = "audit hooks only"
+""":attr:`Enforcement.text` of a replay guarded by the audit hooks alone."""
+
+NO_SANDBOX: Final = "none"
+""":attr:`Enforcement.text` of a replay with real effects allowed (``live``, ``--allow-side-effects``)."""
+
+_confined_imports: set[str] = set()
+_confined_lock = threading.Lock()
+
+_AUDIT_ONLY_GAPS: Final = (
+    "writes through files, databases and connections the agent's module opened before the replay "
+    "(a module imported earlier in the same process)",
+    "code below Python: a C extension or native library writing files, connecting or starting processes "
+    "(sqlite3 ATTACH and VACUUM INTO, a ctypes call other than the libc functions the guard knows)",
+    "threads that never received the replay's context (started before it, or by a native library)",
+)
+_KERNEL_GAPS: Final = (
+    "TCP is confined by port, not address (the audit hooks check the address); UDP and Unix path sockets "
+    "are checked by the audit hooks only",
+    "work the agent hands to a thread started before the replay (a pool created earlier) runs outside the "
+    "kernel sandbox, under the audit hooks",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Enforcement:
+    """What stops a replay's unrecorded side effects: the Landlock ABI its thread is confined with (0 for
+    none) and whether the audit-hook guard is on."""
+
+    abi: int
+    guarded: bool
+
+    @property
+    def text(self) -> str:
+        """``landlock ABI n``, ``audit hooks only`` or ``none`` (what ``--json`` says under ``sandbox``)."""
+        if self.abi > 0:
+            return f"landlock ABI {self.abi}"
+        return AUDIT_HOOKS_ONLY if self.guarded else NO_SANDBOX
+
+
+def plan(mode: ReplayMode, *, allow_side_effects: bool, setting: str | None = None) -> Enforcement:
+    """The enforcement a replay in ``mode`` gets under ``OTEL_REPLAY_SANDBOX`` (or ``setting``).
+
+    ``live`` replays and ``--allow-side-effects`` get none (real effects are intended), ``whatif`` the guard
+    alone (its model calls need the network). Raises :class:`ReplayRefused` for a bad setting, and under
+    ``require`` when the kernel offers no Landlock or the person replaying allowed every side effect."""
+    try:
+        chosen = settings.resolve_sandbox(setting)
+    except ValueError as exc:
+        raise ReplayRefused(str(exc)) from None
+    offline = mode in (ReplayMode.DRY, ReplayMode.MOCK, ReplayMode.DETERMINISTIC)
+    if chosen == "require" and offline and allow_side_effects:
+        raise ReplayRefused(
+            f"{settings.OTEL_REPLAY_SANDBOX}=require and --allow-side-effects contradict each other: allow the "
+            "one path or address the replay needs (--allow-path, --allow-address) instead; nothing ran"
+        )
+    if mode is ReplayMode.LIVE or allow_side_effects:
+        return Enforcement(abi=0, guarded=False)
+    if not offline or chosen == "off":
+        return Enforcement(abi=0, guarded=True)
+    abi = landlock.abi()
+    if abi < 1 and chosen == "require":
+        raise ReplayRefused(
+            f"{settings.OTEL_REPLAY_SANDBOX}=require: this system offers no Landlock sandbox (Linux 5.13 or "
+            "later with Landlock enabled, outside a container that forbids it); nothing ran. Unset it to replay "
+            "under the audit hooks alone"
+        )
+    return Enforcement(abi=abi, guarded=True)
+
+
+def gaps(enforcement: Enforcement) -> list[str]:
+    """What ``enforcement`` does not stop (``dry`` lists these)."""
+    if enforcement.abi > 0:
+        return list(_KERNEL_GAPS)
+    if enforcement.guarded:
+        return [*_AUDIT_ONLY_GAPS, *_KERNEL_GAPS[:1]]
+    return ["nothing is blocked: real side effects are intended"]
+
+
+def allowed_ports(addresses: Iterable[str]) -> list[int]:
+    """The TCP ports of the export endpoints, the store and the allowed ``HOST:PORT`` addresses."""
+    ports = [port for _, port in _exempt_endpoints()]
+    for address in addresses:
+        endpoint = _endpoint(address)
+        if endpoint is not None:
+            ports.append(endpoint[1])
+    return ports
+
+
+def check_addresses(addresses: Sequence[str]) -> tuple[str, ...]:
+    """``--allow-address`` values, each ``HOST:PORT``; raises :class:`ReplayRefused` for one that is not."""
+    for address in addresses:
+        if "://" in address or _endpoint(address) is None or ":" not in address:
+            raise ReplayRefused(f"--allow-address takes HOST:PORT (like 127.0.0.1:5432), got {address[:80]!r}")
+    return tuple(addresses)
+
+
+def check_paths(paths: Sequence[str | os.PathLike[str]]) -> tuple[str, ...]:
+    """``--allow-path`` values as absolute paths (symbolic links resolved); raises :class:`ReplayRefused` for
+    an empty one or the root folder."""
+    checked: list[str] = []
+    for raw in paths:
+        text = os.fsdecode(raw)
+        if not text.strip():
+            raise ReplayRefused("--allow-path takes a file or folder, got an empty value")
+        real = os.path.realpath(os.path.expanduser(text))
+        if real == os.sep:
+            raise ReplayRefused("--allow-path / would allow every write: name the file or folder the agent needs")
+        checked.append(real)
+    return tuple(dict.fromkeys(checked))
+
+
+def imported_before(module_name: str | None) -> bool:
+    """True when the entrypoint's module is already imported, and not by an earlier confined replay: what it
+    opened at import (files, databases, connections) is outside the kernel sandbox."""
+    import sys
+
+    if not module_name or module_name not in sys.modules:
+        return False
+    with _confined_lock:
+        return module_name not in _confined_imports
+
+
+def note_confined_import(module_name: str | None) -> None:
+    """Remember that ``module_name`` was first imported inside a confined thread."""
+    if module_name:
+        with _confined_lock:
+            _confined_imports.add(module_name)
+
+
+def run(
+    fn: Callable[[], T],
+    enforcement: Enforcement,
+    *,
+    allow_paths: Sequence[str] = (),
+    allow_addresses: Sequence[str] = (),
+    on_unconfined: Callable[[Enforcement], Any] | None = None,
+) -> T:
+    """Call ``fn`` (in this thread's context) confined by ``enforcement``: in a fresh thread that confines itself
+    first when ``enforcement.abi`` is set, else right here. When the kernel refuses the confinement after all,
+    ``on_unconfined`` learns the weaker enforcement and ``fn`` runs unconfined; under ``require`` the replay is
+    refused instead."""
+    if enforcement.abi < 1:
+        return fn()
+    writable = [*_exempt_roots(), os.devnull, *allow_paths]
+    ports = allowed_ports(allow_addresses)
+    context = contextvars.copy_context()
+    outcome: dict[str, Any] = {}
+
+    def confined() -> None:
+        try:
+            landlock.restrict_thread(writable=writable, ports=ports, version=enforcement.abi)
+        except landlock.LandlockError as exc:
+            outcome["unconfined"] = exc
+            return
+        try:
+            outcome["value"] = context.run(fn)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=confined, name="otel-replay-sandbox", daemon=True)
+    worker.start()
+    worker.join()
+    if "unconfined" in outcome:
+        if settings.resolve_sandbox() == "require":
+            raise ReplayRefused(
+                f"{settings.OTEL_REPLAY_SANDBOX}=require: the kernel refused the sandbox "
+                f"({outcome['unconfined']}); nothing ran"
+            )
+        if on_unconfined is not None:
+            on_unconfined(Enforcement(abi=0, guarded=enforcement.guarded))
+        return fn()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]  # type: ignore[no-any-return]

@@ -1,0 +1,83 @@
+"""Agents for tests/adversarial/test_adv_sandbox.py: ordinary agent code whose effects Python's audit hooks
+cannot see, or see too late.
+
+``book`` writes through resources its module opens at import (a ledger file, a SQLite database, a TCP
+connection, each named by an environment variable when the module is imported), from an undecorated helper.
+``native`` writes a file and starts a process through libc with ``ctypes``. ``vacuum`` has SQLite copy an
+in-memory database to a file (``VACUUM INTO``), which SQLite does in C with no audit event. The tests copy this
+file into a project folder of their own and record and replay it in fresh processes, as a user would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import socket
+import sqlite3
+
+import otel_replay as orp
+
+LEDGER = open(os.environ["ADV_LEDGER"], "a", encoding="utf-8") if os.environ.get("ADV_LEDGER") else None  # noqa: SIM115
+DB = sqlite3.connect(os.environ["ADV_DB"], check_same_thread=False) if os.environ.get("ADV_DB") else None
+if DB is not None:
+    DB.execute("CREATE TABLE IF NOT EXISTS ledger (entry TEXT)")
+    DB.commit()
+_peer = os.environ.get("ADV_PEER")
+PEER = (
+    socket.create_connection((_peer.rpartition(":")[0], int(_peer.rpartition(":")[2])), timeout=10) if _peer else None
+)
+
+
+@orp.tool("lookup", risk="read")
+def lookup(key: str) -> str:
+    return key.upper()
+
+
+def append_entry(entry: str) -> None:
+    """The undecorated helper: writes through what the module opened at import."""
+    if LEDGER is not None:
+        LEDGER.write(entry + "\n")
+        LEDGER.flush()
+    if DB is not None:
+        DB.execute("INSERT INTO ledger VALUES (?)", (entry,))
+        DB.commit()
+    if PEER is not None:
+        PEER.sendall(entry.encode())
+
+
+@orp.agent("import-time-ledger")
+def book(entry: str) -> str:
+    answer = lookup(entry)
+    append_entry(entry)
+    return answer
+
+
+def native_effects(target: str, marker: str) -> None:
+    """Writes ``target`` and runs ``touch marker`` through libc, below Python's audit events."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.open(target.encode(), os.O_WRONLY | os.O_CREAT, 0o644)
+    if fd >= 0:
+        libc.write(fd, b"written by libc", 15)
+        libc.close(fd)
+    libc.system(f"touch {marker}".encode())
+
+
+@orp.agent("native-writer")
+def native(target: str, marker: str) -> str:
+    answer = lookup(target)
+    with contextlib.suppress(OSError):  # as code on a read-only system would: carry on
+        native_effects(target, marker)
+    return answer
+
+
+@orp.agent("sqlite-vacuum")
+def vacuum(target: str) -> str:
+    """Keeps its notes in memory, then has SQLite (in C) copy them to ``target``."""
+    answer = lookup(target)
+    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+        conn.execute("INSERT INTO notes VALUES (?)", (answer,))
+        conn.commit()
+        conn.execute("VACUUM INTO ?", (target,))
+    return answer

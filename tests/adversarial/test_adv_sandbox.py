@@ -1,0 +1,251 @@
+"""The kernel sandbox of offline replays, attacked with ordinary agent code (docs/security.md, "Enforcement").
+
+Each test records an agent of ``adv_sandbox_agents.py`` for real in a fresh process, from a project folder of
+its own, then replays it with ``otel-replay replay`` in another fresh process, as a user would, in both
+enforcement modes: ``OTEL_REPLAY_SANDBOX=auto`` (Landlock, where this kernel offers it) and ``off`` (the audit
+hooks alone). Every test looks at the real effect (the ledger's bytes, the database's rows, the bytes a loopback
+listener received, the file and the marker a spawned process would make) and at the outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import fork_server
+import pytest
+
+import otel_replay as orp
+from otel_replay.replay import landlock
+
+HERE = Path(__file__).resolve().parent
+KERNEL = landlock.abi() > 0
+MODES = ("auto", "off")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """The user's project folder: the agent module, run from here (so the replay trusts it)."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    shutil.copy(HERE / "adv_sandbox_agents.py", folder / "adv_sandbox_agents.py")
+    return folder
+
+
+@pytest.fixture
+def outside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder outside the system temp folder of the commands the test starts (``TMPDIR``)."""
+    temp = tmp_path / "system-temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    return folder.resolve()
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A loopback TCP server that keeps what it is sent (read by :func:`received`)."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    server.settimeout(0.5)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def received(server: socket.socket) -> bytes:
+    """Every byte sent to ``server`` by connections made so far."""
+    data = b""
+    server.setblocking(False)
+    try:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except BlockingIOError:
+                return data
+            conn.settimeout(2)
+            with conn:
+                while chunk := conn.recv(4096):
+                    data += chunk
+    finally:
+        server.settimeout(0.5)
+
+
+def run(project: Path, home: Path, args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "OTEL_REPLAY_HOME": str(home), "COLUMNS": "400", **env}
+    for name in ("OTEL_REPLAY_STORE", "OTEL_REPLAY_DEBUG", "PYTHONPATH"):
+        full.pop(name, None)
+    return fork_server.run([sys.executable, *args], capture_output=True, text=True, env=full, timeout=300, cwd=project)
+
+
+def record(project: Path, home: Path, call: str, **env: str) -> str:
+    """Run ``adv_sandbox_agents.<call>`` for real in a fresh process and return its trace id."""
+    code = f"import adv_sandbox_agents as a, otel_replay as orp\na.{call}\norp.flush()"
+    done = run(project, home, ["-c", code], **env)
+    assert done.returncode == 0, done.stderr
+    with orp.Store.open() as store:
+        return store.runs(limit=1)[0].trace_id
+
+
+def replay(
+    project: Path, home: Path, trace_id: str, sandbox: str, *extra: str, **env: str
+) -> subprocess.CompletedProcess[str]:
+    args = ["-m", "otel_replay.cli", "replay", trace_id, *extra]
+    return run(project, home, args, OTEL_REPLAY_SANDBOX=sandbox, **env)
+
+
+def expected_sandbox(mode: str) -> str:
+    return f"landlock ABI {landlock.abi()}" if mode == "auto" and KERNEL else "audit hooks only"
+
+
+@pytest.mark.parametrize("sandbox", MODES)
+@pytest.mark.parametrize("resource", ["ledger", "sqlite", "socket"])
+def test_resources_opened_at_import_are_never_written_by_an_offline_replay(
+    project: Path, home: Path, outside: Path, listener: socket.socket, resource: str, sandbox: str
+) -> None:
+    """A module that opens a ledger file, a SQLite database or a TCP connection at import and writes through it
+    from an undecorated helper: the offline replay refuses to import it (exit 2, one line naming what was
+    refused and the ways out) and nothing is written, sent or inserted."""
+    ledger, database = outside / "ledger.txt", outside / "ledger.db"
+    address = "{}:{}".format(*listener.getsockname())
+    env = {"ledger": {"ADV_LEDGER": str(ledger)}, "sqlite": {"ADV_DB": str(database)}, "socket": {"ADV_PEER": address}}
+    trace_id = record(project, home, "book('first')", **env[resource])
+    before = (ledger.read_bytes() if ledger.exists() else b"", rows(database), received(listener))
+    assert before[0] == b"first\n" or before[1] == ["first"] or before[2] == b"first"  # recording wrote for real
+    for mode in ("mock", "deterministic"):
+        done = replay(project, home, trace_id, sandbox, "--mode", mode, **env[resource])
+        assert done.returncode == 2, (done.stdout, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "could not be imported under the replay's sandbox" in lines[0]
+        shown = {"ledger": str(ledger), "sqlite": str(database), "socket": address}[resource]
+        assert shown in lines[0], lines[0]
+        assert "--allow-path" in lines[0] and "--mode live" in lines[0]
+        assert (ledger.read_bytes() if ledger.exists() else b"", rows(database), received(listener)) == (
+            before[0],
+            before[1],
+            b"",
+        )
+
+
+def rows(database: Path) -> list[str]:
+    if not database.exists():
+        return []
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as conn:
+        return [row[0] for row in conn.execute("SELECT entry FROM ledger")]
+
+
+@pytest.mark.parametrize("sandbox", MODES)
+def test_allowing_the_one_path_lets_it_through_and_the_audit_records_it(
+    project: Path, home: Path, outside: Path, sandbox: str
+) -> None:
+    ledger = outside / "ledger.txt"
+    trace_id = record(project, home, "book('first')", ADV_LEDGER=str(ledger))
+    done = replay(
+        project,
+        home,
+        trace_id,
+        sandbox,
+        "--mode",
+        "mock",
+        "--allow-path",
+        str(ledger),
+        "--json",
+        ADV_LEDGER=str(ledger),
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["outcome"] == "matched"
+    assert document["sandbox"] == expected_sandbox(sandbox)
+    assert document["allowed_effects"] == [f"path:{ledger}"]
+    assert ledger.read_text(encoding="utf-8") == "first\nfirst\n"  # what the person replaying allowed
+    journal = (home / "audit" / "journal.jsonl").read_text(encoding="utf-8").splitlines()
+    started = [json.loads(line) for line in journal if '"started"' in line]
+    assert started[-1]["allowed_effects"] == [f"path:{ledger}"] and started[-1]["sandbox"] == document["sandbox"]
+    with orp.Store.open() as store:
+        replayed = store.load_run(document["replay_trace_id"])
+    assert replayed.attributes.get("otel_replay.replay.sandbox") == document["sandbox"]
+
+
+@pytest.mark.parametrize("sandbox", MODES)
+def test_writes_and_spawns_through_libc_never_happen_and_are_named(
+    project: Path, home: Path, outside: Path, sandbox: str
+) -> None:
+    target, marker = outside / "native.txt", outside / "spawned"
+    trace_id = record(project, home, f"native({str(target)!r}, {str(marker)!r})")
+    assert target.read_bytes() == b"written by libc" and marker.exists()  # recording did both for real
+    target.unlink()
+    marker.unlink()
+    for mode in ("mock", "deterministic"):
+        done = replay(project, home, trace_id, sandbox, "--mode", mode, "--json")
+        assert done.returncode == 1, done.stderr
+        document = json.loads(done.stdout)
+        assert document["outcome"] == "diverged" and document["sandbox"] == expected_sandbox(sandbox)
+        effects = [d["reason"] for d in document["divergences"] if d["kind"] == "side_effect"]
+        assert effects and effects[0].startswith("unrecorded side effect: native call (ctypes): open()"), effects
+        assert "native_effects() at adv_sandbox_agents.py:" in effects[0]  # the agent frame that made it
+        assert not target.exists() and not marker.exists()
+
+
+def test_a_c_extension_write_is_stopped_by_the_kernel(project: Path, home: Path, outside: Path) -> None:
+    """``VACUUM INTO`` writes from SQLite's C code with no audit event: the kernel sandbox stops it and the
+    replay is not ``matched``. Under the audit hooks alone it is one of the gaps ``dry`` lists."""
+    target = outside / "copy.db"
+    trace_id = record(project, home, f"vacuum({str(target)!r})")
+    assert target.exists()
+    target.unlink()
+    dry = json.loads(replay(project, home, trace_id, "off", "--mode", "dry", "--json").stdout)
+    assert dry["sandbox"] == "audit hooks only"
+    assert any("VACUUM INTO" in gap for gap in dry["readiness"]["sandbox"]["not_covered"])
+    if not KERNEL:
+        pytest.skip("this kernel offers no Landlock: only the audit hooks run here")
+    done = replay(project, home, trace_id, "require", "--mode", "mock", "--json")
+    document = json.loads(done.stdout)
+    assert done.returncode == 1 and document["outcome"] == "diverged", done.stdout
+    assert document["sandbox"].startswith("landlock ABI")
+    assert not target.exists()
+    assert "unable to open database" in (document["agent_error"] or {}).get("message", "")
+
+
+def test_require_refuses_what_the_kernel_cannot_confine(project: Path, home: Path, outside: Path) -> None:
+    trace_id = record(project, home, "book('first')")
+    both = replay(project, home, trace_id, "require", "--mode", "mock", "--allow-side-effects")
+    assert both.returncode == 2 and "contradict" in both.stderr
+    bad = replay(project, home, trace_id, "sometimes", "--mode", "mock")
+    assert bad.returncode == 2 and "OTEL_REPLAY_SANDBOX must be off, auto or require" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    live = replay(project, home, trace_id, "auto", "--mode", "live", "--reason", "check", "--json")
+    assert live.returncode == 0 and json.loads(live.stdout)["sandbox"] == "none"
+
+
+def test_an_in_process_replay_of_an_imported_agent_says_what_it_cannot_promise(
+    project: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(project)
+    monkeypatch.syspath_prepend(str(project))
+    monkeypatch.delitem(sys.modules, "adv_sandbox_agents", raising=False)
+    import adv_sandbox_agents as agents
+
+    agents.book("first")
+    orp.flush()
+    with orp.Store.open() as store:
+        trace_id = store.runs(limit=1)[0].trace_id
+    result = orp.replay(trace_id, mode="mock")
+    assert result.outcome == "matched"
+    if KERNEL:
+        assert any("was imported before this replay" in note for note in result.notes), result.notes
+        monkeypatch.setenv("OTEL_REPLAY_SANDBOX", "require")
+        with pytest.raises(orp.ReplayRefused, match="imported before this replay"):
+            orp.replay(trace_id, mode="mock")
+    with open(project / "after.txt", "w", encoding="utf-8") as after:  # the host program is not confined
+        after.write("the test process can still write here")
