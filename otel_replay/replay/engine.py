@@ -400,28 +400,28 @@ def _replay(
             "or case run, in a process of its own, for that guarantee)"
         )
 
-    def load_and_run() -> ReplayResult:
-        fresh = bool(module_name) and module_name not in sys.modules
-        try:
-            with guard.agent_call(session):  # what the module does at import is the agent's code too
-                func = load_entrypoint(spec, script=script, given=bool(entrypoint))
-        except ReplayRefused as exc:
-            raise _import_refusal(exc, session) from None
-        if fresh and session.sandbox.startswith("landlock"):
-            sandbox.note_confined_import(module_name)
-        return _run_replay(session, original, func, store)
-
     def unconfined(weaker: sandbox.Enforcement) -> None:
         session.sandbox = weaker.text
 
-    with _instrumented(original):
-        result = sandbox.run(
-            load_and_run,
-            enforcement,
-            allow_paths=allowed_paths,
-            allow_addresses=allowed_addresses,
-            on_unconfined=unconfined,
+    def confined(fn: Callable[[], Any]) -> Any:
+        """``fn`` (the agent's import, then its call) in a thread the kernel confines first, see sandbox.run."""
+        return sandbox.run(
+            fn, enforcement, allow_paths=allowed_paths, allow_addresses=allowed_addresses, on_unconfined=unconfined
         )
+
+    def load() -> Callable[..., Any]:
+        try:
+            with guard.agent_call(session):  # what the module does at import is the agent's code too
+                return load_entrypoint(spec, script=script, given=bool(entrypoint))
+        except ReplayRefused as exc:
+            raise _import_refusal(exc, session) from None
+
+    with _instrumented(original):
+        fresh = bool(module_name) and module_name not in sys.modules
+        func = confined(load)
+        if fresh and session.sandbox.startswith("landlock"):
+            sandbox.note_confined_import(module_name)
+        result = _run_replay(session, original, func, store, confined)
     return dataclasses.replace(result, not_firewalled=unfirewalled) if unfirewalled else result
 
 
@@ -461,7 +461,13 @@ def _scrubbed(text: str | None) -> str | None:
     return setup.runtime().redactor.scrub_text(str(text), "replay")[0]
 
 
-def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any], store: Any) -> ReplayResult:
+def _run_replay(
+    session: ReplaySession,
+    original: Run,
+    func: Callable[..., Any],
+    store: Any,
+    confined: Callable[[Callable[[], Any]], Any],
+) -> ReplayResult:
     inp = original.snapshots.get("input") or {}
     args = revive(inp.get("args") or [])
     kwargs = revive(inp.get("kwargs") or {})
@@ -485,8 +491,8 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         try:
             # The agent's code only, never the engine's own work; the loaded run is kept out of the full
             # collections the recording sets off (see _gc).
-            with gc_frozen(), guard.agent_call(session):
-                _call(func, args, kwargs)
+            with gc_frozen():
+                confined(lambda: _guarded_call(session, func, args, kwargs))
         except ReplayInterrupt as stop:
             stopped = stop
         except Exception as exc:  # noqa: BLE001 - the agent raising is a result, compared with the original
@@ -532,6 +538,11 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         sandbox=session.sandbox,
         allowed_effects=session.allowed_effects,
     )
+
+
+def _guarded_call(session: ReplaySession, func: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    with guard.agent_call(session):
+        return _call(func, args, kwargs)
 
 
 def _call(func: Callable[..., Any], args: Any, kwargs: Any) -> Any:

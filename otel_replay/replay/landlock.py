@@ -23,7 +23,6 @@ refused the very last call, which it does atomically.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import sys
 from collections.abc import Iterable
@@ -101,7 +100,7 @@ def _libc() -> ctypes.CDLL | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols: libc is among them
     except OSError:
         return None
     libc.syscall.restype = ctypes.c_long
