@@ -96,6 +96,8 @@ def test_contract_signatures() -> None:
         "allow_side_effects",
         "volatile_keys",
         "policy",
+        "allow_paths",
+        "allow_addresses",
     ]
     assert params(orp.diff) == ["trace_id_a", "trace_id_b", "store", "volatile_keys"]
     assert params(orp.register_type) == ["cls"]

@@ -110,6 +110,7 @@ class CaseResult:
             "diff": replayed.diff.to_json() if replayed is not None and replayed.diff else {},
             "replay_trace_id": replayed.replay_trace_id if replayed is not None else None,
             "notes": list(replayed.notes) if replayed is not None else [],
+            "sandbox": getattr(replayed, "sandbox", None) if replayed is not None else None,
         }
 
 

@@ -67,6 +67,11 @@ def _render_dry(result: ReplayResult, console: SafeConsole) -> None:
     for mode, info in modes.items():
         for missing in info.get("missing", []):
             console.print(Text(f"  {mode}: {missing}", style="yellow"))
+    enforcement = readiness.get("sandbox") or {}
+    if enforcement:
+        console.print(Text(f"sandbox of mock and deterministic replays: {enforcement.get('enforcement')}"))
+        for gap in enforcement.get("not_covered", []):
+            console.print(Text(f"  not covered: {gap}", style="dim"))
     approvals = modes.get("live", {}).get("needs_approval") or []
     if approvals:
         flags = " ".join(f"--approve {name}" for name in approvals)

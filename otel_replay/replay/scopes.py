@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -26,6 +26,7 @@ from ..records import parse_trace_id
 from ..runs import Run
 from ..semconv import ReplayMode
 from ..snapshots import canonical_json, to_jsonable
+from . import guard, sandbox
 from . import journal as audit_journal
 from .approvals import Approvals
 from .engine import (
@@ -67,6 +68,9 @@ class ToolReplayResult:
     actor: str
     reason: str | None
     refusal: str | None = None
+    sandbox: str = ""
+    """What stopped unrecorded side effects (``landlock ABI n``, ``audit hooks only``, ``none`` for live), as
+    for :attr:`ReplayResult.sandbox`."""
 
     @property
     def diverged(self) -> bool:
@@ -93,6 +97,7 @@ class ToolReplayResult:
             "actor": self.actor,
             "reason": self.reason,
             "refusal": self.refusal,
+            "sandbox": self.sandbox,
         }
 
 
@@ -122,6 +127,16 @@ def replay_tool(
         raise ReplayRefused("a live tool replay calls the real tool: give a reason (--reason TEXT)")
     tid = parse_trace_id(trace_id)
     actor, reason = _scrubbed(actor or os_user()), _scrubbed(reason)
+    # A mock tool replay imports the tool's module and calls it confined, as an offline replay does.
+    enforcement = sandbox.plan(replay_mode, allow_side_effects=False)
+    shown = {"text": enforcement.text}
+
+    def unconfined(weaker: sandbox.Enforcement) -> None:
+        shown["text"] = weaker.text
+
+    def confined(fn: Callable[[], Any]) -> Any:
+        return sandbox.run(fn, enforcement, on_unconfined=unconfined)
+
     opened, close_store = _open_store(store)
     instrumenting = contextlib.ExitStack()
     try:
@@ -137,7 +152,7 @@ def replay_tool(
         # _instrumented reads only the run's steps and trace id
         one_step = cast("Run", types.SimpleNamespace(steps=[recorded], trace_id=tid))
         instrumenting.enter_context(_instrumented(one_step))
-        framework = langchain_tool(recorded, original, app=app)
+        framework = confined(lambda: langchain_tool(recorded, original, app=app))
         if not function and framework is None:
             raise ReplayRefused(
                 f"step {step} does not record which function the tool is (recorded before "
@@ -146,7 +161,9 @@ def replay_tool(
         snapshot = recorded.snapshots.get("tool") or {}
         script = (original.snapshots.get("input") or {}).get("script")
         tool_func, current = framework or (
-            _agents_function_tool(function, script=script) or load_entrypoint(function, script=script),
+            confined(
+                lambda: _agents_function_tool(function, script=script) or load_entrypoint(function, script=script)
+            ),
             None,
         )
         if args is not None:
@@ -199,7 +216,7 @@ def replay_tool(
         journal = audit_journal.started(session) if audit_journal.needs_record(session) else None
         with replaying(session), setup.tap(keep):
             try:
-                result = _call(tool_replay, (), {})
+                result = confined(lambda: _guarded_call(session, tool_replay))
             except ReplayInterrupt:
                 pass
             except Exception as exc:  # noqa: BLE001 - the tool's failure is the result
@@ -244,11 +261,18 @@ def replay_tool(
             actor=actor or "",
             reason=reason,
             refusal=refusal,
+            sandbox=shown["text"],
         )
     finally:
         instrumenting.close()
         if close_store:
             opened.close()
+
+
+def _guarded_call(session: ReplaySession, func: Callable[[], Any]) -> Any:
+    """The tool's replay under the side-effect guard when the session's mode calls for it (mock)."""
+    with guard.agent_call(session):
+        return _call(func, (), {})
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -114,28 +114,35 @@ def test_resources_opened_at_import_are_never_written_by_an_offline_replay(
     project: Path, home: Path, outside: Path, listener: socket.socket, resource: str, sandbox: str
 ) -> None:
     """A module that opens a ledger file, a SQLite database or a TCP connection at import and writes through it
-    from an undecorated helper: the offline replay refuses to import it (exit 2, one line naming what was
-    refused and the ways out) and nothing is written, sent or inserted."""
+    from an undecorated helper: nothing is ever written, sent or inserted. The offline replay refuses to import
+    it (exit 2, one line naming what was refused and the ways out), except an existing SQLite database under
+    the kernel sandbox: the kernel lets SQLite open it read-only, the insert fails in the agent and the replay
+    diverges (exit 1)."""
     ledger, database = outside / "ledger.txt", outside / "ledger.db"
     address = "{}:{}".format(*listener.getsockname())
     env = {"ledger": {"ADV_LEDGER": str(ledger)}, "sqlite": {"ADV_DB": str(database)}, "socket": {"ADV_PEER": address}}
     trace_id = record(project, home, "book('first')", **env[resource])
     before = (ledger.read_bytes() if ledger.exists() else b"", rows(database), received(listener))
     assert before[0] == b"first\n" or before[1] == ["first"] or before[2] == b"first"  # recording wrote for real
+    read_only = resource == "sqlite" and expected_sandbox(sandbox) != "audit hooks only"
     for mode in ("mock", "deterministic"):
-        done = replay(project, home, trace_id, sandbox, "--mode", mode, **env[resource])
-        assert done.returncode == 2, (done.stdout, done.stderr)
-        lines = done.stderr.strip().splitlines()
-        assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
-        assert "could not be imported under the replay's sandbox" in lines[0]
-        shown = {"ledger": str(ledger), "sqlite": str(database), "socket": address}[resource]
-        assert shown in lines[0], lines[0]
-        assert "--allow-path" in lines[0] and "--mode live" in lines[0]
-        assert (ledger.read_bytes() if ledger.exists() else b"", rows(database), received(listener)) == (
-            before[0],
-            before[1],
-            b"",
-        )
+        done = replay(project, home, trace_id, sandbox, "--mode", mode, "--json", **env[resource])
+        if read_only:
+            assert done.returncode == 1, (done.stdout, done.stderr)
+            document = json.loads(done.stdout)
+            assert document["outcome"] == "diverged" and document["sandbox"] == expected_sandbox(sandbox)
+            assert "readonly database" in document["agent_error"]["message"], document["agent_error"]
+        else:
+            assert done.returncode == 2, (done.stdout, done.stderr)
+            lines = done.stderr.strip().splitlines()
+            assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+            assert "could not be imported under the replay's sandbox" in lines[0]
+            shown = {"ledger": str(ledger), "sqlite": str(database), "socket": address}[resource]
+            assert shown in lines[0], lines[0]
+            assert "in <module>() at adv_sandbox_agents.py:" in lines[0]  # the agent's line that opened it
+            assert "--allow-path" in lines[0] and "--mode live" in lines[0]
+        after = (ledger.read_bytes() if ledger.exists() else b"", rows(database), received(listener))
+        assert after == (before[0], before[1], b""), after
 
 
 def rows(database: Path) -> list[str]:
