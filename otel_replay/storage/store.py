@@ -18,11 +18,13 @@ Store URLs (argument → ``OTEL_REPLAY_STORE`` → ``chdb://{home}/store``):
   (spool segments would be consumed into a store that vanishes); call :meth:`Store.ingest` to do it anyway.
 * ``http(s)://user:password@host:8123/database``: a ClickHouse server. The schema is never created
   implicitly (run ``otel-replay db init``); spool segments, if any, are ingested on open.
-  ``?table=name`` picks another traces table name (the exporter's ``traces_table_name``).
+  ``?table=name`` picks another traces table name (the exporter's ``traces_table_name``). A password holding
+  ``/``, ``?`` or ``#`` must be percent-encoded (``%2F``, ``%3F``, ``%23``): otherwise the URL is refused.
 
 It must never put a value into SQL text: values travel only as server-side bound parameters ``{name:Type}``;
 the only interpolated names are database / table identifiers checked against a strict pattern. It never
-shows a password in a message.
+shows a password in a message: every URL it shows goes through :func:`otel_replay.settings.masked_url`, every
+driver error through :func:`otel_replay.settings.scrub_url`.
 """
 
 from __future__ import annotations
