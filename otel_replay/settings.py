@@ -130,20 +130,25 @@ def masked_url(url: str) -> str:
 
 def url_secrets(url: str) -> list[str]:
     """The texts of ``url`` that an error from a driver or a parser may quote and that must not be shown: the
-    URL itself, the password (as written and percent-decoded) and, when the userinfo cannot be parsed, the
-    whole userinfo and each piece of its password between ``/``, ``?``, ``#``, ``@`` and ``:`` (three
-    characters or more). Longest first."""
+    URL itself, the password (as written and percent-decoded) and, when the userinfo cannot be parsed (or the
+    URL has no ``://``), the whole userinfo and each piece of its password between ``/``, ``?``, ``#``, ``@``
+    and ``:`` (three characters or more). Longest first."""
     from urllib.parse import unquote
 
     text = str(url)
     parts = _userinfo(text)
     if parts is None:
-        return [text] if "@" in text else []
+        if "@" not in text or "://" in text:
+            return []
+        parts = ("", text.rpartition("@")[0], "")  # no scheme: all before the last "@" is masked when shown
+        unreadable = True
+    else:
+        unreadable = any(ch in parts[1] for ch in _AUTHORITY_ENDS)
     _, userinfo, _ = parts
     found = {text}
     user, colon, password = userinfo.partition(":")
     secret = password if colon else user
-    if any(ch in userinfo for ch in _AUTHORITY_ENDS):
+    if unreadable:
         found.update((userinfo, secret))
     elif colon:
         found.add(password)
