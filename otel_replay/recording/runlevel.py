@@ -189,7 +189,7 @@ def attach_file(
         if len(data) <= cap:
             text = _attachment_text(data)
             if text is not None and data.startswith((b"\xff\xfe", b"\xfe\xff")) and _raw_runs_hold_secret(rt, data):
-                text = None  # ASCII behind a byte-order mark is not UTF-16 text: a secret there is kept by no form
+                text = None  # ASCII behind a byte-order mark is not UTF-16 text: a secret there is kept in neither form
             if text is not None:
                 ref["content_text"] = _scrub(rt, text, "input.files.content")
             elif store_binary and not _binary_holds_secret(rt, data):
