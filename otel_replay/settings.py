@@ -105,3 +105,92 @@ def resolve_lock_timeout(timeout: float | None = None) -> float:
     if timeout is not None:
         return float(timeout)
     return env_number(OTEL_REPLAY_LOCK_TIMEOUT, _DEFAULT_LOCK_TIMEOUT_S, minimum=0, unit="seconds")
+
+
+_AUTHORITY_ENDS: Final = "/?#"
+"""Characters that end a URL's authority: a password holding one unencoded cannot be told apart from the path."""
+
+
+def _userinfo(url: str) -> tuple[str, str, str] | None:
+    """``(scheme + "://", userinfo, rest after the last "@")`` of ``url``; None when it has no ``@`` after
+    ``://``. The userinfo runs to the *last* ``@``, so a password holding ``@`` stays whole."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return None
+    userinfo, at, host = rest.rpartition("@")
+    if not at:
+        return None
+    return scheme + sep, userinfo, host
+
+
+def malformed_userinfo(url: str) -> bool:
+    """Whether the text between ``://`` and the last ``@`` of ``url`` holds ``/``, ``?`` or ``#``: a password
+    with one of them unencoded, which no URL parser reads as a password (``http://u:Slash/Pw@host/db``)."""
+    parts = _userinfo(url)
+    return parts is not None and any(ch in parts[1] for ch in _AUTHORITY_ENDS)
+
+
+def masked_url(url: str) -> str:
+    """``url`` as a message, a log line or a file may show it: the one way otel-replay shows a store URL.
+
+    ``http://user:pass@host:8123/db`` becomes ``http://user:***@host:8123/db``. When the userinfo cannot be
+    parsed (a password holding an unencoded ``/``, ``?`` or ``#``: ``http://user:Slash/Pw@host``), everything
+    between ``://`` and the last ``@`` is masked (``http://***@host``); without ``://``, everything before the
+    last ``@``. A URL without ``@`` has no credential and is returned as it is. Never raises."""
+    text = str(url)
+    parts = _userinfo(text)
+    if parts is None:
+        return "***@" + text.rpartition("@")[2] if "@" in text and "://" not in text else text
+    prefix, userinfo, host = parts
+    if any(ch in userinfo for ch in _AUTHORITY_ENDS):
+        return f"{prefix}***@{host}"
+    user, colon, _ = userinfo.partition(":")
+    return f"{prefix}{user}:***@{host}" if colon else text
+
+
+def url_secrets(url: str) -> list[str]:
+    """The texts of ``url`` that an error from a driver or a parser may quote and that must not be shown: the
+    URL itself, the password (as written and percent-decoded) and, when the userinfo cannot be parsed (or the
+    URL has no ``://``), the whole userinfo and each piece of its password between ``/``, ``?``, ``#``, ``@``
+    and ``:`` (three characters or more). Longest first."""
+    from urllib.parse import unquote
+
+    text = str(url)
+    parts = _userinfo(text)
+    if parts is None:
+        if "@" not in text or "://" in text:
+            return []
+        parts = ("", text.rpartition("@")[0], "")  # no scheme: all before the last "@" is masked when shown
+        unreadable = True
+    else:
+        unreadable = any(ch in parts[1] for ch in _AUTHORITY_ENDS)
+    _, userinfo, _ = parts
+    found = {text}
+    user, colon, password = userinfo.partition(":")
+    secret = password if colon else user
+    if unreadable:
+        found.update((userinfo, secret))
+    elif colon:
+        found.add(password)
+    if any(ch in secret for ch in "/?#@") and secret in found:
+        found.update(piece for piece in _split_any(secret, "/?#@:") if len(piece) >= 3)
+    found.update([unquote(s) for s in found])
+    return sorted((s for s in found if s), key=len, reverse=True)
+
+
+def _split_any(text: str, separators: str) -> list[str]:
+    for sep in separators[1:]:
+        text = text.replace(sep, separators[0])
+    return text.split(separators[0])
+
+
+def scrub_url(text: str, url: str) -> str:
+    """``text`` (an error or log message) with ``url`` masked as :func:`masked_url` shows it and every piece of
+    its credential (:func:`url_secrets`) replaced by ``***``."""
+    out = str(text)
+    if url and url in out:
+        out = out.replace(url, masked_url(url))
+    for secret in url_secrets(url) if url else ():
+        if secret != url:
+            out = out.replace(secret, "***")
+    return out

@@ -289,6 +289,44 @@ def test_bearer_basic_url_and_assignments_in_free_text(redactor: Redactor) -> No
     assert redactor.classify(f"Bearer {BEARER_TOKEN}") == "bearer"
 
 
+@pytest.mark.parametrize("char", ["/", "#", "?", "@"])
+def test_a_url_password_holding_a_special_character_is_masked_to_the_last_at(redactor: Redactor, char: str) -> None:
+    password = f"Zq93{char}Pw-s3cr3t"
+    for text in (
+        f"cannot reach http://default:{password}@db.example.test:8123/otel: refused",
+        f'{{"dsn": "https://default:{password}@db.example.test/otel", "mail": "ops@example.test"}}',
+    ):
+        scrubbed, count = redactor.scrub_text(text, "log")
+        assert count == 1 and "Zq93" not in scrubbed and "Pw-s3cr3t" not in scrubbed, scrubbed
+        assert "://default:[REDACTED:url_credentials:" in scrubbed and "@db.example.test" in scrubbed
+    assert redactor.scrub_text("see http://localhost:8080/docs or mail ops@example.test", "log")[1] == 0
+
+
+def test_bytes_that_are_not_utf8_are_masked_when_their_readable_runs_hold_a_secret(redactor: Redactor) -> None:
+    """``to_jsonable`` stores such bytes as base64: what a secret shows in them is judged before."""
+    from otel_replay.snapshots import from_jsonable, to_jsonable
+
+    secret_after_bom = b"\xff\xfe" + OPENAI.encode()
+    secret_utf16 = b"\x00\x80" + OPENAI.encode("utf-16-le") + b"\xff"
+    two_secrets = b"\xff" + OPENAI.encode() + b"\x00\x00" + AWS_ID.encode()
+    clean = b"\x89PNG\r\n\x1a\n\xff\xfe\x00 plain binary header \x80"
+    value = {"a": secret_after_bom, "b": [secret_utf16], "c": two_secrets, "d": clean}
+    tree = to_jsonable(value)
+    assert tree["a"] == {"$type": "bytes", "base64": base64.b64encode(secret_after_bom).decode()}  # as before
+    assert not redactor.is_clean(tree)
+    redacted, count = redactor.redact(tree, "tool.args")
+    assert count == 3
+    assert redacted["a"] == {"$redacted": redactor.fingerprint(OPENAI), "scope": "tool.args.a"}
+    assert redacted["b"] == [{"$redacted": redactor.fingerprint(OPENAI), "scope": "tool.args.b[0]"}]
+    assert redacted["c"] == {"$redacted": redactor.fingerprint(two_secrets), "scope": "tool.args.c"}
+    assert from_jsonable(redacted["d"]) == clean  # binary without a secret is kept byte for byte
+    assert redactor.is_clean(to_jsonable({"d": clean}))
+    # the same bytes as a base64 run inside text
+    text = "blob=" + base64.b64encode(secret_after_bom).decode()
+    scrubbed, n = redactor.scrub_text(text, "log")
+    assert n == 1 and scrubbed.startswith("blob=[REDACTED:openai_api_key.base64:"), scrubbed
+
+
 def test_scrubbing_is_idempotent(redactor: Redactor) -> None:
     once, n1 = redactor.scrub_text(f"a {OPENAI} b {CARD} c password={PLAIN_PASSWORD}", "s")
     twice, n2 = redactor.scrub_text(once, "s")

@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Status, StatusCode
 
+from otel_replay import settings
 from otel_replay.errors import InvalidTraceIdError, StoreBusyError, StoreError, StoreUnavailableError
 from otel_replay.exporting.rows import INSERT_COLUMNS
 from otel_replay.exporting.spool import SpoolExporter
@@ -288,6 +289,40 @@ def test_unreachable_server_is_one_clear_line_without_the_password(home):
         Store.open("http://alice:s3cr3t-pw@127.0.0.1:1/otel")
     message = str(caught.value)
     assert "s3cr3t-pw" not in message and "127.0.0.1:1" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("url", "shown", "hidden"),
+    [
+        ("http://alice:s3cr3t-pw@db:8123/otel", "http://alice:***@db:8123/otel", ["s3cr3t-pw"]),
+        ("http://alice:At@Pw9x@db:8123/otel", "http://alice:***@db:8123/otel", ["At@Pw9x", "Pw9x"]),  # to the last @
+        ("http://alice:Slash/Pw9x@db:8123/otel", "http://***@db:8123/otel", ["Slash", "Pw9x"]),  # all before the @
+        ("http://alice:Hash#Pw9x@db:8123/otel", "http://***@db:8123/otel", ["Hash", "Pw9x"]),
+        ("http://alice:Quest?Pw9x@db:8123/otel", "http://***@db:8123/otel", ["Quest", "Pw9x"]),
+        ("https://tok/en9x@db/otel", "https://***@db/otel", ["tok/en9x", "en9x"]),
+        ("alice:s3cr3t-pw@db:8123", "***@db:8123", ["s3cr3t-pw"]),  # no scheme: all before the last @
+        ("http://alice@db:8123/otel", "http://alice@db:8123/otel", []),  # a user, no password
+        ("chdb:///var/lib/otel-replay/store", "chdb:///var/lib/otel-replay/store", []),
+        ("http://db:8123/otel?table=traces", "http://db:8123/otel?table=traces", []),
+    ],
+)
+def test_a_store_url_is_shown_with_its_password_masked_however_malformed(url, shown, hidden):
+    assert settings.masked_url(url) == shown
+    # a driver's or a parser's error quoting the URL, and pieces of it as it (mis)read them
+    error = f"failed for {url}: database {url.rpartition('/')[2]!r}, " + ", ".join(map(repr, hidden))
+    scrubbed = settings.scrub_url(error, url)
+    assert shown in scrubbed or "***" in scrubbed, scrubbed
+    for piece in hidden:
+        assert piece not in scrubbed, scrubbed
+
+
+def test_a_server_url_whose_password_cannot_be_read_is_refused_in_one_line(home):
+    for char in "/?#":
+        with pytest.raises(StoreError) as caught:
+            Store.open(f"http://alice:Zq93{char}Pw9x@127.0.0.1:1/otel")
+        message = str(caught.value)
+        assert "Zq93" not in message and "Pw9x" not in message and "\n" not in message, message
+        assert message.startswith("store URL http://***@127.0.0.1:1/otel: ") and "percent-encode" in message
 
 
 def test_unsupported_url_is_a_store_error(home):

@@ -170,7 +170,9 @@ class ClickHouseSpanExporter(_Connection, SpanExporter):
                     "http(s)://user:password@host:8123/database or chdb:///abs/path"
                 )
             if scheme == "chdb" and (urlsplit(url).netloc or not urlsplit(url).path.startswith("/")):
-                raise ValueError(f"store URL {url!r}: the clickhouse exporter needs an on-disk chdb:///abs/path")
+                raise ValueError(
+                    f"store URL {_redact(url)!r}: the clickhouse exporter needs an on-disk chdb:///abs/path"
+                )
             if scheme != "chdb":
                 self._server_options(url)  # validate now, at setup
         self._client_factory = client_factory

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from .. import settings
+
 _log = logging.getLogger("otel_replay.clickhouse")
 
 _PROXY_TIMEOUT: Final = re.compile(r"HTTP status (502|504)\b")
@@ -33,12 +35,8 @@ class _Target:
         self.close = close
 
 
-def _redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.netloc.rpartition("@")[0].split(":", 1)[0]
-    return parts._replace(netloc=f"{user}:***@{parts.netloc.rpartition('@')[2]}").geturl()
+_redact = settings.masked_url
+"""A store URL as a log line or an error may show it (the password masked, however malformed the URL is)."""
 
 
 def _never_sent(exc: BaseException) -> bool:
@@ -84,9 +82,8 @@ def _short(exc: BaseException, url: str) -> str:
     for cause in _CAUSES:
         if cause.lower() in text.lower():
             return cause.lower()
-    password = urlsplit(url).password if url else None
-    if password:
-        text = text.replace(unquote(password), "***").replace(password, "***")
+    if url:
+        text = settings.scrub_url(text, url)
     return text.splitlines()[0][:200]
 
 
@@ -106,11 +103,19 @@ class _Connection:
     def _server_options(self, url: str) -> dict[str, Any]:
         from ..storage import ddl
 
+        if settings.malformed_userinfo(url):
+            raise ValueError(
+                f"store URL {_redact(url)}: the part before the host cannot be read as user:password; "
+                "percent-encode '/', '?', '#' and '@' in the password (%2F, %3F, %23, %40)"
+            )
         parts = urlsplit(url)
         database = unquote(parts.path.strip("/")) or ddl.DEFAULT_DATABASE
         table = parse_qs(parts.query).get("table", [ddl.DEFAULT_TABLE])[0]
-        ddl.check_identifier(database, what="database name")
-        ddl.check_identifier(table, what="table name")
+        try:
+            ddl.check_identifier(database, what="database name")
+            ddl.check_identifier(table, what="table name")
+        except ValueError as exc:
+            raise ValueError(f"store URL {_redact(url)}: {settings.scrub_url(str(exc), url)}") from None
         secure = parts.scheme.lower() == "https"
         try:
             port = parts.port or (8443 if secure else 8123)

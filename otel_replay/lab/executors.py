@@ -26,6 +26,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Final
 
+from .. import settings
 from ..errors import ReplayRefused
 from .model import PairResult
 from .worker import ignore_interrupts, lost_pairs, replay_items, run_chunk
@@ -166,14 +167,8 @@ def _host_port(text: str, default_port: int | None) -> tuple[str, int] | None:
 
 
 def _shown(address: str) -> str:
-    """``address`` as an error line may show it: any ``user:password@`` part masked."""
-    scheme, sep, rest = address.partition("://")
-    if not sep:
-        scheme, rest = "", address
-    authority, slash, path = rest.partition("/")
-    if "@" in authority:
-        authority = "***@" + authority.rpartition("@")[2]
-    return f"{scheme}{sep}{authority}{slash}{path}"
+    """``address`` as an error line may show it: any ``user:password@`` part masked (:func:`settings.masked_url`)."""
+    return settings.masked_url(address)
 
 
 def ray_endpoint(address: str) -> tuple[str, int] | None:

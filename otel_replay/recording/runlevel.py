@@ -188,6 +188,8 @@ def attach_file(
         }
         if len(data) <= cap:
             text = _attachment_text(data)
+            if text is not None and data.startswith((b"\xff\xfe", b"\xfe\xff")) and _raw_runs_hold_secret(rt, data):
+                text = None  # ASCII behind a byte-order mark is not UTF-16 text: a secret there is kept in neither form
             if text is not None:
                 ref["content_text"] = _scrub(rt, text, "input.files.content")
             elif store_binary and not _binary_holds_secret(rt, data):
@@ -216,10 +218,13 @@ def _attachment_text(data: bytes) -> str | None:
 
 def _binary_holds_secret(rt: Runtime, data: bytes) -> bool:
     """Whether the readable runs of binary ``data`` (ASCII, and UTF-16LE text as Office files store it) show a
-    secret to the redactor."""
+    secret to the redactor (the rule every non-UTF-8 bytes value of a payload is judged by)."""
+    return rt.redactor.binary_secret(data) is not None
+
+
+def _raw_runs_hold_secret(rt: Runtime, data: bytes) -> bool:
+    """Whether the ASCII runs of ``data`` as it is (not UTF-16 text) show a secret to the redactor."""
     runs = [m.group(0).decode("ascii") for m in _READABLE_RUN.finditer(data)]
-    runs += [m.group(0).decode("ascii") for m in _READABLE_RUN.finditer(data[::2])]
-    runs += [m.group(0).decode("ascii") for m in _READABLE_RUN.finditer(data[1::2])]
     return any(rt.redactor.scrub_text(r, "input.files.content")[1] for r in runs)
 
 

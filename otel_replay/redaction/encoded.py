@@ -1,7 +1,8 @@
 """Secrets wrapped in percent-encoding or base64: the cheap test for such runs, the runs of a text, and their
 decoding, within a bounded budget (hostile input costs bounded work).
 
-It must never decode what is not text, decode without a bound, or import anything of the package.
+It must never decode without a bound or import anything of the package; binary is read only through its
+readable runs.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ _BASE64_TABLE: Final = bytes(
 )
 _BASE64_GATE: Final = b"a" * _MIN_BASE64  # 16 base64 characters in a row (after translating with the table)
 _URLSAFE: Final = str.maketrans("-_", "+/")
+_READABLE_RUN: Final = re.compile(rb"[\x09\x0a\x0d\x20-\x7e]{6,}")
 
 
 def _mixed_case(run: str) -> bool:
@@ -93,15 +95,39 @@ def _percent_decode(run: str) -> tuple[str, list[int] | None] | None:
     return text, (offsets if len(text) == len(offsets) else None)
 
 
-def _base64_text(run: str) -> str | None:
-    """The text a base64 (or base64url) run decodes to, when it is printable UTF-8 text; else None."""
+def _readable_text(data: bytes) -> str:
+    """The readable runs of binary ``data``, one a line: runs of 6 or more printable ASCII characters (tab and
+    line breaks included) in the bytes as they are, and in every other byte from the first and from the second
+    (UTF-16 text as Office files and Windows APIs store it). A secret after non-UTF-8 bytes (``b"\\xff\\xfe" +
+    b"sk-..."``) is one of them."""
+    runs = [m.group(0) for m in _READABLE_RUN.finditer(data)]
+    runs += [m.group(0) for m in _READABLE_RUN.finditer(data[::2])]
+    runs += [m.group(0) for m in _READABLE_RUN.finditer(data[1::2])]
+    return b"\n".join(runs).decode("ascii")
+
+
+def _base64_bytes(run: str) -> bytes | None:
+    """The bytes a base64 (or base64url) run decodes to; None when it is not base64."""
     core = run.rstrip("=").translate(_URLSAFE)
     if len(core) < _MIN_BASE64 or len(core) % 4 == 1:
         return None
     try:
-        data = base64.b64decode(core + "=" * (-len(core) % 4), validate=True)
-        text = data.decode("utf-8")
-    except (ValueError, UnicodeDecodeError):
+        return base64.b64decode(core + "=" * (-len(core) % 4), validate=True)
+    except ValueError:
         return None
+
+
+def _base64_text(run: str) -> str | None:
+    """The text a base64 (or base64url) run decodes to: the text itself when it is printable UTF-8 text, else
+    the readable runs of the bytes (:func:`_readable_text`); None when it is not base64 or nothing in it reads."""
+    data = _base64_bytes(run)
+    if data is None:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = ""
     visible = text.replace("\n", "").replace("\r", "").replace("\t", "")
-    return text if visible and visible.isprintable() else None
+    if visible and visible.isprintable():
+        return text
+    return _readable_text(data) or None

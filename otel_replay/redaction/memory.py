@@ -25,6 +25,13 @@ from ..snapshots import PLAIN_MAX_DEPTH, TRUNCATED_TAG, TYPE_TAG, qualname_of
 from .rules import REDACTED_KEY, _Suspicious
 from .scanning import _Scanner
 
+
+def _is_binary(value: dict[Any, Any]) -> bool:
+    """Whether ``value`` is bytes as :func:`~otel_replay.snapshots.to_jsonable` encodes binary:
+    ``{"$type": "bytes", "base64": "..."}``."""
+    return len(value) == 2 and value.get(TYPE_TAG) == "bytes" and type(value.get("base64")) is str
+
+
 _CLEAN_MAX_CHARS: Final = 256 * 1024
 """The strings a redactor remembers as clean (see :meth:`Redactor.clean_strings`) hold at most this many
 characters in all; past it the memory starts again empty. Small on purpose: what a run repeats (its messages,
@@ -237,6 +244,10 @@ class _CleanMemory(_Scanner):
             # key names among its values, where only the full walk applies the key-name rule
             if REDACTED_KEY in value or value.get("$type") == "dict":
                 raise _Suspicious
+            if _is_binary(value):  # bytes are judged by their readable runs, before they stay base64
+                if self._base64_secret(value["base64"]) is not None:
+                    raise _Suspicious
+                return
             quiet = self._quiet_keys
             clean = self._clean
             for k, v in value.items():

@@ -229,7 +229,9 @@ _PATTERN_SOURCES: Final[dict[str, str]] = {
         r"(?:(?i:bearer|basic|token|digest|negotiate|apikey|ntlm)\s+)?(?P<secret>[^\s\"',;]{3,})"
     ),
     "bearer": r"(?i:\bbearer)\s+(?P<secret>[A-Za-z0-9._~+/\-]{8,}=*)",
-    "url_credentials": r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@\"'<>]*:(?P<secret>[^/\s@\"'<>]+)@",
+    # the password runs to the last "@" of the URL (within 256 characters: bounded work on hostile text), so one
+    # holding an unencoded "/", "?", "#" or "@" is masked whole
+    "url_credentials": r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@\"'<>]*:(?P<secret>[^\s\"'<>]{1,256})@",
     "secret_assignment": "",  # built from the configured key words at the end of this module
     "card_number": (
         r"(?<![\w.+/\-])(?:[2-6]\d{12,18}"

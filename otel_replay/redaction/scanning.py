@@ -8,6 +8,7 @@ path, and never keep a secret.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -20,6 +21,7 @@ from .encoded import (
     _encoded_candidate,
     _encoded_runs,
     _percent_decode,
+    _readable_text,
 )
 from .gating import _LONG_TEXT, _card_hint, _hinted
 from .key_names import _KeyNames
@@ -292,6 +294,26 @@ class _Scanner(_KeyNames):
             pos = hit.end
         parts.append(text[pos:])
         return "".join(parts)
+
+    def binary_secret(self, data: bytes) -> str | None:
+        """The fingerprint to mask binary ``data`` with when a secret shows in its readable runs (ASCII runs of 6+
+        characters, and UTF-16 text: see :func:`~otel_replay.redaction.encoded._readable_text`), else None: that
+        of the secret when there is one, else that of the whole bytes. Used for bytes that are not UTF-8 text,
+        before they are encoded (base64) for storage."""
+        hits = self._hits(_readable_text(data))
+        if not hits:
+            return None
+        return self._hit_fingerprint(hits[0]) if len(hits) == 1 else self.fingerprint(data)
+
+    def _base64_secret(self, encoded: str) -> str | None:
+        """:meth:`binary_secret` of the bytes ``encoded`` holds in standard base64 (a ``$type: bytes`` value, as
+        :func:`~otel_replay.snapshots.to_jsonable` writes it); None when it is not base64 (the string is then
+        scanned as text)."""
+        try:
+            data = base64.b64decode(encoded, validate=True)
+        except ValueError:
+            return None
+        return self.binary_secret(data)
 
     def _hit_fingerprint(self, hit: _Hit) -> str:
         if hit.rule == "card_number":  # "4111 1111 …" and 4111111… are the same card

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .memory import _CleanMemory
+from .memory import _CleanMemory, _is_binary
 from .rules import _ERROR_FINGERPRINT, _KEY_CACHE_MAX, REDACTED_KEY, _is_card_digits, _is_marker, _log
 
 
@@ -100,7 +100,8 @@ class _Walker(_CleanMemory):
         strings that contain secrets are scrubbed inline; integers that are card numbers become markers;
         dict keys that contain secrets are scrubbed. ``scope`` is the dotted path of ``value``; children get
         ``scope.key`` and ``scope[index]``. Existing markers are kept. The input is never mutated. Never
-        raises: on an internal failure the whole value is replaced by a marker with fingerprint ``"error"``.
+        raises: on an internal failure the whole value is replaced by a marker with fingerprint ``"error"``. Bytes
+        encoded as base64 (not UTF-8 text) become a marker when a secret shows in their readable runs.
         """
         try:
             if self.is_clean(value):
@@ -159,6 +160,11 @@ class _Walker(_CleanMemory):
         if kind is dict:
             if _is_marker(value):  # a redacted value passed on (a replay's input): same fingerprint, new place
                 return {REDACTED_KEY: value[REDACTED_KEY], "scope": scope}
+            if _is_binary(value):  # bytes that are not UTF-8 text: a secret in their readable runs masks them whole
+                fingerprint = self._base64_secret(value["base64"])
+                if fingerprint is not None:
+                    counter[0] += 1
+                    return {REDACTED_KEY: fingerprint, "scope": scope}
             if value.get("$type") == "dict" and type(value.get("items")) is list:
                 return {"$type": "dict", "items": [self._pair(p, scope, counter, depth) for p in value["items"]]}
             out: dict[Any, Any] = {}

@@ -18,11 +18,13 @@ Store URLs (argument → ``OTEL_REPLAY_STORE`` → ``chdb://{home}/store``):
   (spool segments would be consumed into a store that vanishes); call :meth:`Store.ingest` to do it anyway.
 * ``http(s)://user:password@host:8123/database``: a ClickHouse server. The schema is never created
   implicitly (run ``otel-replay db init``); spool segments, if any, are ingested on open.
-  ``?table=name`` picks another traces table name (the exporter's ``traces_table_name``).
+  ``?table=name`` picks another traces table name (the exporter's ``traces_table_name``). A password holding
+  ``/``, ``?`` or ``#`` must be percent-encoded (``%2F``, ``%3F``, ``%23``): otherwise the URL is refused.
 
 It must never put a value into SQL text: values travel only as server-side bound parameters ``{name:Type}``;
 the only interpolated names are database / table identifiers checked against a strict pattern. It never
-shows a password in a message.
+shows a password in a message: every URL it shows goes through :func:`otel_replay.settings.masked_url`, every
+driver error through :func:`otel_replay.settings.scrub_url`.
 """
 
 from __future__ import annotations
@@ -58,16 +60,16 @@ _log = logging.getLogger("otel_replay.store")
 _INSERT_CHUNK_ROWS: Final = 50_000
 
 
-def _redact_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rpartition("@")
-    user = netloc[0].split(":", 1)[0]
-    return parts._replace(netloc=f"{user}:***@{netloc[2]}").geturl()
+_redact_url = settings.masked_url
+"""A store URL as people may see it (the password masked, however malformed the URL is)."""
+
+_UNREADABLE_USERINFO: Final = (
+    "the part before the host cannot be read as user:password; percent-encode '/', '?', '#' and '@' in the "
+    "password (%2F, %3F, %23, %40)"
+)
 
 
-def _root_cause(exc: BaseException, password: str | None) -> str:
+def _root_cause(exc: BaseException, url: str) -> str:
     """The shortest useful reason of a driver error: the innermost OS error when there is one."""
     text = str(exc)
     for marker in (
@@ -80,14 +82,17 @@ def _root_cause(exc: BaseException, password: str | None) -> str:
     ):
         if marker.lower() in text.lower():
             return marker.lower()
+    text = _scrub(text, url)
     first = text.splitlines()[0] if text else type(exc).__name__
-    return _scrub(first[:300], password)
+    return first[:300]
 
 
-def _scrub(text: str, secret: str | None) -> str:
+def _scrub(text: str, url: str | None) -> str:
+    """The first line of ``text`` (a driver's error) with ``url`` and every piece of its credential masked, and
+    the password of any other ``scheme://user:password@`` in it."""
+    if url:
+        text = settings.scrub_url(text, url)
     text = re.sub(r"//([^:/@\s]*):[^@\s]*@", r"//\1:***@", text)
-    if secret:
-        text = text.replace(secret, "***")
     return text.splitlines()[0] if text else text
 
 
@@ -166,13 +171,15 @@ class Store(_Reads):
         location = parts.netloc or ""
         memory = location in ("memory", ":memory:") or (not location and parts.path in ("", "/"))
         if not memory and location:
-            raise StoreError(f"store URL {url!r}: write an on-disk chDB store with an absolute path, chdb:///abs/path")
+            raise StoreError(
+                f"store URL {_redact_url(url)!r}: write an on-disk chDB store with an absolute path, chdb:///abs/path"
+            )
         lock = None
         path: Path | None = None
         if not memory:
             path = Path(unquote(parts.path)).expanduser()
             if not path.is_absolute():
-                raise StoreError(f"store URL {url!r}: the chDB path must be absolute (chdb:///abs/path)")
+                raise StoreError(f"store URL {_redact_url(url)!r}: the chDB path must be absolute (chdb:///abs/path)")
             private_dir(path)
             lock = StoreLock(path.parent / (path.name + ".lock"), timeout=lock_timeout, what="embedded store")
             lock.acquire()
@@ -183,10 +190,10 @@ class Store(_Reads):
                 text = str(exc)
                 if "already initialized" in text:
                     raise StoreError(
-                        f"cannot open {url}: this process already has another chDB store open (chDB runs one "
-                        "embedded store per process); close it first"
+                        f"cannot open {_redact_url(url)}: this process already has another chDB store open (chDB "
+                        "runs one embedded store per process); close it first"
                     ) from None
-                raise StoreError(f"cannot open the embedded store {url}: {_scrub(text, None)}") from None
+                raise StoreError(f"cannot open the embedded store {_redact_url(url)}: {_scrub(text, url)}") from None
             store = cls(
                 client=client,
                 url=url,
@@ -213,6 +220,8 @@ class Store(_Reads):
     def _open_server(cls, url: str, home: Path) -> Store:
         import clickhouse_connect
 
+        if settings.malformed_userinfo(url):
+            raise StoreError(f"store URL {_redact_url(url)}: {_UNREADABLE_USERINFO}")
         parts = urlsplit(url)
         database = unquote(parts.path.strip("/")) or ddl.DEFAULT_DATABASE
         query = parse_qs(parts.query)
@@ -221,7 +230,7 @@ class Store(_Reads):
             ddl.check_identifier(database, what="database name")
             ddl.check_identifier(table, what="table name")
         except ValueError as exc:
-            raise StoreError(f"store URL {_redact_url(url)}: {exc}") from None
+            raise StoreError(f"store URL {_redact_url(url)}: {_scrub(str(exc), url)}") from None
         secure = parts.scheme.lower() == "https"
         password = unquote(parts.password) if parts.password else ""
         try:
@@ -241,7 +250,7 @@ class Store(_Reads):
             )
         except Exception as exc:  # noqa: BLE001 - may quote the password: from None
             raise StoreUnavailableError(
-                f"cannot reach the ClickHouse store at {_redact_url(url)} ({_root_cause(exc, password)}): check that "
+                f"cannot reach the ClickHouse store at {_redact_url(url)} ({_root_cause(exc, url)}): check that "
                 "the server is running and the URL, user and password are right"
             ) from None
         store = cls(client=client, url=url, home=home, database=database, table=table, embedded=False, lock=None)
@@ -311,7 +320,7 @@ class Store(_Reads):
             raise self._error(exc) from None
 
     def _error(self, exc: Exception) -> StoreError:
-        text = _scrub(str(exc), urlsplit(self.url).password)
+        text = _scrub(str(exc), self.url)
         name = type(exc).__name__
         if not self.embedded and name in ("OperationalError",):
             return StoreUnavailableError(f"lost the ClickHouse store at {_redact_url(self.url)}: {text}")
