@@ -22,7 +22,7 @@ from typing import Any, Final
 from pydantic import BaseModel
 
 from ..snapshots import PLAIN_MAX_DEPTH, TRUNCATED_TAG, TYPE_TAG, qualname_of
-from .rules import REDACTED_KEY, _passed_on, _Suspicious
+from .rules import REDACTED_KEY, _Suspicious
 from .scanning import _Scanner
 
 _CLEAN_MAX_CHARS: Final = 256 * 1024
@@ -74,10 +74,7 @@ class _CleanMemory(_Scanner):
             fresh = [text for text in strings if len(text) >= shortest and text not in clean]
             if not fresh:
                 return True
-            joined = "\n".join(fresh)
-            if "[REDACTED:" in joined and any(_passed_on(text) is not None for text in fresh):
-                return False  # a redacted value passed on as its token: the walk makes it its marker
-            if self._suspect_text(joined):
+            if self._suspect_text("\n".join(fresh)):
                 for text in fresh:
                     if self._hits(text):
                         return False
@@ -88,9 +85,8 @@ class _CleanMemory(_Scanner):
 
     def is_clean(self, tree: Any) -> bool:
         """True when ``tree`` (JSON-able, as :func:`~otel_replay.snapshots.to_jsonable` makes) needs no
-        redaction: no secret key, no marker passed on (nor a string that is wholly one redaction token), no
-        integer that could be a card number, and no string or key that fails the pre-check. When it is False,
-        :meth:`redact` decides. Never raises (False on error).
+        redaction: no secret key, no marker passed on, no integer that could be a card number, and no string or
+        key that fails the pre-check. When it is False, :meth:`redact` decides. Never raises (False on error).
         """
         try:
             strings: list[str] = []

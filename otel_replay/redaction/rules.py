@@ -356,9 +356,10 @@ _PASSED_ON_TOKEN: Final = re.compile(r"\s*\[REDACTED:(?:[A-Za-z0-9_.\-]+:)?(hmac
 def _passed_on(text: str) -> str | None:
     """The fingerprint of a string that is wholly one redaction token (surrounding whitespace ignored): the inline
     ``[REDACTED:<rule>:<fingerprint>]`` of a recorded text, or ``[REDACTED:<fingerprint>]``, the text a replayed
-    redacted value reads as. Such a string is a redacted value passed on (a recorded model answer's argument
-    handed to a tool in a replay), not a new secret: it keeps the fingerprint it carries, as a marker passed on
-    does. None for any other string (``[REDACTED:error]`` included: it stands for no value)."""
+    redacted value reads as. Under a secret key such a string is a redacted value passed on (a recorded model
+    answer's argument handed to a tool in a replay), not a new secret: its marker keeps the fingerprint it
+    carries, as a marker passed on does. None for any other string (``[REDACTED:error]`` included: it stands for
+    no value)."""
     if "[REDACTED:" not in text:
         return None
     m = _PASSED_ON_TOKEN.fullmatch(text)

@@ -107,8 +107,9 @@ class _Walker(_CleanMemory):
         empty values are kept: there is nothing to hide); strings that are wholly a secret become markers;
         strings that contain secrets are scrubbed inline; integers that are card numbers become markers;
         dict keys that contain secrets are scrubbed. ``scope`` is the dotted path of ``value``; children get
-        ``scope.key`` and ``scope[index]``. Existing markers are kept, and so is the fingerprint of a string that is
-        wholly one redaction token (it becomes the marker it stands for). The input is never mutated. Never
+        ``scope.key`` and ``scope[index]``. Existing markers are kept, and so is the fingerprint of a string under a
+        secret key that is wholly one redaction token (it becomes the marker it stands for; elsewhere such a string
+        is kept as it is). The input is never mutated. Never
         raises: on an internal failure the whole value is replaced by a marker with fingerprint ``"error"``.
         """
         try:
@@ -129,7 +130,7 @@ class _Walker(_CleanMemory):
             return {REDACTED_KEY: value[REDACTED_KEY], "scope": scope}
         if isinstance(value, str):
             passed_on = _passed_on(value)
-            if passed_on is not None:  # a redacted value passed on: its own fingerprint, not that of its text
+            if passed_on is not None:  # a redacted value passed on as its token: its fingerprint, not its text's
                 return {REDACTED_KEY: passed_on, "scope": scope}
             stripped = value.strip()
             if stripped in self._allowed or self._is_allowed(stripped):
@@ -222,9 +223,6 @@ class _Walker(_CleanMemory):
         return value
 
     def _string(self, value: str, scope: str, counter: list[int]) -> Any:
-        passed_on = _passed_on(value)
-        if passed_on is not None:  # a redacted value passed on as its token: the marker it stands for
-            return {REDACTED_KEY: passed_on, "scope": scope}
         hits = self._hits(value)
         if not hits:
             return value

@@ -1,5 +1,6 @@
 """Agents for ``test_adv_repeated_secret.py``: the user pastes a mail API key into the question, and the model's
-answer calls ``send_email(to=..., api_key=...)`` with it.
+answer calls ``send_email(to=..., api_key=..., body=...)`` with it (as the key, and again as the body of the
+mail: an argument whose name says nothing of a secret).
 
 Two shapes, on the real SDKs against the project's fake OpenAI server (``OPENAI_BASE_URL``, which answers the
 first request with a call of the first tool offered, its arguments set by the test):
@@ -33,7 +34,7 @@ OWN_KEY_ENV = "ADV_ECHO_MAIL_KEY"
 
 
 @function_tool
-def send_email(to: str, api_key: str) -> str:
+def send_email(to: str, api_key: str, body: str) -> str:
     """Send the report to a mailbox with the user's mail API key."""
     return f"report sent to {to}"
 
@@ -55,8 +56,8 @@ TOOLS = [
             "description": "Send the report to a mailbox with the user's mail API key",
             "parameters": {
                 "type": "object",
-                "properties": {"to": {"type": "string"}, "api_key": {"type": "string"}},
-                "required": ["to", "api_key"],
+                "properties": {"to": {"type": "string"}, "api_key": {"type": "string"}, "body": {"type": "string"}},
+                "required": ["to", "api_key", "body"],
             },
         },
     }
@@ -64,7 +65,7 @@ TOOLS = [
 
 
 @orp.tool("send_email")
-def send_email_step(to: str, api_key: str) -> str:
+def send_email_step(to: str, api_key: str, body: str) -> str:
     """The loop's ``send_email`` tool (the Python name differs from the Agents SDK tool's above)."""
     return f"report sent to {to}"
 

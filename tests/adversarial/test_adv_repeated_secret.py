@@ -1,13 +1,14 @@
 """A secret the model repeated: the user pastes a mail API key into the question, and the model's answer calls
-``send_email(api_key=...)`` with it, through the OpenAI Agents SDK (``@function_tool``) and through a plain tool
-loop on the ``openai`` client (``@otel_replay.tool``), both against the project's fake OpenAI server.
+``send_email(api_key=..., body=...)`` with it, through the OpenAI Agents SDK (``@function_tool``) and through a
+plain tool loop on the ``openai`` client (``@otel_replay.tool``), both against the project's fake OpenAI server.
 
 The recording holds the key as the inline token ``[REDACTED:openai_api_key:<fingerprint>]`` in the question and
-in the model's answer, and as the marker ``{"$redacted": <fingerprint>}`` in the tool's arguments. A mock or
-deterministic replay hands the recorded answer back, so the tool receives the token's text; that text is the
-same redacted value, and the replayed arguments must compare equal to the recorded ones. What a user sees is
-checked: the replay's outcome and exit code through the CLI, the requests the server received, and every byte
-under the home and of the commands' output for the key in clear, percent-encoded or base64-encoded.
+in the model's answer, and as the marker ``{"$redacted": <fingerprint>}`` in the tool's arguments (``api_key`` is
+a secret key; ``body`` is wholly the secret). A mock or deterministic replay hands the recorded answer back, so
+the tool receives the token's text; that text is the same redacted value, and the replayed arguments must
+compare equal to the recorded ones. What a user sees is checked: the replay's outcome, exit code and diff
+through the CLI, the requests the server received, and every byte under the home and of the commands' output
+for the key in clear, percent-encoded or base64-encoded.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from test_adv_redaction import assert_nowhere, home_bytes
 
 import otel_replay as orp
 from otel_replay.redaction import Redactor
+from otel_replay.replay import volatile
+from otel_replay.replay.diff import values as diff_values
 
 pytest.importorskip("agents")
 pytest.importorskip("openai")
@@ -51,7 +54,7 @@ def world(home: Path) -> Iterator[dict[str, Any]]:
     from fake_llm_servers import FakeLLMServer
 
     key = _mail_key()
-    with FakeLLMServer(tool_args={"to": "ops@example.com", "api_key": key}) as server:
+    with FakeLLMServer(tool_args={"to": "ops@example.com", "api_key": key, "body": key}) as server:
         yield {"home": home, "server": server, "key": key, "outputs": {}}
 
 
@@ -136,17 +139,21 @@ def test_a_secret_the_model_repeated_to_a_tool_matches_in_mock_and_deterministic
     fingerprints = set(re.findall(r"\[REDACTED:openai_api_key:(hmac-sha256:[0-9a-f]{16})\]", text))
     assert len(fingerprints) == 1, fingerprints
     (fingerprint,) = fingerprints
-    marker = {"$redacted": fingerprint, "scope": "tool.args.api_key"}
-    assert _tool_step(json.loads(text))["snapshots"]["tool"]["arguments"]["api_key"] == marker
+    arguments = _tool_step(json.loads(text))["snapshots"]["tool"]["arguments"]
+    assert arguments["api_key"] == {"$redacted": fingerprint, "scope": "tool.args.api_key"}
+    assert arguments["body"] == {"$redacted": fingerprint, "scope": "tool.args.body"}
 
     requests = world["server"].count
     for mode in ("mock", "deterministic"):
         code, result = replay(world, trace_id, shape, mode)
         assert (code, result["outcome"]) == (0, "matched"), (result["agent_error"], result["divergences"])
         assert result["divergences"] == []
+        changed = [name for name, section in result["diff"].items() if section["changed"]]
+        assert changed in ([], ["latency"]), changed  # latency: the replay answers without a server
         replayed = cli(world, "show", result["replay_trace_id"], "--json")
-        step = _tool_step(json.loads(replayed.stdout))
-        assert step["snapshots"]["tool"]["arguments"]["api_key"] == marker  # never the key, never another marker
+        again = _tool_step(json.loads(replayed.stdout))["snapshots"]["tool"]["arguments"]
+        assert again["api_key"] == arguments["api_key"]  # the marker of the same fingerprint, never the key
+        assert fingerprint in json.dumps(again["body"]) and "[REDACTED:" in json.dumps(again["body"])
     assert world["server"].count == requests, "a mock or deterministic replay sent a request"
 
     assert_nowhere([world["key"]], {**home_bytes(world["home"]), **world["outputs"]})
@@ -167,27 +174,34 @@ def test_a_tool_argument_the_code_really_changes_still_diverges(world: dict[str,
     assert_nowhere([world["key"], own_key], {**home_bytes(world["home"]), **world["outputs"]})
 
 
-def test_a_redaction_token_keeps_its_fingerprint_and_nothing_else_does() -> None:
-    """The rule the replays above rely on, on the redactor: a string that is wholly one redaction token (as a
-    recorded answer holds it, or as a replayed value reads) is the marker of the fingerprint it carries, under a
-    secret key or not; any other text, the secret itself included, is fingerprinted as before. Nothing is ever
-    turned back into the secret."""
+def test_a_redaction_token_and_its_marker_are_one_value_and_nothing_else_is() -> None:
+    """The rule the replays above rely on. A string that is wholly one redaction token (as a recorded answer holds
+    it, or as a replayed value reads) is the value of its fingerprint: under a secret key the redactor records
+    the marker of that fingerprint, elsewhere it keeps the string (a stream's delta stays text), and comparisons
+    (replay matching, the diff) take it for the marker. Any other text, the token with anything added included,
+    is another value. Nothing is ever turned back into the secret."""
     redactor = Redactor(key=secrets.token_bytes(32))
     key = _mail_key()
-    recorded, _ = redactor.redact({"to": "ops@example.com", "api_key": key, "note": key}, "tool.args")
+    recorded, _ = redactor.redact({"to": "ops@example.com", "api_key": key, "body": key}, "tool.args")
     fingerprint = recorded["api_key"]["$redacted"]
-    assert recorded["note"]["$redacted"] == fingerprint
-    answer, _ = redactor.redact({"arguments": json.dumps({"api_key": key})}, "model.response")
-    token = re.search(r"\[REDACTED:[^\]]+\]", answer["arguments"])
-    assert token is not None and fingerprint in token.group(0)
-    for passed_on in (token.group(0), f"[REDACTED:{fingerprint}]", f" {token.group(0)}\n"):
-        replayed, _ = redactor.redact({"to": "ops@example.com", "api_key": passed_on, "note": passed_on}, "tool.args")
-        assert replayed == recorded, passed_on
-        assert not redactor.is_clean(passed_on)
-    other = _mail_key()
-    for changed in (other, f"{token.group(0)}-2", f"Bearer {token.group(0)}", "[REDACTED:error]"):
-        replayed, _ = redactor.redact({"api_key": changed}, "tool.args")
+    assert recorded["body"] == {"$redacted": fingerprint, "scope": "tool.args.body"}
+    answer, _ = redactor.redact({"arguments": json.dumps({"api_key": key, "body": key})}, "model.response")
+    tokens = set(re.findall(r"\[REDACTED:[^\]]+\]", answer["arguments"]))
+    assert len(tokens) == 1 and fingerprint in next(iter(tokens)), answer
+    (token,) = tokens
+
+    for passed_on in (token, f"[REDACTED:{fingerprint}]", f" {token}\n"):
+        replayed, _ = redactor.redact({"to": "ops@example.com", "api_key": passed_on, "body": passed_on}, "tool.args")
+        assert replayed["api_key"] == recorded["api_key"], passed_on
+        assert replayed["body"] == passed_on
+        assert volatile.same(recorded, replayed), passed_on
+        assert diff_values.normalize(recorded) == diff_values.normalize(replayed), passed_on
+    delta, _ = redactor.redact({"choices": [{"delta": {"content": token}}]}, "model.response")
+    assert delta == {"choices": [{"delta": {"content": token}}]}
+
+    for changed in (_mail_key(), f"{token}-2", f"Bearer {token}", "[REDACTED:error]", "[REDACTED:hmac-sha256:0123]"):
+        replayed, _ = redactor.redact({"to": "ops@example.com", "api_key": changed, "body": changed}, "tool.args")
         assert replayed["api_key"]["$redacted"] != fingerprint, changed
-    assert redactor.redact({"api_key": "[REDACTED:hmac-sha256:0123]"}, "tool.args")[0]["api_key"]["$redacted"] != (
-        "hmac-sha256:0123"
-    )
+        assert not volatile.same(recorded, replayed), changed
+        assert diff_values.normalize(recorded) != diff_values.normalize(replayed), changed
+    assert key not in json.dumps([recorded, answer])
