@@ -32,7 +32,7 @@ from test_adv_redaction import assert_nowhere, home_bytes
 import otel_replay as orp
 from otel_replay.redaction import Redactor
 from otel_replay.replay import volatile
-from otel_replay.replay.diff import values as diff_values
+from otel_replay.replay.diff import normalize
 
 pytest.importorskip("agents")
 pytest.importorskip("openai")
@@ -195,7 +195,7 @@ def test_a_redaction_token_and_its_marker_are_one_value_and_nothing_else_is() ->
         assert replayed["api_key"] == recorded["api_key"], passed_on
         assert replayed["body"] == passed_on
         assert volatile.same(recorded, replayed), passed_on
-        assert diff_values.normalize(recorded) == diff_values.normalize(replayed), passed_on
+        assert normalize(recorded) == normalize(replayed), passed_on
     delta, _ = redactor.redact({"choices": [{"delta": {"content": token}}]}, "model.response")
     assert delta == {"choices": [{"delta": {"content": token}}]}
 
@@ -203,5 +203,5 @@ def test_a_redaction_token_and_its_marker_are_one_value_and_nothing_else_is() ->
         replayed, _ = redactor.redact({"to": "ops@example.com", "api_key": changed, "body": changed}, "tool.args")
         assert replayed["api_key"]["$redacted"] != fingerprint, changed
         assert not volatile.same(recorded, replayed), changed
-        assert diff_values.normalize(recorded) != diff_values.normalize(replayed), changed
+        assert normalize(recorded) != normalize(replayed), changed
     assert key not in json.dumps([recorded, answer])
