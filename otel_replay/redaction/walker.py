@@ -109,8 +109,8 @@ class _Walker(_CleanMemory):
         dict keys that contain secrets are scrubbed. ``scope`` is the dotted path of ``value``; children get
         ``scope.key`` and ``scope[index]``. Existing markers are kept, and so is the fingerprint of a string under a
         secret key that is wholly one redaction token (it becomes the marker it stands for; elsewhere such a string
-        is kept as it is). The input is never mutated. Never
-        raises: on an internal failure the whole value is replaced by a marker with fingerprint ``"error"``.
+        is kept as it is). The input is never mutated. Never raises: on an internal failure the whole value is
+        replaced by a marker with fingerprint ``"error"``.
         """
         try:
             if self.is_clean(value):
