@@ -109,6 +109,10 @@ def record(world: dict[str, Any], shape: str) -> str:
     )
     _keep(world, f"agent {shape}", out)
     assert out.returncode == 0, out.stderr
+    spooled = [path for path in world["home"].rglob("*") if path.is_file() and path.name != "redaction.key"]
+    assert any("spool" in path.parts for path in spooled), spooled
+    for path in spooled:  # the spool as the agent left it, before a command ingests it
+        world["outputs"][f"after recording: {path.relative_to(world['home'])}"] = path.read_bytes()
     runs = cli(world, "runs", "--json")
     assert runs.returncode == 0, runs.stderr
     (trace_id,) = [r["trace_id"] for r in json.loads(runs.stdout) if r["kind"] == "original"]
