@@ -21,12 +21,26 @@ INLINE_MARKER: Final = re.compile(r"\[REDACTED:(?:[A-Za-z0-9_.\-]+:)?(?:hmac-sha
 the text a replayed redacted value reads as (``[REDACTED:<fingerprint>]``). A user's own ``[REDACTED:PII]`` is
 text, not a marker: only otel-replay's keyed fingerprints (``hmac-sha256:…``) and ``error`` count."""
 
+_WHOLE_TOKEN: Final = re.compile(r"\s*\[REDACTED:(?:[A-Za-z0-9_.\-]+:)?(hmac-sha256:[0-9a-f]{16})\]\s*")
+
 _MAX_DEPTH: Final = 200
 
 
 def has_inline_marker(text: str) -> bool:
     """True when ``text`` holds an inline redaction token."""
     return "[REDACTED:" in text and INLINE_MARKER.search(text) is not None
+
+
+def token_fingerprint(text: str) -> str | None:
+    """The fingerprint of a string that is wholly one inline redaction token (surrounding whitespace aside):
+    ``[REDACTED:<rule>:<fingerprint>]``, or ``[REDACTED:<fingerprint>]``, the text a replayed redacted value reads
+    as. Such a string is the same redacted value as a marker object with that fingerprint, in another form (a
+    recorded model answer hands a tool the key the user gave as its token). None for any other string, text
+    around a token and ``[REDACTED:error]`` included."""
+    if "[REDACTED:" not in text:
+        return None
+    m = _WHOLE_TOKEN.fullmatch(text)
+    return m.group(1) if m is not None else None
 
 
 def marker_paths(tree: Any, *, root: str = "") -> list[str]:

@@ -122,6 +122,7 @@ SLOW_MODULES = {
     "test_rw_secret_loop.py": 26.0,
     "test_lab_ray.py": 22.0,
     "test_volatile_ids.py": 22.0,
+    "test_adv_repeated_secret.py": 20.0,
     "test_rw_langgraph.py": 20.0,
     "test_rw_agent_executor.py": 17.0,
 }

@@ -352,6 +352,22 @@ def _is_marker(value: dict[Any, Any]) -> bool:
     return isinstance(fp, str) and _MARKER_VALUE.fullmatch(fp) is not None
 
 
+_PASSED_ON_TOKEN: Final = re.compile(r"\s*\[REDACTED:(?:[A-Za-z0-9_.\-]+:)?(hmac-sha256:[0-9a-f]{16})\]\s*")
+
+
+def _passed_on(text: str) -> str | None:
+    """The fingerprint of a string that is wholly one redaction token (surrounding whitespace ignored): the inline
+    ``[REDACTED:<rule>:<fingerprint>]`` of a recorded text, or ``[REDACTED:<fingerprint>]``, the text a replayed
+    redacted value reads as. Under a secret key such a string is a redacted value passed on (a recorded model
+    answer's argument handed to a tool in a replay), not a new secret: its marker keeps the fingerprint it
+    carries, as a marker passed on does. None for any other string (``[REDACTED:error]`` included: it stands for
+    no value)."""
+    if "[REDACTED:" not in text:
+        return None
+    m = _PASSED_ON_TOKEN.fullmatch(text)
+    return m.group(1) if m is not None else None
+
+
 def _valid_card(m: re.Match[str], text: str) -> bool:
     digits = "".join(ch for ch in m.group(0) if ch.isdigit())
     return _is_card_digits(digits)

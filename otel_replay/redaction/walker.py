@@ -11,7 +11,15 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from .memory import _CleanMemory, _is_binary
-from .rules import _ERROR_FINGERPRINT, _KEY_CACHE_MAX, REDACTED_KEY, _is_card_digits, _is_marker, _log
+from .rules import (
+    _ERROR_FINGERPRINT,
+    _KEY_CACHE_MAX,
+    REDACTED_KEY,
+    _is_card_digits,
+    _is_marker,
+    _log,
+    _passed_on,
+)
 
 
 def _copy(value: Any) -> Any:
@@ -99,9 +107,11 @@ class _Walker(_CleanMemory):
         empty values are kept: there is nothing to hide); strings that are wholly a secret become markers;
         strings that contain secrets are scrubbed inline; integers that are card numbers become markers;
         dict keys that contain secrets are scrubbed. ``scope`` is the dotted path of ``value``; children get
-        ``scope.key`` and ``scope[index]``. Existing markers are kept. The input is never mutated. Never
-        raises: on an internal failure the whole value is replaced by a marker with fingerprint ``"error"``. Bytes
-        encoded as base64 (not UTF-8 text) become a marker when a secret shows in their readable runs.
+        ``scope.key`` and ``scope[index]``. Existing markers are kept, and so is the fingerprint of a string under a
+        secret key that is wholly one redaction token (it becomes the marker it stands for; elsewhere such a string
+        is kept as it is). The input is never mutated. Never raises: on an internal failure the whole value is
+        replaced by a marker with fingerprint ``"error"``. Bytes encoded as base64 (not UTF-8 text) become a marker
+        when a secret shows in their readable runs.
         """
         try:
             if self.is_clean(value):
@@ -120,6 +130,9 @@ class _Walker(_CleanMemory):
         if isinstance(value, dict) and _is_marker(value):
             return {REDACTED_KEY: value[REDACTED_KEY], "scope": scope}
         if isinstance(value, str):
+            passed_on = _passed_on(value)
+            if passed_on is not None:  # a redacted value passed on as its token: its fingerprint, not its text's
+                return {REDACTED_KEY: passed_on, "scope": scope}
             stripped = value.strip()
             if stripped in self._allowed or self._is_allowed(stripped):
                 return value

@@ -25,8 +25,11 @@ lists the defaults.
 dict, e.g. ``model_dump(exclude_unset=True)``) compare by their fields, a field that one side leaves out and
 the other holds as ``null`` not counting as a difference.
 
+A redaction marker and a string that is wholly one inline token of the same fingerprint are one redacted value in
+two forms (:func:`aligned`); a marker is otherwise compared whole.
+
 This module must never change a stored run, never hide a change of any value no rule names (a changed system
-prompt or tool result always differs), and never look inside a redaction marker.
+prompt or tool result always differs), and never read more of a redaction marker than its fingerprint.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final, Literal
 
+from ..markers import token_fingerprint
 from ..snapshots import REDACTED_TAG, TRUNCATED_TAG, TYPE_TAG, canonical_json
 
 OTEL_REPLAY_VOLATILE_KEYS: Final = "OTEL_REPLAY_VOLATILE_KEYS"
@@ -232,11 +236,33 @@ def aligned(a: Any, b: Any) -> tuple[Any, Any]:
     """``a`` and ``b`` in the same form where one holds an SDK object in its encoded form and the other the
     same object as plain JSON: the encoded one is reduced to its fields, and in that part a key that one side
     leaves out and the other holds as ``null`` is dropped. Two encoded objects of the same class compare
-    field by field; everything else is returned as it is."""
+    field by field. Where one side holds a redaction marker and the other, in the same place, a string that is
+    wholly one inline token of the same fingerprint, both hold the marker (a recorded model answer handed the
+    value to a tool as its token). Everything else is returned as it is."""
     return _align(a, b, loose=False)
 
 
+def _same_redacted(a: Any, b: Any) -> Any:
+    """The marker, when one of ``a`` and ``b`` is a redaction marker and the other a string that is wholly one
+    inline token of the same fingerprint (one redacted value in two forms, see
+    :func:`~otel_replay.markers.token_fingerprint`); else None. Only the fingerprints are read."""
+    if isinstance(a, dict) and isinstance(b, str):
+        marker, text = a, b
+    elif isinstance(b, dict) and isinstance(a, str):
+        marker, text = b, a
+    else:
+        return None
+    fingerprint = marker.get(REDACTED_TAG)
+    if not isinstance(fingerprint, str) or not set(marker) <= {REDACTED_TAG, "scope"}:
+        return None
+    return marker if token_fingerprint(text) == fingerprint else None
+
+
 def _align(a: Any, b: Any, *, loose: bool) -> tuple[Any, Any]:
+    if type(a) is not type(b):
+        marker = _same_redacted(a, b)
+        if marker is not None:
+            return marker, marker
     ta, tb = _typed(a), _typed(b)
     if ta and tb:
         if a.get("class") != b.get("class"):

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from ... import semconv
+from ...markers import token_fingerprint
 from ...snapshots import REDACTED_TAG, TRUNCATED_TAG, canonical_json
 from .. import volatile
 
@@ -30,7 +31,12 @@ _STATE_SNAPSHOT: Final = semconv.SnapshotKind.STATE.value
 
 def normalize(value: Any) -> Any:
     """A payload value in the form the diff compares: redaction markers reduced to their fingerprint
-    (``{"$redacted": fp}``, scope dropped) and truncation markers to the sha256 of what they replaced."""
+    (``{"$redacted": fp}``, scope dropped), and so is a string that is wholly one inline token (the same redacted
+    value, see :func:`~otel_replay.markers.token_fingerprint`); truncation markers to the sha256 of what they
+    replaced."""
+    if isinstance(value, str):
+        fingerprint = token_fingerprint(value)
+        return value if fingerprint is None else {REDACTED_TAG: fingerprint}
     if isinstance(value, list):
         return [normalize(v) for v in value]
     if isinstance(value, dict):
