@@ -57,6 +57,7 @@ bench: $(STAMP)
 	-$(BIN)/python benchmarks/start_time.py
 	-$(BIN)/python benchmarks/cli_start.py
 	-$(BIN)/python benchmarks/langgraph_overhead.py
+	-$(BIN)/python benchmarks/sandbox_cost.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -88,7 +88,7 @@ def main() -> int:
             times: dict[str, list[float]] = {"off": [], "auto": []}
             orp.replay(trace_id, mode="mock", store=store)  # warm up
             for _ in range(args.rounds):
-                for setting in ("off", "auto"):
+                for setting in ("off", "auto") if _ % 2 == 0 else ("auto", "off"):
                     os.environ["OTEL_REPLAY_SANDBOX"] = setting
                     start = time.perf_counter()
                     result = orp.replay(trace_id, mode="mock", store=store)
