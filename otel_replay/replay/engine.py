@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from .. import revival, semconv, settings
+from .. import revival, semconv
 from .._gc import gc_frozen, gc_paused
 from ..errors import ReplayRefused as ReplayRefused  # re-exported: otel_replay.replay.engine.ReplayRefused
 from ..exporting import setup
@@ -387,18 +387,9 @@ def _replay(
     spec = entrypoint or original.entrypoint or ""
     script = (original.snapshots.get("input") or {}).get("script")
     module_name = spec.partition(":")[0] if not spec.startswith("__main__:") else None
-    if enforcement.abi and sandbox.imported_before(module_name):
-        if settings.resolve_sandbox() == "require":
-            raise ReplayRefused(
-                f"OTEL_REPLAY_SANDBOX=require: the agent's module {module_name!r} was imported before this "
-                "replay, so what it opened at import is outside the kernel sandbox; replay it in a process of its "
-                "own (otel-replay replay, otel-replay case run); nothing ran"
-            )
-        session.notes.append(
-            f"the agent's module {module_name!r} was imported before this replay: files, databases and "
-            "connections it opened at import are outside the kernel sandbox (replay it with otel-replay replay "
-            "or case run, in a process of its own, for that guarantee)"
-        )
+    note = sandbox.imported_before(module_name, enforcement)  # raises under require
+    if note is not None:
+        session.notes.append(note)
 
     def unconfined(weaker: sandbox.Enforcement) -> None:
         session.sandbox = weaker.text

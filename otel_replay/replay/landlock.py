@@ -16,8 +16,7 @@ after the tables were unified). Nothing here is process-wide: :func:`abi` asks t
 syscall), and :func:`restrict_thread` acts on the calling thread only (``no_new_privs`` too is per thread).
 
 This module must never confine a thread it was not asked to, and never report a confinement that did not
-happen: any failure raises :class:`LandlockError` and leaves the thread as it was, except when the kernel
-refused the very last call, which it does atomically.
+happen: any failure raises :class:`LandlockError` and leaves the thread unconfined.
 """
 
 from __future__ import annotations
@@ -126,7 +125,8 @@ def restrict_thread(*, writable: Iterable[str], ports: Iterable[int], version: i
     """Confine the calling thread (and all it starts from now on): file-system changes only under the folders
     and files in ``writable``, TCP connections only to ``ports``, no TCP bind, nothing executed, abstract Unix
     sockets only within the sandbox. Returns the ABI version that was enforced; raises :class:`LandlockError`
-    when the kernel offers no Landlock or refuses a step (the thread is then unchanged)."""
+    when the kernel offers no Landlock or refuses a step (the thread is then not confined, though
+    ``no_new_privs`` may already be set on it)."""
     libc = _libc()
     version = abi() if version is None else version
     if libc is None or version < 1:

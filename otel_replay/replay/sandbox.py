@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -153,15 +154,26 @@ def check_paths(paths: Sequence[str | os.PathLike[str]]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(checked))
 
 
-def imported_before(module_name: str | None) -> bool:
-    """True when the entrypoint's module is already imported, and not by an earlier confined replay: what it
-    opened at import (files, databases, connections) is outside the kernel sandbox."""
-    import sys
-
-    if not module_name or module_name not in sys.modules:
-        return False
+def imported_before(module_name: str | None, enforcement: Enforcement) -> str | None:
+    """When the entrypoint's module is already imported, and not by an earlier confined replay, what it opened
+    at import (files, databases, connections) is outside the kernel sandbox: the note that says so, or None.
+    Raises :class:`ReplayRefused` instead under ``require``."""
+    if enforcement.abi < 1 or not module_name or module_name not in sys.modules:
+        return None
     with _confined_lock:
-        return module_name not in _confined_imports
+        if module_name in _confined_imports:
+            return None
+    if settings.resolve_sandbox() == "require":
+        raise ReplayRefused(
+            f"{settings.OTEL_REPLAY_SANDBOX}=require: the agent's module {module_name!r} was imported before this "
+            "replay, so what it opened at import is outside the kernel sandbox; replay it in a process of its own "
+            "(otel-replay replay, otel-replay case run); nothing ran"
+        )
+    return (
+        f"the agent's module {module_name!r} was imported before this replay: files, databases and connections "
+        "it opened at import are outside the kernel sandbox (replay it with otel-replay replay or case run, in a "
+        "process of its own, for that guarantee)"
+    )
 
 
 def note_confined_import(module_name: str | None) -> None:
