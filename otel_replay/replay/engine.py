@@ -30,7 +30,7 @@ from ..semconv import ReplayMode
 from . import guard, storing, volatile
 from . import journal as audit_journal
 from .approvals import Approvals
-from .dry import _has_marker, _record_dry
+from .dry import _has_marker, _record_dry, record_root
 from .dry import readiness as readiness  # re-exported: otel_replay.replay.engine.readiness
 from .entrypoint import _entrypoint_module as _entrypoint_module  # re-exported for scopes
 from .entrypoint import _instrumented as _instrumented  # re-exported for scopes
@@ -38,6 +38,7 @@ from .entrypoint import load_entrypoint as load_entrypoint  # re-exported: otel_
 from .entrypoint import recorded_sdks as recorded_sdks  # re-exported: otel_replay.replay.engine.recorded_sdks
 from .policy import ReplayPolicy
 from .raised import agent_exception
+from .riskytools import preflight_refusal, unapproved
 from .session import ApprovalRequired, Divergence, ReplaySession, callable_mocks, os_user, revive
 from .storing import capturing, ingest
 from .volatile import VolatileRule
@@ -88,6 +89,14 @@ class ReplayResult:
     refused_call: dict[str, Any] | None = None
     """The call a live replay refused: ``{kind, name, step_index, risk, approve_with}``, ``approve_with``
     being the exact ``--approve`` flag that allows it (None when no approval can: a redaction marker)."""
+    unfirewalled_risky: tuple[str, ...] = ()
+    """Recorded write/high tools outside the firewall of the current code: in a dry replay, those whose
+    recorded function no longer carries ``@otel_replay.tool`` in its source; in a live replay, those the model
+    asked for with no tool step answering them (the replay is then ``refused``). See
+    :mod:`otel_replay.replay.riskytools`."""
+    refused_before_start: bool = False
+    """True when a live replay was refused before anything ran (a recorded write/high tool without an
+    approval given for this replay): no agent code was imported or called."""
     tape: dict[str, list[dict[str, Any]]] | None = None
     """Replays given a :class:`~otel_replay.replay.policy.ReplayPolicy`: the tool tape both ways (``unused``,
     ``drift``, ``refused``, ``injected``, see :class:`otel_replay.lab.model.PairResult`; ``mocked`` too when
@@ -139,6 +148,8 @@ class ReplayResult:
             "agent_error": self.agent_error,
             "refused_call": self.refused_call,
             "ready_modes": self.ready_modes,
+            "unfirewalled_risky": list(self.unfirewalled_risky),
+            "refused_before_start": self.refused_before_start,
             **({"tape": self.tape} if self.tape is not None else {}),
         }
 
@@ -349,8 +360,15 @@ def _replay(
             original=original,
             allow_side_effects=session.allow_side_effects,
             not_firewalled=unfirewalled,
+            unfirewalled_risky=tuple(
+                name for name, tool in report["risky_tools"].items() if tool["declared_now"] is False
+            ),
             tape=session.tape_result(),
         )
+    if mode is ReplayMode.LIVE:
+        missing = unapproved(original, from_step, session.approval_budget)
+        if missing:
+            return _refused_before_start(session, original, store, missing, unfirewalled)
     with _instrumented(original):
         func = load_entrypoint(
             entrypoint or original.entrypoint or "",
@@ -359,6 +377,56 @@ def _replay(
         )
         result = _run_replay(session, original, func, store)
     return dataclasses.replace(result, not_firewalled=unfirewalled) if unfirewalled else result
+
+
+def _refused_before_start(
+    session: ReplaySession, original: Run, store: Any, missing: list[Any], unfirewalled: tuple[str, ...]
+) -> ReplayResult:
+    """A live replay refused before anything runs: recorded write/high tools with no approval given for this
+    replay. The refusal is recorded as the replay's root span (so the audit lists the attempt); no agent code
+    is imported or called, no model or tool is called."""
+    import json
+
+    refusal, flags = preflight_refusal(missing)
+    divergences = tuple(Divergence(step_index=tool.step_index, kind="approval", reason=refusal) for tool in missing)
+    session.refusal = refusal
+    record_root(
+        session,
+        original,
+        outcome="refused",
+        events=[(d.kind, d.reason, d.step_index) for d in divergences],
+        attributes={semconv.REPLAY_EXECUTIONS: json.dumps(session.executions(), sort_keys=True)},
+        refused_tools=[(tool.name, tool.risk) for tool in missing],
+    )
+    setup.flush()
+    ingest(store)
+    first = missing[0]
+    return ReplayResult(
+        replay_trace_id=session.trace_id,
+        replay_run_id=session.run_id,
+        original_trace_id=original.trace_id,
+        mode=session.mode.value,
+        from_step=session.from_step,
+        outcome="refused",
+        divergences=divergences,
+        approvals=session.approvals,
+        actor=session.actor,
+        reason=session.reason,
+        refusal=refusal,
+        executions=session.executions(),
+        original=original,
+        allow_side_effects=session.allow_side_effects,
+        not_firewalled=unfirewalled,
+        refused_call={
+            "kind": "tool",
+            "name": first.name,
+            "step_index": first.step_index,
+            "risk": first.risk,
+            "approve_with": flags,
+        },
+        refused_before_start=True,
+        tape=session.tape_result(),
+    )
 
 
 @overload
@@ -421,7 +489,8 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         diff = diff_runs(original, replayed) if replayed is not None else None
     # The outcome is the session's, as written on the replay's root span (and so in the audit): calls and
     # the run's output compared with the original. The diff details every section.
-    refusal = session.refusal if isinstance(stopped, ApprovalRequired) else None
+    # a refusal stopped the replay, or a recorded risky tool ran outside the firewall (found as the run ended)
+    refusal = session.refusal if isinstance(stopped, ApprovalRequired) or session.undeclared_tools() else None
     return ReplayResult(
         replay_trace_id=session.trace_id,
         replay_run_id=session.run_id,
@@ -442,6 +511,7 @@ def _run_replay(session: ReplaySession, original: Run, func: Callable[..., Any],
         allow_side_effects=session.allow_side_effects,
         agent_error=raised,
         refused_call=session.refused_call if refusal is not None else None,
+        unfirewalled_risky=session.undeclared_tools(),
         notes=tuple(session.notes),
         tape=session.tape_result(),
     )
