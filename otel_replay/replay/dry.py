@@ -1,7 +1,9 @@
 """A dry replay: :func:`readiness` (a recorded run's integrity and what each other mode still needs) and
 the root span that records who looked, why and what the check found.
 
-It must never run recorded code, call a model or tool, or read or write a store.
+It must never run recorded code, call a model or tool, or read or write a store. The one thing of the current
+code it looks at is the source of the functions recorded as write/high tools (read and parsed, never imported,
+see :func:`otel_replay.replay.riskytools.declared_now`), to say which ones lost their ``@otel_replay.tool``.
 """
 
 from __future__ import annotations
@@ -70,10 +72,21 @@ def readiness(run: Run) -> dict[str, Any]:
     deterministic_blockers = mock_blockers + [
         f"model step {i} was recorded without its request content" for i in models_without_request
     ]
+    declared = current_declarations(run)
+    risky_tools = {
+        tool.name: {"risk": tool.risk, "step_index": tool.step_index, "declared_now": declared.get(tool.name)}
+        for tool in recorded_risky(run).values()
+    }
     live_blockers = list(mock_blockers)
     live_blockers += [
         f"input {p} was redacted and must be supplied again (secrets come from the environment)"
         for p in redacted_inputs
+    ]
+    live_blockers += [
+        f"tool {name} has risk {tool['risk']} in the recording (step {tool['step_index']}) and its function no "
+        "longer carries @otel_replay.tool: a live replay is refused when it runs undeclared"
+        for name, tool in risky_tools.items()
+        if tool["declared_now"] is False
     ]
     states = [
         {
@@ -85,11 +98,6 @@ def readiness(run: Run) -> dict[str, Any]:
         for s in run.timeline
         if s.kind == "state" and isinstance(s.payload, dict)
     ]
-    declared = current_declarations(run)
-    risky_tools = {
-        tool.name: {"risk": tool.risk, "step_index": tool.step_index, "declared_now": declared.get(tool.name)}
-        for tool in recorded_risky(run).values()
-    }
     return {
         "dialect": getattr(run, "dialect", "otel_replay"),
         "integrity": {"ok": not problems, "problems": problems},

@@ -117,8 +117,8 @@ def undeclared_refusal(tool: RiskyTool, *, carried: bool) -> str:
     )
     return (
         f"tool {tool.name!r} has risk {tool.risk} in the recording (step {tool.step_index}) and the current code "
-        f"no longer declares it: the model asked for it in this live replay and {seen}, where no replay can "
-        f"count, approve or refuse it; re-add @otel_replay.tool(risk={tool.risk!r}) to {tool.name} (or declare "
+        f"no longer declares it: the model asked for it in this replay and {seen}, where no replay can "
+        f'count, approve or refuse it; re-add @otel_replay.tool(risk="{tool.risk}") to {tool.name} (or declare '
         "its risk to the framework's instrumentor) and replay again"
     )
 
