@@ -3,10 +3,11 @@
 Three separate parts, as in Temporal's replayer: load the history (the original run from the store), replay
 it (dry: no code runs; mock / deterministic / live: the recorded entrypoint runs again with the recorded
 input while the session answers its calls), and report (a frozen :class:`ReplayResult` with divergences and
-a diff). Refusals (unknown trace, schema, missing approval, entrypoint not importable) raise
-:class:`ReplayRefused` before anything runs; a missing approval met during a live replay ends it with the
-refusal recorded. Every replay is recorded as a new trace linked to the original, whose rows are never
-touched.
+a diff). Refusals (unknown trace, schema, entrypoint not importable) raise :class:`ReplayRefused` before
+anything runs; a live replay whose recording holds a write/high tool with no approval given for this replay
+is refused before anything runs too, as a ``refused`` result recorded as a root span (see
+:mod:`.riskytools`); a missing approval met during a live replay ends it with the refusal recorded. Every
+replay is recorded as a new trace linked to the original, whose rows are never touched.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from .entrypoint import load_entrypoint as load_entrypoint  # re-exported: otel_
 from .entrypoint import recorded_sdks as recorded_sdks  # re-exported: otel_replay.replay.engine.recorded_sdks
 from .policy import ReplayPolicy
 from .raised import agent_exception
-from .riskytools import preflight_refusal, unapproved
+from .riskytools import RiskyTool, preflight_refusal, unapproved
 from .session import ApprovalRequired, Divergence, ReplaySession, callable_mocks, os_user, revive
 from .storing import capturing, ingest
 from .volatile import VolatileRule
@@ -380,7 +381,7 @@ def _replay(
 
 
 def _refused_before_start(
-    session: ReplaySession, original: Run, store: Any, missing: list[Any], unfirewalled: tuple[str, ...]
+    session: ReplaySession, original: Run, store: Any, missing: list[RiskyTool], unfirewalled: tuple[str, ...]
 ) -> ReplayResult:
     """A live replay refused before anything runs: recorded write/high tools with no approval given for this
     replay. The refusal is recorded as the replay's root span (so the audit lists the attempt); no agent code
