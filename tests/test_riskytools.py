@@ -147,3 +147,68 @@ def test_dry_does_not_read_code_a_replay_would_not_run(project: Path, tmp_path_f
         assert declared_now("os:system") is None  # the standard library
     finally:
         sys.path.remove(str(elsewhere))
+
+
+_END_AGENT = """
+import os
+
+import otel_replay as orp
+
+
+@orp.model("planner", provider="scripted", model="scripted-1")
+def planner(prompt: str) -> dict:
+    return {"tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "book_table"}}]}
+
+
+def _book(restaurant: str) -> str:
+    with open(os.environ["RT_BOOKINGS"], "a", encoding="utf-8") as bookings:
+        bookings.write(restaurant + "\\n")
+    return "booked"
+
+
+book_table = orp.tool("book_table", risk="write")(_book)
+
+
+@orp.agent("end-agent")
+def run(question: str) -> str:
+    planner(question)
+    return book_table("Chez Paul")  # the result never goes back to a model
+
+
+@orp.agent("end-agent")
+def run_undeclared(question: str) -> str:
+    planner(question)
+    return _book("Chez Paul")  # the same tool, its declaration removed
+"""
+
+
+def test_a_risky_tool_asked_for_and_never_answered_by_a_step_ends_a_live_replay_refused(
+    project: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import otel_replay as orp
+
+    bookings = project / "bookings.txt"
+    monkeypatch.setenv("RT_BOOKINGS", str(bookings))
+    module = _module(project, "rt_end_agent", _END_AGENT)
+    monkeypatch.syspath_prepend(str(project))
+    try:
+        agent = __import__(module)
+        agent.run("book")
+        orp.flush()
+        with orp.Store.open() as store:
+            trace_id = store.runs(kind="original", limit=1)[0].trace_id
+        result = orp.replay(
+            trace_id,
+            mode="live",
+            approvals=["book_table"],
+            reason="the booking after the decorator went",
+            entrypoint=f"{module}:run_undeclared",
+        )
+    finally:
+        sys.modules.pop(module, None)
+    # The run completed; the model asked for the recorded write tool and no tool step answered it.
+    assert bookings.read_text(encoding="utf-8").splitlines() == ["Chez Paul", "Chez Paul"]
+    assert result.outcome == "refused" and result.unfirewalled_risky == ("book_table",)
+    assert result.refusal is not None and "no tool step of that name answered it" in result.refusal
+    assert {d.kind for d in result.divergences} == {"undeclared_tool"}
+    assert result.refused_call is not None and result.refused_call["approve_with"] is None
