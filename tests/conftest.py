@@ -125,9 +125,11 @@ SLOW_MODULES = {
     "test_adv_repeated_secret.py": 20.0,
     "test_rw_langgraph.py": 20.0,
     "test_rw_agent_executor.py": 17.0,
+    "test_adv_undeclared_tools.py": 45.0,
 }
 """Modules that run first too (besides :data:`SLOW_FIRST`'s), with about the seconds of wall their tests took in
-``make test`` on two cores (``--durations``, 2026-12-01): Ray started twice, a zero-code LangGraph run, and the
+``make test`` on two cores (``--durations``, 2026-12-01): Ray started twice, a zero-code LangGraph run, the agents
+whose tool decorator is removed (tests/adversarial/test_adv_undeclared_tools.py, estimated), and the
 real-world agents. They are used only to deal the modules evenly to the workers; a stale figure makes the
 dealing less even, never a test fail. A module of a :data:`SLOW_FIRST` folder that is not listed counts
 :data:`SLOW_SECONDS_PER_TEST` per test."""

@@ -187,13 +187,14 @@ def test_a_refused_live_replay_names_the_call_and_the_flag_without_a_diff(home: 
     agents.PAYOUTS.clear()
     text = run("replay", tid, "--mode", "live", "--reason", "check the fix")
     assert text.exit_code == 2, text.stderr
-    assert agents.PAYOUTS == []  # refused before the write tool ran
+    assert agents.PAYOUTS == []  # refused before the agent started
     lines = text.stdout.splitlines()
     assert any(line.startswith(f"live replay of {tid}: refused") for line in lines)
     refused = [line for line in lines if line.startswith("refused:")]
     assert len(refused) == 1 and "'pay_out'" in refused[0] and "risk write" in refused[0]
     assert (
-        "to approve it, replay again with --approve pay_out (the replay stopped before step 2; nothing after it ran)"
+        "to approve it, replay again with --approve pay_out (the replay was refused before the agent started; "
+        "nothing ran)"
     ) in lines
     assert not DIFF_TITLE.search(text.stdout) and "first divergence" not in text.stdout
 

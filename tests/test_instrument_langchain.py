@@ -470,7 +470,8 @@ def test_live_replay_refuses_the_high_risk_tool_without_approval(lc: dict[str, A
     result = orp.replay(trace_id, mode="live", reason="verify the fix")
     assert result.outcome == "refused"
     assert result.refusal and "settle_account" in result.refusal
-    assert CALLS == {"retriever": 1, "model": 2, "lookup_order": 1}, "read calls run live; the high tool not"
+    assert result.refused_before_start, "a recorded high tool without an approval: refused before anything ran"
+    assert CALLS == {}
     assert settlements(lc["ledger"]) == 1
 
     approved = orp.replay(trace_id, mode="live", reason="verify the fix", approvals=["settle_account"])

@@ -159,43 +159,66 @@ def test_no_tool_executes_in_dry_mock_or_deterministic(env: dict[str, Any], rec:
 
 
 @pytest.mark.parametrize("from_step", [None, 1], ids=["live", "partial-live-from-1"])
-def test_live_without_approval_runs_reads_and_refuses_the_write(
+def test_live_without_approvals_is_refused_before_anything_runs(
     env: dict[str, Any], rec: dict[str, str], from_step: int | None
 ) -> None:
     counts = Counts(env)
     result = orp.replay(rec["matrix-agent"], mode="live", from_step=from_step, reason="verify the fix")
-    assert counts.delta() == {"read_ledger": 1, "write_ledger": 0, "send_email": 0, "wire_funds": 0}
-    assert result.outcome == "refused"
-    assert result.refusal is not None and "write_ledger" in result.refusal and "--approve" in result.refusal
-    first = result.first_divergence
-    assert first is not None and (first.step_index, first.kind) == (2, "approval")
-    # The replay stopped before the write: nothing after it was called.
-    assert served(result) == [
-        ("planner", "recording" if from_step == 1 else "executed"),
-        ("read_ledger", "executed"),
-        ("write_ledger", "refused"),
-    ]
+    # Every recorded write/high tool needs an approval before the replay starts: not even the read ran.
+    assert counts.delta() == {"read_ledger": 0, "write_ledger": 0, "send_email": 0, "wire_funds": 0}
+    assert result.outcome == "refused" and result.refused_before_start and result.replay is None
+    flags = "--approve write_ledger --approve wire_funds --approve send_email"
+    assert result.refusal is not None and flags in result.refusal
+    assert result.refused_call == {
+        "kind": "tool",
+        "name": "write_ledger",
+        "step_index": 2,
+        "risk": "write",
+        "approve_with": flags,
+    }
+    assert kinds_at(result) == {(2, "approval"), (3, "approval"), (4, "approval")}
 
 
-def test_partial_live_answers_earlier_write_from_the_recording(env: dict[str, Any], rec: dict[str, str]) -> None:
-    # from_step=3: the read and the write (steps 1, 2) come from the recording, the high tool needs approval.
+def test_partial_live_needs_no_approval_for_writes_before_the_step(env: dict[str, Any], rec: dict[str, str]) -> None:
+    # from_step=3: the read and the write (steps 1, 2) come from the recording and need no approval; the high
+    # tools at steps 3 and 4 do, before anything runs.
     counts = Counts(env)
     result = orp.replay(rec["matrix-agent"], mode="live", from_step=3, reason="resume at the wire")
     assert counts.delta() == {"read_ledger": 0, "write_ledger": 0, "send_email": 0, "wire_funds": 0}
-    assert result.outcome == "refused" and "wire_funds" in (result.refusal or "")
-    assert served(result) == [
+    assert result.outcome == "refused" and result.refused_before_start
+    assert "'wire_funds'" in (result.refusal or "") and "'write_ledger'" not in (result.refusal or "")
+    assert result.refused_call is not None and result.refused_call["approve_with"] == (
+        "--approve wire_funds --approve send_email"
+    )
+    approved = orp.replay(
+        rec["matrix-agent"],
+        mode="live",
+        from_step=3,
+        approvals=["wire_funds", "send_email"],
+        reason="resume at the wire",
+    )
+    assert counts.delta() == {"read_ledger": 0, "write_ledger": 0, "send_email": 1, "wire_funds": 1}
+    assert approved.outcome != "refused", approved.refusal
+    assert served(approved) == [
         ("planner", "recording"),
         ("read_ledger", "recording"),
         ("write_ledger", "recording"),
-        ("wire_funds", "refused"),
+        ("wire_funds", "executed"),
+        ("send_email", "executed"),
     ]
 
 
 @pytest.mark.parametrize(
     ("approvals", "from_step", "expected", "refused_at"),
     [
-        (["write_ledger"], None, {"read_ledger": 1, "write_ledger": 1, "wire_funds": 0, "send_email": 0}, "wire_funds"),
-        (["wire_funds"], 3, {"read_ledger": 0, "write_ledger": 0, "wire_funds": 1, "send_email": 0}, "send_email"),
+        (["write_ledger"], None, {"read_ledger": 0, "write_ledger": 0, "wire_funds": 0, "send_email": 0}, "wire_funds"),
+        (["wire_funds"], 3, {"read_ledger": 0, "write_ledger": 0, "wire_funds": 0, "send_email": 0}, "send_email"),
+        (
+            ["wire_funds", "send_email"],
+            3,
+            {"read_ledger": 0, "write_ledger": 0, "wire_funds": 1, "send_email": 1},
+            None,
+        ),
         (
             ["write_ledger", "wire_funds", "send_email"],
             None,
@@ -203,7 +226,7 @@ def test_partial_live_answers_earlier_write_from_the_recording(env: dict[str, An
             None,
         ),
     ],
-    ids=["approve-write", "partial-approve-high", "approve-all"],
+    ids=["approve-write", "partial-approve-high", "partial-approve-both-high", "approve-all"],
 )
 def test_an_approval_executes_exactly_that_tool_once(
     env: dict[str, Any],
@@ -222,8 +245,8 @@ def test_an_approval_executes_exactly_that_tool_once(
     if refused_at is None:
         assert result.outcome == "matched", result.divergences
         assert env["server"].messages[-1] == "wire acc-1 5\n"
-    else:
-        assert result.outcome == "refused"
+    else:  # a recorded write/high tool without an approval: refused before anything ran
+        assert result.outcome == "refused" and result.refused_before_start
         assert f"'{refused_at}'" in (result.refusal or ""), result.refusal
 
 
@@ -233,11 +256,13 @@ def test_an_approval_recorded_in_the_original_run_never_counts(env: dict[str, An
         wire = next(s for s in original.steps if s.name == "wire_funds")
         assert wire.snapshots["tool"]["approval_status"] == "approved"  # the run itself was approved …
         counts = Counts(env)
-        result = orp.replay(rec["matrix-agent"], mode="live", approvals=["write_ledger"], reason="re-run", store=store)
-    # … but the replay (whose agent even records the approval again) may not wire without its own approval.
-    assert counts.delta()["wire_funds"] == 0
-    assert result.outcome == "refused" and "'wire_funds'" in (result.refusal or "")
-    assert ("wire_funds", "refused") in served(result)
+        result = orp.replay(
+            rec["matrix-agent"], mode="live", approvals=["write_ledger", "send_email"], reason="re-run", store=store
+        )
+    # … but the replay may not wire without its own approval: refused before anything ran.
+    assert counts.delta() == {"read_ledger": 0, "write_ledger": 0, "send_email": 0, "wire_funds": 0}
+    assert result.outcome == "refused" and result.refused_before_start
+    assert "'wire_funds'" in (result.refusal or "") and "'send_email'" not in (result.refusal or "")
 
 
 def test_an_undeclared_risk_tool_that_sends_email_is_high(env: dict[str, Any], rec: dict[str, str]) -> None:
@@ -255,7 +280,7 @@ def test_an_undeclared_risk_tool_that_sends_email_is_high(env: dict[str, Any], r
             reason="all but the email",
             store=store,
         )
-    assert counts.delta() == {"read_ledger": 1, "write_ledger": 1, "wire_funds": 1, "send_email": 0}
+    assert counts.delta() == {"read_ledger": 0, "write_ledger": 0, "wire_funds": 0, "send_email": 0}
     assert result.outcome == "refused" and "'send_email'" in (result.refusal or "")
     first = result.first_divergence
     assert first is not None and (first.step_index, first.kind) == (4, "approval")

@@ -179,15 +179,16 @@ def test_live_replay_without_approval_exits_2_naming_the_tool(world: dict[str, A
     assert out.returncode == 2, (out.stdout, out.stderr)
     data = json.loads(out.stdout)
     assert data["outcome"] == "refused" and "write_ledger" in data["refusal"]
-    assert data["first_divergence"]["step_index"] == 2
-    assert delta(world, before) == {**NOTHING, "read_ledger": 1}
-    # Partial live from step 1, as text: the same refusal, said once, and the same single read.
+    assert data["first_divergence"]["step_index"] == 2 and data["refused_before_start"] is True
+    assert data["refused_call"]["approve_with"] == "--approve write_ledger --approve wire_funds --approve send_email"
+    assert delta(world, before) == NOTHING  # refused before the agent started: not even the read ran
+    # Partial live from step 1, as text: the same refusal, said once, and nothing ran.
     before = counts(world)
     text = cli(world, "replay", tid, "--mode", "live", "--from-step", "1", "--reason", "verify")
     assert text.returncode == 2, text.stderr
     refusal_lines = [line for line in text.stdout.splitlines() if line.startswith("refused:")]
     assert len(refusal_lines) == 1 and "'write_ledger'" in refusal_lines[0] and "--approve" in refusal_lines[0]
-    assert delta(world, before) == {**NOTHING, "read_ledger": 1}
+    assert delta(world, before) == NOTHING
 
 
 def test_live_replay_with_approvals_runs_each_tool_once_and_is_audited(world: dict[str, Any]) -> None:

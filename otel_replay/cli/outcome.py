@@ -67,6 +67,18 @@ def _render_dry(result: ReplayResult, console: SafeConsole) -> None:
     for mode, info in modes.items():
         for missing in info.get("missing", []):
             console.print(Text(f"  {mode}: {missing}", style="yellow"))
+    undeclared = list(getattr(result, "unfirewalled_risky", ()))
+    if undeclared:
+        risky = readiness.get("risky_tools", {})
+        named = ", ".join(f"{name} (recorded risk {risky.get(name, {}).get('risk', 'high')})" for name in undeclared)
+        console.print(
+            Text(
+                f"not firewalled by the current code: {named}: the recorded function no longer carries "
+                "@otel_replay.tool; a live replay still needs its --approve flag, and is refused (exit 2) when "
+                "the tool runs undeclared",
+                style="yellow",
+            )
+        )
     enforcement = readiness.get("sandbox") or {}
     if enforcement:
         console.print(Text(f"sandbox of mock and deterministic replays: {enforcement.get('enforcement')}"))
@@ -91,7 +103,20 @@ def _render_refusal(result: ReplayResult, console: SafeConsole) -> None:
     console.print(Text(f"refused: {result.refusal}", style="red"))
     call = result.refused_call or {}
     flag = call.get("approve_with")
-    if flag:
+    if flag and getattr(result, "refused_before_start", False):
+        console.print(
+            Text.assemble(
+                "to approve it, replay again with ",
+                (flag, "bold"),
+                " (the replay was refused before the agent started; nothing ran)",
+            )
+        )
+    elif getattr(result, "unfirewalled_risky", ()) and result.mode != "dry":
+        console.print(
+            f"the current code no longer declares {', '.join(result.unfirewalled_risky)}: no --approve flag lets "
+            "the replay count a tool it cannot see; re-add its @otel_replay.tool(risk=...) and replay again"
+        )
+    elif flag:
         console.print(
             Text.assemble(
                 "to approve it, replay again with ",

@@ -358,6 +358,8 @@ def _model_end(call: _Call, *, result: Any = None, exc: BaseException | None = N
         if exc is None:
             response_tree, response, n = _encode(rt, result, "model.response", ordered=True)
             response_hash = rt.redactor.content_hash(canonical_json(response_tree))
+            if call.served is None:
+                _answered(step, response)
         usage = _usage(result) if exc is None else {}
         response_model = _get(result, "model") if exc is None else None
         finish = _finish_reasons(result) if exc is None else None
@@ -398,6 +400,18 @@ def _model_end(call: _Call, *, result: Any = None, exc: BaseException | None = N
     except Exception:  # noqa: BLE001 - never into the agent
         _log_failure("model snapshot")
     _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
+
+
+def _answered(step: _Step, response: str) -> None:
+    """Tell the replay session (if any) what a model call it let execute answered: a live replay watches the
+    tool calls a live answer asks for (see otel_replay.replay.riskytools)."""
+    session = _replay_session.get()
+    hook = getattr(session, "model_answered", None) if session is not None else None
+    if hook is not None:
+        try:
+            hook(step, response)
+        except Exception:  # noqa: BLE001 - never into the agent
+            _log_failure("replay model answer")
 
 
 def begin_model_call(

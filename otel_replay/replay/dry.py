@@ -1,15 +1,19 @@
 """A dry replay: :func:`readiness` (a recorded run's integrity and what each other mode still needs) and
 the root span that records who looked, why and what the check found.
 
-It must never run recorded code, call a model or tool, or read or write a store.
+It must never run recorded code, call a model or tool, or read or write a store. The one thing of the current
+code it looks at is the source of the functions recorded as write/high tools (read and parsed, never imported,
+see :func:`otel_replay.replay.riskytools.declared_now`), to say which ones lost their ``@otel_replay.tool``.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .. import semconv
@@ -17,6 +21,7 @@ from ..exporting import setup
 from ..markers import marker_paths
 from ..runs import Run
 from .answers import _captured
+from .riskytools import current_declarations, recorded_risky
 from .session import ReplaySession
 
 
@@ -48,9 +53,8 @@ def readiness(run: Run) -> dict[str, Any]:
         elif isinstance(step.snapshots.get(step.kind), dict) and not _captured(step.snapshots[step.kind]):
             missing.append(f"step {step.index} ({step.kind} {step.name}) was recorded without its content")
     redacted_inputs = _has_marker({"args": (inp or {}).get("args"), "kwargs": (inp or {}).get("kwargs")})
-    approvals = sorted(
-        {s.name for s in run.steps if s.kind == "tool" and s.attributes.get(semconv.TOOL_RISK) in ("write", "high")}
-    )
+    # every write/high tool of the recording (a missing risk counts as high), declared now or not
+    approvals = sorted(recorded_risky(run))
     models_without_request = [
         s.index for s in run.steps if s.kind == "model" and not (s.snapshots.get("model") or {}).get("request")
     ]
@@ -68,10 +72,21 @@ def readiness(run: Run) -> dict[str, Any]:
     deterministic_blockers = mock_blockers + [
         f"model step {i} was recorded without its request content" for i in models_without_request
     ]
+    declared = current_declarations(run)
+    risky_tools = {
+        tool.name: {"risk": tool.risk, "step_index": tool.step_index, "declared_now": declared.get(tool.name)}
+        for tool in recorded_risky(run).values()
+    }
     live_blockers = list(mock_blockers)
     live_blockers += [
         f"input {p} was redacted and must be supplied again (secrets come from the environment)"
         for p in redacted_inputs
+    ]
+    live_blockers += [
+        f"tool {name} has risk {tool['risk']} in the recording (step {tool['step_index']}) and its function no "
+        "longer carries @otel_replay.tool: a live replay is refused when it runs undeclared"
+        for name, tool in risky_tools.items()
+        if tool["declared_now"] is False
     ]
     states = [
         {
@@ -95,11 +110,30 @@ def readiness(run: Run) -> dict[str, Any]:
         "redacted_inputs": redacted_inputs,
         "tool_schema_versions": schema_versions,
         "state_walk": states,
+        "risky_tools": risky_tools,
     }
 
 
 def _record_dry(session: ReplaySession, original: Run, report: dict[str, Any]) -> str:
     """A dry replay is recorded as a root span only: who looked, why, and what the check found."""
+    ok = report["integrity"]["ok"]
+    events = [("integrity", problem, None) for problem in report["integrity"]["problems"]]
+    return record_root(session, original, outcome="matched" if ok else "diverged", events=events)
+
+
+def record_root(
+    session: ReplaySession,
+    original: Run,
+    *,
+    outcome: str,
+    events: Sequence[tuple[str, str, int | None]],
+    attributes: dict[str, Any] | None = None,
+    refused_tools: Sequence[tuple[str, str]] = (),
+) -> str:
+    """A replay that runs no code (dry, or a live replay refused before it starts) recorded as its root span:
+    who replayed, why, the outcome and one divergence event per ``(kind, reason, step)``; with
+    ``refused_tools`` (``(name, risk)``), one refused tool step each, as a replay stopped at a refused call
+    records it (``otel_replay.replay.served = refused``, status error, nothing executed)."""
     rt = setup.runtime()
     run_id = str(uuid.uuid4())
     span = rt.tracer.start_span(
@@ -115,17 +149,39 @@ def _record_dry(session: ReplaySession, original: Run, report: dict[str, Any]) -
             semconv.RUN_ENTRYPOINT: original.entrypoint or "",
             semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_AGENT,
             semconv.GEN_AI_AGENT_NAME: original.agent,
-            semconv.RUN_STEP_COUNT: 0,
+            semconv.RUN_STEP_COUNT: len(refused_tools),
             **{k: v for k, v in session.root_attributes().items() if v is not None},
-            semconv.REPLAY_OUTCOME: "matched" if report["integrity"]["ok"] else "diverged",
-            semconv.REPLAY_DIVERGED: not report["integrity"]["ok"],
+            semconv.REPLAY_OUTCOME: outcome,
+            semconv.REPLAY_DIVERGED: outcome == "diverged",
+            **(attributes or {}),
         }
     )
-    for problem in report["integrity"]["problems"]:
-        span.add_event(
-            semconv.EVENT_DIVERGENCE, {semconv.DIVERGENCE_KIND: "integrity", semconv.DIVERGENCE_REASON: problem}
-        )
+    for kind, reason, step_index in events:
+        attrs: dict[str, str | int] = {semconv.DIVERGENCE_KIND: kind, semconv.DIVERGENCE_REASON: reason}
+        if step_index is not None:
+            attrs[semconv.DIVERGENCE_STEP] = step_index
+        span.add_event(semconv.EVENT_DIVERGENCE, attrs)
     session.run_started(run_id=run_id, span=span)
-    span.set_status(Status(StatusCode.OK))
+    for index, (name, risk) in enumerate(refused_tools):
+        step = rt.tracer.start_span(
+            f"{semconv.SPAN_TOOL} {name}",
+            context=trace.set_span_in_context(span),
+            kind=SpanKind.INTERNAL,
+            attributes={
+                semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_TOOL,
+                semconv.GEN_AI_TOOL_NAME: name,
+                semconv.GEN_AI_TOOL_TYPE: "function",
+                semconv.TOOL_RISK: risk,
+                semconv.STEP_INDEX: index,
+                semconv.STEP_KIND: "tool",
+                semconv.STEP_NAME: name,
+                semconv.STEP_ATTEMPT: 1,
+                semconv.REPLAY_SERVED: "refused",
+            },
+        )
+        step.set_status(Status(StatusCode.ERROR, session.refusal))
+        step.end()
+    # a refused replay's root is an error, as that of a replay stopped at a refused call
+    span.set_status(Status(StatusCode.ERROR, session.refusal) if outcome == "refused" else Status(StatusCode.OK))
     span.end()
     return run_id

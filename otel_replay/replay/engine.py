@@ -3,10 +3,11 @@
 Three separate parts, as in Temporal's replayer: load the history (the original run from the store), replay
 it (dry: no code runs; mock / deterministic / live: the recorded entrypoint runs again with the recorded
 input while the session answers its calls), and report (a frozen :class:`ReplayResult` with divergences and
-a diff). Refusals (unknown trace, schema, missing approval, entrypoint not importable) raise
-:class:`ReplayRefused` before anything runs; a missing approval met during a live replay ends it with the
-refusal recorded. Every replay is recorded as a new trace linked to the original, whose rows are never
-touched.
+a diff). Refusals (unknown trace, schema, entrypoint not importable) raise :class:`ReplayRefused` before
+anything runs; a live replay whose recording holds a write/high tool with no approval given for this replay
+is refused before anything runs too, as a ``refused`` result recorded as a root span (see
+:mod:`.riskytools`); a missing approval met during a live replay ends it with the refusal recorded. Every
+replay is recorded as a new trace linked to the original, whose rows are never touched.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ..semconv import ReplayMode
 from . import guard, sandbox, storing, volatile
 from . import journal as audit_journal
 from .approvals import Approvals
-from .dry import _has_marker, _record_dry
+from .dry import _has_marker, _record_dry, record_root
 from .dry import readiness as readiness  # re-exported: otel_replay.replay.engine.readiness
 from .entrypoint import _entrypoint_module as _entrypoint_module  # re-exported for scopes
 from .entrypoint import _instrumented as _instrumented  # re-exported for scopes
@@ -39,6 +40,7 @@ from .entrypoint import load_entrypoint as load_entrypoint  # re-exported: otel_
 from .entrypoint import recorded_sdks as recorded_sdks  # re-exported: otel_replay.replay.engine.recorded_sdks
 from .policy import ReplayPolicy
 from .raised import agent_exception
+from .riskytools import RiskyTool, preflight_refusal, unapproved
 from .session import ApprovalRequired, Divergence, ReplaySession, callable_mocks, os_user, revive
 from .storing import capturing, ingest
 from .volatile import VolatileRule
@@ -96,6 +98,14 @@ class ReplayResult:
     allowed_effects: tuple[str, ...] = ()
     """Paths and addresses the person replaying allowed for this replay (``--allow-path``, ``--allow-address``),
     as ``path:/abs/path`` and ``address:HOST:PORT``."""
+    unfirewalled_risky: tuple[str, ...] = ()
+    """Recorded write/high tools outside the firewall of the current code: in a dry replay, those whose
+    recorded function no longer carries ``@otel_replay.tool`` in its source; in a live replay, those the model
+    asked for with no tool step answering them (the replay is then ``refused``). See
+    :mod:`otel_replay.replay.riskytools`."""
+    refused_before_start: bool = False
+    """True when a live replay was refused before anything ran (a recorded write/high tool without an
+    approval given for this replay): no agent code was imported or called."""
     tape: dict[str, list[dict[str, Any]]] | None = None
     """Replays given a :class:`~otel_replay.replay.policy.ReplayPolicy`: the tool tape both ways (``unused``,
     ``drift``, ``refused``, ``injected``, see :class:`otel_replay.lab.model.PairResult`; ``mocked`` too when
@@ -149,6 +159,8 @@ class ReplayResult:
             "ready_modes": self.ready_modes,
             "sandbox": self.sandbox,
             "allowed_effects": list(self.allowed_effects),
+            "unfirewalled_risky": list(self.unfirewalled_risky),
+            "refused_before_start": self.refused_before_start,
             **({"tape": self.tape} if self.tape is not None else {}),
         }
 
@@ -381,9 +393,17 @@ def _replay(
             original=original,
             allow_side_effects=session.allow_side_effects,
             not_firewalled=unfirewalled,
+            unfirewalled_risky=tuple(
+                name for name, tool in report["risky_tools"].items() if tool["declared_now"] is False
+            ),
             tape=session.tape_result(),
             sandbox=enforcement.text,
         )
+    if mode is ReplayMode.LIVE:
+        missing = unapproved(original, from_step, session.approval_budget)
+        if missing:
+            return _refused_before_start(session, original, store, missing, unfirewalled)
+
     spec = entrypoint or original.entrypoint or ""
     script = (original.snapshots.get("input") or {}).get("script")
     module_name = spec.partition(":")[0] if not spec.startswith("__main__:") else None
@@ -434,6 +454,57 @@ def _import_refusal(exc: ReplayRefused, session: ReplaySession) -> ReplayRefused
         "refused; nothing else ran. Allow that one path or address for this replay (--allow-path PATH, "
         "--allow-address HOST:PORT; recorded in its audit), every effect (--allow-side-effects), or replay it "
         "live (--mode live --reason TEXT)"
+    )
+
+
+def _refused_before_start(
+    session: ReplaySession, original: Run, store: Any, missing: list[RiskyTool], unfirewalled: tuple[str, ...]
+) -> ReplayResult:
+    """A live replay refused before anything runs: recorded write/high tools with no approval given for this
+    replay. The refusal is recorded as the replay's root span (so the audit lists the attempt); no agent code
+    is imported or called, no model or tool is called."""
+    import json
+
+    refusal, flags = preflight_refusal(missing)
+    divergences = tuple(Divergence(step_index=tool.step_index, kind="approval", reason=refusal) for tool in missing)
+    session.refusal = refusal
+    record_root(
+        session,
+        original,
+        outcome="refused",
+        events=[(d.kind, d.reason, d.step_index) for d in divergences],
+        attributes={semconv.REPLAY_EXECUTIONS: json.dumps(session.executions(), sort_keys=True)},
+        refused_tools=[(tool.name, tool.risk) for tool in missing],
+    )
+    setup.flush()
+    ingest(store)
+    first = missing[0]
+    return ReplayResult(
+        replay_trace_id=session.trace_id,
+        replay_run_id=session.run_id,
+        original_trace_id=original.trace_id,
+        mode=session.mode.value,
+        from_step=session.from_step,
+        outcome="refused",
+        divergences=divergences,
+        approvals=session.approvals,
+        actor=session.actor,
+        reason=session.reason,
+        refusal=refusal,
+        executions=session.executions(),
+        original=original,
+        allow_side_effects=session.allow_side_effects,
+        not_firewalled=unfirewalled,
+        refused_call={
+            "kind": "tool",
+            "name": first.name,
+            "step_index": first.step_index,
+            "risk": first.risk,
+            "approve_with": flags,
+        },
+        refused_before_start=True,
+        sandbox=session.sandbox,
+        tape=session.tape_result(),
     )
 
 
@@ -503,7 +574,8 @@ def _run_replay(
         diff = diff_runs(original, replayed) if replayed is not None else None
     # The outcome is the session's, as written on the replay's root span (and so in the audit): calls and
     # the run's output compared with the original. The diff details every section.
-    refusal = session.refusal if isinstance(stopped, ApprovalRequired) else None
+    # a refusal stopped the replay, or a recorded risky tool ran outside the firewall (found as the run ended)
+    refusal = session.refusal if isinstance(stopped, ApprovalRequired) or session.undeclared_tools() else None
     return ReplayResult(
         replay_trace_id=session.trace_id,
         replay_run_id=session.run_id,
@@ -524,6 +596,7 @@ def _run_replay(
         allow_side_effects=session.allow_side_effects,
         agent_error=raised,
         refused_call=session.refused_call if refusal is not None else None,
+        unfirewalled_risky=session.undeclared_tools(),
         notes=tuple(session.notes),
         tape=session.tape_result(),
         sandbox=session.sandbox,

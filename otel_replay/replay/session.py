@@ -42,6 +42,7 @@ from .refusals import live_tool, refuse_markers
 from .reviving import RecordedError as RecordedError  # re-exported: otel_replay.replay.session.RecordedError
 from .reviving import revive as revive  # re-exported: otel_replay.replay.session.revive
 from .reviving import revive_exception as revive_exception  # re-exported
+from .riskytools import UndeclaredWatch, undeclared_refusal
 from .sentdiff import _sent_diff
 from .toolcalls import requested_calls, unrecorded_results
 from .values import RecordedValues
@@ -136,6 +137,9 @@ class ReplaySession:
         # Tool calls asked for by the last model answer served from the recording, not yet answered by a tool
         # step of this replay: (name, call id, recorded model step).
         self._asked: list[tuple[str, str | None, int]] = []
+        self.watch: UndeclaredWatch | None = UndeclaredWatch(original) if mode is ReplayMode.LIVE else None
+        """A live replay: the recorded write/high tools it must see as tool steps (see riskytools)."""
+        self._undeclared: list[str] = []
 
     # -------------------------------------------------------------------------------- hooks of the recorder
 
@@ -216,6 +220,8 @@ class ReplaySession:
         kind = step.kind.value
         name = step.name
         self._check_tool_results(kind, name, sent)
+        if self.watch is not None:
+            self._watch_call(kind, name, sent)
         if kind == "tool" and self.tape is not None:
             if name in self.mocks:  # the user's explicit mock answers that tool, not the tape
                 return tape.mock_tool(self, self.tape, step, key, sent, arguments)
@@ -262,7 +268,54 @@ class ReplaySession:
             payload = recorded.snapshots.get("model") or {}
             with self._lock:
                 self._asked = [(n, i, recorded.index) for n, i in requested_calls(payload.get("response"))]
+            if self.watch is not None:
+                self.watch.answered(payload.get("response"))
         return served
+
+    # ------------------------------------------------------------------------- recorded risky tools (live)
+
+    def _watch_call(self, kind: str, name: str, sent: str | None) -> None:
+        """A live replay: count the tool steps of recorded risky tools; stop before a model call whose request
+        carries the result of one that no tool step answered (it ran outside the firewall)."""
+        assert self.watch is not None
+        if kind == "tool":
+            self.watch.tool_step(name)
+        elif kind == "model":
+            tool = self.watch.carried(sent)
+            if tool is not None:
+                self._refuse_undeclared(tool, carried=True)
+                raise ApprovalRequired(self.refusal or "")
+
+    def model_answered(self, step: Any, response: str) -> None:
+        """A model call this replay executed returned ``response`` (its recorded JSON text), asked by the
+        recorder: the risky tool calls it asks for are watched."""
+        if self.watch is not None:
+            self.watch.answered_text(response)
+
+    def _refuse_undeclared(self, tool: Any, *, carried: bool) -> None:
+        reason = undeclared_refusal(tool, carried=carried)
+        with self._lock:
+            if tool.name not in self._undeclared:
+                self._undeclared.append(tool.name)
+            # a recorded call the current code made outside the firewall is not a missing call
+            self.divergences[:] = [
+                d for d in self.divergences if not (d.kind == "missing_call" and f"call {tool.name!r}" in d.reason)
+            ]
+        self._diverge(tool.step_index, "undeclared_tool", reason)
+        if self.refusal is None:
+            self.refusal = reason
+            self.refused_call = {
+                "kind": "tool",
+                "name": tool.name,
+                "step_index": tool.step_index,
+                "risk": tool.risk,
+                "approve_with": None,
+            }
+
+    def undeclared_tools(self) -> tuple[str, ...]:
+        """Recorded write/high tools this live replay saw run (or asked for) outside the firewall."""
+        with self._lock:
+            return tuple(self._undeclared)
 
     # ------------------------------------------------------------------------------------ plain tool loops
 
@@ -457,6 +510,9 @@ class ReplaySession:
     def close_root(self, *, span: trace.Span, exc: BaseException | None, output_text: str) -> None:
         """Called as the replay's root span ends: final checks, then the outcome on the span."""
         self.finish(completed=not isinstance(exc, ReplayInterrupt))
+        if self.watch is not None and not isinstance(exc, ReplayInterrupt):
+            for tool in self.watch.unanswered():
+                self._refuse_undeclared(tool, carried=False)
         if isinstance(exc, ReplayInterrupt) and not self.divergences:  # stopped without a recorded reason
             self._diverge(None, "unanswerable", str(exc))
         self.compare_output(output_text)

@@ -166,7 +166,8 @@ def test_changed_prompt_changed_tool_result_and_live_replays_of_one_run(cookbook
     refused = _replay(cookbook, run["trace_id"], "live", "--reason", "check the fix", ok=(2,))
     assert refused["outcome"] == "refused" and "--approve ask_database" in refused["refusal"]
     assert cookbook.effects() == [QUERY]
-    assert cookbook.server.count == requests + 1  # the first model call went out; the tool was stopped
+    assert refused["refused_before_start"] is True
+    assert cookbook.server.count == requests  # refused before the agent started: no model call went out
 
     requests = cookbook.server.count
     approved = _replay(

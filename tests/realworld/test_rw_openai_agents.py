@@ -137,7 +137,8 @@ def test_changed_instructions_dry_live_and_replay_tool_on_one_recorded_run(
     assert refused["outcome"] == "refused"
     assert "--approve send_forecast" in refused["refusal"]
     assert world.effects() == ["forecast for Tokyo"], "an unapproved high-risk function tool ran"
-    assert world.server.count == requests + 1  # the first model call went out; the tool was stopped
+    assert refused["refused_before_start"] is True
+    assert world.server.count == requests  # refused before the agent started: no model call went out
     requests = world.server.count
 
     mock = world.cli_json("replay-tool", trace_id, "--step", "1")
