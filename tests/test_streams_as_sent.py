@@ -319,3 +319,30 @@ def test_a_mock_replay_yields_the_wire_chunks(
         assert result.outcome == "matched", (mode, result.divergences)
         assert seen == wire, mode  # fresh objects each time: the changes of one pass never reach the next
     assert server.count == sent
+
+
+def test_replayed_chunks_are_fresh_objects_and_leave_the_recording_alone() -> None:
+    """The SDKs' lenient constructors keep fields they do not know (a newer API's) as the very values given:
+    a replayed chunk is built from a copy, so changing it in place changes neither the recorded chunk nor
+    the next replay's."""
+    from otel_replay.instrumentation import _sdk_plan
+    from otel_replay.instrumentation import openai as openai_instrumentation
+
+    api = openai_instrumentation._api("chat", capture_context=False)
+    chunk = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": None}],
+        "x_newer_field": {"parts": ["a"]},
+    }
+    envelope = {"otel_replay.stream": 1, "chunks": [chunk], "complete": True, "response": None}
+    before = json.loads(json.dumps(envelope))
+    for _ in range(2):
+        stream = _sdk_plan._Plan(api, stream=True).answer(envelope, async_=False)
+        (got,) = list(stream)
+        assert plain(got) == before["chunks"][0]
+        got.x_newer_field["parts"].append("b")
+        got.choices[0].delta.content += "!"
+    assert envelope == before

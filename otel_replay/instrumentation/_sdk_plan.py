@@ -56,6 +56,15 @@ def _ensure_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else []
 
 
+def _json_copy(value: Any) -> Any:
+    """A copy of plain JSON data (dicts and lists copied all the way down; strings and numbers shared)."""
+    if type(value) is dict:
+        return {k: _json_copy(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_json_copy(v) for v in value]
+    return value
+
+
 def _raw_response_requested(kwargs: Mapping[str, Any]) -> str | None:
     """The SDK's raw-response marker of a call: ``"true"`` (``with_raw_response``: the call returns the raw
     response, read), ``"stream"`` (``with_streaming_response``: the raw response, unread), else None."""
@@ -207,7 +216,12 @@ class _Plan:
                 )
                 self.finish(exc=exc)
                 raise exc
-            objects = [self.api.build_chunk(c) for c in data]
+            # Fresh chunk objects for every replayed call, built from copies of the recorded data (the SDKs'
+            # lenient constructors keep untyped values as given): a consumer that changes them in place
+            # (appending a tool call's arguments onto its first chunk, as LlamaIndex does) leaves the recorded
+            # chunks, which this step ends with, as they were.
+            build = self.api.build_chunk
+            objects = [build(_json_copy(c)) for c in data]
             on_done = lambda: self.finish_chunks(data, complete=True, replayed=True)  # noqa: E731
             stream = (self.api.replay_async_stream if async_ else self.api.replay_stream)(objects, on_done)
             return ReplayedRawResponse(stream, None, self.api) if self.raw else stream
