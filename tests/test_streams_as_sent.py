@@ -346,3 +346,38 @@ def test_replayed_chunks_are_fresh_objects_and_leave_the_recording_alone() -> No
         got.x_newer_field["parts"].append("b")
         got.choices[0].delta.content += "!"
     assert envelope == before
+
+
+def test_a_langchain_stream_is_recorded_as_the_model_yielded_it(server: WireServer, capture_home: Path) -> None:
+    """LangChain's chat model step merges the streamed chunks when the stream ends: from copies taken as they
+    were yielded, not the objects the consumer went on to change."""
+    pytest.importorskip("langchain_openai")
+    from langchain_openai import ChatOpenAI
+
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": schema}}
+    orp.instrument("langchain")
+    try:
+        model = ChatOpenAI(
+            model="gpt-4o-mini", base_url=BASE_URLS["openai"], api_key="sk-test", max_retries=0, streaming=True
+        ).bind_tools([tool])
+        first = None
+        with capture(home=capture_home) as recorded:
+            for chunk in model.stream("What is the weather in Paris?"):
+                if first is None and chunk.tool_call_chunks:
+                    first = chunk
+                elif first is not None:
+                    for part in chunk.tool_call_chunks:
+                        first.tool_call_chunks[0]["args"] += part["args"] or ""
+                chunk.content = str(chunk.content) + "~"
+                chunk.response_metadata.clear()
+    finally:
+        orp.uninstrument("langchain")
+    assert first is not None and first.tool_call_chunks[0]["args"] == json.dumps(TOOL_ARGS)  # changed in place
+    (run,) = recorded.runs()
+    (step,) = [s for s in run.steps if s.kind == "model"]
+    (generation,) = step.snapshots["model"]["response"]["generations"]
+    message = generation["message"]["data"]
+    assert message["content"] == ""
+    assert [(c["name"], c["args"]) for c in message["tool_calls"]] == [("get_weather", TOOL_ARGS)]
+    assert step.snapshots["model"]["response"]["finish_reason"] == "tool_calls"
