@@ -381,3 +381,37 @@ def test_a_langchain_stream_is_recorded_as_the_model_yielded_it(server: WireServ
     assert message["content"] == ""
     assert [(c["name"], c["args"]) for c in message["tool_calls"]] == [("get_weather", TOOL_ARGS)]
     assert step.snapshots["model"]["response"]["finish_reason"] == "tool_calls"
+
+
+def _change_helper_event(event: Any, n: int) -> None:
+    """Change what a stream helper's event hands over from the raw stream: the chat chunk, a Responses delta,
+    an Anthropic raw event (the helpers' own snapshots are theirs to keep consistent)."""
+    if getattr(event, "chunk", None) is not None:
+        _mutate(event.chunk, n, n)
+    elif str(getattr(event, "type", "")).endswith(".delta") and isinstance(getattr(event, "delta", None), str):
+        event.delta += '"}{'
+    elif getattr(event, "type", None) in ("message_start", "content_block_start", "content_block_delta"):
+        _mutate(event, n, n)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_stream_helpers_record_the_wire(server: WireServer, capture_home: Path, api: str) -> None:
+    """``chat.completions.stream``, ``responses.stream`` and ``messages.stream`` read the same recorded stream:
+    what the consumer does to the events they hand over does not reach the recording either."""
+    request = _request(api, True)
+    with capture(home=capture_home) as recorded:
+        if api == "messages":
+            client: Any = anthropic.Anthropic(base_url=BASE_URLS["anthropic"], api_key="sk-test", max_retries=0)
+            helper = client.messages.stream(**request)
+        else:
+            client = openai.OpenAI(base_url=BASE_URLS["openai"], api_key="sk-test", max_retries=0)
+            if api == "chat":
+                request.pop("stream_options")
+                helper = client.chat.completions.stream(**request)
+            else:
+                helper = client.responses.stream(**request)
+        with helper as events:
+            for n, event in enumerate(events):
+                _change_helper_event(event, n)
+    (run,) = recorded.runs()
+    assert _recorded_chunks(run) == server.wire[-1]
