@@ -8,7 +8,10 @@ the same client with the instrumentor removed. The ratio reported is the median 
 the time includes the fake server's HTTP round trip, as a real call would. ``added_us_per_call`` is the
 difference of the two medians per call.
 
-    python benchmarks/sdk_overhead.py [--calls 200] [--rounds 7] [--no-context]
+    python benchmarks/sdk_overhead.py [--calls 200] [--rounds 7] [--no-context] [--stream]
+
+``--stream`` makes every call ``stream=True`` (with ``stream_options={"include_usage": True}``) and reads the
+stream to its end: the instrumented side then also records each chunk as it is received.
 
 Target (issue 4): ratio <= 1.2.
 """
@@ -44,9 +47,24 @@ TOOLS = [
 ]
 
 
+STREAM = False
+"""Set by ``--stream``: every call streams, and its stream is read to the end."""
+
+
 def calls(client: openai.OpenAI, n: int) -> None:
     for _ in range(n):
-        client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, temperature=0)
+        if STREAM:
+            stream = client.chat.completions.create(
+                model="gpt-4o-mini",
+                messages=MESSAGES,
+                temperature=0,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            for _chunk in stream:
+                pass
+        else:
+            client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, temperature=0)
 
 
 def timed_plain(client: openai.OpenAI, n: int) -> float:
@@ -73,7 +91,10 @@ def main() -> None:
     parser.add_argument(
         "--no-context", action="store_true", help="instrument with capture_context=False (no context snapshot per call)"
     )
+    parser.add_argument("--stream", action="store_true", help="stream every call and read the stream to its end")
     args = parser.parse_args()
+    global STREAM
+    STREAM = args.stream
     options = {"capture_context": not args.no_context}
     instrumentor = OpenAIInstrumentor()
     with tempfile.TemporaryDirectory() as home, FakeLLMServer() as server:
@@ -100,6 +121,7 @@ def main() -> None:
     per_call = lambda xs: statistics.median(xs) / args.calls * 1e6  # noqa: E731
     report = {
         "capture_context": options["capture_context"],
+        "stream": args.stream,
         "calls_per_round": args.calls,
         "rounds": args.rounds,
         "uninstrumented_us_per_call": round(per_call(plain_s), 1),

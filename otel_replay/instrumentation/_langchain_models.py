@@ -241,7 +241,7 @@ def _stream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
             try:
                 ctx.run(permit, call)  # a whatif replay's model call may connect to its model
                 for chunk in _iterate_in(ctx, ctx.run(wrapped, *args, **kwargs)):
-                    chunks.append(chunk)
+                    chunks.append(_safely("copy a streamed chunk", _as_received, chunk, default=chunk))
                     yield chunk
             except GeneratorExit:
                 _end_stream(ctx, call, chunks)
@@ -260,6 +260,14 @@ def _stream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
         _arg(args, kwargs, 1, "config"),
         body,
     )
+
+
+def _as_received(chunk: Any) -> Any:
+    """A copy of a streamed chunk as the model yielded it: the consumer gets the object itself and may change
+    it in place (append later fragments onto it), which the step's response, merged from the chunks when the
+    stream ends, must not show. A deep copy costs less than the merge's own addition of the chunk."""
+    copy = getattr(chunk, "model_copy", None)
+    return copy(deep=True) if copy is not None else chunk
 
 
 def _end_stream(ctx: contextvars.Context, call: Any, chunks: list[Any]) -> None:
@@ -296,7 +304,7 @@ def _astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
             try:
                 ctx.run(permit, call)  # a whatif replay's model call may connect to its model
                 async for chunk in _aiterate_in(ctx, wrapped(*args, **kwargs)):
-                    chunks.append(chunk)
+                    chunks.append(_safely("copy a streamed chunk", _as_received, chunk, default=chunk))
                     yield chunk
             except GeneratorExit:
                 _end_stream(ctx, call, chunks)

@@ -47,10 +47,22 @@ from ._sdk_api import (
 from ._sdk_replayed import ReplayedRawResponse
 
 _RAW_RESPONSE_HEADER: Final = "x-stainless-raw-response"
+_UNRECORDED: Final = object()
+"""Noted in place of a stream chunk that could not be converted to plain data: the stream's step then records
+no response rather than a stream with a chunk missing."""
 
 
 def _ensure_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def _json_copy(value: Any) -> Any:
+    """A copy of plain JSON data (dicts and lists copied all the way down; strings and numbers shared)."""
+    if type(value) is dict:
+        return {k: _json_copy(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_json_copy(v) for v in value]
+    return value
 
 
 def _raw_response_requested(kwargs: Mapping[str, Any]) -> str | None:
@@ -163,14 +175,18 @@ class _Plan:
             _log.warning("otel-replay: could not finish recording %s", self.api.step, exc_info=True)
 
     def finish_chunks(
-        self, chunks: list[Any], *, complete: bool, exc: BaseException | None = None, plain_chunks: bool = False
+        self, chunks: list[Any], *, complete: bool, exc: BaseException | None = None, replayed: bool = False
     ) -> None:
-        """End a streamed call from the chunks it yielded (SDK objects, or plain data when replayed)."""
+        """End a streamed call from the chunks it yielded, as plain data: snapshots taken as each chunk was
+        received (:meth:`_RecordingStreamBase._note`), or the recorded chunks when replayed (not redacted
+        again)."""
         if self.done:
             return
         try:
-            data = chunks if plain_chunks else [plain(c) for c in chunks]
-            if self.call is not None and not plain_chunks:
+            data = chunks
+            if not replayed and any(c is _UNRECORDED for c in data):
+                raise ValueError("a chunk of the stream could not be recorded")
+            if self.call is not None and not replayed:
                 redact_stream(data, self.api, self.call.step.run.rt.redactor)
             response = self.api.assemble(data)
             envelope = {
@@ -200,8 +216,13 @@ class _Plan:
                 )
                 self.finish(exc=exc)
                 raise exc
-            objects = [self.api.build_chunk(c) for c in data]
-            on_done = lambda: self.finish_chunks(data, complete=True, plain_chunks=True)  # noqa: E731
+            # Fresh chunk objects for every replayed call, built from copies of the recorded data (the SDKs'
+            # lenient constructors keep untyped values as given): a consumer that changes them in place
+            # (appending a tool call's arguments onto its first chunk, as LlamaIndex does) leaves the recorded
+            # chunks, which this step ends with, as they were.
+            build = self.api.build_chunk
+            objects = [build(_json_copy(c)) for c in data]
+            on_done = lambda: self.finish_chunks(data, complete=True, replayed=True)  # noqa: E731
             stream = (self.api.replay_async_stream if async_ else self.api.replay_stream)(objects, on_done)
             return ReplayedRawResponse(stream, None, self.api) if self.raw else stream
         if is_stream_envelope(value):
@@ -417,12 +438,25 @@ class _ClosingResponse(_ObjectProxy):
 
 
 class _RecordingStreamBase(_ObjectProxy):
-    """What the sync and async recording streams share: the chunks seen so far and the HTTP response."""
+    """What the sync and async recording streams share: the chunks seen so far and the HTTP response.
+
+    Each chunk is noted as plain data (:func:`plain`, the JSON the server sent) when it is received, before the
+    consumer gets the object: consumers change chunk objects in place (LlamaIndex's OpenAI LLM appends each
+    tool-call argument fragment onto the first chunk's tool call), so objects converted only when the stream
+    ends would record what the consumer made of them, not what the API sent."""
 
     def __init__(self, wrapped: Any, plan: _Plan) -> None:
         super().__init__(wrapped)
         self._self_plan = plan
         self._self_chunks: list[Any] = []
+
+    def _note(self, item: Any) -> None:
+        """Keep a snapshot of ``item`` as the server sent it; never raises."""
+        try:
+            self._self_chunks.append(plain(item))
+        except Exception:  # noqa: BLE001 - the step then records no response, never fails the stream
+            _log.warning("otel-replay: could not record a %s stream chunk", self._self_plan.api.step, exc_info=True)
+            self._self_chunks.append(_UNRECORDED)
 
     @property
     def response(self) -> Any:
@@ -447,7 +481,7 @@ class RecordingStream(_RecordingStreamBase):
         except BaseException as exc:
             self._self_plan.finish_chunks(self._self_chunks, complete=False, exc=exc)
             raise
-        self._self_chunks.append(item)
+        self._note(item)
         return item
 
     def __enter__(self) -> Any:
@@ -483,7 +517,7 @@ class AsyncRecordingStream(_RecordingStreamBase):
         except BaseException as exc:
             self._self_plan.finish_chunks(self._self_chunks, complete=False, exc=exc)
             raise
-        self._self_chunks.append(item)
+        self._note(item)
         return item
 
     async def __aenter__(self) -> Any:
