@@ -166,10 +166,12 @@ def _render_result(result: Any) -> None:
         if first is not None and result.mode != "dry":
             console.print(Text(f"first divergence at {_where(first.step_index)}: {first.reason}", style="yellow"))
             if first.diff:
-                # split at newlines only: a text's other line breaks (\v, \f, \x1c...) stay in their line,
-                # where the console shows them escaped
+                from ..terminal import clean
+
+                # split at newlines only, and escaped before Rich sees them: Text() would drop BEL, BS, VT, FF
+                # and CR silently, and a changed prompt is exactly where they must stay visible
                 for line in first.diff.split("\n"):
-                    console.print(Text(f"  {line}", style=_diff_style(line)))
+                    console.print(Text(clean(f"  {line}"), style=_diff_style(line)))
         for d in result.divergences[1:6] if result.mode != "dry" else ():
             console.print(Text(f"  also at {_where(d.step_index)}: {d.reason}", style="dim"))
         hidden = len(result.divergences) - 6
