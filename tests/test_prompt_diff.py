@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import fork_server
+import jsonschema
 import prompt_agents as pa
 import pytest
 from cli_in_process import run_cli, runs_in_process
 
 import otel_replay as orp
+from otel_replay.replay.divergence import Divergence
 from otel_replay.replay.sentdiff import request_diff, text_lines
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -275,3 +277,15 @@ def test_a_redaction_marker_stays_a_marker() -> None:
         {"prompt": inline + PROMPT}, {"prompt": inline + CHANGED.replace("Step 1:", "Step one:")}, "r"
     )
     assert " Use [REDACTED:openai_api_key:hmac-sha256:cd34] to call the API." in text.diff.split("\n")
+
+
+def test_a_divergence_with_text_diffs_keeps_its_keys_and_fits_the_lab_schema() -> None:
+    schema = json.loads((TESTS_DIR.parent / "docs" / "lab.schema.json").read_text(encoding="utf-8"))
+    diff, texts = request_diff({"prompt": PROMPT}, {"prompt": CHANGED}, "recorded step 0")
+    document = Divergence(step_index=0, kind="request", reason="r", diff=diff, text_diffs=texts).to_dict()
+    assert list(document) == ["step_index", "kind", "reason", "expected", "actual", "diff", "text_diffs"]
+    assert document["text_diffs"] == [
+        {"path": "prompt", "role": None, "recorded_lines": 150, "replayed_lines": 150, "diff": texts[0].diff}
+    ]
+    jsonschema.Draft202012Validator(schema["$defs"]["divergence"]).validate(document)
+    assert Divergence(step_index=None, kind="output", reason="r").to_dict()["text_diffs"] == []
