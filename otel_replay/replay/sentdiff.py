@@ -70,7 +70,7 @@ def _split_long(line: str) -> list[str]:
 
 
 def text_lines(text: str) -> list[str]:
-    """The lines a text is diffed as: split at each newline (only ``\n``: a carriage return or another
+    """The lines a text is diffed as: split at each line feed (only there: a carriage return or another
     control character stays in its line, where the terminal shows it escaped), long lines split further by
     :func:`_split_long`."""
     return [piece for line in text.split("\n") for piece in _split_long(line)]
