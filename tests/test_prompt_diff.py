@@ -22,6 +22,8 @@ import jsonschema
 import prompt_agents as pa
 import pytest
 from cli_in_process import run_cli, runs_in_process
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import otel_replay as orp
 from otel_replay.replay.divergence import Divergence
@@ -289,3 +291,23 @@ def test_a_divergence_with_text_diffs_keeps_its_keys_and_fits_the_lab_schema() -
     ]
     jsonschema.Draft202012Validator(schema["$defs"]["divergence"]).validate(document)
     assert Divergence(step_index=None, kind="output", reason="r").to_dict()["text_diffs"] == []
+
+
+_TEXTS = st.text(alphabet=st.sampled_from("ab .!?\n\t\x1b\r"), max_size=600) | st.text(max_size=400)
+
+
+@settings(max_examples=150)
+@given(recorded=_TEXTS, replayed=_TEXTS)
+def test_text_lines_keep_every_character_and_bound_the_lines(recorded: str, replayed: str) -> None:
+    for text in (recorded, replayed):
+        pieces = text_lines(text)
+        assert "".join(pieces) == text.replace("\n", "") and len(pieces) >= text.count("\n") + 1
+        assert all(len(p) <= 160 for p in pieces)
+    diff, texts = request_diff(
+        {"messages": [{"role": "system", "content": recorded}]},
+        {"messages": [{"role": "system", "content": replayed}]},
+        "r",
+    )
+    assert (diff is None) == (recorded == replayed)
+    for text in texts:
+        assert all(len(line) <= 161 for line in text.diff.split("\n") if not line.startswith("@@"))
