@@ -32,7 +32,9 @@ from otel_replay.lab.model import LabResult, PairResult
 from otel_replay.lab.render import print_lab
 from otel_replay.lab.scoring import pair_result
 from otel_replay.lab.summary import summarize
+from otel_replay.replay.divergence import Divergence
 from otel_replay.replay.engine import ReplayResult, replay
+from otel_replay.replay.sentdiff import request_diff
 from otel_replay.runs import Run
 from otel_replay.storage.store import Store
 from otel_replay.terminal import SafeConsole
@@ -378,6 +380,23 @@ def test_the_tape_of_a_policy_replay_is_carried_and_counted(cohort: Cohort) -> N
     assert lab.summary["tape"] == {"unused": 1, "drift": 1, "refused": 0, "injected": 1}
     assert "tool tape: unused 1, drift 1, refused 0, injected 1" in terminal_text(lab)
     assert "check_inventory" in lab_html(lab)
+
+
+def test_a_request_divergence_shows_its_prompt_text_diff_in_the_page(cohort: Cohort) -> None:
+    tid = cohort.demo_ids[0]
+    prompt = "\n".join(f"Rule {i}: answer <b>briefly</b>." for i in range(100))
+    changed = prompt.replace("Rule 50: answer", "Rule 50: never answer")
+    request = {"messages": [{"role": "system", "content": prompt}]}
+    diff, texts = request_diff(request, {"messages": [{"role": "system", "content": changed}]}, "recorded step 1")
+    divergence = Divergence(step_index=1, kind="request", reason="changed prompt", diff=diff, text_diffs=texts)
+    pair = pair_result(cohort.originals[tid], cohort.replayed(tid), scorers=())
+    lab = lab_of([dataclasses.replace(pair, divergences=[divergence.to_dict()])], scorers=())
+    validate(lab.to_dict())
+    page = lab_html(lab)
+    assert '<span class="dl-text">=== messages[0].content (system): 100 lines recorded, 100 lines in the replay' in page
+    assert '<span class="dl-del">-Rule 50: answer &lt;b&gt;briefly&lt;/b&gt;.</span>' in page
+    assert '<span class="dl-add">+Rule 50: never answer &lt;b&gt;briefly&lt;/b&gt;.</span>' in page
+    assert "Rule 10:" not in page
 
 
 def test_an_error_pair_and_an_interrupted_lab(cohort: Cohort) -> None:

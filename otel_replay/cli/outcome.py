@@ -128,6 +128,16 @@ def _render_refusal(result: ReplayResult, console: SafeConsole) -> None:
         console.print(f"the replay stopped before {_where(call.get('step_index'))}; nothing after it ran")
 
 
+def _diff_style(line: str) -> str:
+    """The style of one line of a divergence's diff: its headers dim, a text's heading bold, removed lines red,
+    added lines green."""
+    if line.startswith(("--- recorded ", "+++ replay", "@@ ")):  # not "---": a removed text line may start so
+        return "dim"
+    if line.startswith("=== "):
+        return "bold"
+    return "red" if line.startswith("-") else "green" if line.startswith("+") else ""
+
+
 def _render_result(result: Any) -> None:
     from rich.text import Text
 
@@ -156,17 +166,12 @@ def _render_result(result: Any) -> None:
         if first is not None and result.mode != "dry":
             console.print(Text(f"first divergence at {_where(first.step_index)}: {first.reason}", style="yellow"))
             if first.diff:
-                for line in first.diff.splitlines():
-                    style = (
-                        "dim"
-                        if line.startswith(("---", "+++", "@@"))
-                        else "red"
-                        if line.startswith("-")
-                        else "green"
-                        if line.startswith("+")
-                        else ""
-                    )
-                    console.print(Text(f"  {line}", style=style))
+                from ..terminal import clean
+
+                # split at newlines only, and escaped before Rich sees them: Text() would drop BEL, BS, VT, FF
+                # and CR silently, and a changed prompt is exactly where they must stay visible
+                for line in first.diff.split("\n"):
+                    console.print(Text(clean(f"  {line}"), style=_diff_style(line)))
         for d in result.divergences[1:6] if result.mode != "dry" else ():
             console.print(Text(f"  also at {_where(d.step_index)}: {d.reason}", style="dim"))
         hidden = len(result.divergences) - 6

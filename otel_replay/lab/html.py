@@ -42,6 +42,8 @@ class _Run:
     sections: tuple[compare.SectionRow, ...] | None
     diff_command: str | None
     tape: tuple[tuple[str, tuple[str, ...]], ...]
+    diffs: tuple[tuple[compare.DiffLine, ...], ...] = ()
+    """The lines of each divergence's diff, in the order of ``pair.divergences`` (empty: none)."""
 
 
 def _first_text(first: Any) -> str:
@@ -137,6 +139,10 @@ def _runs(result: LabResult) -> tuple[_Run, ...]:
                 sections=_sections(pair.diff),
                 diff_command=command,
                 tape=_tape(pair),
+                diffs=tuple(
+                    compare.diff_lines(d.get("diff") if isinstance(d.get("diff"), str) else None)
+                    for d in pair.divergences
+                ),
             )
         )
     return tuple(out)

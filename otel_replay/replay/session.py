@@ -32,6 +32,7 @@ from .answers import callable_mocks as callable_mocks  # re-exported: otel_repla
 from .answers import mock_answer, recorded_answer
 from .approvals import Approvals, executions_of
 from .divergence import Divergence as Divergence  # re-exported: otel_replay.replay.session.Divergence
+from .divergence import TextDiff
 from .journal import os_user as os_user  # re-exported: otel_replay.replay.session.os_user
 from .journal import root_mac
 from .policy import ReplayPolicy
@@ -238,13 +239,15 @@ class ReplaySession:
             # equal hashes agree: the stored text is only rebuilt when they differ
             if not tape.sends_same(recorded, _HASH_ATTR[kind], key, sent, self.volatile_rules):
                 what = "request" if kind == "model" else "arguments"
+                diff, texts = _sent_diff(recorded, _HASH_ATTR[kind], sent, self.volatile_rules)
                 self._diverge(
                     recorded.index,
                     what,
                     f"{kind} {name!r} was called with different {what} than step {recorded.index}",
                     expected=recorded_key,
                     actual=key,
-                    diff=_sent_diff(recorded, _HASH_ATTR[kind], sent, self.volatile_rules),
+                    diff=diff,
+                    text_diffs=texts,
                 )
                 if self.mode is ReplayMode.DETERMINISTIC and not self._before_from_step(recorded):
                     raise DivergenceStop(
@@ -466,9 +469,18 @@ class ReplaySession:
         expected: str | None = None,
         actual: str | None = None,
         diff: str | None = None,
+        text_diffs: tuple[TextDiff, ...] = (),
     ) -> None:
         self.divergences.append(
-            Divergence(step_index=index, kind=kind, reason=reason, expected=expected, actual=actual, diff=diff)
+            Divergence(
+                step_index=index,
+                kind=kind,
+                reason=reason,
+                expected=expected,
+                actual=actual,
+                diff=diff,
+                text_diffs=text_diffs,
+            )
         )
 
     def _answer(self, recorded: Step) -> Served:

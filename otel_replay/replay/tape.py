@@ -37,6 +37,7 @@ from ..errors import ToolNotRecorded
 from ..recording import Served
 from ..runs import Step
 from ..semconv import ReplayMode
+from .divergence import TextDiff
 from .hashing import same_content, step_text
 from .policy import ReplayPolicy, ToolFault
 from .sentdiff import _same_but_volatile, _sent_diff
@@ -222,7 +223,7 @@ def answer_tool(session: Any, tape: ToolTape, step: Any, key: str | None, sent: 
     if policy.tool_match == "sequence":
         recorded = tape.next_of(name)
         if recorded is not None and not sends_same(recorded, _ARGS, key, sent, tape.rules):
-            diff = _sent_diff(recorded, _ARGS, sent, tape.rules)
+            diff, texts = _sent_diff(recorded, _ARGS, sent, tape.rules)
             tape.drift.append({"tool": name, "step_index": recorded.index, "diff": diff})
             session._diverge(
                 recorded.index,
@@ -230,6 +231,7 @@ def answer_tool(session: Any, tape: ToolTape, step: Any, key: str | None, sent: 
                 f"tool {name!r} was called with different arguments than step {recorded.index} "
                 "(served in sequence: argument drift)",
                 diff=diff,
+                text_diffs=texts,
             )
     else:
         recorded = tape.strict_of(name, key, sent)
@@ -271,11 +273,13 @@ def mock_tool(
         index = recorded.index
         session._note_schema(recorded, step)
         if not sends_same(recorded, _ARGS, key, sent, tape.rules):
+            diff, texts = _sent_diff(recorded, _ARGS, sent, tape.rules)
             session._diverge(
                 index,
                 "arguments",
                 f"tool {name!r} was called with different arguments than step {index} (answered by its mock)",
-                diff=_sent_diff(recorded, _ARGS, sent, tape.rules),
+                diff=diff,
+                text_diffs=texts,
             )
     tape.mocked.append({"tool": name, "step_index": index, "ordinal": ordinal})
     served: Served = session._mock(name, arguments)
@@ -283,19 +287,20 @@ def mock_tool(
 
 
 def _refuse(session: Any, tape: ToolTape, name: str, sent: str | None) -> Served:
+    texts: tuple[TextDiff, ...]
     closest = tape.closest(name)
     if closest is None:
         reason = f"the recording has no call of tool {name!r} to answer this call with"
-        kind, diff, index = "extra_call", None, session._closest("tool", name)
+        kind, (diff, texts), index = "extra_call", (None, ()), session._closest("tool", name)
     elif tape.policy.tool_match == "sequence":
         reason = f"every recorded call of tool {name!r} was answered already"
-        kind, diff, index = "extra_call", None, closest.index
+        kind, (diff, texts), index = "extra_call", (None, ()), closest.index
     else:
         reason = (
             f"no recorded call of tool {name!r} left has these arguments (closest: step {closest.index}; "
             "tool_match=strict)"
         )
-        kind, diff, index = "arguments", _sent_diff(closest, _ARGS, sent, tape.rules), closest.index
+        kind, (diff, texts), index = "arguments", _sent_diff(closest, _ARGS, sent, tape.rules), closest.index
     tape.refused.append({"tool": name, "step_index": index, "reason": reason})
-    session._diverge(index, kind, f"refused: {reason}", diff=diff)
+    session._diverge(index, kind, f"refused: {reason}", diff=diff, text_diffs=texts)
     return Served(how="refused", error=ToolNotRecorded(f"{reason}: not executed"))

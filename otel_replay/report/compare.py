@@ -36,14 +36,43 @@ FIRST: Final = "first-divergence"
 
 
 @dataclass(frozen=True, slots=True)
+class DiffLine:
+    """One line of a divergence's diff: ``cls`` is ``dl-head`` (the ``---`` / ``+++`` headers), ``dl-hunk``
+    (``@@``), ``dl-text`` (a text's ``=== path (role)`` heading), ``dl-del``, ``dl-add`` or ``dl-ctx``."""
+
+    cls: str
+    pieces: tuple[v.Piece, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class DivergenceView:
-    """A divergence: where (``step N`` or ``run``), its kind, its reason, the short expected / actual hashes."""
+    """A divergence: where (``step N`` or ``run``), its kind, its reason, the short expected / actual hashes,
+    and the lines of its diff (a ``request`` or ``arguments`` divergence: the JSON, then each changed text's
+    line diff)."""
 
     where: str
     kind: str
     reason: tuple[v.Piece, ...]
     expected: str | None
     actual: str | None
+    diff: tuple[DiffLine, ...] = ()
+
+
+def _line_class(line: str) -> str:
+    if line.startswith(("--- recorded ", "+++ replay")):
+        return "dl-head"
+    if line.startswith("@@ "):
+        return "dl-hunk"
+    if line.startswith("=== "):
+        return "dl-text"
+    return "dl-del" if line.startswith("-") else "dl-add" if line.startswith("+") else "dl-ctx"
+
+
+def diff_lines(diff: str | None) -> tuple[DiffLine, ...]:
+    """A divergence's diff as classed lines (split at newlines only), inline redaction markers marked."""
+    if not diff:
+        return ()
+    return tuple(DiffLine(_line_class(line), v.pieces(line)) for line in diff.split("\n"))
 
 
 def _short(value: str | None) -> str:
@@ -61,6 +90,7 @@ def divergence_view(d: Divergence) -> DivergenceView:
         reason=v.pieces(d.reason),
         expected=_short(d.expected) if shown else None,
         actual=_short(d.actual) if shown else None,
+        diff=diff_lines(d.diff),
     )
 
 
