@@ -27,29 +27,12 @@ import sys
 import tempfile
 import time
 
+from replay_mock import long_agent  # the same 1,000-step agent (this script's folder is on sys.path)
+
 import otel_replay as orp
 from otel_replay.replay import landlock, sandbox
 from otel_replay.semconv import ReplayMode
 from otel_replay.storage.store import Store
-
-
-@orp.tool("fetch", risk="read")
-def fetch(i: int) -> dict:
-    return {"i": i, "payload": "x" * 64}
-
-
-@orp.model("plan", provider="bench", model="bench-1")
-def plan(step: int) -> dict:
-    return {"next": step + 1, "usage": {"input_tokens": 10, "output_tokens": 2}}
-
-
-@orp.agent("bench-agent")
-def long_agent(steps: int) -> int:
-    total = 0
-    for i in range(steps // 2):
-        plan(i)
-        total += fetch(i)["i"]
-    return total
 
 
 def fixed_cost(calls: int) -> tuple[float, float]:
