@@ -299,3 +299,64 @@ def test_a_block_run_with_a_tool_in_a_pool_replays_matched(home: Path, clean: No
     mock = replay_run(original, mode="mock", entrypoint=f"{__name__}:block")
     assert mock.outcome == "matched", mock.divergences
     assert LEDGER == []
+
+
+# ----------------------------------------------------------------------------------- an SDK instrumentor
+
+
+@orp.agent("thr-openai")
+def openai_agent(base_url: str) -> list[str]:
+    """Two Chat Completions calls, each made in a pool work item (one after the other)."""
+    import openai
+
+    client = openai.OpenAI(base_url=base_url, api_key="sk-test-not-a-key", max_retries=0)
+
+    def ask(question: str) -> str:
+        answer = client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": question}])
+        return answer.choices[0].message.content or ""
+
+    return [POOL.submit(ask, q).result(WAIT) for q in ("one", "two")]
+
+
+@pytest.fixture
+def openai_server() -> Iterator[Any]:
+    pytest.importorskip("openai")
+    from fake_llm_servers import FakeLLMServer
+
+    from otel_replay.instrumentation.openai import OpenAIInstrumentor
+
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument()
+    try:
+        with FakeLLMServer() as server:
+            yield server
+    finally:
+        instrumentor.uninstrument()
+
+
+def test_an_sdk_call_in_a_pool_is_a_model_step_of_the_run_and_outside_a_run_a_run_of_its_own(
+    home: Path, openai_server: Any
+) -> None:
+    import openai
+
+    url = openai_server.openai_url
+    assert openai_agent(url) == ["echo: one", "echo: two"]
+    original = _recorded("thr-openai")
+    assert [(s.kind, s.index) for s in original.steps] == [("model", 0), ("model", 1)]
+    (root,) = [span for span in original.spans if not span.parent_span_id]
+    assert {s.parent_span_id for s in original.steps} == {root.span_id}
+
+    # Outside any run, the instrumented call in a pool records a run of its own (the SDK call is the run).
+    client = openai.OpenAI(base_url=url, api_key="sk-test-not-a-key", max_retries=0)
+    outside = POOL.submit(
+        client.chat.completions.create, model="gpt-4o-mini", messages=[{"role": "user", "content": "x"}]
+    )
+    outside.result(WAIT)
+    orp.flush()
+    with Store.open() as store:
+        assert len(store.runs(kind="original")) == 2
+
+    sent = openai_server.count
+    mock = replay_run(original, mode="mock")
+    assert mock.outcome == "matched", mock.divergences
+    assert openai_server.count == sent  # answered from the recording: no request sent
