@@ -11,6 +11,7 @@ call made in a pool inside an ``@orp.agent`` run; made in a pool outside any run
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import functools
 import threading
@@ -26,6 +27,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import otel_replay as orp
 from otel_replay import semconv
 from otel_replay.recording import threads
+from otel_replay.recording.state import _current_run
 from otel_replay.replay.engine import replay_run
 from otel_replay.storage.store import Store
 
@@ -262,6 +264,62 @@ def test_a_thread_that_outlives_its_run_records_nothing_into_it(mem: InMemorySpa
     (own,) = [r for r in _roots(spans) if r.name == "invoke_agent thr-agent"]
     assert [s.attributes[semconv.STEP_NAME] for s in _steps(spans, own)] == ["thr_lookup", "file_ticket", "thr_lookup"]
     assert LEDGER == ["lookup early", "file late", "lookup own", "file own", "lookup after"]
+
+
+@orp.agent("thr-raw")
+def raw_thread_agent() -> str:
+    """Calls a tool from a thread started with ``_thread.start_new_thread``: it carries no context at all."""
+    done = threading.Event()
+    box: dict[str, str] = {}
+
+    def worker() -> None:
+        box["looked"] = lookup("raw")
+        done.set()
+
+    _thread.start_new_thread(worker, ())
+    assert done.wait(WAIT)
+    return box["looked"]
+
+
+def test_a_raw_thread_started_in_a_run_stays_outside(mem: InMemorySpanExporter, clean: None) -> None:
+    assert raw_thread_agent() == "RAW"
+    spans = _spans(mem)
+    (root,) = _roots(spans)
+    assert _steps(spans, root) == []
+    assert LEDGER == ["lookup raw"]
+
+
+def test_wrappers_wrapped_over_are_left_inert_and_never_stacked(mem: InMemorySpanExporter, clean: None) -> None:
+    original = threading.Thread.start
+    with threads.carrying():
+        ours = threading.Thread.start
+        assert ours is not original
+
+        def theirs(self: threading.Thread) -> None:  # another library wraps Thread.start during the run
+            ours(self)
+
+        threading.Thread.start = theirs  # type: ignore[method-assign]
+    try:
+        assert threading.Thread.start is theirs and threads.carried() == 0  # ours stays under theirs
+        token = _current_run.set(object())  # type: ignore[arg-type]
+        try:
+            assert _in_thread(_current_run.get) is None  # inert: nothing carried once no run or replay is open
+        finally:
+            _current_run.reset(token)
+        # A run later uses the wrapper still in the chain, without stacking another on top of theirs.
+        assert decorated("thread", "again")["ticket"] == {"ticket": "again"}
+        assert threading.Thread.start is theirs and threads._originals["start"] is original
+        (root,) = _roots(_spans(mem))
+        assert [s.attributes[semconv.STEP_NAME] for s in _steps(_spans(mem), root)] == [
+            "thr_lookup",
+            "file_ticket",
+            "thr_lookup",
+        ]
+    finally:
+        threading.Thread.start = ours  # type: ignore[method-assign]  # they unwrap: ours is outermost again
+        with threads.carrying():
+            pass
+    assert threading.Thread.start is original
 
 
 # ------------------------------------------------------------------------------------------------ replay
