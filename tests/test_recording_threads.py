@@ -333,16 +333,19 @@ def _recorded(agent: str) -> Any:
 
 
 @pytest.mark.parametrize("way", ["thread", "pool", "to_thread", "run_in_executor"])
-def test_a_run_with_a_tool_in_a_thread_replays_matched_in_mock_and_live(home: Path, clean: None, way: str) -> None:
+def test_a_run_with_a_tool_in_a_thread_replays_matched_in_mock_deterministic_and_live(
+    home: Path, clean: None, way: str
+) -> None:
     decorated(way, "printer")
     original = _recorded("thr-agent")
     assert [s.name for s in original.steps] == ["thr_lookup", "file_ticket", "thr_lookup"]
     LEDGER.clear()
     dry = replay_run(original, mode="dry")
     assert dry.readiness["modes"]["live"]["needs_approval"] == ["file_ticket"]
-    mock = replay_run(original, mode="mock")
-    assert mock.outcome == "matched", mock.divergences
-    assert [s.name for s in mock.replay.steps] == ["thr_lookup", "file_ticket", "thr_lookup"]
+    for mode in ("mock", "deterministic"):
+        replayed = replay_run(original, mode=mode)
+        assert replayed.outcome == "matched", (mode, replayed.divergences)
+        assert [s.name for s in replayed.replay.steps] == ["thr_lookup", "file_ticket", "thr_lookup"]
     assert LEDGER == []  # nothing ran: every call, the one in the thread included, was answered
     live = replay_run(original, mode="live", approvals=["file_ticket"], reason="the ticket tool in a thread")
     assert live.outcome == "matched", live.divergences
