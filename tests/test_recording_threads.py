@@ -14,6 +14,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import functools
+import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -421,3 +422,14 @@ def test_an_sdk_call_in_a_pool_is_a_model_step_of_the_run_and_outside_a_run_a_ru
     mock = replay_run(original, mode="mock")
     assert mock.outcome == "matched", mock.divergences
     assert openai_server.count == sent  # answered from the recording: no request sent
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_the_lock_is_held_can_start_runs() -> None:
+    with threads._lock:
+        pid = os.fork()
+        if pid == 0:  # the child: the lock it inherited is a fresh one
+            ok = threads._lock.acquire(timeout=WAIT)
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -25,6 +25,7 @@ import concurrent.futures.thread as _cf_thread
 import contextlib
 import contextvars
 import functools
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -37,6 +38,18 @@ _count = 0
 _originals: dict[str, Any] = {}
 _markers: list[ContextVar[Any]] = [_current_run, _replay_session]
 """A context holding a value in any of these is carried (the replay guard adds its own)."""
+
+
+def _new_lock_in_child() -> None:
+    """A child forked while another thread held the lock (a root run starting or ending) would wait for it
+    forever at its first run: it gets a fresh one. The count is kept: runs of threads that do not exist in the
+    child never end there, so the wrappers stay in place in it (they carry only contexts that hold a run)."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 def carry_also(var: ContextVar[Any]) -> None:
