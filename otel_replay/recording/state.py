@@ -108,7 +108,7 @@ def _guard(what: str) -> Iterator[None]:
 
 _replay_session: ContextVar[Any] = ContextVar("otel_replay_replay_session", default=None)
 """The replay answering the calls of this context: the replay's state (no process-wide registry of replays).
-Threads and executor work started during a replay get it with the replay's context (``replay.guard``)."""
+Threads and executor work started during a replay get it with the replay's context (``recording.threads``)."""
 
 
 class _ReplayCount:
