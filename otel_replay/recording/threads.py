@@ -15,6 +15,10 @@ The wrappers are put back when the last run and replay end, left in place (inert
 same methods on top of them meanwhile, and never stacked twice. While they are in place they cost, per thread
 start or submit, a look at three context variables and, inside a run, one :func:`contextvars.copy_context`.
 
+Process-wide state (the methods wrapped are the process's): the count of runs and replays holding the wrappers,
+the originals they wrap, the context variables that mark a context worth carrying, and one fork handler that
+gives a forked child a fresh lock.
+
 It must never give a context to a thread started outside a run or replay, nor stay installed once none runs
 (unless another wrapper sits on top of it).
 """
