@@ -40,7 +40,7 @@ def lookup(key: str) -> str:
 @orp.agent("threaded-payer")
 def threaded_payer(amount: int) -> dict[str, Any]:
     lookup("a")
-    with ThreadPoolExecutor(max_workers=1) as pool:  # the worker does not inherit the run's context
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the work item carries the run's (or the replay's) context
         return pool.submit(wire_money, amount).result()
 
 

@@ -3,7 +3,8 @@
 A run is one trace whose root span is ``invoke_agent {name}``; each model, tool, retrieval or nested agent
 call inside it is a step span; what the run saw and did is carried by ``otel_replay.snapshot.<kind>`` events
 (see ``docs/semconv.md``). Run and step state live in context variables, so nested agents, threads and
-concurrent asyncio tasks each build their own, separate tree.
+concurrent asyncio tasks each build their own, separate tree; threads and pool work started inside a run carry
+the run (``threads``), so their calls are steps of it.
 
 Two rules shape every function here:
 
@@ -19,8 +20,9 @@ This package re-exports the API from its modules (the ``recording`` contract in 
 top to bottom): ``decorators`` (``@agent``, ``@tool``, ``@retriever``, ``@model``), ``calls`` (the tool,
 retrieval and model steps, ``begin_*_call`` / ``end_call``) and ``runlevel`` (``record_*``, ``attach_file``,
 ``identity``, ``now`` / ``new_uuid`` / ``random``), ``hooks`` (where a replay session answers a call),
-``lifecycle`` (run and step spans), ``encoding`` (values to redacted payloads and events) and ``arguments``
-(a call's arguments by name), ``state`` (the run context and its context variables). It must never define
+``lifecycle`` (run and step spans), ``encoding`` (values to redacted payloads and events), ``arguments``
+(a call's arguments by name) and ``threads`` (a run's or replay's context carried into the threads and pool
+work it starts), ``state`` (the run context and its context variables). It must never define
 anything itself: every name lives in one module and is imported from there (its public classes keep this
 module's name as their ``__module__``, the name a recorded exception type was always stored under).
 """

@@ -28,7 +28,7 @@ from .arguments import _as_float, _as_int, _get
 from .encoding import _emit_snapshot, _encode, _record_exception, _safe_str, _scalar_text, _set_attrs
 from .hooks import ReplayInterrupt, _begin_call, _Call
 from .lifecycle import _finish_step, _start_step
-from .state import _current_run, _current_step, _guard, _log_failure, _replay_session, _Step, replays_running
+from .state import _current_step, _guard, _log_failure, _replay_session, _run_now, _Step, replays_running
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +42,7 @@ class _ToolMeta:
 def _tool_begin(
     meta: _ToolMeta, named: dict[str, Any], instrumentation: str | None = None, given: Runtime | None = None
 ) -> _Call | None:
-    run = _current_run.get()
+    run = _run_now()
     if run is None:
         if meta.risk in ("write", "high"):
             if _replay_session.get() is not None:
@@ -303,10 +303,10 @@ def _model_begin(
 ) -> _Call | None:
     requested = model_name or _get(named, "model")
     if requested is None:
-        run = _current_run.get()
+        run = _run_now()
         requested = run.config.get("model") if run is not None and run.config else None
     requested = requested if isinstance(requested, str) else None
-    run = _current_run.get()
+    run = _run_now()
     if run is None:
         return None
     # encoded before the span starts, so its hash is one of the span's starting attributes

@@ -30,7 +30,8 @@ from ..semconv import SnapshotKind, StepKind
 from ..snapshots import RawJSON, canonical_json, compose_json, ordered_json
 from .arguments import _named_arguments, _positional_names
 from .encoding import _OK, _emit_snapshot, _encode, _identity_of, _record_exception, _redacted, _scalar_text, _set_attrs
-from .state import _current_run, _current_step, _guard, _log_failure, _replay_session, _Run, _Step
+from .state import _current_run, _current_step, _guard, _log_failure, _replay_session, _Run, _run_now, _Step
+from .threads import carry_begin, carry_end
 
 _INPUT_PARAM_NAMES: Final = ("input", "query", "question", "message", "prompt", "task", "request", "text")
 
@@ -49,7 +50,7 @@ def _start_run(
 ) -> tuple[Any, ...] | None:
     """Open the root span of a run (or a nested agent step); None if recording is unavailable. ``given``:
     the runtime of an instrumentor given ``tracer_provider=`` (see :func:`_start_step`)."""
-    parent_run = _current_run.get()
+    parent_run = _run_now()
     if parent_run is not None:
         step = _start_step(
             StepKind.AGENT,
@@ -113,6 +114,11 @@ def _start_run(
         run.input_payload, run.input_redactions = _input_fields(rt, meta, args, kwargs, ident)
     except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
         _log_failure("run start")
+    try:
+        carry_begin()  # threads and pool work started in the run carry it (recording.threads)
+        run.carried = True
+    except Exception:  # noqa: BLE001
+        _log_failure("run context in threads")
     run_token = _current_run.set(run)
     step_token = _current_step.set(None)
     ctx_token = otel_context.attach(trace.set_span_in_context(span))
@@ -214,6 +220,7 @@ def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseExc
         return
     _, run, run_token, step_token, ctx_token = handle
     rt = run.rt
+    run.ended = True  # from now on, a thread the run started records nothing into it
     try:  # _guard("run end") spelled out (see _start_run)
         error = _record_exception(rt, run.span, exc, "run.exception") if exc is not None else None
         payload = dict(run.input_payload)
@@ -244,6 +251,9 @@ def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseExc
     _detach(ctx_token)
     _reset(_current_step, step_token)
     _reset(_current_run, run_token)
+    if run.carried:
+        run.carried = False
+        carry_end()
     try:
         run.span.end()
     except Exception:  # noqa: BLE001
@@ -284,7 +294,7 @@ def end_run(handle: Any, *, result: Any = None, exc: BaseException | None = None
 
 def in_run() -> bool:
     """True inside a run (an instrumentor then records steps; outside, it may begin a run of its own)."""
-    return _current_run.get() is not None
+    return _run_now() is not None
 
 
 def in_model_step() -> bool:
@@ -314,7 +324,7 @@ def _start_step(
     """Open a step's span in the current run (None outside one). Its tracer is the run's, or ``given``'s (an
     instrumentor given ``tracer_provider=``: its spans go to that provider) except during a replay, whose
     steps always go where the replay reads them."""
-    run = _current_run.get()
+    run = _run_now()
     if run is None:
         return None
     parent = _current_step.get()

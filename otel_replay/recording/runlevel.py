@@ -31,13 +31,13 @@ from ..semconv import SnapshotKind, StepKind
 from ..snapshots import RawJSON, canonical_json, to_jsonable
 from .arguments import _get
 from .encoding import _emit_snapshot, _encode, _safe_str, _scrub, _set_attrs
-from .state import _current_run, _current_step, _guard, _identity, _log, _log_failure, _replay_session, _Run
+from .state import _current_step, _guard, _identity, _log, _log_failure, _replay_session, _Run, _run_now
 
 T = TypeVar("T")
 
 
 def _target_span() -> tuple[_Run, trace.Span] | None:
-    run = _current_run.get()
+    run = _run_now()
     if run is None:
         return None
     step = _current_step.get()
@@ -164,7 +164,7 @@ def attach_file(
     reduced to hash, size and media type). Outside a run this does nothing. Never raises.
     """
     with _guard("attachment"):
-        run = _current_run.get()
+        run = _run_now()
         if run is None:
             _log.warning("otel-replay: attach_file called outside a run; ignored")
             return

@@ -52,6 +52,10 @@ class _Run:
     output_tokens: int = 0
     cost_usd: float | None = None
     input_seq: int = 0
+    ended: bool = False
+    """Set when the run ends: a thread it started that outlives it records nothing into it (see :func:`_run_now`)."""
+    carried: bool = False
+    """Whether this run holds the thread wrappers of :mod:`otel_replay.recording.threads` in place."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     step_counter: Iterator[int] = field(default_factory=itertools.count)
     snapshot_seq: Iterator[int] = field(default_factory=itertools.count)
@@ -76,6 +80,16 @@ _current_step: ContextVar[_Step | None] = ContextVar("otel_replay_step", default
 _identity: ContextVar[Mapping[str, str]] = ContextVar("otel_replay_identity", default=MappingProxyType({}))
 
 
+def _run_now() -> _Run | None:
+    """The run this context records into: None outside a run, and None once the run has ended (a thread or
+    pool work item the run started, still running after it, carries a copy of its context: what it records
+    then is outside any run, so a decorated step is not recorded and an instrumentor begins a run of its own)."""
+    run = _current_run.get()
+    if run is None or run.ended:
+        return None
+    return run
+
+
 def _log_failure(what: str) -> None:
     _log.warning("otel-replay: recording %s failed; the run continues unrecorded there", what, exc_info=True)
 
@@ -94,7 +108,7 @@ def _guard(what: str) -> Iterator[None]:
 
 _replay_session: ContextVar[Any] = ContextVar("otel_replay_replay_session", default=None)
 """The replay answering the calls of this context: the replay's state (no process-wide registry of replays).
-Threads and executor work started during a replay get it with the replay's context (``replay.guard``)."""
+Threads and executor work started during a replay get it with the replay's context (``recording.threads``)."""
 
 
 class _ReplayCount:

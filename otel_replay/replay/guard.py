@@ -32,13 +32,14 @@ Process-wide state, kept because Python offers no narrower way:
   never removed (Python cannot remove an audit hook). Its first statement reads a context variable and
   returns when the current context holds no active guard, so outside guarded replays it costs one lookup per
   audit event, and it only ever acts in the context (thread, task) of a guarded replay.
-* **Context carried into threads**, for as long as at least one replay runs (reference-counted):
+* **Context carried into threads**, for as long as at least one replay (or recorded run) runs
+  (reference-counted, :mod:`otel_replay.recording.threads`, shared with the recorder):
   ``threading.Thread.start`` and ``concurrent.futures.ThreadPoolExecutor.submit`` are wrapped, as
   ``opentelemetry-instrumentation-threading`` does for the OpenTelemetry context, so a thread started, or a
   work item submitted, from a replay's context runs in a copy of that context (the replay session, the run and
   step, the guard). This covers ``loop.run_in_executor`` (it submits to an executor) and pools created before
-  the replay. asyncio tasks copy the context themselves. The wrappers are removed when the last replay ends
-  (left in place, inert, if other code wrapped the same methods on top of them meanwhile). A thread pool's
+  the replay. asyncio tasks copy the context themselves. The wrappers are removed when the last replay and run
+  end (left in place, inert, if other code wrapped the same methods on top of them meanwhile). A thread pool's
   worker threads are not given a context of their own: each work item carries its submitter's.
 
 The check of each audit event and the state of one guarded replay are in :mod:`otel_replay.replay.effects`
@@ -51,17 +52,15 @@ blocked.
 
 from __future__ import annotations
 
-import concurrent.futures.thread as _cf_thread
 import contextlib
-import contextvars
-import functools
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from ..recording import _current_step, _replay_session, _unguarded
+from ..recording import _current_step, _unguarded
+from ..recording.threads import carry_also, carrying
 from ..semconv import ReplayMode
 from .effects import _CHECKS, _Guard
 from .effects import BLOCKED_MESSAGE as BLOCKED_MESSAGE  # re-exported: otel_replay.replay.guard.BLOCKED_MESSAGE
@@ -166,61 +165,13 @@ def _lets_through(call: Any, event: str) -> bool:
 # ------------------------------------------------------------------------------------- context in threads
 
 
-_carry_lock = threading.Lock()
-_carrying = 0
-_originals: dict[str, Any] = {}
-
-
-def _in_replay() -> bool:
-    return _replay_session.get() is not None or _guard.get() is not None
-
-
-def _thread_start(self: threading.Thread) -> None:
-    if _carrying and _in_replay() and getattr(self, "_target", None) is not _cf_thread._worker:
-        # The thread's run() (its own or a subclass's) runs inside a copy of the starter's context.
-        self.run = functools.partial(contextvars.copy_context().run, self.run)  # type: ignore[method-assign]
-    _originals["start"](self)
-
-
-def _pool_submit(self: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-    if _carrying and _in_replay():
-        return _originals["submit"](self, contextvars.copy_context().run, fn, *args, **kwargs)
-    return _originals["submit"](self, fn, *args, **kwargs)
+carry_also(_guard)  # a guarded context is carried too (it always holds the replay session as well)
 
 
 @contextlib.contextmanager
 def carrying_context() -> Iterator[None]:
     """While at least one of these blocks runs (in any thread), threads started and work items submitted to a
-    ``ThreadPoolExecutor`` from a replay's context run in a copy of that context."""
-    global _carrying
-    with _carry_lock:
-        if _carrying == 0:
-            _wrap_threads()
-        _carrying += 1
-    try:
+    ``ThreadPoolExecutor`` from a replay's context run in a copy of that context (see
+    :mod:`otel_replay.recording.threads`, which a recorded run uses the same way)."""
+    with carrying():
         yield
-    finally:
-        with _carry_lock:
-            _carrying -= 1
-            if _carrying == 0:
-                _unwrap_threads()
-
-
-def _wrap_threads() -> None:
-    # A wrapper of ours left in place (inert) under someone else's is still in the chain: never wrap twice.
-    pool = _cf_thread.ThreadPoolExecutor
-    if "start" not in _originals:
-        _originals["start"] = threading.Thread.start
-        threading.Thread.start = _thread_start  # type: ignore[method-assign]
-    if "submit" not in _originals:
-        _originals["submit"] = pool.submit
-        pool.submit = _pool_submit  # type: ignore[method-assign]
-
-
-def _unwrap_threads() -> None:
-    # Put the originals back only where ours is still the outermost wrapper; otherwise ours stays, inert.
-    if threading.Thread.start is _thread_start:
-        threading.Thread.start = _originals.pop("start")  # type: ignore[method-assign]
-    pool = _cf_thread.ThreadPoolExecutor
-    if pool.submit is _pool_submit:
-        pool.submit = _originals.pop("submit")  # type: ignore[method-assign]

@@ -164,7 +164,8 @@ def note_down(text: str, path: str) -> str:
 
 @orp.agent("pool-tool")
 def pool_tool(text: str, path: str) -> str:
-    """A decorated tool run in the pool: recording sees no run in the worker, a replay carries its own."""
+    """A decorated tool run in a pool created before the run: the work item carries the run (recording) or the
+    replay (replaying), so the tool is a step of the run either way."""
     return POOL.submit(note_down, text, path).result()
 
 
