@@ -71,6 +71,9 @@ class PairResult:
     the baseline lane compares repeats with it."""
     diff: dict[str, Any] | None = None
     """The replay-vs-original diff (the ``diff`` document of ``docs/diff.schema.json``)."""
+    sandbox: str | None = None
+    """What stopped the replay's unrecorded side effects in the worker (``landlock ABI n``, ``audit hooks only``,
+    ``none``), as ``ReplayResult.sandbox``; None when the run could not be replayed."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (one entry of ``runs`` in the lab's ``--json`` document)."""

@@ -474,6 +474,7 @@ def pair_result(
         replay_status=replay.status if replay is not None else None,
         steps={"original": len(original.steps), "replay": len(replay.steps) if replay is not None else None},
         diff=diff.to_json() if diff is not None else None,
+        sandbox=getattr(result, "sandbox", None) or None,
     )
 
 
