@@ -24,6 +24,7 @@ from typing import Any, Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..exporting import setup
+from ..semconv import ReplayMode
 from .exempt import _endpoint, _exempt_endpoints, _exempt_roots, _folder_of_fd, _is_bytecode, _normal_host, _resolved
 from .raised import agent_frame
 from .session import Divergence
@@ -57,6 +58,9 @@ class _Guard:
     def __init__(self, session: Any) -> None:
         self.session = session
         self.active = True
+        self.prefix_only = getattr(session, "mode", None) is ReplayMode.LIVE
+        """A live replay from step N: only the recorded steps before N are replayed offline, so only they are
+        guarded (from the replayed run's start until its first live call)."""
         allowed_paths = tuple(getattr(session, "allow_paths", ()) or ())
         self.roots = (*_exempt_roots(), *allowed_paths)
         allowed = (_endpoint(address) for address in getattr(session, "allow_addresses", ()) or ())
@@ -64,6 +68,11 @@ class _Guard:
         self._addresses: set[tuple[str, int]] | None = None
         self._seen: set[str] = set()
         self._lock = threading.Lock()
+
+    def in_force(self) -> bool:
+        """For a live replay from step N: the replayed run has started (its import is live code's, not the
+        prefix's) and is still before the live part (see ``ReplaySession.past_recorded_prefix``)."""
+        return self.session.run_id is not None and not self.session.past_recorded_prefix
 
     def exempt_path(self, raw: Any, dir_fd: Any = None) -> tuple[bool, str]:
         """(exempt, the absolute path as shown) for a path an event names."""

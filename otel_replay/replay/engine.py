@@ -348,7 +348,7 @@ def _replay(
         )
     allowed_paths = sandbox.check_paths(allow_paths)
     allowed_addresses = sandbox.check_addresses(allow_addresses)
-    enforcement = sandbox.plan(mode, allow_side_effects=allow_side_effects)
+    enforcement = sandbox.plan(mode, allow_side_effects=allow_side_effects, from_step=from_step)
     # The side-effect guard covers every mode but live (see guard.guards), unless the person replaying allowed them.
     session = ReplaySession(
         original=original,

@@ -70,8 +70,12 @@ from .effects import SideEffectBlocked as SideEffectBlocked  # re-exported: otel
 
 def guards(session: Any) -> bool:
     """True when a replay run by ``session`` runs under the side-effect guard: every mode but ``live`` (real
-    calls are intended there; a from-step replay follows its base mode), unless side effects were allowed."""
-    return session.mode is not ReplayMode.LIVE and not getattr(session, "allow_side_effects", False)
+    calls are intended there), and a live replay from step N while it is still in the recorded steps before N
+    (see :func:`_Guard.in_force <otel_replay.replay.effects._Guard.in_force>`), unless side effects were
+    allowed."""
+    if getattr(session, "allow_side_effects", False):
+        return False
+    return session.mode is not ReplayMode.LIVE or session.from_step is not None
 
 
 @contextlib.contextmanager
@@ -130,7 +134,7 @@ def guarded(session: Any) -> Iterator[None]:
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     """The process's one audit hook: returns at once unless the current context is a guarded replay."""
     state = _guard.get()
-    if state is None or not state.active:
+    if state is None or not state.active or (state.prefix_only and not state.in_force()):
         return
     check = _CHECKS.get(event)
     if check is None or getattr(_busy, "on", False):

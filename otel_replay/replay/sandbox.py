@@ -82,12 +82,16 @@ class Enforcement:
         return AUDIT_HOOKS_ONLY if self.guarded else NO_SANDBOX
 
 
-def plan(mode: ReplayMode, *, allow_side_effects: bool, setting: str | None = None) -> Enforcement:
+def plan(
+    mode: ReplayMode, *, allow_side_effects: bool, setting: str | None = None, from_step: int | None = None
+) -> Enforcement:
     """The enforcement a replay in ``mode`` gets under ``OTEL_REPLAY_SANDBOX`` (or ``setting``).
 
     ``live`` replays and ``--allow-side-effects`` get none (real effects are intended), ``whatif`` the guard
-    alone (its model calls need the network). Raises :class:`ReplayRefused` for a bad setting, and under
-    ``require`` when the kernel offers no Landlock or the person replaying allowed every side effect."""
+    alone (its model calls need the network), a live replay from step N the guard alone over the recorded steps
+    before N (a confined thread cannot be released for the live part). Raises :class:`ReplayRefused` for a bad
+    setting, and under ``require`` when the kernel offers no Landlock or the person replaying allowed every side
+    effect."""
     try:
         chosen = settings.resolve_sandbox(setting)
     except ValueError as exc:
@@ -98,8 +102,10 @@ def plan(mode: ReplayMode, *, allow_side_effects: bool, setting: str | None = No
             f"{settings.OTEL_REPLAY_SANDBOX}=require and --allow-side-effects contradict each other: allow the "
             "one path or address the replay needs (--allow-path, --allow-address) instead; nothing ran"
         )
-    if mode is ReplayMode.LIVE or allow_side_effects:
+    if allow_side_effects:
         return Enforcement(abi=0, guarded=False)
+    if mode is ReplayMode.LIVE:  # the recorded steps before N of a live replay from step N: the guard alone
+        return Enforcement(abi=0, guarded=from_step is not None)
     if not offline or chosen == "off":
         return Enforcement(abi=0, guarded=True)
     abi = landlock.abi()

@@ -101,6 +101,9 @@ class ReplaySession:
         """``HOST:PORT`` addresses the agent may connect to in this replay (``--allow-address``)."""
         self.sandbox = sandbox
         """What stops unrecorded side effects (see :class:`otel_replay.replay.sandbox.Enforcement`)."""
+        self.past_recorded_prefix = from_step == 0
+        """A replay from step N: True once the recorded step N-1 was answered or a call at or past step N was
+        made (what the agent does from then on is the live part)."""
         self._all: list[Step] = [s for s in original.steps if s.kind != semconv.StepKind.AGENT.value]
         self.tape: tape.ToolTape | None = None
         """A policy replay's tool tape (mock, deterministic, whatif): tool calls answered from it, see
@@ -255,6 +258,10 @@ class ReplaySession:
                         f"{what} differ from the recording"
                     )
         from_recording = recorded is not None and self._before_from_step(recorded)
+        if not from_recording or (
+            recorded is not None and self.from_step is not None and recorded.index >= self.from_step - 1
+        ):
+            self.past_recorded_prefix = True
         if self.mode is ReplayMode.LIVE and not from_recording:
             if kind == "model" and markers:
                 refuse_markers(self, name, recorded, markers)

@@ -81,3 +81,13 @@ def vacuum(target: str) -> str:
         conn.commit()
         conn.execute("VACUUM INTO ?", (target,))
     return answer
+
+
+@orp.agent("prefix-writer")
+def prefix_writer(target: str) -> str:
+    """Two recorded steps with a file write between them: in a live replay from step 2 the write belongs to
+    the recorded part (replayed offline), from step 1 to the live part."""
+    first = lookup("a")
+    with contextlib.suppress(OSError), open(target, "a", encoding="utf-8") as out:
+        out.write("between\n")
+    return first + lookup("b")

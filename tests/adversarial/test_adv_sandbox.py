@@ -256,3 +256,22 @@ def test_an_in_process_replay_of_an_imported_agent_says_what_it_cannot_promise(
             orp.replay(trace_id, mode="mock")
     with open(project / "after.txt", "w", encoding="utf-8") as after:  # the host program is not confined
         after.write("the test process can still write here")
+
+
+def test_a_live_replay_from_step_n_replays_the_steps_before_n_offline(project: Path, home: Path, outside: Path) -> None:
+    """The code before the recorded step N-1 is answered is the recorded part of a live replay from step N:
+    the guard blocks its effects (the kernel cannot confine a thread for only part of a call); from there on
+    the replay is live and its effects are real."""
+    target = outside / "between.txt"
+    trace_id = record(project, home, f"prefix_writer({str(target)!r})")
+    assert target.read_text(encoding="utf-8") == "between\n"
+    args = ["--mode", "live", "--reason", "resume", "--json"]
+    resumed = replay(project, home, trace_id, "auto", *args, "--from-step", "2")
+    document = json.loads(resumed.stdout)
+    assert resumed.returncode == 1 and document["sandbox"] == "audit hooks only", resumed.stdout
+    effects = [d["reason"] for d in document["divergences"] if d["kind"] == "side_effect"]
+    assert effects and str(target) in effects[0] and "prefix_writer() at adv_sandbox_agents.py:" in effects[0]
+    assert target.read_text(encoding="utf-8") == "between\n"  # blocked: nothing appended
+    live_part = replay(project, home, trace_id, "auto", *args, "--from-step", "1")
+    assert live_part.returncode == 0, live_part.stdout
+    assert target.read_text(encoding="utf-8") == "between\nbetween\n"  # after step 0: the live part
