@@ -72,14 +72,20 @@ def native(target: str, marker: str) -> str:
 
 
 @orp.agent("sqlite-vacuum")
-def vacuum(target: str) -> str:
-    """Keeps its notes in memory, then has SQLite (in C) copy them to ``target``."""
+def vacuum(target: str, how: str = "vacuum") -> str:
+    """Keeps its notes in memory, then has SQLite (in C) copy them to ``target``: ``VACUUM INTO`` or
+    ``ATTACH DATABASE`` and a table created in it."""
     answer = lookup(target)
     with contextlib.closing(sqlite3.connect(":memory:")) as conn:
         conn.execute("CREATE TABLE notes (text TEXT)")
         conn.execute("INSERT INTO notes VALUES (?)", (answer,))
         conn.commit()
-        conn.execute("VACUUM INTO ?", (target,))
+        if how == "attach":
+            conn.execute("ATTACH DATABASE ? AS copy", (target,))
+            conn.execute("CREATE TABLE copy.notes AS SELECT * FROM notes")
+            conn.commit()
+        else:
+            conn.execute("VACUUM INTO ?", (target,))
     return answer
 
 
