@@ -32,6 +32,7 @@ from pytest_children import UNRELATED_PLUGINS
 import otel_replay as orp
 from otel_replay import semconv
 from otel_replay.cases import case_document, write_case
+from otel_replay.replay import landlock
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -172,16 +173,20 @@ def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.parametrize("sandbox", ["auto", "off"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_mock_and_deterministic_replays_block_an_undecorated_side_effect(
-    kind: str, home: Path, outside: Path, listener: Listener
+    kind: str, sandbox: str, home: Path, outside: Path, listener: Listener, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """In both enforcement modes: the kernel sandbox with the audit hooks (``auto``) and the hooks alone."""
+    monkeypatch.setenv("OTEL_REPLAY_SANDBOX", sandbox)
     effect = Effect(kind, outside, listener)
     trace_id = record(agents.direct_effect, kind, effect.target)
     assert effect.happened()  # recording made it for real
     effect.undo()
     for mode in ("mock", "deterministic"):
         result = orp.replay(trace_id, mode=mode)
+        assert result.sandbox.startswith("landlock") is (sandbox == "auto" and landlock.abi() > 0)
         assert effect.untouched(), f"{mode} replay let the {kind} happen"
         assert result.outcome == "diverged"
         assert {d.kind for d in result.divergences} == {"side_effect"}, result.divergences
