@@ -132,6 +132,14 @@ RUN_OUTPUT_TOKENS: Final = "otel_replay.run.output_tokens"
 RUN_COST_USD: Final = "otel_replay.run.cost_usd"
 """double. Sum of the model steps' reported cost in US dollars, set when the run ends and known."""
 
+RUN_EXECUTES_CODE: Final = "otel_replay.run.executes_code"
+"""boolean. Set (true) on the root of a run whose agent executes model-written code (a smolagents
+``CodeAgent``): tools that code calls without a step of their own ran outside the firewall."""
+
+RUN_CODE_TOOLS: Final = "otel_replay.run.code_tools"
+"""string[]. On the root of a run that executes model-written code: the names of the tools that code could
+call (a dry replay looks for calls of them in the model's code)."""
+
 TENANT_ID: Final = "otel_replay.tenant.id"
 """string. Tenant the run acted for, from :func:`otel_replay.identity`."""
 

@@ -8,6 +8,8 @@ prove that a replay sent none. Answers are scripted and deterministic (fixed ids
   when the tool list names none) with the arguments ``{"city": "Paris"}`` (other arguments with
   ``FakeLLMServer(tool_args=...)``, per tool name with ``tool_args_for={name: args}``);
 * a request whose conversation holds a tool result gets a final text that quotes it;
+* a chat completion whose first user text holds a key of ``chat_texts`` gets the text scripted for it, turn
+  by turn (``chat_texts={key: [first answer, second answer, ...]}``: a code agent's code blobs, say);
 * anything else gets ``echo: <last user text>``;
 * the model ``missing-model`` gets HTTP 404 with the API's error body;
 * a model whose name starts with ``terse-`` (:data:`TERSE_PREFIX`, e.g. ``terse-gpt``) never asks for a tool
@@ -59,6 +61,8 @@ class FakeLLMServer(_WireFormats):
         self.tool_args_for = {name: dict(args) for name, args in (tool_args_for or {}).items()}
         """Arguments per tool name; a tool not named here gets :attr:`tool_args`."""
         self.volatile_ids = volatile_ids
+        self.chat_texts: dict[str, list[str]] = {}
+        """Chat-completion answers scripted per key found in the first user text, one per assistant turn."""
         """Whether ids, ``created`` and ``system_fingerprint`` change with every request."""
         self._serial = itertools.count(1)
         self.requests: list[tuple[str, dict[str, Any]]] = []

@@ -49,6 +49,8 @@ class _WireFormats:
 
         def _call(self, tools: Any, name_of: Any) -> tuple[str, dict[str, Any]]: ...
 
+        chat_texts: dict[str, list[str]]
+
     # ------------------------------------------------------------------------------------------ chat
 
     def _chat(self, h: Any, body: dict[str, Any]) -> None:
@@ -61,6 +63,9 @@ class _WireFormats:
             None if call else (f"The weather: {_text_of(tool_result)}" if tool_result is not None else f"echo: {user}")
         )
         text = terse if terse is not None else text
+        scripted = self._scripted_text(messages)
+        if scripted is not None:
+            call, text = False, scripted
         usage = {"prompt_tokens": 11 + len(messages), "completion_tokens": 7, "total_tokens": 18 + len(messages)}
         base = {
             "id": self._id("chatcmpl-fake-1"),
@@ -152,6 +157,16 @@ class _WireFormats:
             frames.append((None, {**chunk, "choices": [], "usage": usage}))
         frames.append((None, "[DONE]"))
         h._sse(frames)
+
+    def _scripted_text(self, messages: list[dict[str, Any]]) -> str | None:
+        """The scripted answer for a conversation whose first user text holds a key of ``chat_texts``: the
+        answer at the index of the number of assistant messages so far (the last one once they run out)."""
+        first = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
+        for key, answers in self.chat_texts.items():
+            if key in first and answers:
+                turn = sum(1 for m in messages if m.get("role") == "assistant")
+                return answers[min(turn, len(answers) - 1)]
+        return None
 
     # ------------------------------------------------------------------------------------- responses
 

@@ -38,6 +38,7 @@ INSTRUMENTORS: Final[dict[str, str]] = {
     "anthropic": "otel_replay.instrumentation.anthropic:AnthropicInstrumentor",
     "langchain": "otel_replay.instrumentation.langchain:LangChainInstrumentor",
     "openai_agents": "otel_replay.instrumentation.openai_agents:OpenAIAgentsInstrumentor",
+    "smolagents": "otel_replay.instrumentation.smolagents:SmolagentsInstrumentor",
 }
 """SDK name → ``module:class`` of its instrumentor."""
 
