@@ -187,6 +187,14 @@ def _render_result(result: Any) -> None:
         )
     for note in getattr(result, "notes", ()):
         console.print(Text(f"note: {note}", style="yellow"))
+    if result.mode == "dry" and (getattr(result, "readiness", None) or {}).get("executes_code"):
+        console.print(
+            Text(
+                "executes model-written code: the run's agent runs Python its model wrote; a tool that code "
+                "calls is answered from the recording only when it is a recorded step",
+                style="yellow",
+            )
+        )
     unfirewalled = getattr(result, "not_firewalled", ())
     if unfirewalled:
         console.print(

@@ -23,6 +23,7 @@ from ..runs import Run
 from .answers import _captured
 from .riskytools import current_declarations, recorded_risky
 from .session import ReplaySession
+from .toolcalls import code_tools
 
 
 def _has_marker(tree: Any) -> list[str]:
@@ -111,6 +112,8 @@ def readiness(run: Run) -> dict[str, Any]:
         "tool_schema_versions": schema_versions,
         "state_walk": states,
         "risky_tools": risky_tools,
+        # the agent runs code its model wrote (a smolagents CodeAgent): see the not_firewalled tools
+        "executes_code": code_tools(run) is not None,
     }
 
 

@@ -45,7 +45,7 @@ from .reviving import revive as revive  # re-exported: otel_replay.replay.sessio
 from .reviving import revive_exception as revive_exception  # re-exported
 from .riskytools import UndeclaredWatch, undeclared_refusal
 from .sentdiff import _sent_diff
-from .toolcalls import requested_calls, unrecorded_results
+from .toolcalls import calls_asked, unrecorded_code_calls, unrecorded_results
 from .values import RecordedValues
 
 _LOOKAHEAD = 8
@@ -277,7 +277,10 @@ class ReplaySession:
         if kind == "model" and served.error is None:
             payload = recorded.snapshots.get("model") or {}
             with self._lock:
-                self._asked = [(n, i, recorded.index) for n, i in requested_calls(payload.get("response"))]
+                self._asked = [
+                    (n, i, recorded.index)
+                    for n, i in calls_asked(self.original, payload.get("response"), unmarked_only=True)
+                ]
             if self.watch is not None:
                 self.watch.answered(payload.get("response"))
         return served
@@ -352,6 +355,14 @@ class ReplaySession:
                 f"the model asked for tool {tool!r} at step {index} and its result went back to the "
                 "model with no tool step: the tool ran outside the firewall (decorate it with "
                 "@otel_replay.tool so a replay answers it from the recording)",
+            )
+        for tool, index in unrecorded_code_calls(asked):
+            self._diverge(
+                index,
+                "unrecorded_tool",
+                f"the code the model wrote at step {index} calls tool {tool!r}, and the next model call came "
+                "with no tool step for it: the tool ran outside the firewall, or not at all (instrument the "
+                "agent's framework, e.g. orp.instrument('smolagents'), so a replay answers it)",
             )
 
     def _whatif_model(self, name: str, markers: Sequence[str]) -> None:

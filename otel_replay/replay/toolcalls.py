@@ -12,21 +12,39 @@ runs it for real (the side-effect guard blocks what it changes). This module fin
   of the same name answered;
 * :func:`requested_calls` and :func:`result_ids` (used by the replay session): the calls a recorded response
   asks for, and the tool-call ids whose results a request carries back to the model, so a replay can tell
-  that code outside the firewall produced a tool result.
+  that code outside the firewall produced a tool result;
+* :func:`code_calls` (code agents, whose model writes Python that calls the tools instead of asking for tool
+  calls: a run marked ``otel_replay.run.executes_code``, see :func:`code_tools`): the calls, by name, of the
+  run's tools in the code blobs of a recorded response (smolagents' ``<code>…</code>`` and ```` ```py ````
+  fences, parsed with :mod:`ast`, never run). Their results go back to the model as plain text (smolagents'
+  ``Observation:`` messages), with no id to follow: a call counts as answered when a tool step of that name
+  follows before the next model call.
 
 It reads recorded data only; it must never call, import or look up a tool by the names it finds.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from collections import Counter
+from collections.abc import Collection
 from typing import Any, Final
 
+from .. import semconv
 from ..runs import Run
 from ..snapshots import TYPE_TAG
 
 _MAX_DEPTH: Final = 60
+CODE_CALL: Final = "otel_replay:code"
+"""The call id :func:`calls_asked` gives a call found in model-written code (it has none of its own)."""
+_CODE_BLOBS: Final = re.compile(r"<code>(.*?)(?:</code>|\Z)|```(?:python|py)\s*\n(.*?)(?:\n```|\Z)", re.DOTALL)
+"""smolagents' code blobs: its default ``<code>…</code>`` tags (the closing one is a stop sequence, so a recorded
+answer may end without it) and the Markdown fences it also accepts."""
+_SMOLAGENTS_PROMPT: Final = ("code blobs", "final_answer")
+"""Words of smolagents' ``CodeAgent`` system prompt, which lists each tool as a Python ``def name(...)``."""
+_PROMPT_TOOL: Final = re.compile(r"^def ([A-Za-z_]\w*)\(", re.MULTILINE)
 
 
 def _fields(value: Any) -> Any:
@@ -110,6 +128,92 @@ def result_ids(request: Any) -> set[str]:
     return ids
 
 
+def _truthy(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+def code_tools(run: Run) -> frozenset[str] | None:
+    """The tools the model-written code of ``run`` could call, when the run executes model-written code; None
+    for any other run. Such a run is marked ``otel_replay.run.executes_code`` (the smolagents instrumentor), or
+    recognised by its first model request: smolagents' ``CodeAgent`` system prompt, whose ``def name(...)``
+    lines name the tools (a run recorded with only the model SDK instrumented)."""
+    attributes = getattr(run, "attributes", None) or {}
+    if not _truthy(attributes.get(semconv.RUN_EXECUTES_CODE)):
+        return _prompted_tools(run)
+    names = attributes.get(semconv.RUN_CODE_TOOLS)
+    if isinstance(names, str):  # a list attribute reads back from the store as JSON text
+        try:
+            names = json.loads(names)
+        except ValueError:
+            names = []
+    return frozenset(n for n in names or () if isinstance(n, str))
+
+
+def _prompted_tools(run: Run) -> frozenset[str] | None:
+    """The tools a smolagents ``CodeAgent`` system prompt in the run's first model request lists, or None."""
+    first = next((s for s in sorted(run.steps, key=lambda s: s.index) if s.kind == "model"), None)
+    payload = first.snapshots.get("model") if first is not None else None
+    request = payload.get("request") if isinstance(payload, dict) else None
+    for text in _texts(request)[:2]:
+        if all(word in text for word in _SMOLAGENTS_PROMPT):
+            return frozenset(_PROMPT_TOOL.findall(text))
+    return None
+
+
+def _texts(value: Any, depth: int = 0) -> list[str]:
+    """The text fields of a recorded response (chat ``content``, Responses ``text``), in order."""
+    if depth > _MAX_DEPTH:
+        return []
+    value = _fields(value)
+    if isinstance(value, dict):
+        out: list[str] = []
+        for key, item in value.items():
+            if key in ("content", "text") and isinstance(item, str):
+                out.append(item)
+            elif key not in ("usage", "usage_metadata"):
+                out.extend(_texts(item, depth + 1))
+        return out
+    if isinstance(value, list):
+        return [t for item in value for t in _texts(item, depth + 1)]
+    return []
+
+
+def code_calls(response: Any, tools: Collection[str]) -> list[str]:
+    """Names of ``tools`` called in the code blobs of a recorded model response, in the order they appear in
+    the code (each call once; code that does not parse is searched for ``name(``)."""
+    if isinstance(response, dict) and "otel_replay.stream" in response:
+        response = response.get("response")
+    if not tools:
+        return []
+    found: list[str] = []
+    for text in _texts(response):
+        for match in _CODE_BLOBS.finditer(text):
+            code = match.group(1) if match.group(1) is not None else match.group(2)
+            try:
+                tree = ast.parse(code)
+            except (SyntaxError, ValueError):
+                found += [m.group(1) for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", code) if m.group(1) in tools]
+                continue
+            calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+            calls.sort(key=lambda n: (n.lineno, n.col_offset))
+            found += [n.func.id for n in calls if isinstance(n.func, ast.Name) and n.func.id in tools]
+    return found
+
+
+def calls_asked(run: Run, response: Any, *, unmarked_only: bool = False) -> list[tuple[str, str | None]]:
+    """The tool calls a recorded response of ``run`` asks for: structured calls, and for a run that executes
+    model-written code the calls of its tools in that code (with the call id :data:`CODE_CALL`). With
+    ``unmarked_only``, code calls only for a run recognised by its prompt: in a run the smolagents instrumentor
+    marked, every tool call is a step during the replay too, and a call the code did not reach (a branch not
+    taken) must not count as unanswered."""
+    asked = requested_calls(response)
+    marked = _truthy((getattr(run, "attributes", None) or {}).get(semconv.RUN_EXECUTES_CODE))
+    tools = None if unmarked_only and marked else code_tools(run)
+    if tools:
+        asked += [(name, CODE_CALL) for name in code_calls(response, tools)]
+    return asked
+
+
 def not_firewalled(run: Run) -> list[str]:
     """Names of the tools the model asked for in ``run`` that no tool step answered: for each model step's
     requested calls, a later tool step of the same name answers one call each; what is left ran (if it ran)
@@ -126,7 +230,7 @@ def not_firewalled(run: Run) -> list[str]:
         elif step.kind == "model":
             payload = step.snapshots.get("model")
             if isinstance(payload, dict):
-                for name, _ in requested_calls(payload.get("response")):
+                for name, _ in calls_asked(run, payload.get("response")):
                     if later_tools[name] - pending[name] > 0:
                         pending[name] += 1
                     else:
@@ -147,5 +251,17 @@ def unrecorded_results(asked: list[tuple[str, str | None, int]], sent: str | Non
     reported: dict[str, int] = {}
     for tool, call_id, index in asked:
         if call_id is not None and call_id in returned and tool not in reported:
+            reported[tool] = index
+    return list(reported.items())
+
+
+def unrecorded_code_calls(asked: list[tuple[str, str | None, int]]) -> list[tuple[str, int]]:
+    """``(tool, recorded model step)`` for each tool (once) that model-written code called (``asked`` entries
+    with the call id :data:`CODE_CALL`, see :func:`calls_asked`) and that no tool step answered before the next
+    model call: its result went back to the model as plain text (smolagents' ``Observation:``) from outside the
+    firewall."""
+    reported: dict[str, int] = {}
+    for tool, call_id, index in asked:
+        if call_id == CODE_CALL and tool not in reported:
             reported[tool] = index
     return list(reported.items())
