@@ -44,6 +44,9 @@ _CODE_BLOBS: Final = re.compile(r"<code>(.*?)(?:</code>|\Z)|```(?:python|py)\s*\
 answer may end without it) and the Markdown fences it also accepts."""
 _SMOLAGENTS_PROMPT: Final = ("code blobs", "final_answer")
 """Words of smolagents' ``CodeAgent`` system prompt, which lists each tool as a Python ``def name(...)``."""
+_ENDS_RUN: Final = frozenset({"final_answer"})
+"""smolagents' ``final_answer`` tool: it ends the run (its value is the run's output), its result never goes back
+to the model, and it has no effect; never counted as a tool the code called."""
 _PROMPT_TOOL: Final = re.compile(r"^def ([A-Za-z_]\w*)\(", re.MULTILINE)
 
 
@@ -146,7 +149,7 @@ def code_tools(run: Run) -> frozenset[str] | None:
             names = json.loads(names)
         except ValueError:
             names = []
-    return frozenset(n for n in names or () if isinstance(n, str))
+    return frozenset(n for n in names or () if isinstance(n, str) and n not in _ENDS_RUN)
 
 
 def _prompted_tools(run: Run) -> frozenset[str] | None:
@@ -156,7 +159,7 @@ def _prompted_tools(run: Run) -> frozenset[str] | None:
     request = payload.get("request") if isinstance(payload, dict) else None
     for text in _texts(request)[:2]:
         if all(word in text for word in _SMOLAGENTS_PROMPT):
-            return frozenset(_PROMPT_TOOL.findall(text))
+            return frozenset(_PROMPT_TOOL.findall(text)) - _ENDS_RUN
     return None
 
 
