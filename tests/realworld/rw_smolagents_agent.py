@@ -1,9 +1,11 @@
 """A smolagents ``CodeAgent`` as smolagents' guided tour writes one: a ``@tool`` function and a ``Tool`` subclass,
 an ``OpenAIServerModel`` pointed at an OpenAI-compatible server, the default (local) Python executor.
 
-Recorded with one line (``orp.instrument("smolagents")``). The model writes Python code that calls the tools;
-``send_message`` has a real side effect (it appends a line to ``$RW_OUTBOX/messages.txt``). ``main(task)`` is what
-a replay calls (``--app rw_smolagents_agent:main``): it returns the final answer.
+Recorded with one line (``orp.instrument("smolagents")``), or with no otel-replay line at all under
+``opentelemetry-instrument python rw_smolagents_agent.py`` (``RW_ZERO_CODE=1`` leaves the line out). The model
+writes Python code that calls the tools; ``send_message`` has a real side effect (it appends a line to
+``$RW_OUTBOX/messages.txt``). ``main(task)`` is what a replay calls (``--app rw_smolagents_agent:main``): it
+returns the final answer.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from pathlib import Path
 
 import otel_replay as orp
 
-orp.instrument("smolagents")
+if os.environ.get("RW_ZERO_CODE") != "1":
+    orp.instrument("smolagents")
 
-from smolagents import CodeAgent, OpenAIServerModel, Tool, tool  # noqa: E402 - after the one line
+from smolagents import CodeAgent, OpenAIServerModel, Tool, tool
 
 
 @tool

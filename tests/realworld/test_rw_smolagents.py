@@ -8,6 +8,9 @@ with a code blob in the CodeAgent's format: the code calls ``get_weather`` (a ``
 
 from __future__ import annotations
 
+import importlib.metadata
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,8 +34,24 @@ def code_world(shared_world: Any) -> Any:
     return shared_world
 
 
-def _record(world: Any, recordings: Recordings) -> str:
-    out = recordings.world(world, SCRIPT).out
+def _entry_point_shim(folder: Path) -> str | None:
+    """A folder for ``PYTHONPATH`` declaring the ``otel_replay_smolagents`` entry point when the installed
+    (editable) otel-replay metadata predates it; None when it declares it already."""
+    if "otel_replay_smolagents" in {
+        e.name for e in importlib.metadata.entry_points(group="opentelemetry_instrumentor")
+    }:
+        return None
+    info = folder / "otel_replay_smolagents_entry-0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: otel-replay-smolagents-entry\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(
+        "[opentelemetry_instrumentor]\notel_replay_smolagents = otel_replay.instrumentation.entry_points:smolagents\n"
+    )
+    return str(folder)
+
+
+def _record(world: Any, recordings: Recordings, *, zero_code: bool = False) -> str:
+    out = recordings.world(world, SCRIPT, zero_code=zero_code, RW_ZERO_CODE="1" if zero_code else "0").out
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "message sent to Alice"
     runs = [r for r in world.cli_json("runs") if r["kind"] == "original"]
@@ -85,3 +104,21 @@ def test_dry_says_code_agent_and_live_needs_approval(code_world: Any, recordings
     assert live["outcome"] == "matched", live["divergences"]
     assert world.server.count == requests + 1
     assert world.effects() == [SENT, SENT]
+
+
+def test_zero_code_recording_has_the_same_steps(code_world: Any, recordings: Recordings, tmp_path: Path) -> None:
+    """No otel-replay line: ``opentelemetry-instrument`` finds the ``otel_replay_smolagents`` entry point."""
+    world = code_world
+    shim = _entry_point_shim(tmp_path / "entry-points")
+    if shim is not None:
+        world.env["PYTHONPATH"] = os.pathsep.join((shim, world.env["PYTHONPATH"]))
+    trace_id = _record(world, recordings, zero_code=True)
+    shown = world.cli_json("show", trace_id)
+    assert [(s["kind"], s["name"]) for s in shown["steps"]] == [
+        ("model", "openai.chat.completions"),
+        ("tool", "get_weather"),
+        ("tool", "send_message"),
+        ("tool", "final_answer"),
+    ]
+    result = _replay(world, trace_id, "--mode", "mock")
+    assert result["outcome"] == "matched", result["divergences"]
