@@ -45,7 +45,7 @@ from .reviving import revive as revive  # re-exported: otel_replay.replay.sessio
 from .reviving import revive_exception as revive_exception  # re-exported
 from .riskytools import UndeclaredWatch, undeclared_refusal
 from .sentdiff import _sent_diff
-from .toolcalls import calls_asked, unrecorded_code_calls, unrecorded_results
+from .toolcalls import calls_asked, replay_code_tools, unrecorded_code_calls, unrecorded_results
 from .values import RecordedValues
 
 _LOOKAHEAD = 8
@@ -141,6 +141,7 @@ class ReplaySession:
         # Tool calls asked for by the last model answer served from the recording, not yet answered by a tool
         # step of this replay: (name, call id, recorded model step).
         self._asked: list[tuple[str, str | None, int]] = []
+        self._code_tools = replay_code_tools(original)  # a code agent's tools, checked in its model's code
         self.watch: UndeclaredWatch | None = UndeclaredWatch(original) if mode is ReplayMode.LIVE else None
         """A live replay: the recorded write/high tools it must see as tool steps (see riskytools)."""
         self._undeclared: list[str] = []
@@ -278,8 +279,7 @@ class ReplaySession:
             payload = recorded.snapshots.get("model") or {}
             with self._lock:
                 self._asked = [
-                    (n, i, recorded.index)
-                    for n, i in calls_asked(self.original, payload.get("response"), unmarked_only=True)
+                    (n, i, recorded.index) for n, i in calls_asked(payload.get("response"), self._code_tools)
                 ]
             if self.watch is not None:
                 self.watch.answered(payload.get("response"))

@@ -154,7 +154,7 @@ def code_tools(run: Run) -> frozenset[str] | None:
 
 def _prompted_tools(run: Run) -> frozenset[str] | None:
     """The tools a smolagents ``CodeAgent`` system prompt in the run's first model request lists, or None."""
-    first = next((s for s in sorted(run.steps, key=lambda s: s.index) if s.kind == "model"), None)
+    first = next((s for s in sorted(getattr(run, "steps", ()), key=lambda s: s.index) if s.kind == "model"), None)
     payload = first.snapshots.get("model") if first is not None else None
     request = payload.get("request") if isinstance(payload, dict) else None
     for text in _texts(request)[:2]:
@@ -203,18 +203,23 @@ def code_calls(response: Any, tools: Collection[str]) -> list[str]:
     return found
 
 
-def calls_asked(run: Run, response: Any, *, unmarked_only: bool = False) -> list[tuple[str, str | None]]:
-    """The tool calls a recorded response of ``run`` asks for: structured calls, and for a run that executes
-    model-written code the calls of its tools in that code (with the call id :data:`CODE_CALL`). With
-    ``unmarked_only``, code calls only for a run recognised by its prompt: in a run the smolagents instrumentor
-    marked, every tool call is a step during the replay too, and a call the code did not reach (a branch not
-    taken) must not count as unanswered."""
+def calls_asked(response: Any, tools: frozenset[str] | None) -> list[tuple[str, str | None]]:
+    """The tool calls a recorded response asks for: structured calls, and, for a run that executes model-written
+    code (``tools``: its :func:`code_tools`, worked out once per run), the calls of those tools in that code
+    (with the call id :data:`CODE_CALL`)."""
     asked = requested_calls(response)
-    marked = _truthy((getattr(run, "attributes", None) or {}).get(semconv.RUN_EXECUTES_CODE))
-    tools = None if unmarked_only and marked else code_tools(run)
     if tools:
         asked += [(name, CODE_CALL) for name in code_calls(response, tools)]
     return asked
+
+
+def replay_code_tools(run: Run) -> frozenset[str] | None:
+    """The tools whose calls in model-written code a replay of ``run`` checks (:func:`unrecorded_code_calls`):
+    those of a code agent recognised by its prompt only. In a run the smolagents instrumentor marked, every tool
+    call is a step during the replay too, and a call the code did not reach (a branch not taken) must not count
+    as unanswered."""
+    marked = _truthy((getattr(run, "attributes", None) or {}).get(semconv.RUN_EXECUTES_CODE))
+    return None if marked else code_tools(run)
 
 
 def not_firewalled(run: Run) -> list[str]:
@@ -222,6 +227,7 @@ def not_firewalled(run: Run) -> list[str]:
     requested calls, a later tool step of the same name answers one call each; what is left ran (if it ran)
     outside the firewall. Sorted, each name once."""
     steps = sorted(run.steps, key=lambda s: s.index)
+    tools = code_tools(run)
     unanswered: set[str] = set()
     later_tools: Counter[str] = Counter(s.name for s in steps if s.kind == "tool")
     pending: Counter[str] = Counter()
@@ -233,7 +239,7 @@ def not_firewalled(run: Run) -> list[str]:
         elif step.kind == "model":
             payload = step.snapshots.get("model")
             if isinstance(payload, dict):
-                for name, _ in calls_asked(run, payload.get("response")):
+                for name, _ in calls_asked(payload.get("response"), tools):
                     if later_tools[name] - pending[name] > 0:
                         pending[name] += 1
                     else:
