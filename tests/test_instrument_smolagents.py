@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("smolagents")
 
 from fake_llm_servers import FakeLLMServer
-from smolagents import CodeAgent, OpenAIServerModel, Tool, tool
+from smolagents import CodeAgent, OpenAIServerModel, Tool, ToolCallingAgent, tool
 
 import otel_replay as orp
 from otel_replay import semconv
@@ -64,6 +64,12 @@ def _agent() -> CodeAgent:
 def ask(task: str) -> Any:
     """``--app`` entrypoint: the run the instrumentor begins at ``agent.run``."""
     return _agent().run(task)
+
+
+def ask_tool_calling(task: str) -> Any:
+    """A ``ToolCallingAgent``: the fake server asks for ``get_weather`` until the last step, then it answers."""
+    model = OpenAIServerModel(model_id="gpt-fake", api_base=SERVER["fake"].openai_url, api_key="sk-test-" + "3" * 32)
+    return ToolCallingAgent(tools=[WeatherTool()], model=model, max_steps=2, verbosity_level=0).run(task)
 
 
 def ask_streamed(task: str) -> Any:
@@ -124,6 +130,24 @@ def test_agent_run_is_one_run_with_every_tool_call_a_step(smol: FakeLLMServer) -
     assert smol.count == requests and CALLS == {"get_weather": 1, "save_note": 1}
     dry = orp.replay(run.trace_id, mode="dry")
     assert dry.readiness is not None and dry.readiness["executes_code"] is True
+
+
+def test_tool_calling_agent_tools_are_steps_answered_in_a_replay(smol: FakeLLMServer) -> None:
+    orp.instrument("smolagents")
+    ask_tool_calling("weather Oslo")
+    run = _last_run("ToolCallingAgent")
+    assert [(s.kind, s.name) for s in run.steps] == [
+        ("model", "openai.chat.completions"),
+        ("tool", "get_weather"),
+        ("model", "openai.chat.completions"),
+        ("tool", "get_weather"),
+        ("model", "openai.chat.completions"),
+    ]
+    assert code_tools(run) is None and not_firewalled(run) == []
+    requests = smol.count
+    result = orp.replay(run.trace_id, mode="mock", entrypoint="test_instrument_smolagents:ask_tool_calling")
+    assert result.outcome == "matched", result.divergences
+    assert smol.count == requests and CALLS == {"get_weather": 2}
 
 
 def test_tool_risks_and_declared_risk(smol: FakeLLMServer) -> None:
