@@ -25,6 +25,7 @@ import otel_replay as orp
 from otel_replay import semconv
 from otel_replay.instrumentation import instrumented, uninstrument
 from otel_replay.instrumentation.smolagents import SmolagentsInstrumentor, declare_risk
+from otel_replay.recording import in_run
 from otel_replay.replay.toolcalls import code_calls, code_tools, not_firewalled
 from otel_replay.storage.store import Store
 
@@ -169,6 +170,16 @@ def test_streamed_run_is_one_run_that_ends_with_the_generator(smol: FakeLLMServe
     run = _last_run("CodeAgent")
     assert [s.kind for s in run.steps] == ["model", "tool", "tool", "tool"]
     assert run.snapshots["output"]["answer"] == "sunny in Oslo"
+
+
+def test_a_stream_closed_early_ends_its_run(smol: FakeLLMServer) -> None:
+    orp.instrument("smolagents")
+    steps = _agent().run("note Oslo", True)
+    next(steps)  # the first step only
+    steps.close()
+    assert not in_run()
+    run = _last_run("CodeAgent")
+    assert run.summary.status == "ok"
 
 
 def test_a_tool_called_outside_a_run_is_not_recorded(smol: FakeLLMServer) -> None:

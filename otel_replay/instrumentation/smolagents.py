@@ -139,6 +139,12 @@ def _stream(ctx: contextvars.Context, handle: Any, steps: Iterator[Any]) -> Iter
                 break
             last = step
             yield step
+    except GeneratorExit:  # the caller closed the stream (or dropped it): the run ends without an answer
+        close = getattr(steps, "close", None)
+        if callable(close):
+            _safely("close the agent's steps", ctx.run, close)
+        ctx.run(end_run, handle, result=None)
+        raise
     except BaseException as exc:
         ctx.run(end_run, handle, exc=exc)
         raise
@@ -148,7 +154,7 @@ def _stream(ctx: contextvars.Context, handle: Any, steps: Iterator[Any]) -> Iter
 def _run_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if in_run() or not _enabled():
         return wrapped(*args, **kwargs)
-    if kwargs.get("stream"):
+    if kwargs.get("stream") or (len(args) > 1 and args[1] is True):  # run(task, stream=True) / run(task, True)
         ctx = contextvars.copy_context()
         handle = ctx.run(_begin, instance, _task(args, kwargs))
         if handle is None:
