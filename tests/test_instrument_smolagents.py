@@ -33,6 +33,7 @@ CALLS: Counter[str] = Counter()
 SERVER: dict[str, FakeLLMServer] = {}
 ONE_STEP = '<code>\nw = get_weather(city="Oslo")\nsave_note(text=w)\nfinal_answer(w)\n</code>'
 TWO_STEPS = ['Thought: look.\n<code>\nprint(get_weather(city="Oslo"))\n', '<code>\nfinal_answer("done")\n</code>']
+RAW_STEPS = ['<code>\nprint(raw_lookup(word="Oslo"))\n</code>', '<code>\nfinal_answer("done")\n</code>']
 
 
 @tool
@@ -57,9 +58,26 @@ class WeatherTool(Tool):
         return f"sunny in {city}"
 
 
+class RawLookupTool(Tool):
+    """A tool that overrides ``__call__``, as smolagents' ``PipelineTool`` does: the instrumentor does not see it."""
+
+    name = "raw_lookup"
+    description = "Looks a word up."
+    inputs = {"word": {"type": "string", "description": "The word."}}  # noqa: RUF012
+    output_type = "string"
+
+    def forward(self, word: str) -> str:
+        return f"{word}: found"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        CALLS["raw_lookup"] += 1
+        return self.forward(*args, **kwargs)
+
+
 def _agent() -> CodeAgent:
     model = OpenAIServerModel(model_id="gpt-fake", api_base=SERVER["fake"].openai_url, api_key="sk-test-" + "3" * 32)
-    return CodeAgent(tools=[save_note, WeatherTool()], model=model, max_steps=3, verbosity_level=0)
+    tools = [save_note, WeatherTool(), RawLookupTool()]
+    return CodeAgent(tools=tools, model=model, max_steps=3, verbosity_level=0)
 
 
 def ask(task: str) -> Any:
@@ -90,6 +108,7 @@ def smol(home: Path) -> Iterator[FakeLLMServer]:
     with FakeLLMServer() as server:
         server.chat_texts["note Oslo"] = [ONE_STEP]
         server.chat_texts["look Oslo"] = TWO_STEPS
+        server.chat_texts["raw Oslo"] = RAW_STEPS
         SERVER["fake"] = server
         yield server
     uninstrument("smolagents", "openai")
@@ -120,7 +139,7 @@ def test_agent_run_is_one_run_with_every_tool_call_a_step(smol: FakeLLMServer) -
     assert weather.snapshots["tool"]["arguments"] == {"city": "Oslo"}
     assert weather.snapshots["tool"]["result"] == "sunny in Oslo"
     assert run.snapshots["input"]["kwargs"] == {"task": "note Oslo"}
-    assert code_tools(run) == {"get_weather", "save_note"}
+    assert code_tools(run) == {"get_weather", "save_note", "raw_lookup"}
     assert not_firewalled(run) == []
     assert CALLS == {"get_weather": 1, "save_note": 1}
 
@@ -205,7 +224,7 @@ def test_code_agent_recorded_without_its_instrumentor_is_recognised_and_never_ma
     assert ask_plain("look Oslo") == "done"
     run = _last_run("plain-code-agent")
     assert [s.kind for s in run.steps] == ["model", "model"]
-    assert code_tools(run) == {"get_weather", "save_note"}
+    assert code_tools(run) == {"get_weather", "save_note", "raw_lookup"}
     assert not_firewalled(run) == ["get_weather"]
     dry = orp.replay(run.trace_id, mode="dry")
     assert dry.readiness is not None and dry.readiness["executes_code"] is True
@@ -214,6 +233,24 @@ def test_code_agent_recorded_without_its_instrumentor_is_recognised_and_never_ma
     assert result.outcome == "diverged"
     assert [(d.kind, d.step_index) for d in result.divergences] == [("unrecorded_tool", 0)]
     assert "get_weather" in result.divergences[0].reason
+
+
+def test_a_tool_the_instrumentor_cannot_see_makes_the_replay_diverge(smol: FakeLLMServer) -> None:
+    """A marked run whose code called a tool that is no step (it overrides ``__call__``): dry names it, and a
+    mock replay in which it ran again is never matched."""
+    orp.instrument("smolagents")
+    assert ask("raw Oslo") == "done"
+    run = _last_run("CodeAgent")
+    assert [(s.kind, s.name) for s in run.steps] == [
+        ("model", "openai.chat.completions"),
+        ("model", "openai.chat.completions"),
+        ("tool", "final_answer"),
+    ]
+    assert not_firewalled(run) == ["raw_lookup"]
+    result = orp.replay(run.trace_id, mode="mock", entrypoint="test_instrument_smolagents:ask")
+    assert result.outcome == "diverged"
+    assert [(d.kind, d.step_index) for d in result.divergences] == [("unrecorded_tool", 0)]
+    assert CALLS == {"raw_lookup": 2}
 
 
 @pytest.mark.parametrize(

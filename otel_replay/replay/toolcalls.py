@@ -214,12 +214,15 @@ def calls_asked(response: Any, tools: frozenset[str] | None) -> list[tuple[str, 
 
 
 def replay_code_tools(run: Run) -> frozenset[str] | None:
-    """The tools whose calls in model-written code a replay of ``run`` checks (:func:`unrecorded_code_calls`):
-    those of a code agent recognised by its prompt only. In a run the smolagents instrumentor marked, every tool
-    call is a step during the replay too, and a call the code did not reach (a branch not taken) must not count
-    as unanswered."""
-    marked = _truthy((getattr(run, "attributes", None) or {}).get(semconv.RUN_EXECUTES_CODE))
-    return None if marked else code_tools(run)
+    """The tools whose calls in model-written code a replay of ``run`` checks (:func:`unrecorded_code_calls`).
+    For a code agent recognised by its prompt only, all of them. In a run the smolagents instrumentor marked,
+    only those with no tool step in the recording (a ``Tool`` that overrides ``__call__``, a remote executor):
+    the others are steps during the replay too, and a call of theirs the code did not reach (a branch not
+    taken) must not count as unanswered."""
+    tools = code_tools(run)
+    if tools and _truthy((getattr(run, "attributes", None) or {}).get(semconv.RUN_EXECUTES_CODE)):
+        tools = tools - {s.name for s in getattr(run, "steps", ()) if s.kind == "tool"}
+    return tools or None
 
 
 def not_firewalled(run: Run) -> list[str]:
