@@ -136,6 +136,7 @@ def test_agent_run_is_one_run_with_every_tool_call_a_step(smol: FakeLLMServer) -
     weather = run.steps[1]
     assert weather.attributes[semconv.STEP_INSTRUMENTATION] == "smolagents"
     assert weather.attributes[semconv.TOOL_FUNCTION] == "test_instrument_smolagents:WeatherTool"
+    assert run.steps[2].attributes[semconv.TOOL_FUNCTION] == "test_instrument_smolagents:save_note"  # a @tool
     assert weather.snapshots["tool"]["arguments"] == {"city": "Oslo"}
     assert weather.snapshots["tool"]["result"] == "sunny in Oslo"
     assert run.snapshots["input"]["kwargs"] == {"task": "note Oslo"}

@@ -205,6 +205,16 @@ def _arguments(tool: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> d
     return {**named, **kwargs}
 
 
+def _function_of(tool: Any, forward: Any) -> str | None:
+    """``module:qualname`` of what defines the tool: its ``Tool`` subclass, or the function behind a ``@tool``
+    (whose class smolagents makes inside ``tool()``); None when neither is at module level."""
+    for obj in (type(tool), forward):
+        qualname = getattr(obj, "__qualname__", "") or ""
+        if qualname and "<" not in qualname and getattr(obj, "__module__", None):
+            return qualname_of(obj)
+    return None
+
+
 class _Parts:
     __slots__ = ("arguments", "decorated", "function", "name", "risk")
 
@@ -216,7 +226,7 @@ class _Parts:
         marker = getattr(func, "__otel_replay__", None)
         self.decorated = isinstance(marker, dict) and marker.get("kind") == "tool"
         self.risk = instrumentor.risk_of(tool)
-        self.function = qualname_of(type(tool)) if "<locals>" not in type(tool).__qualname__ else None
+        self.function = _function_of(tool, func)
 
 
 def _tool_wrapper(instrumentor: SmolagentsInstrumentor) -> Callable[..., Any]:

@@ -100,6 +100,10 @@ def test_dry_says_code_agent_and_live_needs_approval(code_world: Any, recordings
     assert "--approve send_message" in refused["refusal"]
     assert world.server.count == requests and world.effects() == [SENT]
 
+    tool = world.cli("replay-tool", trace_id, "--step", "2")  # not supported for smolagents tools: refused
+    assert tool.returncode == 2, tool.stdout + tool.stderr
+    assert world.effects() == [SENT]
+
     live = _replay(world, trace_id, "--mode", "live", "--reason", "check", "--approve", "send_message")
     assert live["outcome"] == "matched", live["divergences"]
     assert world.server.count == requests + 1
