@@ -38,6 +38,7 @@ INSTRUMENTORS: Final[dict[str, str]] = {
     "anthropic": "otel_replay.instrumentation.anthropic:AnthropicInstrumentor",
     "langchain": "otel_replay.instrumentation.langchain:LangChainInstrumentor",
     "openai_agents": "otel_replay.instrumentation.openai_agents:OpenAIAgentsInstrumentor",
+    "llamaindex": "otel_replay.instrumentation.llamaindex:LlamaIndexInstrumentor",
 }
 """SDK name → ``module:class`` of its instrumentor."""
 
@@ -46,6 +47,7 @@ _SDK_MODULES: Final[dict[str, str]] = {
     "anthropic": "anthropic",
     "langchain": "langchain_core",
     "openai_agents": "agents",
+    "llamaindex": "llama_index.core",
 }
 """SDK name → the top-level module whose presence says the SDK is installed, and whose import patches it
 (an SDK missing here is its own module name)."""
