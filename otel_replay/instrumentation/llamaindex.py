@@ -45,7 +45,6 @@ from typing import Any, Final
 
 import wrapt
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
 
 from ..recording import begin_tool_call, end_call, end_run, in_run
 from . import _lazy
@@ -344,6 +343,16 @@ def _final_tool_text(output: Any) -> Any:
 # -------------------------------------------------------------------------------------- instrumentor
 
 
+def _unwrap(owner: type, method: str) -> None:
+    """Put back the function our wrapper of ``owner.method`` wraps. Read from the class's own ``__dict__``:
+    ``getattr`` on the class gives a wrapper bound to the class (wrapt 2), whose ``__wrapped__`` is not the
+    original function."""
+    current = owner.__dict__.get(method)
+    original = getattr(current, "__wrapped__", None)
+    if original is not None:
+        setattr(owner, method, original)
+
+
 def _instrument_openai(options: dict[str, Any]) -> None:
     from . import _instrument_one
 
@@ -438,7 +447,7 @@ class LlamaIndexInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self._hooks = []
         for module, cls, method in reversed(getattr(self, "_patched", [])):
             try:
-                unwrap(getattr(sys.modules[module], cls), method)
+                _unwrap(getattr(sys.modules[module], cls), method)
             except Exception:  # noqa: BLE001
                 _log.warning("otel-replay: cannot uninstrument %s.%s.%s", module, cls, method, exc_info=True)
         self._patched = []
