@@ -46,7 +46,7 @@ from typing import Any, Final
 import wrapt
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
-from ..recording import begin_tool_call, end_call, end_run, in_run
+from ..recording import ReplayInterrupt, begin_tool_call, end_call, end_run, in_run
 from . import _lazy
 from ._guarded import RISKS as _RISKS
 from ._guarded import Guards
@@ -75,6 +75,10 @@ _TOOLS: Final = (
     ("llama_index.core.tools.retriever_tool", "RetrieverTool"),
 )
 """(module, class) of the tools whose ``call`` / ``acall`` are tool steps (imported with ``llama_index.core``)."""
+
+_WORKERS: Final = ("workflows.plugins.basic", "as_step_worker_functions")
+"""Where LlamaIndex's workflow runtime (``llama-index-workflows``) makes the step workers of a workflow: each is
+wrapped so that a replay's stop inside a step ends the workflow instead of leaving it waiting forever."""
 
 _AGENTS: Final = (
     ("llama_index.core.agent.workflow.base_agent", "BaseWorkflowAgent"),
@@ -181,6 +185,37 @@ def run_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict
     if not _safely("follow the workflow run", _end_with_task, ctx, handle, handler, default=False):
         ctx.run(end_run, handle, result=None)
     return handler
+
+
+class ReplayStopInStep(Exception):
+    """A replay's stop (:class:`~otel_replay.recording.ReplayInterrupt`) raised inside a workflow step, carried as
+    an ``Exception``: the workflow runtime fails the run with it (a ``BaseException`` would end the step's task
+    without the runtime noticing, and the run would wait forever). ``stop`` is the replay's stop."""
+
+    def __init__(self, stop: ReplayInterrupt) -> None:
+        super().__init__(str(stop))
+        self.stop = stop
+
+
+def _stopping_worker(worker: Any) -> Any:
+    """A step worker whose replay stop fails the step as :class:`ReplayStopInStep`."""
+
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await worker(*args, **kwargs)
+        except ReplayInterrupt as stop:
+            raise ReplayStopInStep(stop) from stop
+
+    return run
+
+
+def workers_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Wrapper of the workflow runtime's ``as_step_worker_functions(workflow)``: every step worker it makes is
+    a :func:`_stopping_worker`."""
+    workers = wrapped(*args, **kwargs)
+    if not isinstance(workers, dict):
+        return workers
+    return {name: _stopping_worker(worker) for name, worker in workers.items()}
 
 
 # --------------------------------------------------------------------------------------------- tools
@@ -343,7 +378,7 @@ def _final_tool_text(output: Any) -> Any:
 # -------------------------------------------------------------------------------------- instrumentor
 
 
-def _unwrap(owner: type, method: str) -> None:
+def _unwrap(owner: Any, method: str) -> None:
     """Put back the function our wrapper of ``owner.method`` wraps. Read from the class's own ``__dict__``:
     ``getattr`` on the class gives a wrapper bound to the class (wrapt 2), whose ``__wrapped__`` is not the
     original function."""
@@ -415,6 +450,7 @@ class LlamaIndexInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         )
         # the agent modules are patched after their own import (at once when imported already), never imported here
         self._hooks = [_lazy.when_imported(module, self._patch_agent(module, cls)) for module, cls in _AGENTS]
+        self._hooks.append(_lazy.when_imported(_WORKERS[0], self._patch_workers))
         # LlamaIndex's OpenAI LLM calls the openai SDK: its model calls are steps only when that SDK is
         # instrumented too (armed when not imported yet; skipped quietly when it is not installed)
         provider = {"tracer_provider": kwargs["tracer_provider"]} if "tracer_provider" in kwargs else {}
@@ -426,10 +462,13 @@ class LlamaIndexInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
         return patch
 
+    def _patch_workers(self, _module: ModuleType) -> None:
+        self._patch([(_WORKERS[0], "", _WORKERS[1], workers_wrapper)])
+
     def _patch(self, targets: list[tuple[str, str, str, Callable[..., Any]]]) -> None:
         for module, cls, method, wrapper in targets:
             try:
-                wrapt.wrap_function_wrapper(module, f"{cls}.{method}", wrapper)
+                wrapt.wrap_function_wrapper(module, f"{cls}.{method}" if cls else method, wrapper)
             except Exception:  # noqa: BLE001 - a LlamaIndex version without this boundary: skip it, say so
                 _log.warning(
                     "otel-replay: cannot instrument %s.%s.%s of LlamaIndex; those calls are not recorded",
@@ -447,7 +486,8 @@ class LlamaIndexInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self._hooks = []
         for module, cls, method in reversed(getattr(self, "_patched", [])):
             try:
-                _unwrap(getattr(sys.modules[module], cls), method)
+                owner = sys.modules[module]
+                _unwrap(getattr(owner, cls) if cls else owner, method)
             except Exception:  # noqa: BLE001
                 _log.warning("otel-replay: cannot uninstrument %s.%s.%s", module, cls, method, exc_info=True)
         self._patched = []

@@ -37,8 +37,8 @@ def _record(world: Any, recordings: Recordings) -> str:
     return str(runs[0]["trace_id"])
 
 
-def _replay(world: Any, trace_id: str, *args: str, ok: tuple[int, ...] = (0,)) -> dict[str, Any]:
-    return world.cli_json("replay", trace_id, "--app", APP, *args, ok=ok)
+def _replay(world: Any, trace_id: str, *args: str, ok: tuple[int, ...] = (0,), **kwargs: Any) -> dict[str, Any]:
+    return world.cli_json("replay", trace_id, "--app", APP, *args, ok=ok, **kwargs)
 
 
 def test_one_run_with_model_and_tool_steps_and_mock_and_deterministic_replays_touch_nothing(
@@ -67,10 +67,22 @@ def test_one_run_with_model_and_tool_steps_and_mock_and_deterministic_replays_to
     assert world.effects() == ["forecast for Tokyo"], "a mock or deterministic replay ran the side-effecting tool"
 
 
-def test_dry_names_the_write_tool_and_live_needs_its_approval(llama_world: Any, recordings: Recordings) -> None:
+def test_changed_prompt_diverges_dry_names_the_write_tool_and_live_needs_its_approval(
+    llama_world: Any, recordings: Recordings
+) -> None:
     world = llama_world
     trace_id = _record(world, recordings)
     requests = world.server.count
+
+    # a replay's stop inside a workflow step ends the workflow (it does not wait forever) and is the divergence
+    changed = _replay(
+        world, trace_id, "--mode", "deterministic", ok=(1,), extra_env={"RW_INSTRUCTIONS": "You are terse."}
+    )
+    assert changed["outcome"] == "diverged"
+    first = changed["first_divergence"]
+    assert first["step_index"] == 0 and first["kind"] == "request"
+    assert '+      "content": "You are terse.",' in first["diff"]
+    assert world.server.count == requests and world.effects() == ["forecast for Tokyo"]
 
     dry = world.cli_json("replay", trace_id, "--mode", "dry")
     assert dry["readiness"]["modes"]["live"]["needs_approval"] == ["send_forecast"]
