@@ -165,3 +165,25 @@ def test_uninstrument_restores_llamaindex(home: Path, instrumented: LlamaIndexIn
         FunctionTool.from_defaults(fn=send_invoice).call(customer="ACME")
     assert recorded.runs() == []
     assert CALLS["send_invoice"] == 1
+
+
+def test_the_zero_code_entry_point_arms_the_instrumentor(home: Path) -> None:
+    """``opentelemetry-instrument`` finds ``otel_replay_llamaindex``; its stand-in instruments LlamaIndex (imported
+    here already: at once) and its ``uninstrument()`` undoes that."""
+    from importlib.metadata import entry_points
+
+    from otel_replay.instrumentation import entry_points as stand_ins
+
+    found = {e.name: e.value for e in entry_points(group="opentelemetry_instrumentor")}
+    assert found["otel_replay_llamaindex"] == "otel_replay.instrumentation.entry_points:llamaindex"
+    already = set(instrumentation.instrumented("openai"))
+    stand_in = stand_ins.llamaindex()
+    stand_in.instrument()
+    try:
+        assert LlamaIndexInstrumentor().is_instrumented_by_opentelemetry
+        assert instrumentation.instrumented("llamaindex", "openai") == ["llamaindex", "openai"]
+    finally:
+        stand_in.uninstrument()
+        if "openai" not in already:
+            instrumentation.uninstrument("openai")
+    assert not LlamaIndexInstrumentor().is_instrumented_by_opentelemetry
