@@ -160,6 +160,8 @@ def _end_with_task(ctx: contextvars.Context, handle: Any, handler: Any) -> bool:
             exc = asyncio.CancelledError()
         else:
             exc = finished.exception()
+        if isinstance(exc, ReplayStopInStep):
+            exc = exc.stop
         if exc is not None:
             ctx.run(end_run, handle, exc=exc)
         else:
@@ -169,10 +171,29 @@ def _end_with_task(ctx: contextvars.Context, handle: Any, handler: Any) -> bool:
     return True
 
 
+def _raise_stops(handler: Any) -> None:
+    """Make ``await handler`` raise a replay's stop itself where the workflow raises it as
+    :class:`ReplayStopInStep` (the handler's own ``_await_result``, overridden on this handler only)."""
+    original = handler._await_result
+
+    async def await_result() -> Any:
+        try:
+            return await original()
+        except ReplayStopInStep as failed:
+            raise failed.stop from None
+
+    handler._await_result = await_result
+
+
 def run_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Wrapper of ``BaseWorkflowAgent.run`` / ``AgentWorkflow.run``: an implicit run outside any run."""
-    if in_run() or not _enabled():
+    """Wrapper of ``BaseWorkflowAgent.run`` / ``AgentWorkflow.run``: an implicit run outside any run; inside
+    one, only a replay's stop is made to reach the caller's ``await handler`` as itself."""
+    if not _enabled():
         return wrapped(*args, **kwargs)
+    if in_run():
+        handler = wrapped(*args, **kwargs)
+        _safely("follow the workflow run", _raise_stops, handler)
+        return handler
     ctx = contextvars.copy_context()
     handle = ctx.run(_begin_implicit_run, instance, args, kwargs)
     if handle is None:
@@ -184,6 +205,7 @@ def run_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict
         raise
     if not _safely("follow the workflow run", _end_with_task, ctx, handle, handler, default=False):
         ctx.run(end_run, handle, result=None)
+    _safely("follow the workflow run", _raise_stops, handler)
     return handler
 
 

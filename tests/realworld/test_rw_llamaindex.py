@@ -82,6 +82,7 @@ def test_changed_prompt_diverges_dry_names_the_write_tool_and_live_needs_its_app
     first = changed["first_divergence"]
     assert first["step_index"] == 0 and first["kind"] == "request"
     assert '+      "content": "You are terse.",' in first["diff"]
+    assert changed["agent_error"] is None  # the stop reached `await handler` as itself, not as an agent error
     assert world.server.count == requests and world.effects() == ["forecast for Tokyo"]
 
     dry = world.cli_json("replay", trace_id, "--mode", "dry")
