@@ -187,3 +187,25 @@ def test_the_zero_code_entry_point_arms_the_instrumentor(home: Path) -> None:
         if "openai" not in already:
             instrumentation.uninstrument("openai")
     assert not LlamaIndexInstrumentor().is_instrumented_by_opentelemetry
+
+
+def test_an_agent_workflow_run_is_one_run(home: Path, instrumented: LlamaIndexInstrumentor) -> None:
+    from llama_index.core.agent.workflow import AgentWorkflow
+
+    with FakeLLMServer(tool_args_for={"send_invoice": {"customer": "ACME"}}) as server:
+        llm = OpenAI(model="gpt-4o-mini", api_base=server.openai_url, api_key="sk-test-" + "3" * 32)
+        workflow = AgentWorkflow.from_tools_or_functions([send_invoice], llm=llm, system_prompt="You bill.")
+
+        async def ask() -> str:
+            return str(await workflow.run(user_msg="bill ACME"))
+
+        with capture(home=home) as recorded:
+            answer = asyncio.run(ask())
+    assert "invoice sent to ACME" in answer
+    (run,) = recorded.runs()
+    assert run.summary.agent == "Agent"  # the root agent's name
+    assert [(s.kind, s.name) for s in run.steps] == [
+        ("model", "openai.chat.completions"),
+        ("tool", "send_invoice"),
+        ("model", "openai.chat.completions"),
+    ]
