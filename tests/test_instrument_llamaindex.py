@@ -152,9 +152,16 @@ def test_an_agent_run_is_one_run_and_none_inside_an_agent(home: Path, instrument
 
 
 def test_uninstrument_restores_llamaindex(home: Path, instrumented: LlamaIndexInstrumentor) -> None:
+    import workflows.plugins.basic
     from llama_index.core.agent.workflow.base_agent import BaseWorkflowAgent
 
-    targets = [(FunctionTool, "call"), (FunctionTool, "acall"), (QueryEngineTool, "acall"), (BaseWorkflowAgent, "run")]
+    targets: list[tuple[Any, str]] = [
+        (FunctionTool, "call"),
+        (FunctionTool, "acall"),
+        (QueryEngineTool, "acall"),
+        (BaseWorkflowAgent, "run"),
+        (workflows.plugins.basic, "as_step_worker_functions"),
+    ]
     instrumented.uninstrument()
     originals = [owner.__dict__[method] for owner, method in targets]  # LlamaIndex's own (wrapt) span wrappers
     instrumented.instrument()

@@ -472,7 +472,6 @@ class LlamaIndexInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         )
         # the agent modules are patched after their own import (at once when imported already), never imported here
         self._hooks = [_lazy.when_imported(module, self._patch_agent(module, cls)) for module, cls in _AGENTS]
-        self._hooks.append(_lazy.when_imported(_WORKERS[0], self._patch_workers))
         # LlamaIndex's OpenAI LLM calls the openai SDK: its model calls are steps only when that SDK is
         # instrumented too (armed when not imported yet; skipped quietly when it is not installed)
         provider = {"tracer_provider": kwargs["tracer_provider"]} if "tracer_provider" in kwargs else {}
@@ -480,12 +479,12 @@ class LlamaIndexInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _patch_agent(self, module: str, cls: str) -> Callable[[ModuleType], None]:
         def patch(_module: ModuleType) -> None:
-            self._patch([(module, cls, "run", run_wrapper)])
+            targets = [(module, cls, "run", run_wrapper)]
+            if not any(m == _WORKERS[0] for m, _, _ in self._patched):  # the runtime the agents' workflows run on
+                targets.append((_WORKERS[0], "", _WORKERS[1], workers_wrapper))
+            self._patch(targets)
 
         return patch
-
-    def _patch_workers(self, _module: ModuleType) -> None:
-        self._patch([(_WORKERS[0], "", _WORKERS[1], workers_wrapper)])
 
     def _patch(self, targets: list[tuple[str, str, str, Callable[..., Any]]]) -> None:
         for module, cls, method, wrapper in targets:
@@ -493,10 +492,9 @@ class LlamaIndexInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 wrapt.wrap_function_wrapper(module, f"{cls}.{method}" if cls else method, wrapper)
             except Exception:  # noqa: BLE001 - a LlamaIndex version without this boundary: skip it, say so
                 _log.warning(
-                    "otel-replay: cannot instrument %s.%s.%s of LlamaIndex; those calls are not recorded",
+                    "otel-replay: cannot instrument %s:%s of LlamaIndex; those calls are not recorded or answered",
                     module,
-                    cls,
-                    method,
+                    f"{cls}.{method}" if cls else method,
                     exc_info=True,
                 )
                 continue
