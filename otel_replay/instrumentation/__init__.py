@@ -1,9 +1,9 @@
 """Auto-instrumentation of the SDKs agents are built on: OpenAI, Anthropic, LangChain / LangGraph, the OpenAI
-Agents SDK.
+Agents SDK, smolagents and LlamaIndex.
 
 Each instrumentor is an OpenTelemetry ``BaseInstrumentor``; its entry point under ``opentelemetry_instrumentor``
-(``otel_replay_openai``, ``otel_replay_anthropic``, ``otel_replay_langchain``, ``otel_replay_openai_agents``)
-names a light stand-in of :mod:`otel_replay.instrumentation.entry_points` that arms it, so
+(``otel_replay_openai``, ``otel_replay_anthropic``, ``otel_replay_langchain``, ``otel_replay_openai_agents``,
+``otel_replay_smolagents``, ``otel_replay_llamaindex``) names a light stand-in of :mod:`otel_replay.instrumentation.entry_points` that arms it, so
 ``opentelemetry-instrument python app.py`` finds them; :func:`instrument` does the same from code. Each SDK
 is an optional extra (``pip install otel-replay[openai]``); an instrumentor whose SDK is not installed is
 skipped, never an error at import time. When an SDK is installed (or asked for by name) but its
@@ -39,6 +39,7 @@ INSTRUMENTORS: Final[dict[str, str]] = {
     "langchain": "otel_replay.instrumentation.langchain:LangChainInstrumentor",
     "openai_agents": "otel_replay.instrumentation.openai_agents:OpenAIAgentsInstrumentor",
     "smolagents": "otel_replay.instrumentation.smolagents:SmolagentsInstrumentor",
+    "llamaindex": "otel_replay.instrumentation.llamaindex:LlamaIndexInstrumentor",
 }
 """SDK name → ``module:class`` of its instrumentor."""
 
@@ -47,6 +48,7 @@ _SDK_MODULES: Final[dict[str, str]] = {
     "anthropic": "anthropic",
     "langchain": "langchain_core",
     "openai_agents": "agents",
+    "llamaindex": "llama_index.core",
 }
 """SDK name → the top-level module whose presence says the SDK is installed, and whose import patches it
 (an SDK missing here is its own module name)."""

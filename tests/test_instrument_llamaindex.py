@@ -1,0 +1,218 @@
+"""LlamaIndex instrumentation in process: tool calls are tool steps with their risk, an agent's ``run()`` is one
+run (none of its own inside an ``@orp.agent``), and ``uninstrument()`` restores LlamaIndex's methods.
+
+The agent runs against the fake OpenAI server (it calls the first tool offered, then answers with a text quoting
+the tool's result); the tools count their real executions in ``CALLS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("llama_index.core")
+pytest.importorskip("llama_index.llms.openai")
+
+from fake_llm_servers import FakeLLMServer
+from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.base.base_query_engine import BaseQueryEngine
+from llama_index.core.base.response.schema import Response
+from llama_index.core.tools import FunctionTool, QueryEngineTool
+from llama_index.llms.openai import OpenAI
+
+import otel_replay as orp
+from otel_replay import instrumentation
+from otel_replay.instrumentation.llamaindex import LlamaIndexInstrumentor, declare_risk
+from otel_replay.testing import capture
+
+CALLS: Counter[str] = Counter()
+
+
+def send_invoice(customer: str) -> str:
+    """Send an invoice to a customer."""
+    CALLS["send_invoice"] += 1
+    return f"invoice sent to {customer}"
+
+
+def lookup_order(order: str) -> dict[str, Any]:
+    """Look an order up."""
+    CALLS["lookup_order"] += 1
+    return {"order": order, "status": "shipped"}
+
+
+class _Docs(BaseQueryEngine):
+    """A query engine that answers from a fixed text (no index, no LLM)."""
+
+    def __init__(self) -> None:
+        super().__init__(callback_manager=None)
+
+    def _get_prompt_modules(self) -> dict[str, Any]:
+        return {}
+
+    def _query(self, query_bundle: Any) -> Response:
+        CALLS["docs"] += 1
+        return Response(response=f"docs about {query_bundle.query_str}")
+
+    async def _aquery(self, query_bundle: Any) -> Response:
+        return self._query(query_bundle)
+
+
+@pytest.fixture
+def instrumented(home: Path) -> Iterator[LlamaIndexInstrumentor]:
+    CALLS.clear()
+    already = set(instrumentation.instrumented("openai"))
+    instrumentor = LlamaIndexInstrumentor()
+    instrumentor.instrument(tool_risks={"lookup_order": "write"})
+    try:
+        yield instrumentor
+    finally:
+        if instrumentor.is_instrumented_by_opentelemetry:
+            instrumentor.uninstrument()
+        if "openai" not in already:
+            instrumentation.uninstrument("openai")
+
+
+def test_tool_calls_are_steps_with_their_risk(home: Path, instrumented: LlamaIndexInstrumentor) -> None:
+    send = FunctionTool.from_defaults(fn=send_invoice)
+    lookup = FunctionTool.from_defaults(fn=lookup_order)
+    marked = declare_risk(FunctionTool.from_defaults(fn=lookup_order, name="read_order"), "read")
+    docs = QueryEngineTool.from_defaults(query_engine=_Docs(), name="docs", description="Product docs.")
+
+    @orp.agent("billing")
+    def billing() -> list[str]:
+        out = [send.call(customer="ACME").content, lookup(order="A1").content, marked.call(order="A2").content]
+        out.append(asyncio.run(docs.acall(input="refunds")).content)
+        return out
+
+    with capture(home=home) as recorded:
+        assert billing() == [
+            "invoice sent to ACME",
+            "{'order': 'A1', 'status': 'shipped'}",
+            "{'order': 'A2', 'status': 'shipped'}",
+            "docs about refunds",
+        ]
+    (run,) = recorded.runs()
+    steps = [(s.kind, s.name, s.attributes["otel_replay.tool.risk"]) for s in run.steps]
+    assert steps == [
+        ("tool", "send_invoice", "high"),  # the name rule: send_…
+        ("tool", "lookup_order", "write"),  # tool_risks=
+        ("tool", "read_order", "read"),  # declare_risk()
+        ("tool", "docs", "read"),
+    ]
+    assert all(s.attributes["otel_replay.step.instrumentation"] == "llamaindex" for s in run.steps)
+    tool = run.steps[1].snapshots["tool"]
+    assert tool["arguments"] == {"order": "A1"}
+    assert tool["result"] == {
+        "content": "{'order': 'A1', 'status': 'shipped'}",
+        "raw_output": {"order": "A1", "status": "shipped"},
+        "is_error": False,
+    }
+
+
+def test_a_tool_called_outside_any_run_is_a_run_of_one_step(home: Path, instrumented: LlamaIndexInstrumentor) -> None:
+    send = FunctionTool.from_defaults(fn=send_invoice)
+    with capture(home=home) as recorded:
+        send.call(customer="ACME")
+    (run,) = recorded.runs()
+    assert run.summary.agent == "send_invoice"
+    assert [(s.kind, s.name) for s in run.steps] == [("tool", "send_invoice")]
+
+
+def test_an_agent_run_is_one_run_and_none_inside_an_agent(home: Path, instrumented: LlamaIndexInstrumentor) -> None:
+    with FakeLLMServer(tool_args_for={"send_invoice": {"customer": "ACME"}}) as server:
+        llm = OpenAI(model="gpt-4o-mini", api_base=server.openai_url, api_key="sk-test-" + "3" * 32)
+        agent = FunctionAgent(tools=[send_invoice, lookup_order], llm=llm, system_prompt="You bill.")
+
+        async def ask(question: str) -> str:
+            return str(await agent.run(user_msg=question))
+
+        @orp.agent("outer")
+        def outer() -> str:
+            return asyncio.run(ask("bill ACME"))
+
+        with capture(home=home) as recorded:
+            answer = asyncio.run(ask("bill ACME"))
+            assert outer() == answer
+    assert "invoice sent to ACME" in answer
+    implicit, decorated = recorded.runs()
+    assert implicit.summary.agent == "Agent"  # FunctionAgent's default name
+    for run in (implicit, decorated):
+        assert [(s.kind, s.name) for s in run.steps] == [
+            ("model", "openai.chat.completions"),
+            ("tool", "send_invoice"),
+            ("model", "openai.chat.completions"),
+        ]
+    assert decorated.summary.agent == "outer"
+    assert CALLS["send_invoice"] == 2
+
+
+def test_uninstrument_restores_llamaindex(home: Path, instrumented: LlamaIndexInstrumentor) -> None:
+    import workflows.plugins.basic
+    from llama_index.core.agent.workflow.base_agent import BaseWorkflowAgent
+
+    targets: list[tuple[Any, str]] = [
+        (FunctionTool, "call"),
+        (FunctionTool, "acall"),
+        (QueryEngineTool, "acall"),
+        (BaseWorkflowAgent, "run"),
+        (workflows.plugins.basic, "as_step_worker_functions"),
+    ]
+    instrumented.uninstrument()
+    originals = [owner.__dict__[method] for owner, method in targets]  # LlamaIndex's own (wrapt) span wrappers
+    instrumented.instrument()
+    assert all(owner.__dict__[method] is not original for (owner, method), original in zip(targets, originals))
+    instrumented.uninstrument()
+    assert all(owner.__dict__[method] is original for (owner, method), original in zip(targets, originals))
+    with capture(home=home) as recorded:
+        FunctionTool.from_defaults(fn=send_invoice).call(customer="ACME")
+    assert recorded.runs() == []
+    assert CALLS["send_invoice"] == 1
+
+
+def test_the_zero_code_entry_point_arms_the_instrumentor(home: Path) -> None:
+    """``opentelemetry-instrument`` finds ``otel_replay_llamaindex``; its stand-in instruments LlamaIndex (imported
+    here already: at once) and its ``uninstrument()`` undoes that."""
+    from importlib.metadata import entry_points
+
+    from otel_replay.instrumentation import entry_points as stand_ins
+
+    found = {e.name: e.value for e in entry_points(group="opentelemetry_instrumentor")}
+    assert found["otel_replay_llamaindex"] == "otel_replay.instrumentation.entry_points:llamaindex"
+    already = set(instrumentation.instrumented("openai"))
+    stand_in = stand_ins.llamaindex()
+    stand_in.instrument()
+    try:
+        assert LlamaIndexInstrumentor().is_instrumented_by_opentelemetry
+        assert instrumentation.instrumented("llamaindex", "openai") == ["llamaindex", "openai"]
+    finally:
+        stand_in.uninstrument()
+        if "openai" not in already:
+            instrumentation.uninstrument("openai")
+    assert not LlamaIndexInstrumentor().is_instrumented_by_opentelemetry
+
+
+def test_an_agent_workflow_run_is_one_run(home: Path, instrumented: LlamaIndexInstrumentor) -> None:
+    from llama_index.core.agent.workflow import AgentWorkflow
+
+    with FakeLLMServer(tool_args_for={"send_invoice": {"customer": "ACME"}}) as server:
+        llm = OpenAI(model="gpt-4o-mini", api_base=server.openai_url, api_key="sk-test-" + "3" * 32)
+        workflow = AgentWorkflow.from_tools_or_functions([send_invoice], llm=llm, system_prompt="You bill.")
+
+        async def ask() -> str:
+            return str(await workflow.run(user_msg="bill ACME"))
+
+        with capture(home=home) as recorded:
+            answer = asyncio.run(ask())
+    assert "invoice sent to ACME" in answer
+    (run,) = recorded.runs()
+    assert run.summary.agent == "Agent"  # the root agent's name
+    assert [(s.kind, s.name) for s in run.steps] == [
+        ("model", "openai.chat.completions"),
+        ("tool", "send_invoice"),
+        ("model", "openai.chat.completions"),
+    ]
