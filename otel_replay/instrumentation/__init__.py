@@ -3,8 +3,9 @@ Agents SDK, smolagents and LlamaIndex.
 
 Each instrumentor is an OpenTelemetry ``BaseInstrumentor``; its entry point under ``opentelemetry_instrumentor``
 (``otel_replay_openai``, ``otel_replay_anthropic``, ``otel_replay_langchain``, ``otel_replay_openai_agents``,
-``otel_replay_smolagents``, ``otel_replay_llamaindex``) names a light stand-in of :mod:`otel_replay.instrumentation.entry_points` that arms it, so
-``opentelemetry-instrument python app.py`` finds them; :func:`instrument` does the same from code. Each SDK
+``otel_replay_smolagents``, ``otel_replay_llamaindex``) names a light stand-in of
+:mod:`otel_replay.instrumentation.entry_points` that arms it, so ``opentelemetry-instrument python app.py`` finds
+them; :func:`instrument` does the same from code. Each SDK
 is an optional extra (``pip install otel-replay[openai]``); an instrumentor whose SDK is not installed is
 skipped, never an error at import time. When an SDK is installed (or asked for by name) but its
 instrumentation cannot load or does not fit the installed version, that is said once per SDK and process as a
