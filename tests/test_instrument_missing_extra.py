@@ -33,7 +33,7 @@ def test_a_missing_extra_is_said_once_per_sdk_on_stderr(tmp_path: Path) -> None:
         said = [line for line in lines if line.startswith(f"otel-replay: {sdk} calls are not recorded")]
         assert len(said) == 1, out.stderr  # once, although instrument() ran three times
         assert f"pip install 'otel-replay[{extra}]'" in said[0] and "wrapt" in said[0]
-    assert len(lines) == 5, out.stderr
+    assert len(lines) == 6, out.stderr
 
 
 def test_nothing_is_said_when_every_extra_is_there(tmp_path: Path) -> None:
