@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextvars
 import json
-import os
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
@@ -27,7 +26,7 @@ from typing import Any, Final, Protocol
 from .. import semconv
 from ..recording import DivergenceStop, ReplayInterrupt, begin_tool_call, end_call, end_run, in_run
 from ..snapshots import qualname_of
-from ._guarded import Guards
+from ._guarded import Guards, main_script
 from ._guarded import enabled as _enabled
 from ._sdk import _ObjectProxy
 
@@ -87,14 +86,7 @@ def _begin_implicit_run(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any
     if parts is None:
         return None
     (name, config), arguments = parts
-    return guards.begin_run(name, arguments=arguments, config=config, script=_main_script())
-
-
-def _main_script() -> str | None:
-    """The file of the ``__main__`` module (a tool defined in it is recorded as ``__main__:name``)."""
-    main = sys.modules.get("__main__")
-    file = getattr(main, "__file__", None)
-    return os.path.abspath(file) if isinstance(file, str) and file.endswith(".py") else None
+    return guards.begin_run(name, arguments=arguments, config=config, script=main_script())
 
 
 def _final_output(result: Any) -> Any:
@@ -314,7 +306,7 @@ def tool_wrapper(instrumentor: RiskSource) -> Callable[..., Any]:
     async def in_run_body(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], parts: _ToolParts | None) -> Any:
         if in_run() or parts is None:
             return await body(wrapped, args, kwargs, parts)
-        handle = guards.begin_run(parts.name, arguments=parts.arguments, script=_main_script())
+        handle = guards.begin_run(parts.name, arguments=parts.arguments, script=main_script())
         try:
             result = await body(wrapped, args, kwargs, parts)
         except BaseException as exc:

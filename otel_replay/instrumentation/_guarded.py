@@ -17,6 +17,8 @@ What it must never do: swallow a ``ReplayInterrupt``, or raise from a guard.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -111,3 +113,11 @@ class Guards:
         except Exception:  # noqa: BLE001
             self.warn("begin an implicit run")
             return None
+
+
+def main_script() -> str | None:
+    """The file of the ``__main__`` module, recorded as a framework run's script (a replay loads a ``__main__``
+    entrypoint from it), or None when ``__main__`` is no ``.py`` file."""
+    main = sys.modules.get("__main__")
+    file = getattr(main, "__file__", None)
+    return os.path.abspath(file) if isinstance(file, str) and file.endswith(".py") else None

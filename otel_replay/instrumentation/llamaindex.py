@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import os
 import sys
 from collections.abc import Callable, Collection, Mapping
 from types import ModuleType
@@ -49,7 +48,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from ..recording import ReplayInterrupt, begin_tool_call, end_call, end_run, in_run
 from . import _lazy
 from ._guarded import RISKS as _RISKS
-from ._guarded import Guards
+from ._guarded import Guards, main_script
 from ._guarded import check_risks as _check_risks
 from ._guarded import enabled as _enabled
 
@@ -99,13 +98,6 @@ def declare_risk(tool: Any, risk: str) -> Any:
 # ---------------------------------------------------------------------------------------------- runs
 
 
-def _main_script() -> str | None:
-    """The file of the ``__main__`` module (recorded as the run's script)."""
-    main = sys.modules.get("__main__")
-    file = getattr(main, "__file__", None)
-    return os.path.abspath(file) if isinstance(file, str) and file.endswith(".py") else None
-
-
 def _text(message: Any) -> Any:
     """A user message as the run's input: a text as it is, a ``ChatMessage`` as its text."""
     if message is None or isinstance(message, str):
@@ -135,7 +127,7 @@ def _begin_implicit_run(agent: Any, args: tuple[Any, ...], kwargs: Mapping[str, 
     if parts is None:
         return None
     name, arguments, config = parts
-    return guards.begin_run(name, arguments=arguments, config=config, script=_main_script())
+    return guards.begin_run(name, arguments=arguments, config=config, script=main_script())
 
 
 def _final_output(stop: Any) -> Any:
@@ -349,7 +341,7 @@ def _tool_wrappers(instrumentor: LlamaIndexInstrumentor) -> tuple[Callable[..., 
     def sync_in_run(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], parts: _ToolParts) -> Any:
         if in_run():
             return sync_body(wrapped, args, kwargs, parts)
-        handle = guards.begin_run(parts.name, arguments=parts.arguments, script=_main_script())
+        handle = guards.begin_run(parts.name, arguments=parts.arguments, script=main_script())
         try:
             result = sync_body(wrapped, args, kwargs, parts)
         except BaseException as exc:
@@ -361,7 +353,7 @@ def _tool_wrappers(instrumentor: LlamaIndexInstrumentor) -> tuple[Callable[..., 
     async def async_in_run(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], parts: _ToolParts) -> Any:
         if in_run():
             return await async_body(wrapped, args, kwargs, parts)
-        handle = guards.begin_run(parts.name, arguments=parts.arguments, script=_main_script())
+        handle = guards.begin_run(parts.name, arguments=parts.arguments, script=main_script())
         try:
             result = await async_body(wrapped, args, kwargs, parts)
         except BaseException as exc:

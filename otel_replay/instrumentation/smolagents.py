@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import os
 import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, Final
@@ -52,7 +51,7 @@ from .. import semconv
 from ..recording import begin_tool_call, end_call, end_run, in_run
 from ..snapshots import qualname_of
 from ._guarded import RISKS as _RISKS
-from ._guarded import Guards
+from ._guarded import Guards, main_script
 from ._guarded import check_risks as _check_risks
 from ._guarded import enabled as _enabled
 
@@ -84,12 +83,6 @@ def declare_risk(tool: Any, risk: str) -> Any:
 # ---------------------------------------------------------------------------------------------- runs
 
 
-def _main_script() -> str | None:
-    main = sys.modules.get("__main__")
-    file = getattr(main, "__file__", None)
-    return os.path.abspath(file) if isinstance(file, str) and file.endswith(".py") else None
-
-
 def executes_code(agent: Any) -> bool:
     """Whether ``agent`` runs model-written code (a smolagents ``CodeAgent``)."""
     agents = sys.modules.get("smolagents.agents")
@@ -110,7 +103,7 @@ def _begin(agent: Any, task: Any) -> Any:
     config: dict[str, Any] = {"agent": type(agent).__name__, "tools": _tool_names(agent)}
     if isinstance(model, str):
         config["model"] = model
-    handle = guards.begin_run(name, arguments={"task": task}, config=config, script=_main_script())
+    handle = guards.begin_run(name, arguments={"task": task}, config=config, script=main_script())
     if handle is not None and code:
         span = trace.get_current_span()  # the run's root, current right after begin_run
         _safely("mark the code agent", span.set_attribute, semconv.RUN_EXECUTES_CODE, True)
