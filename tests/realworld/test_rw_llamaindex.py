@@ -26,10 +26,10 @@ def llama_world(shared_world: Any) -> Any:
     return shared_world
 
 
-def _record(world: Any, recordings: Recordings) -> str:
-    """Run the agent once (one recording per module, copied into this test's fresh home); returns the trace id
-    of the one run it recorded."""
-    out = recordings.world(world, SCRIPT).out
+def _record(world: Any, recordings: Recordings, *, zero_code: bool = False) -> str:
+    """Run the agent once (one recording per module and way, copied into this test's fresh home); returns the
+    trace id of the one run it recorded. ``zero_code``: under ``opentelemetry-instrument``, no otel-replay line."""
+    out = recordings.world(world, SCRIPT, zero_code=zero_code, RW_ZERO_CODE="1" if zero_code else "0").out
     assert out.returncode == 0, out.stderr
     assert "The weather: forecast sent for Tokyo" in out.stdout
     runs = [r for r in world.cli_json("runs") if r["kind"] == "original"]
@@ -100,3 +100,20 @@ def test_changed_prompt_diverges_dry_names_the_write_tool_and_live_needs_its_app
     assert result["executions"] == {"send_forecast": 1}
     assert world.server.count == requests + 2  # both model calls really made
     assert world.effects() == ["forecast for Tokyo", "forecast for Tokyo"]
+
+
+def test_zero_code_recording_has_the_same_steps_and_replays(llama_world: Any, recordings: Recordings) -> None:
+    """No otel-replay line: ``opentelemetry-instrument`` finds the ``otel_replay_llamaindex`` entry point, which
+    arms the LlamaIndex instrumentor (and the OpenAI one under it)."""
+    world = llama_world
+    trace_id = _record(world, recordings, zero_code=True)
+    shown = world.cli_json("show", trace_id)
+    assert [(s["kind"], s["name"]) for s in shown["steps"]] == [
+        ("model", "openai.chat.completions"),
+        ("tool", "send_forecast"),
+        ("model", "openai.chat.completions"),
+    ]
+    requests = world.server.count
+    result = _replay(world, trace_id, "--mode", "mock")
+    assert result["outcome"] == "matched", result["divergences"]
+    assert world.server.count == requests and world.effects() == ["forecast for Tokyo"]
