@@ -121,3 +121,17 @@ def main_script() -> str | None:
     main = sys.modules.get("__main__")
     file = getattr(main, "__file__", None)
     return os.path.abspath(file) if isinstance(file, str) and file.endswith(".py") else None
+
+
+def plain_json(value: Any, depth: int = 0) -> bool:
+    """True when ``value`` is plain JSON (str-keyed dicts, lists and tuples, strings, numbers, booleans, None), so
+    a framework tool's output can be recorded as it is; anything else is recorded as its text."""
+    if value is None or type(value) in (str, int, float, bool):
+        return True
+    if depth > 32:
+        return False
+    if type(value) in (list, tuple):
+        return all(plain_json(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return all(type(k) is str and plain_json(v, depth + 1) for k, v in value.items())
+    return False

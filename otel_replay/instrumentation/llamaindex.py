@@ -48,7 +48,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from ..recording import ReplayInterrupt, begin_tool_call, end_call, end_run, in_run
 from . import _lazy
 from ._guarded import RISKS as _RISKS
-from ._guarded import Guards, main_script
+from ._guarded import Guards, main_script, plain_json
 from ._guarded import check_risks as _check_risks
 from ._guarded import enabled as _enabled
 
@@ -255,19 +255,6 @@ class _ToolParts:
         self.risk = instrumentor.risk_of(tool, self.name)
 
 
-def _plain(value: Any, depth: int = 0) -> bool:
-    """True when ``value`` is plain JSON (a replay gets it back equal)."""
-    if value is None or type(value) in (str, int, float, bool):
-        return True
-    if depth > 32:
-        return False
-    if type(value) in (list, tuple):
-        return all(_plain(v, depth + 1) for v in value)
-    if type(value) is dict:
-        return all(type(k) is str and _plain(v, depth + 1) for k, v in value.items())
-    return False
-
-
 def _recordable_output(output: Any) -> Any:
     """A ``ToolOutput`` as the recording keeps it: its text, its raw output when plain JSON (else the text),
     and whether it is an error."""
@@ -275,7 +262,7 @@ def _recordable_output(output: Any) -> Any:
     raw = getattr(output, "raw_output", None)
     return {
         "content": content,
-        "raw_output": raw if _plain(raw) else content,
+        "raw_output": raw if plain_json(raw) else content,
         "is_error": bool(getattr(output, "is_error", False)),
     }
 

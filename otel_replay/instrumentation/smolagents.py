@@ -51,7 +51,7 @@ from .. import semconv
 from ..recording import begin_tool_call, end_call, end_run, in_run
 from ..snapshots import qualname_of
 from ._guarded import RISKS as _RISKS
-from ._guarded import Guards, main_script
+from ._guarded import Guards, main_script, plain_json
 from ._guarded import check_risks as _check_risks
 from ._guarded import enabled as _enabled
 
@@ -118,7 +118,7 @@ def _task(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
 def _output(result: Any) -> Any:
     """A run's output: the final answer (``RunResult.output`` when the full result was asked for)."""
     out = getattr(result, "output", result) if type(result).__name__ == "RunResult" else result
-    return out if _plain(out) else str(out)
+    return out if plain_json(out) else str(out)
 
 
 def _stream(ctx: contextvars.Context, handle: Any, steps: Iterator[Any]) -> Iterator[Any]:
@@ -171,19 +171,6 @@ def _run_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dic
 
 
 # --------------------------------------------------------------------------------------------- tools
-
-
-def _plain(value: Any, depth: int = 0) -> bool:
-    """True for plain JSON (what a replay gets back equal from the recording)."""
-    if value is None or type(value) in (str, int, float, bool):
-        return True
-    if depth > 32:
-        return False
-    if type(value) in (list, tuple):
-        return all(_plain(v, depth + 1) for v in value)
-    if type(value) is dict:
-        return all(type(k) is str and _plain(v, depth + 1) for k, v in value.items())
-    return False
 
 
 def _arguments(tool: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -247,7 +234,7 @@ def _tool_wrapper(instrumentor: SmolagentsInstrumentor) -> Callable[..., Any]:
             except BaseException as exc:
                 end_call(call, exc=exc)
                 raise
-            end_call(call, result=result if _plain(result) else _safely("encode the output", str, result))
+            end_call(call, result=result if plain_json(result) else _safely("encode the output", str, result))
             return result
         if served.error is not None:
             end_call(call, exc=served.error)
