@@ -85,7 +85,7 @@ class Phases:
     STEPS = (
         ("store", "load_run", "load the original"),
         ("engine", "load_entrypoint", "import the entrypoint"),
-        ("engine", "_call", "run the agent"),
+        ("engine", "call_entrypoint", "run the agent"),
         ("setup", "flush", "flush the replay trace"),
         ("capture", "store_replay", "store the replay"),
         ("capture", "replay_run", "build the replay's run"),

@@ -30,7 +30,7 @@ import time
 from replay_mock import long_agent  # the same 1,000-step agent (this script's folder is on sys.path)
 
 import otel_replay as orp
-from otel_replay.replay import landlock, sandbox
+from otel_replay.replay.safety import landlock, sandbox
 from otel_replay.semconv import ReplayMode
 from otel_replay.storage.store import Store
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 
 from otel_replay.recording import threads
-from otel_replay.recording.state import _current_run
+from otel_replay.recording.state import current_run
 
 
 def _noop() -> None:
@@ -41,12 +41,12 @@ def _setting(name: str) -> Iterator[None]:
         yield
         return
     with threads.carrying():
-        token = _current_run.set(object()) if name == "inside" else None  # type: ignore[arg-type]
+        token = current_run.set(object()) if name == "inside" else None  # type: ignore[arg-type]
         try:
             yield
         finally:
             if token is not None:
-                _current_run.reset(token)
+                current_run.reset(token)
 
 
 def _starts(calls: int) -> float:
@@ -78,7 +78,7 @@ def _wrapper_alone(calls: int, inside: bool) -> tuple[float, float]:
     with threads.carrying():
         saved = dict(threads._originals)
         threads._originals.update(start=lambda self: None, submit=lambda self, fn, *a, **k: None)
-        token = _current_run.set(object()) if inside else None  # type: ignore[arg-type]
+        token = current_run.set(object()) if inside else None  # type: ignore[arg-type]
         try:
             fresh = [threading.Thread(target=_noop) for _ in range(calls)]
             t0 = time.perf_counter()
@@ -91,7 +91,7 @@ def _wrapper_alone(calls: int, inside: bool) -> tuple[float, float]:
             submit = time.perf_counter() - t0
         finally:
             if token is not None:
-                _current_run.reset(token)
+                current_run.reset(token)
             threads._originals.update(saved)
     return start / calls * 1e6, submit / calls * 1e6
 

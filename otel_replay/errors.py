@@ -38,6 +38,6 @@ class InvalidTraceIdError(OtelReplayError, ValueError):
 
 
 class ToolNotRecorded(OtelReplayError, LookupError):
-    """Raised into a replayed agent (a replay given a policy, see :mod:`otel_replay.replay.tape`) at a tool call
-    the recording holds no answer for: the call was refused and not executed. An ordinary exception, so the
+    """Raised into a replayed agent (a replay given a policy, see :mod:`otel_replay.replay.matching.tape`) at a
+    tool call the recording holds no answer for: the call was refused and not executed. An ordinary exception, so the
     agent may handle it as it handles a failing tool."""

@@ -7,7 +7,7 @@ Configure the folders that hold ``*.case.json`` files in the ini file or on the 
 
     pytest --otel-replay-cases tests/cases --otel-replay-mode deterministic
 
-Cases run under the side-effect guard (:mod:`otel_replay.replay.guard`): a process spawn, a file change
+Cases run under the side-effect guard (:mod:`otel_replay.replay.safety.guard`): a process spawn, a file change
 outside the temp folder or a network connection made by the case's code is blocked and fails the case.
 ``--otel-replay-allow-side-effects`` turns the guard off, and says so in the session header.
 

@@ -6,7 +6,7 @@ functions). Exit 1 when something is listed.
 
 A function counts as executed when any of its statements ran. Public means no part of its qualified name
 starts with ``_`` (dunder methods count as public). Code that runs only inside the side-effect guard's audit
-hook (``otel_replay/replay/guard.py`` and the checks in ``replay/effects.py``) is never seen by coverage:
+hook (``otel_replay/replay/safety/guard.py`` and the checks in ``replay/safety/effects.py``) is never seen by coverage:
 CPython does not trace audit hooks. The guard's tests in ``tests/adversarial/`` are what show that code runs.
 """
 

@@ -464,6 +464,6 @@ def test_a_module_named_agents_without_the_sdk_distribution_is_not_taken_for_the
 ) -> None:
     import otel_replay.instrumentation as instrumentation
 
-    assert instrumentation._sdk_installed("openai_agents")  # the SDK's module is found, its distribution too
+    assert instrumentation.sdk_installed("openai_agents")  # the SDK's module is found, its distribution too
     monkeypatch.setitem(instrumentation._EXTRAS, "openai_agents", "otel-replay-no-such-distribution")
-    assert not instrumentation._sdk_installed("openai_agents")  # a project's own `agents` package: not the SDK
+    assert not instrumentation.sdk_installed("openai_agents")  # a project's own `agents` package: not the SDK

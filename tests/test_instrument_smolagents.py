@@ -26,7 +26,7 @@ from otel_replay import semconv
 from otel_replay.instrumentation import instrumented, uninstrument
 from otel_replay.instrumentation.smolagents import SmolagentsInstrumentor, declare_risk
 from otel_replay.recording import in_run
-from otel_replay.replay.toolcalls import code_calls, code_tools, not_firewalled
+from otel_replay.replay.matching.toolcalls import code_calls, code_tools, not_firewalled
 from otel_replay.storage.store import Store
 
 CALLS: Counter[str] = Counter()

@@ -237,7 +237,7 @@ def test_hostile_tag_filters_are_values_never_sql(world: dict[str, Any]) -> None
 
 
 def test_a_lab_that_runs_tools_for_real_is_journaled_once_before_it_replays(world: dict[str, Any]) -> None:
-    from otel_replay.replay import journal
+    from otel_replay.replay.safety import journal
 
     before = len(journal.read(world["home"]))
     result = orp.lab(agent="counter-agent", tool_live=["read_number"], reason="tool check", workers=1)

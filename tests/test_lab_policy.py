@@ -2,7 +2,8 @@
 model, a changed entrypoint that leaves recorded tool calls unused.
 
 These outcomes come from the replay policy the replay session applies (tool tape, faults, whatif, model
-overrides: ``otel_replay/replay/tape.py``); the lab's side (flags → one policy → every replay) is what they check.
+overrides: ``otel_replay/replay/matching/tape.py``); the lab's side (flags → one policy → every replay) is what
+they check.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from leak_checks import masked_bytes
 import otel_replay as orp
 from otel_replay.demo import agent as demo
 from otel_replay.demo.fake_llm import FakeLLMServer
-from otel_replay.replay.tape import draws
+from otel_replay.replay.matching.tape import draws
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((REPO / "docs" / "lab.schema.json").read_text(encoding="utf-8"))
@@ -214,7 +214,7 @@ def test_a_whatif_lab_without_a_reason_calls_nothing(world: dict[str, Any]) -> N
 
 def _seed_where_a_retry_copes(trace_ids: list[str]) -> int:
     """A seed under which, in every run, the first inventory call times out and the two retries do not."""
-    from otel_replay.replay.policy import ToolFault
+    from otel_replay.replay.matching.policy import ToolFault
 
     fault = ToolFault(tool="check_inventory", kind="timeout", p=0.5)
     for seed in range(5000):

@@ -69,7 +69,7 @@ def test_a_ray_lab_reports_what_local_workers_report(world: dict[str, Any]) -> N
 
 def test_ctrl_c_under_ray_keeps_what_finished_writes_the_lab_span_and_exits_130(world: dict[str, Any]) -> None:
     from otel_replay import semconv
-    from otel_replay.replay import journal
+    from otel_replay.replay.safety import journal
 
     with orp.Store.open() as store:
         order = [r.trace_id for r in store.runs(agent="counter-agent", kind="original", limit=100)]

@@ -32,9 +32,9 @@ from otel_replay.lab.model import LabResult, PairResult
 from otel_replay.lab.render import print_lab
 from otel_replay.lab.scoring import pair_result
 from otel_replay.lab.summary import summarize
-from otel_replay.replay.divergence import Divergence
 from otel_replay.replay.engine import ReplayResult, replay
-from otel_replay.replay.sentdiff import request_diff
+from otel_replay.replay.matching.divergence import Divergence
+from otel_replay.replay.matching.sentdiff import request_diff
 from otel_replay.runs import Run
 from otel_replay.storage.store import Store
 from otel_replay.terminal import SafeConsole

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from otel_replay.lab.spec import fault_text, parse_inject, parse_param, parse_tag
-from otel_replay.replay.policy import ToolFault
+from otel_replay.replay.matching.policy import ToolFault
 
 TOOL = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zs", "Zl", "Zp"), blacklist_characters=":"), min_size=1)
 JSON = st.recursive(

@@ -4,7 +4,7 @@ or a framework records them: what dry's ``not_firewalled`` and the ``unrecorded_
 from __future__ import annotations
 
 from otel_replay.markers import marker_paths
-from otel_replay.replay.toolcalls import requested_calls, result_ids
+from otel_replay.replay.matching.toolcalls import requested_calls, result_ids
 
 CHAT = {
     "id": "chatcmpl-1",

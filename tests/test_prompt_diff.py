@@ -3,7 +3,7 @@
 The CLI tests record one run of ``prompt_agents.code_agent`` (a 200-line system prompt holding a secret) in a
 module home, then replay it deterministically with the agent whose prompt changed in one line, as a user
 runs the command (a process of its own); the text, ``--json`` and ``--html`` outputs are read. The other tests
-call :func:`otel_replay.replay.sentdiff.request_diff` on the request shapes the SDKs send.
+call :func:`otel_replay.replay.matching.sentdiff.request_diff` on the request shapes the SDKs send.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import otel_replay as orp
-from otel_replay.replay.divergence import Divergence
-from otel_replay.replay.sentdiff import request_diff, text_lines
+from otel_replay.replay.matching.divergence import Divergence
+from otel_replay.replay.matching.sentdiff import request_diff, text_lines
 
 TESTS_DIR = Path(__file__).resolve().parent
 LONGEST_LINE = 300

@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import otel_replay as orp
 from otel_replay import semconv
 from otel_replay.recording import threads
-from otel_replay.recording.state import _current_run
+from otel_replay.recording.state import current_run
 from otel_replay.replay.engine import replay_run
 from otel_replay.storage.store import Store
 
@@ -302,11 +302,11 @@ def test_wrappers_wrapped_over_are_left_inert_and_never_stacked(mem: InMemorySpa
         threading.Thread.start = theirs  # type: ignore[method-assign]
     try:
         assert threading.Thread.start is theirs and threads.carried() == 0  # ours stays under theirs
-        token = _current_run.set(object())  # type: ignore[arg-type]
+        token = current_run.set(object())  # type: ignore[arg-type]
         try:
-            assert _in_thread(_current_run.get) is None  # inert: nothing carried once no run or replay is open
+            assert _in_thread(current_run.get) is None  # inert: nothing carried once no run or replay is open
         finally:
-            _current_run.reset(token)
+            current_run.reset(token)
         # A run later uses the wrapper still in the chain, without stacking another on top of theirs.
         assert decorated("thread", "again")["ticket"] == {"ticket": "again"}
         assert threading.Thread.start is theirs and threads._originals["start"] is original

@@ -25,8 +25,8 @@ import otel_replay as orp
 from otel_replay import semconv
 from otel_replay.errors import InvalidTraceIdError, TraceNotFoundError
 from otel_replay.recording import effective_risk
-from otel_replay.replay.audit import audit
 from otel_replay.replay.diff import SECTIONS
+from otel_replay.replay.safety.audit import audit
 from otel_replay.runs import find_root
 from otel_replay.storage.store import Store
 

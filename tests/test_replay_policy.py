@@ -18,8 +18,8 @@ from otel_replay import semconv
 from otel_replay.demo import agent as demo
 from otel_replay.errors import ReplayRefused, ToolNotRecorded
 from otel_replay.replay.engine import replay_run
-from otel_replay.replay.policy import ReplayPolicy, ToolFault
-from otel_replay.replay.tape import TAPE_KEYS, draws
+from otel_replay.replay.matching.policy import ReplayPolicy, ToolFault
+from otel_replay.replay.matching.tape import TAPE_KEYS, draws
 from otel_replay.storage.store import Store
 
 EMPTY_TAPE = {"unused": [], "drift": [], "refused": [], "injected": []}

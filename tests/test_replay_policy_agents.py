@@ -31,7 +31,7 @@ import otel_replay as orp
 from otel_replay import semconv
 from otel_replay.instrumentation.openai import OpenAIInstrumentor
 from otel_replay.instrumentation.openai_agents import OpenAIAgentsInstrumentor
-from otel_replay.replay.policy import ReplayPolicy
+from otel_replay.replay.matching.policy import ReplayPolicy
 from otel_replay.storage.store import Store
 
 INSTRUCTIONS = "You forecast the weather. Use the tool."

@@ -18,7 +18,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 import otel_replay as orp
 from otel_replay.instrumentation.langchain import LangChainInstrumentor
-from otel_replay.replay.policy import ReplayPolicy
+from otel_replay.replay.matching.policy import ReplayPolicy
 from otel_replay.storage.store import Store
 
 SEEN: list[dict[str, Any]] = []

@@ -28,7 +28,7 @@ from langchain_openai import ChatOpenAI
 import otel_replay as orp
 from otel_replay import semconv
 from otel_replay.instrumentation.langchain import LangChainInstrumentor
-from otel_replay.replay.policy import ReplayPolicy
+from otel_replay.replay.matching.policy import ReplayPolicy
 from otel_replay.storage.store import Store
 
 SYSTEM = "You are a weather assistant."

@@ -26,7 +26,7 @@ import otel_replay as orp  # noqa: E402
 from otel_replay import semconv  # noqa: E402
 from otel_replay.instrumentation.anthropic import AnthropicInstrumentor  # noqa: E402
 from otel_replay.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
-from otel_replay.replay.policy import ReplayPolicy  # noqa: E402
+from otel_replay.replay.matching.policy import ReplayPolicy  # noqa: E402
 from otel_replay.storage.store import Store  # noqa: E402
 
 TESTS_DIR = Path(__file__).resolve().parent

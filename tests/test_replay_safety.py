@@ -16,7 +16,7 @@ import safety_agents as agents
 
 import otel_replay as orp
 from otel_replay.replay import session as replay_session
-from otel_replay.replay.audit import audit
+from otel_replay.replay.safety.audit import audit
 from otel_replay.replay.scopes import replay_tool
 
 TESTS = Path(__file__).parent

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 import otel_replay as orp
 from otel_replay.exporting import setup
-from otel_replay.replay.audit import audit
+from otel_replay.replay.safety.audit import audit
 from otel_replay.storage.store import Store
 
 DURING_REPLAY: dict[str, Any] = {}

@@ -1,4 +1,4 @@
-"""The recorded write/high tools of a run (otel_replay.replay.riskytools): the approvals a live replay needs
+"""The recorded write/high tools of a run (otel_replay.replay.safety.riskytools): the approvals a live replay needs
 before it starts, the watch that sees a recorded risky tool run with no tool step, and what a dry replay can
 tell about the current code from its source alone. End to end through real agents:
 tests/adversarial/test_adv_undeclared_tools.py."""
@@ -15,8 +15,8 @@ from typing import Any, cast
 import pytest
 
 from otel_replay import semconv
-from otel_replay.replay.approvals import Approvals
-from otel_replay.replay.riskytools import UndeclaredWatch, declared_now, recorded_risky, unapproved
+from otel_replay.replay.safety.approvals import Approvals
+from otel_replay.replay.safety.riskytools import UndeclaredWatch, declared_now, recorded_risky, unapproved
 from otel_replay.runs import Run
 
 

@@ -46,7 +46,7 @@ def run_case(
 
     The case's own entrypoint is data from the file: it runs only when it is the project's code (under
     ``root``, default the working directory, or listed in ``OTEL_REPLAY_TRUSTED_MODULES``; see
-    :mod:`otel_replay.replay.trust`). ``entrypoint`` (``--app``) is the user's choice instead.
+    :mod:`otel_replay.replay.safety.trust`). ``entrypoint`` (``--app``) is the user's choice instead.
 
     Nothing is read from or written to a store: the replay's spans go nowhere but this process. The case's
     code runs under the side-effect guard; a side effect it blocked fails the case whatever it expects, unless
@@ -56,8 +56,8 @@ def run_case(
     """
     from ..exporting import setup
     from ..replay.engine import replay_run
-    from ..replay.guard import DIVERGENCE_KIND
-    from ..replay.trust import project_root
+    from ..replay.safety.guard import DIVERGENCE_KIND
+    from ..replay.safety.trust import project_root
 
     use_mode = mode or case.mode
     try:

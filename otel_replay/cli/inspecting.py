@@ -52,7 +52,7 @@ def audit_command(
     replay trace, outcome, status, and whether its MAC verifies. Exit 1 with --verify when one does not."""
     from rich.text import Text
 
-    from ..replay.audit import AUDIT_ALL, audit
+    from ..replay.safety.audit import AUDIT_ALL, audit
     from ..terminal import SafeConsole
 
     # --verify checks every replay the store and the journal hold, not only the rows it prints.

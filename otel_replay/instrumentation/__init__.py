@@ -80,7 +80,7 @@ def _version_conflict(instrumentor: Any) -> bool:
         return False
 
 
-def _sdk_installed(name: str) -> bool:
+def sdk_installed(name: str) -> bool:
     """Whether the SDK's module can be found (without importing it), and its distribution is installed when
     its module name is a common one."""
     try:
@@ -126,7 +126,7 @@ def _load(name: str, *, asked: bool = False) -> Any | None:
         module = importlib.import_module(module_name)
         return getattr(module, cls_name)()
     except ImportError as exc:
-        if asked or _sdk_installed(name):
+        if asked or sdk_installed(name):
             _say_once(name, f"its instrumentation cannot load ({exc})")
         else:
             _log.debug("otel-replay: %s instrumentation unavailable: %s", name, exc)
@@ -160,7 +160,7 @@ def _instrument_one(name: str, options: dict[str, Any], *, asked: bool) -> bool:
     bind_provider(options.get("tracer_provider"))
     if _lazy.imported(_sdk_module(name)):
         return _patch(name, options, asked=asked)
-    if not _sdk_installed(name):
+    if not sdk_installed(name):
         if asked:
             _say_once(name, "the installed SDK is missing or of a version the instrumentor does not support")
         return False
@@ -201,7 +201,7 @@ def _patch(name: str, options: dict[str, Any], *, asked: bool) -> bool:
     if not instrumentor.is_instrumented_by_opentelemetry:
         instrumentor.instrument(**options)
     if not instrumentor.is_instrumented_by_opentelemetry:  # the SDK is missing, or of a version it does not fit
-        if asked or _sdk_installed(name):
+        if asked or sdk_installed(name):
             _say_once(name, "the installed SDK is missing or of a version the instrumentor does not support")
         return False
     return True

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from .. import semconv
-from ..recording import _current_run, _encode, _replay_session, _target_span
+from ..recording import current_replay, current_run, encode_value, target_span
 from ._guarded import Guards
 
 _guards = Guards("OpenAI Agents SDK")
@@ -71,7 +71,7 @@ class OtelReplayTracingProcessor:
     def on_trace_start(self, trace: Any) -> None:
         """Note the SDK's trace id on the current run's root span."""
         try:
-            run = _current_run.get()
+            run = current_run.get()
             trace_id = getattr(trace, "trace_id", None)
             if run is not None and isinstance(trace_id, str):
                 run.span.set_attribute(TRACE_ID_ATTR, trace_id)
@@ -91,16 +91,16 @@ class OtelReplayTracingProcessor:
             kind = getattr(data, "type", None)
             if kind not in _BRIDGED_TYPES:
                 return
-            target = _target_span()
+            target = target_span()
             if target is None:
                 return
             run, where = target
             exported = data.export() if data is not None and hasattr(data, "export") else None
-            _, text, _ = _encode(run.rt, exported, f"openai_agents.{kind}")
+            _, text, _ = encode_value(run.rt, exported, f"openai_agents.{kind}")
             attrs = {SPAN_TYPE: str(kind), SPAN_DATA: text}
             error = getattr(span, "error", None)
             if error:
-                attrs[SPAN_ERROR] = _encode(run.rt, error, f"openai_agents.{kind}.error")[1]
+                attrs[SPAN_ERROR] = encode_value(run.rt, error, f"openai_agents.{kind}.error")[1]
             where.add_event(SPAN_EVENT, attrs)
         except Exception:  # noqa: BLE001 - never into the host program
             _guards.warn("bridge an SDK span")
@@ -123,7 +123,7 @@ def bridge_only_during_replays(method: str) -> Callable[..., Any]:
     replay never exports the SDK's traces (to OpenAI's backend, or wherever the application sends them)."""
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if _replay_session.get() is None:
+        if current_replay.get() is None:
             return wrapped(*args, **kwargs)
         try:
             bridges = [p for p in getattr(instance, "_processors", ()) if isinstance(p, OtelReplayTracingProcessor)]

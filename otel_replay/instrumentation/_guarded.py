@@ -25,7 +25,7 @@ from typing import Any, Final
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from .. import semconv
-from ..recording import ReplayInterrupt, _replay_session, begin_run
+from ..recording import ReplayInterrupt, begin_run, current_replay
 from ..runtime import ProviderBinding, bind_provider
 
 _log = logging.getLogger("otel_replay")
@@ -90,7 +90,7 @@ class Guards:
         """The runtime of the ``tracer_provider=`` this framework was instrumented with, or None. Not worked out
         during a replay, which ignores it: a provider that fails must not leave a replayed call unanswered."""
         binding = self.runtime
-        return binding() if binding is not None and _replay_session.get() is None else None
+        return binding() if binding is not None and current_replay.get() is None else None
 
     def begin(self, what: str, begin: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Begin a step with ``begin`` (a ``begin_*_call`` of the recorder: it is given ``runtime=``); a replay's

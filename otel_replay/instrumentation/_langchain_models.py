@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from ..recording import (
-    _replay_session,
     begin_model_call,
     begin_retrieval_call,
+    current_replay,
     end_call,
     in_run,
     permit,
@@ -108,7 +108,7 @@ def _streams(instance: Any, kwargs: dict[str, Any], *, async_api: bool) -> bool:
 
 def _session_override() -> Callable[[str, dict[str, Any]], dict[str, Any]] | None:
     """The current replay's ``override_request`` (its policy's model overrides), or None outside such a replay."""
-    session = _replay_session.get()
+    session = current_replay.get()
     return getattr(session, "override_request", None) if session is not None else None
 
 

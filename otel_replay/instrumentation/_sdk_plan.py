@@ -23,9 +23,9 @@ from .. import semconv
 from ..recording import (
     DivergenceStop,
     ReplayInterrupt,
-    _replay_session,
     begin_model_call,
     begin_run,
+    current_replay,
     end_call,
     end_run,
     in_model_step,
@@ -77,9 +77,9 @@ def _raw_response_requested(kwargs: Mapping[str, Any]) -> str | None:
 def _refuse_raw_during_replay(api: SdkApi) -> None:
     """A ``with_streaming_response`` call is neither recorded nor answerable; in a replay that is not live it
     would reach the network unasked, so it stops the replay instead."""
-    from ..recording import _replay_session
+    from ..recording import current_replay
 
-    session = _replay_session.get()
+    session = current_replay.get()
     if session is None or getattr(getattr(session, "mode", None), "value", None) == "live":
         return
 
@@ -267,7 +267,7 @@ def _start(
 def overridden(api: SdkApi, kwargs: dict[str, Any]) -> dict[str, Any]:
     """``kwargs`` of a call with the model overrides of the replay's policy applied (the session's
     ``override_request``, before the call is recorded and sent); the same dict outside such a replay."""
-    session = _replay_session.get()
+    session = current_replay.get()
     override = getattr(session, "override_request", None) if session is not None else None
     if override is None:
         return kwargs

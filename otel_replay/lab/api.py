@@ -25,8 +25,8 @@ from typing import Any
 from ..errors import ReplayRefused
 from ..exporting import setup
 from ..exporting.spool import OTEL_REPLAY_SPOOL_FSYNC, SpoolExporter
-from ..replay.approvals import Approvals
-from ..replay.policy import ToolFault
+from ..replay.matching.policy import ToolFault
+from ..replay.safety.approvals import Approvals
 from ..replay.session import os_user as _os_user
 from . import audit, gates, scoring, summary
 from .cohort import Cohort, called_tools, load_items, select
@@ -97,7 +97,7 @@ def lab(
     ``prompts`` (role → text; or ``prompt_files``, role → path, read once here) applied to every model call;
     tools answered from the recording per ``tool_match`` (``strict``/``sequence``) except those in
     ``tool_live`` (which need ``approvals`` for write/high tools, as live replays do); ``inject`` tool faults
-    (``TOOL:error=KIND[:p=P]`` texts or :class:`~otel_replay.replay.policy.ToolFault`), drawn from ``seed``.
+    (``TOOL:error=KIND[:p=P]`` texts or :class:`~otel_replay.replay.matching.policy.ToolFault`), drawn from ``seed``.
 
     ``mode``: ``deterministic`` (default), ``whatif`` (models called for real; needs ``reason``) or ``mock``.
     ``baseline`` replays the cohort with the unchanged candidate first; ``repeats`` repeats each lane.
@@ -166,19 +166,13 @@ def lab(
     return _run(spec, parsed_gates, store=store, progress=progress)
 
 
-def _open(store: Any) -> tuple[Any, bool]:
-    from ..storage.store import Store
-
-    if store is None or isinstance(store, str):
-        return Store.open(store), True
-    return store, False
-
-
 def _run(spec: LabSpec, parsed_gates: Sequence[gates.Gate], *, store: Any, progress: Progress | None) -> LabResult:
     started_ns = time.time_ns()
     user = _os_user()
+    from ..storage.store import open_given  # the store (and the rows encoder) load only when a store is used
+
     # A case cohort needs no store: its replays and the lab span wait in the spool for the store's next open.
-    opened, close = _open(store) if not spec.cohort.cases or store is not None else (None, False)
+    opened, close = open_given(store) if not spec.cohort.cases or store is not None else (None, False)
     try:
         cohort = select(spec.cohort, opened)
         if spec.faults:  # a fault for a tool no run calls injects nothing: refused before anything replays

@@ -26,7 +26,7 @@ from .. import semconv
 from ..errors import ReplayRefused
 from ..exporting import setup
 from ..files import process_start
-from ..replay import journal
+from ..replay.safety import journal
 from .model import LabResult
 from .spec import LabSpec
 

@@ -1,7 +1,7 @@
 """What a lab is asked to do, as plain checked data: the cohort's filters (:class:`CohortSpec`) and the
 candidate, modes, lanes and workers (:class:`LabSpec`), with the parsers of the command line's small grammars
 (``--inject``, ``--set-param``, ``--tag``, ``--prompt-file``, ``--since`` / ``--until``) and the
-:class:`~otel_replay.replay.policy.ReplayPolicy` of each lane.
+:class:`~otel_replay.replay.matching.policy.ReplayPolicy` of each lane.
 
 Everything is checked here, once, in the lab process, before a store is opened or a worker started: a bad value
 raises ``ValueError`` (or :class:`~otel_replay.errors.ReplayRefused` for a refusal) with one line saying what is
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from ..errors import ReplayRefused
-from ..replay.policy import FAULT_KINDS, TOOL_MATCHES, ReplayPolicy, ToolFault
+from ..replay.matching.policy import FAULT_KINDS, TOOL_MATCHES, ReplayPolicy, ToolFault
 
 LabMode = Literal["deterministic", "whatif", "mock"]
 Executor = Literal["local", "ray"]

@@ -34,7 +34,7 @@ from ..exporting.setup import configure
 from ..exporting.spool import OTEL_REPLAY_SPOOL_FSYNC
 from ..records import SpanRecord
 from ..replay.engine import replay_run
-from ..replay.policy import ReplayPolicy, ToolFault
+from ..replay.matching.policy import ReplayPolicy, ToolFault
 from ..runs import Run, build_run
 from . import scoring
 from .model import PairResult

@@ -32,11 +32,10 @@ from __future__ import annotations
 from ..risk import effective_risk
 from .calls import begin_model_call, begin_retrieval_call, begin_tool_call, end_call
 from .decorators import AgentBlock, agent, model, retriever, tool
-from .encoding import _encode, _scrubbed_fields
-from .hooks import DivergenceStop, ReplayInterrupt, Served, _unguarded, permit, replaying, unguarded
+from .encoding import _scrubbed_fields, encode_value
+from .hooks import DivergenceStop, ReplayInterrupt, Served, permit, replaying, unguarded, unguarded_call
 from .lifecycle import begin_run, end_run, in_model_step, in_run
 from .runlevel import (
-    _target_span,
     attach_file,
     identity,
     new_uuid,
@@ -46,28 +45,27 @@ from .runlevel import (
     record_context,
     record_safety,
     record_state,
+    target_span,
 )
-from .state import _current_run, _current_step, _replay_session
+from .state import current_replay, current_run, current_step
 
 __all__ = [
     "AgentBlock",
     "DivergenceStop",
     "ReplayInterrupt",
     "Served",
-    "_current_run",
-    "_current_step",
-    "_encode",
-    "_replay_session",
     "_scrubbed_fields",
-    "_target_span",
-    "_unguarded",
     "agent",
     "attach_file",
     "begin_model_call",
     "begin_retrieval_call",
     "begin_run",
     "begin_tool_call",
+    "current_replay",
+    "current_run",
+    "current_step",
     "effective_risk",
+    "encode_value",
     "end_call",
     "end_run",
     "identity",
@@ -84,8 +82,10 @@ __all__ = [
     "record_state",
     "replaying",
     "retriever",
+    "target_span",
     "tool",
     "unguarded",
+    "unguarded_call",
 ]
 
 # A recorded exception's type is stored as ``module.qualname`` (and a value as ``module:qualname``): the public

@@ -25,10 +25,10 @@ from ..runtime import Runtime
 from ..semconv import SnapshotKind, StepKind
 from ..snapshots import RawJSON, canonical_json, to_jsonable
 from .arguments import _as_float, _as_int, _get
-from .encoding import _emit_snapshot, _encode, _record_exception, _safe_str, _scalar_text, _set_attrs
+from .encoding import _emit_snapshot, _record_exception, _safe_str, _scalar_text, _set_attrs, encode_value
 from .hooks import ReplayInterrupt, _begin_call, _Call
 from .lifecycle import _finish_step, _start_step
-from .state import _current_step, _guard, _log_failure, _replay_session, _run_now, _Step, replays_running
+from .state import _guard, _log_failure, _run_now, _Step, current_replay, current_step, replays_running
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,7 @@ def _tool_begin(
     run = _run_now()
     if run is None:
         if meta.risk in ("write", "high"):
-            if _replay_session.get() is not None:
+            if current_replay.get() is not None:
                 raise ReplayInterrupt(
                     f"tool {meta.name!r} (risk {meta.risk}) was called during a replay outside the replayed run: "
                     "refused, not executed"
@@ -58,7 +58,7 @@ def _tool_begin(
                     "this process: refused, not executed (call it inside an @otel_replay.agent run)"
                 )
         return None
-    _, arguments, n = _encode(run.rt, named, "tool.args")
+    _, arguments, n = encode_value(run.rt, named, "tool.args")
     args_hash = run.rt.redactor.content_hash(arguments)
     approval = None
     if run.pending_approvals:  # read without the lock first: most runs record no approvals
@@ -105,7 +105,7 @@ def _tool_end(call: _Call, *, result: Any = None, exc: BaseException | None = No
         error = _record_exception(rt, step.span, exc, "tool.exception") if exc is not None else None
         result_text, n, result_hash = "null", 0, None
         if exc is None:
-            result_tree, result_text, n = _encode(rt, result, "tool.result", ordered=True)
+            result_tree, result_text, n = encode_value(rt, result, "tool.result", ordered=True)
             result_hash = rt.redactor.content_hash(canonical_json(result_tree))
         approval = state["approval"] or _approval_of(step)
         if result_hash is not None:
@@ -203,7 +203,7 @@ def _retrieval_begin(
     )
     if step is None:
         return None
-    arguments, text, n = _encode(step.run.rt, named, "retrieval.args")
+    arguments, text, n = encode_value(step.run.rt, named, "retrieval.args")
     query = _get(arguments, "query", "q", "question", "text")
     if query is None and isinstance(arguments, dict) and arguments:
         query = next(iter(arguments.values()))
@@ -235,7 +235,7 @@ def _retrieval_end(call: _Call, *, result: Any = None, exc: BaseException | None
         results: list[dict[str, Any]] = []
         returned, n = "null", 0
         if exc is None:
-            returned_tree, returned, n = _encode(rt, result, "retrieval.results", ordered=True)
+            returned_tree, returned, n = encode_value(rt, result, "retrieval.results", ordered=True)
             docs = result if isinstance(result, (list, tuple)) else []
             for i, doc in enumerate(docs):
                 results.append(_document(rt, doc, i))
@@ -282,7 +282,7 @@ def _document(rt: Runtime, doc: Any, position: int) -> dict[str, Any]:
     doc_id = _get(doc, "id", "doc_id", "document_id")
     if doc_id is None and metadata is not None:
         doc_id = _get(metadata, "id", "doc_id")
-    fields, _, _ = _encode(
+    fields, _, _ = encode_value(
         rt,
         {"id": doc_id, "score": _get(doc, "score"), "rerank_score": _get(doc, "rerank_score"), "citation": citation},
         f"retrieval.results.{position}",
@@ -310,7 +310,7 @@ def _model_begin(
     if run is None:
         return None
     # encoded before the span starts, so its hash is one of the span's starting attributes
-    _, request, n = _encode(run.rt, named, "model.request")
+    _, request, n = encode_value(run.rt, named, "model.request")
     request_hash = run.rt.redactor.content_hash(request)
     prompt_version = (run.config or {}).get("prompt_version")
     step = _start_step(
@@ -340,7 +340,7 @@ def _model_begin(
         "prompt_version": prompt_version,
         "arguments": request,
     }
-    session = _replay_session.get()
+    session = current_replay.get()
     if session is not None and getattr(getattr(session, "mode", None), "value", None) in ("live", "whatif"):
         # What the call would really send, before redaction: a marker here came from the recording.
         state["markers"] = marker_paths(to_jsonable(named))
@@ -356,7 +356,7 @@ def _model_end(call: _Call, *, result: Any = None, exc: BaseException | None = N
         error = _record_exception(rt, step.span, exc, "model.exception") if exc is not None else None
         response, n, response_hash = "null", 0, None
         if exc is None:
-            response_tree, response, n = _encode(rt, result, "model.response", ordered=True)
+            response_tree, response, n = encode_value(rt, result, "model.response", ordered=True)
             response_hash = rt.redactor.content_hash(canonical_json(response_tree))
             if call.served is None:
                 _answered(step, response)
@@ -404,8 +404,8 @@ def _model_end(call: _Call, *, result: Any = None, exc: BaseException | None = N
 
 def _answered(step: _Step, response: str) -> None:
     """Tell the replay session (if any) what a model call it let execute answered: a live replay watches the
-    tool calls a live answer asks for (see otel_replay.replay.riskytools)."""
-    session = _replay_session.get()
+    tool calls a live answer asks for (see otel_replay.replay.safety.riskytools)."""
+    session = current_replay.get()
     hook = getattr(session, "model_answered", None) if session is not None else None
     if hook is not None:
         try:
@@ -429,7 +429,7 @@ def begin_model_call(
 
     Inside another model step (a LangChain chat model calling the OpenAI SDK, both instrumented) the inner
     call is not a step of its own: the outer one records (and during a replay answers) it. Returns None."""
-    current = _current_step.get()
+    current = current_step.get()
     if current is not None and current.kind is StepKind.MODEL:
         return None
     return _model_begin(name, provider, model, dict(request), instrumentation, runtime)

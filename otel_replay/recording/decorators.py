@@ -22,7 +22,7 @@ from .arguments import _ArgNames, _entrypoint_of, _signature
 from .calls import _model_begin, _retrieval_begin, _tool_begin, _ToolMeta, end_call
 from .hooks import ReplayInterrupt, _answer_of, _Call, unguarded
 from .lifecycle import _AgentMeta, _end_run, _start_run
-from .state import _log, _log_failure, _replay_session
+from .state import _log, _log_failure, current_replay
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -41,7 +41,7 @@ def _wrap(
     (``override_call``) before they are recorded and passed."""
 
     def rewrite(args: Any, kwargs: Any) -> tuple[Any, Any]:
-        session = _replay_session.get()
+        session = current_replay.get()
         override = getattr(session, "override_call", None) if session is not None else None
         if override is None or overridable is None:
             return args, kwargs
@@ -60,7 +60,7 @@ def _wrap(
         except ReplayInterrupt:
             raise
         except Exception as exc:
-            if _replay_session.get() is not None:
+            if current_replay.get() is not None:
                 # During a replay a call that cannot be recorded cannot be answered either: fail closed,
                 # never run the real function unchecked.
                 raise ReplayInterrupt(

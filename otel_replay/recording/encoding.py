@@ -1,6 +1,6 @@
 """Snapshot encoding of the recording API: every value becomes payload, hash or attribute text here.
 
-``_encode`` / ``_redacted`` (to JSON-able tree, redactor, canonical or ordered JSON), ``_emit_snapshot`` (one
+``encode_value`` / ``_redacted`` (to JSON-able tree, redactor, canonical or ordered JSON), ``_emit_snapshot`` (one
 ``otel_replay.snapshot.<kind>`` event per chunk, keyed hash on it), ``_scrubbed_fields`` (the composed fields not
 encoded yet), the redacted exception event (``_record_exception``) and the identity attributes.
 
@@ -32,7 +32,7 @@ _CUT_DEPTH: Final = 4
 """How deep :func:`_cut_long_strings` looks into plain dicts, lists and tuples for over-long strings."""
 
 
-def _encode(rt: Runtime, value: Any, scope: str, *, ordered: bool = False) -> tuple[Any, str, int]:
+def encode_value(rt: Runtime, value: Any, scope: str, *, ordered: bool = False) -> tuple[Any, str, int]:
     """Encode and redact one value: the only way a value reaches a payload or hash.
 
     Returns the redacted tree, its JSON text (canonical, or in the value's own key order with ``ordered``,
@@ -44,7 +44,7 @@ def _encode(rt: Runtime, value: Any, scope: str, *, ordered: bool = False) -> tu
 
 
 def _redacted(rt: Runtime, value: Any, scope: str) -> tuple[Any, int]:
-    """:func:`_encode` without the JSON text, for callers that only keep the redacted tree (to encode it as part
+    """:func:`encode_value` without the JSON text, for callers that only keep the redacted tree (to encode it as part
     of a larger value)."""
     if rt.redactor.is_clean_json(value):  # plain JSON and clean, in one walk: the common case
         return value, 0
@@ -143,7 +143,7 @@ and values that hold no string."""
 
 
 def _scrubbed_fields(rt: Runtime, fields: dict[str, Any], scope: str) -> tuple[dict[str, Any], int]:
-    """The fields of a composed payload that were not encoded through :func:`_encode` (names, identity,
+    """The fields of a composed payload that were not encoded through :func:`encode_value` (names, identity,
     statuses, error and usage objects) redacted: strings inline (they stay strings), containers as trees.
     Returns ``fields`` itself when nothing changed."""
     rest = {}

@@ -22,7 +22,7 @@ from ..semconv import StepKind
 from ..snapshots import RawJSON
 from .encoding import _record_exception
 from .lifecycle import _enter_step, _finish_step
-from .state import _replay_session, _Step, replays_running
+from .state import _Step, current_replay, replays_running
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,19 +66,19 @@ class DivergenceStop(ReplayInterrupt):
 @contextlib.contextmanager
 def replaying(session: Any) -> Iterator[None]:
     """Make ``session`` answer the calls made in this context (used by the replay engine)."""
-    token = _replay_session.set(session)
+    token = current_replay.set(session)
     replays_running.add(1)
     try:
         yield
     finally:
         replays_running.add(-1)
-        _replay_session.reset(token)
+        current_replay.reset(token)
 
 
 def _begin_call(step: _Step, state: dict[str, Any], key: str | None) -> _Call:
     """Enter the step and, during a replay, ask the session how the call is answered."""
     call = _Call(step=step, state=state, tokens=_enter_step(step))
-    session = _replay_session.get()
+    session = current_replay.get()
     if session is not None:
         try:
             arguments = state.get("arguments")
@@ -113,7 +113,7 @@ def _begin_call(step: _Step, state: dict[str, Any], key: str | None) -> _Call:
     return call
 
 
-_unguarded: ContextVar[_Call | None] = ContextVar("otel_replay_unguarded_call", default=None)
+unguarded_call: ContextVar[_Call | None] = ContextVar("otel_replay_unguarded_call", default=None)
 """The call whose real execution the replay's side-effect guard lets through (see :attr:`_Call.live`)."""
 
 
@@ -125,7 +125,7 @@ shared context manager that does nothing, instead of a generator-based one made 
 def unguarded(call: Any) -> contextlib.AbstractContextManager[None]:
     """Around the real execution of ``call`` (a :class:`_Call`, or anything else: nothing happens): when the
     replay let it execute with a ``live`` permission, the side-effect guard lets that call's own effects
-    through (:mod:`otel_replay.replay.guard` reads it)."""
+    through (:mod:`otel_replay.replay.safety.guard` reads it)."""
     if type(call) is not _Call or call.live is None:
         return _NOTHING
     return _let_through(call)
@@ -134,11 +134,11 @@ def unguarded(call: Any) -> contextlib.AbstractContextManager[None]:
 @contextlib.contextmanager
 def _let_through(call: _Call) -> Iterator[None]:
     """:func:`unguarded` for a call the replay lets execute: that call is the one the guard lets through."""
-    token = _unguarded.set(call)
+    token = unguarded_call.set(call)
     try:
         yield
     finally:
-        _unguarded.reset(token)
+        unguarded_call.reset(token)
 
 
 def permit(call: Any) -> None:
@@ -146,7 +146,7 @@ def permit(call: Any) -> None:
     runs (a stream consumed item by item): call it as ``ctx.run(permit, call)``; the permission ends with that
     context and never reaches the consumer's."""
     if type(call) is _Call and call.live is not None:
-        _unguarded.set(call)
+        unguarded_call.set(call)
 
 
 def _answer_of(served: Served) -> Any:

@@ -29,8 +29,17 @@ from ..runtime import get as runtime
 from ..semconv import SnapshotKind, StepKind
 from ..snapshots import RawJSON, canonical_json, compose_json, ordered_json
 from .arguments import _named_arguments, _positional_names
-from .encoding import _OK, _emit_snapshot, _encode, _identity_of, _record_exception, _redacted, _scalar_text, _set_attrs
-from .state import _current_run, _current_step, _guard, _log_failure, _replay_session, _Run, _run_now, _Step
+from .encoding import (
+    _OK,
+    _emit_snapshot,
+    _identity_of,
+    _record_exception,
+    _redacted,
+    _scalar_text,
+    _set_attrs,
+    encode_value,
+)
+from .state import _guard, _log_failure, _Run, _run_now, _Step, current_replay, current_run, current_step
 from .threads import carry_begin, carry_end
 
 _INPUT_PARAM_NAMES: Final = ("input", "query", "question", "message", "prompt", "task", "request", "text")
@@ -68,13 +77,13 @@ def _start_run(
         with _guard("nested agent input"):
             fields, n = _input_fields(step.run.rt, meta, args, kwargs, _identity_of(step.run.rt))
             _emit_snapshot(step.run, step.span, SnapshotKind.INPUT, fields, n)
-        return ("step", step, _current_step.set(step), otel_context.attach(trace.set_span_in_context(step.span)))
+        return ("step", step, current_step.set(step), otel_context.attach(trace.set_span_in_context(step.span)))
 
-    rt = runtime() if given is None or _replay_session.get() is not None else given
+    rt = runtime() if given is None or current_replay.get() is not None else given
     ident = _identity_of(rt)
     ambient = trace.get_current_span().get_span_context()
     links = [Link(ambient)] if ambient.is_valid else []
-    session = _replay_session.get()
+    session = current_replay.get()
     if session is not None:
         links.extend(session.root_links())
     start_ns = time.time_ns()
@@ -119,8 +128,8 @@ def _start_run(
         run.carried = True
     except Exception:  # noqa: BLE001
         _log_failure("run context in threads")
-    run_token = _current_run.set(run)
-    step_token = _current_step.set(None)
+    run_token = current_run.set(run)
+    step_token = current_step.set(None)
     ctx_token = otel_context.attach(trace.set_span_in_context(span))
     return ("run", run, run_token, step_token, ctx_token)
 
@@ -140,7 +149,7 @@ def _record_config(run: _Run, config: Any) -> None:
     if config is None:
         return
     value = config() if callable(config) and not isinstance(config, type) else config
-    tree, _, n = _encode(run.rt, value, "config")
+    tree, _, n = encode_value(run.rt, value, "config")
     payload = tree if isinstance(tree, dict) and "$type" not in tree else {"value": tree}
     if isinstance(tree, dict) and tree.get("$type") in ("pydantic", "dataclass"):
         payload = dict(tree["fields"]) if isinstance(tree.get("fields"), dict) else payload
@@ -168,7 +177,7 @@ def _input_fields(
         tree, n = _redacted(rt, {name: value}, "input.args")
         positional.append(tree.get(name) if isinstance(tree, dict) else tree)
         redactions += n
-    keyword_tree, keyword, n = _encode(rt, kwargs, "input.kwargs", ordered=True)
+    keyword_tree, keyword, n = encode_value(rt, kwargs, "input.kwargs", ordered=True)
     redactions += n
     if meta.sig is None and not args and not n and type(keyword_tree) is dict:
         named = keyword_tree  # the named arguments are the keyword ones (begin_run): encoded, nothing redacted
@@ -189,7 +198,7 @@ def _input_fields(
 def _output_payload(
     run: _Run | None, result: Any, error: dict[str, str] | None, rt: Runtime
 ) -> tuple[dict[str, Any], int]:
-    tree, text, n = _encode(rt, result, "output")
+    tree, text, n = encode_value(rt, result, "output")
     answer = structured = citations = None
     if isinstance(tree, str):
         answer = tree
@@ -230,7 +239,7 @@ def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseExc
         )
         out, n = _output_payload(run, result, error, rt)
         _emit_snapshot(run, run.span, SnapshotKind.OUTPUT, out, n)
-        session = _replay_session.get()
+        session = current_replay.get()
         if session is not None and session.run_id == run.run_id:
             session.close_root(span=run.span, exc=exc, output_text=compose_json(out))
         with run.lock:
@@ -249,8 +258,8 @@ def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseExc
     except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
         _log_failure("run end")
     _detach(ctx_token)
-    _reset(_current_step, step_token)
-    _reset(_current_run, run_token)
+    _reset(current_step, step_token)
+    _reset(current_run, run_token)
     if run.carried:
         run.carried = False
         carry_end()
@@ -300,7 +309,7 @@ def in_run() -> bool:
 def in_model_step() -> bool:
     """True inside a model step: a model SDK call made there (a LangChain chat model calling the OpenAI SDK) is
     recorded by that step, not as a step of its own (see :func:`~otel_replay.recording.begin_model_call`)."""
-    current = _current_step.get()
+    current = current_step.get()
     return current is not None and current.kind is StepKind.MODEL
 
 
@@ -327,7 +336,7 @@ def _start_step(
     run = _run_now()
     if run is None:
         return None
-    parent = _current_step.get()
+    parent = current_step.get()
     parent_span = parent.span if parent is not None else run.span
     parent_key = parent_span.get_span_context().span_id
     with run.lock:
@@ -339,7 +348,7 @@ def _start_step(
     attrs[semconv.STEP_KIND] = kind.value
     attrs[semconv.STEP_NAME] = name
     attrs[semconv.STEP_ATTEMPT] = attempt
-    tracer = run.rt.tracer if given is None or _replay_session.get() is not None else given.tracer
+    tracer = run.rt.tracer if given is None or current_replay.get() is not None else given.tracer
     span = tracer.start_span(
         span_name, context=trace.set_span_in_context(parent_span), kind=span_kind, attributes=attrs
     )
@@ -364,7 +373,7 @@ def _finish_step(step: _Step, *, failed: bool, step_token: Any = None, ctx_token
     if ctx_token is not None:
         _detach(ctx_token)
     if step_token is not None:
-        _reset(_current_step, step_token)
+        _reset(current_step, step_token)
     try:
         step.span.end()
     except Exception:  # noqa: BLE001
@@ -372,4 +381,4 @@ def _finish_step(step: _Step, *, failed: bool, step_token: Any = None, ctx_token
 
 
 def _enter_step(step: _Step) -> tuple[Any, Any]:
-    return _current_step.set(step), otel_context.attach(trace.set_span_in_context(step.span))
+    return current_step.set(step), otel_context.attach(trace.set_span_in_context(step.span))

@@ -30,28 +30,28 @@ from ..runtime import Runtime
 from ..semconv import SnapshotKind, StepKind
 from ..snapshots import RawJSON, canonical_json, to_jsonable
 from .arguments import _get
-from .encoding import _emit_snapshot, _encode, _safe_str, _scrub, _set_attrs
-from .state import _current_step, _guard, _identity, _log, _log_failure, _replay_session, _Run, _run_now
+from .encoding import _emit_snapshot, _safe_str, _scrub, _set_attrs, encode_value
+from .state import _guard, _identity, _log, _log_failure, _Run, _run_now, current_replay, current_step
 
 T = TypeVar("T")
 
 
-def _target_span() -> tuple[_Run, trace.Span] | None:
+def target_span() -> tuple[_Run, trace.Span] | None:
     run = _run_now()
     if run is None:
         return None
-    step = _current_step.get()
+    step = current_step.get()
     return run, (step.span if step is not None else run.span)
 
 
 def _snapshot_here(kind: SnapshotKind, fields: dict[str, Any]) -> None:
     """A snapshot of ``fields`` on the current step, or on the run outside steps; nothing outside a run."""
     with _guard(f"{kind.value} snapshot"):
-        target = _target_span()
+        target = target_span()
         if target is None:
             return
         run, span = target
-        _, text, n = _encode(run.rt, fields, kind.value)
+        _, text, n = encode_value(run.rt, fields, kind.value)
         _emit_snapshot(run, span, kind, RawJSON(text), n)
 
 
@@ -105,13 +105,13 @@ def record_approval(approval_id: str, *, status: str, approver: str | None = Non
     call of ``tool`` in this run. An approval recorded in a run never authorises a replay of it.
     """
     with _guard("approval"):
-        target = _target_span()
+        target = target_span()
         if target is None:
             return
         run, span = target
         status_value = str(status)
         approval_id = _scrub(run.rt, str(approval_id), "approval.id")
-        step = _current_step.get()
+        step = current_step.get()
         attrs = {
             semconv.APPROVAL_ID: approval_id,
             semconv.APPROVAL_STATUS: status_value,
@@ -130,11 +130,11 @@ def record_safety(result: Any) -> None:
     """Record a guardrail / safety verdict: an ``otel_replay.safety`` event; the last one also lands in the
     run's output snapshot. ``result`` may be a bool, a string verdict, or a dict/object with ``verdict``."""
     with _guard("safety"):
-        target = _target_span()
+        target = target_span()
         if target is None:
             return
         run, span = target
-        tree, text, _ = _encode(run.rt, result, "safety")
+        tree, text, _ = encode_value(run.rt, result, "safety")
         tree = json.loads(text)  # detached from the caller's object
         verdict = _get(tree, "verdict", "decision", "status") if isinstance(tree, dict) else tree
         if isinstance(verdict, bool):
@@ -243,7 +243,7 @@ def identity(*, tenant: str | None = None, role: str | None = None, session: str
 def _drawn(kind: str, fresh: Callable[[], T]) -> T:
     """A non-deterministic value: from the recording during a replay that can answer it, else fresh and
     recorded as an ``otel_replay.value`` event on the current span."""
-    session = _replay_session.get()
+    session = current_replay.get()
     if session is not None:
         recorded = session.next_value(kind)
         if recorded is not None:
@@ -251,7 +251,7 @@ def _drawn(kind: str, fresh: Callable[[], T]) -> T:
             return replayed
     value = fresh()
     try:
-        target = _target_span()
+        target = target_span()
         if target is not None:
             run, span = target
             span.add_event(

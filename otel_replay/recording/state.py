@@ -3,7 +3,7 @@
 A run's bookkeeping (``_Run``: its root span, runtime, counters, usage totals, pending approvals, attached
 files) and a step's (``_Step``) live in context variables, so nested agents, threads and concurrent asyncio
 tasks each build their own, separate tree. The identity in force and the replay answering this context's
-calls (``_replay_session``) are context variables too: each is defined here once, and every other module of
+calls (``current_replay``) are context variables too: each is defined here once, and every other module of
 the recording API imports it from here. ``_guard`` / ``_log_failure`` are how recording bookkeeping fails:
 logged, never raised.
 
@@ -75,8 +75,8 @@ class _Step:
     """The attributes the step started with (readable even when its span is not recording)."""
 
 
-_current_run: ContextVar[_Run | None] = ContextVar("otel_replay_run", default=None)
-_current_step: ContextVar[_Step | None] = ContextVar("otel_replay_step", default=None)
+current_run: ContextVar[_Run | None] = ContextVar("otel_replay_run", default=None)
+current_step: ContextVar[_Step | None] = ContextVar("otel_replay_step", default=None)
 _identity: ContextVar[Mapping[str, str]] = ContextVar("otel_replay_identity", default=MappingProxyType({}))
 
 
@@ -84,7 +84,7 @@ def _run_now() -> _Run | None:
     """The run this context records into: None outside a run, and None once the run has ended (a thread or
     pool work item the run started, still running after it, carries a copy of its context: what it records
     then is outside any run, so a decorated step is not recorded and an instrumentor begins a run of its own)."""
-    run = _current_run.get()
+    run = current_run.get()
     if run is None or run.ended:
         return None
     return run
@@ -106,7 +106,7 @@ def _guard(what: str) -> Iterator[None]:
         _log_failure(what)
 
 
-_replay_session: ContextVar[Any] = ContextVar("otel_replay_replay_session", default=None)
+current_replay: ContextVar[Any] = ContextVar("otel_replay_replay_session", default=None)
 """The replay answering the calls of this context: the replay's state (no process-wide registry of replays).
 Threads and executor work started during a replay get it with the replay's context (``recording.threads``)."""
 

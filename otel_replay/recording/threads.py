@@ -35,12 +35,12 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from .state import _current_run, _replay_session
+from .state import current_replay, current_run
 
 _lock = threading.Lock()
 _count = 0
 _originals: dict[str, Any] = {}
-_markers: list[ContextVar[Any]] = [_current_run, _replay_session]
+_markers: list[ContextVar[Any]] = [current_run, current_replay]
 """A context holding a value in any of these is carried (the replay guard adds its own)."""
 
 

@@ -24,7 +24,7 @@ _ANSWER_KEY: Final = {
 """Step kind → the (snapshot kind, field) holding what the call returned."""
 
 
-def _captured(payload: Mapping[str, Any]) -> bool:
+def captured(payload: Mapping[str, Any]) -> bool:
     """False when a snapshot says its content was not captured (runs read from other instrumentations)."""
     get = payload.get
     return (
@@ -47,7 +47,7 @@ def recorded_answer(recorded: Step, diverge: Callable[..., None]) -> Served:
             payload = snapshot.payload
             if snapshot.truncated or not snapshot.intact:
                 damaged.append(snapshot)
-    if isinstance(payload, dict) and not _captured(payload):
+    if isinstance(payload, dict) and not captured(payload):
         reason = (
             f"step {recorded.index} was recorded by another instrumentation without its content: the "
             "recording cannot answer this call"

@@ -3,7 +3,7 @@ the root span that records who looked, why and what the check found.
 
 It must never run recorded code, call a model or tool, or read or write a store. The one thing of the current
 code it looks at is the source of the functions recorded as write/high tools (read and parsed, never imported,
-see :func:`otel_replay.replay.riskytools.declared_now`), to say which ones lost their ``@otel_replay.tool``.
+see :func:`otel_replay.replay.safety.riskytools.declared_now`), to say which ones lost their ``@otel_replay.tool``.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from .. import semconv
 from ..exporting import setup
 from ..markers import marker_paths
 from ..runs import Run
-from .answers import _captured
-from .riskytools import current_declarations, recorded_risky
+from .answers import captured
+from .matching.toolcalls import code_tools
+from .safety.riskytools import current_declarations, recorded_risky
 from .session import ReplaySession
-from .toolcalls import code_tools
 
 
-def _has_marker(tree: Any) -> list[str]:
+def has_marker(tree: Any) -> list[str]:
     """Paths of redaction markers in a recorded payload: marker objects and inline ``[REDACTED:…]`` tokens."""
 
     return marker_paths(tree)
@@ -51,9 +51,9 @@ def readiness(run: Run) -> dict[str, Any]:
             missing.append(f"step {step.index} ({step.kind} {step.name}) has no {step.kind} snapshot")
         elif any(s.truncated or not s.intact for s in step.snapshot_list):
             missing.append(f"step {step.index} ({step.kind} {step.name}) has a truncated or damaged snapshot")
-        elif isinstance(step.snapshots.get(step.kind), dict) and not _captured(step.snapshots[step.kind]):
+        elif isinstance(step.snapshots.get(step.kind), dict) and not captured(step.snapshots[step.kind]):
             missing.append(f"step {step.index} ({step.kind} {step.name}) was recorded without its content")
-    redacted_inputs = _has_marker({"args": (inp or {}).get("args"), "kwargs": (inp or {}).get("kwargs")})
+    redacted_inputs = has_marker({"args": (inp or {}).get("args"), "kwargs": (inp or {}).get("kwargs")})
     # every write/high tool of the recording (a missing risk counts as high), declared now or not
     approvals = sorted(recorded_risky(run))
     models_without_request = [
@@ -117,7 +117,7 @@ def readiness(run: Run) -> dict[str, Any]:
     }
 
 
-def _record_dry(session: ReplaySession, original: Run, report: dict[str, Any]) -> str:
+def record_dry(session: ReplaySession, original: Run, report: dict[str, Any]) -> str:
     """A dry replay is recorded as a root span only: who looked, why, and what the check found."""
     ok = report["integrity"]["ok"]
     events = [("integrity", problem, None) for problem in report["integrity"]["problems"]]

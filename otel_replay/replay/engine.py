@@ -29,18 +29,18 @@ from ..exporting import setup
 from ..recording import ReplayInterrupt, agent, identity, replaying
 from ..runs import Run
 from ..semconv import ReplayMode
-from . import guard, sandbox, storing, volatile
-from . import journal as audit_journal
-from .approvals import Approvals
-from .dry import _has_marker, _record_dry, record_root
+from . import storing, volatile
+from .dry import has_marker, record_dry, record_root
 from .dry import readiness as readiness  # re-exported: otel_replay.replay.engine.readiness
-from .entrypoint import _entrypoint_module as _entrypoint_module  # re-exported for scopes
-from .entrypoint import _instrumented as _instrumented  # re-exported for scopes
+from .entrypoint import instrumented
 from .entrypoint import load_entrypoint as load_entrypoint  # re-exported: otel_replay.replay.engine.load_entrypoint
 from .entrypoint import recorded_sdks as recorded_sdks  # re-exported: otel_replay.replay.engine.recorded_sdks
-from .policy import ReplayPolicy
+from .matching.policy import ReplayPolicy
 from .raised import agent_exception
-from .riskytools import RiskyTool, preflight_refusal, unapproved
+from .safety import guard, sandbox
+from .safety import journal as audit_journal
+from .safety.approvals import Approvals
+from .safety.riskytools import RiskyTool, preflight_refusal, unapproved
 from .session import ApprovalRequired, Divergence, ReplaySession, callable_mocks, os_user, revive
 from .storing import capturing, ingest
 from .volatile import VolatileRule
@@ -84,7 +84,7 @@ class ReplayResult:
     registered with :func:`otel_replay.register_type`, replayed as plain dicts)."""
     not_firewalled: tuple[str, ...] = ()
     """Tools the model asked for in the original run that no tool step recorded (an undecorated tool of a
-    plain tool loop): no replay answers them from the recording (see :mod:`otel_replay.replay.toolcalls`)."""
+    plain tool loop): no replay answers them from the recording (see :mod:`otel_replay.replay.matching.toolcalls`)."""
     agent_error: dict[str, Any] | None = None
     """What the replayed agent raised, if it raised: ``{type, message, file, line, function}`` with the
     agent's own frame (see :mod:`otel_replay.replay.raised`); None when it returned or was stopped."""
@@ -93,7 +93,7 @@ class ReplayResult:
     being the exact ``--approve`` flag that allows it (None when no approval can: a redaction marker)."""
     sandbox: str = ""
     """What stopped unrecorded side effects: ``landlock ABI n`` (the kernel sandbox and the audit hooks),
-    ``audit hooks only`` or ``none`` (live, ``--allow-side-effects``); see :mod:`otel_replay.replay.sandbox`.
+    ``audit hooks only`` or ``none`` (live, ``--allow-side-effects``); see :mod:`otel_replay.replay.safety.sandbox`.
     A dry replay says what an offline replay of the run would get."""
     allowed_effects: tuple[str, ...] = ()
     """Paths and addresses the person replaying allowed for this replay (``--allow-path``, ``--allow-address``),
@@ -102,12 +102,12 @@ class ReplayResult:
     """Recorded write/high tools outside the firewall of the current code: in a dry replay, those whose
     recorded function no longer carries ``@otel_replay.tool`` in its source; in a live replay, those the model
     asked for with no tool step answering them (the replay is then ``refused``). See
-    :mod:`otel_replay.replay.riskytools`."""
+    :mod:`otel_replay.replay.safety.riskytools`."""
     refused_before_start: bool = False
     """True when a live replay was refused before anything ran (a recorded write/high tool without an
     approval given for this replay): no agent code was imported or called."""
     tape: dict[str, list[dict[str, Any]]] | None = None
-    """Replays given a :class:`~otel_replay.replay.policy.ReplayPolicy`: the tool tape both ways (``unused``,
+    """Replays given a :class:`~otel_replay.replay.matching.policy.ReplayPolicy`: the tool tape both ways (``unused``,
     ``drift``, ``refused``, ``injected``, see :class:`otel_replay.lab.model.PairResult`; ``mocked`` too when
     ``mocks=`` were given, which answer their tools instead of the tape); None otherwise."""
 
@@ -168,14 +168,6 @@ class ReplayResult:
 # ------------------------------------------------------------------------------------------- loading
 
 
-def _open_store(store: Any) -> tuple[Any, bool]:
-    from ..storage.store import Store
-
-    if store is None or isinstance(store, str):
-        return Store.open(store), True
-    return store, False
-
-
 # -------------------------------------------------------------------------------------------- replay
 
 
@@ -221,7 +213,7 @@ def replay(
     answers steps before N from the recording and runs the rest per ``mode``.
 
     In every mode but ``live``, the agent's code runs under the side-effect guard
-    (:mod:`otel_replay.replay.guard`): process spawns, file changes outside the temp folder and network
+    (:mod:`otel_replay.replay.safety.guard`): process spawns, file changes outside the temp folder and network
     connections it makes are blocked and reported as ``side_effect`` divergences. ``allow_side_effects=True``
     turns the guard off (recorded on the replay's root span as ``otel_replay.replay.allow_side_effects``).
 
@@ -229,11 +221,11 @@ def replay(
     whenever recorded and replayed values are compared (:mod:`otel_replay.replay.volatile`);
     ``volatile_keys`` adds keys of your own (names, or ``VolatileRule`` objects) for this replay.
 
-    ``policy`` (a :class:`~otel_replay.replay.policy.ReplayPolicy`, what a lab changes) sets how the tool tape
+    ``policy`` (a :class:`~otel_replay.replay.matching.policy.ReplayPolicy`, what a lab changes) sets how the tool tape
     answers, injected tool faults and the overrides applied to every model call.
 
     Offline replays (``mock``, ``deterministic``) import and run the agent in a thread the kernel confines
-    first, where it offers Linux Landlock (``OTEL_REPLAY_SANDBOX``, see :mod:`otel_replay.replay.sandbox`);
+    first, where it offers Linux Landlock (``OTEL_REPLAY_SANDBOX``, see :mod:`otel_replay.replay.safety.sandbox`);
     ``allow_paths`` (files or folders) and ``allow_addresses`` (``HOST:PORT``) let the agent change or reach
     just those, recorded on the replay's root span and in its audit record.
 
@@ -246,7 +238,9 @@ def replay(
     budget = Approvals.of(approvals)  # a bad spec is refused before anything is opened
     volatile_keys = volatile.as_rules(volatile_keys)
     tid = parse_trace_id(trace_id)
-    opened, close_store = _open_store(store)
+    from ..storage.store import open_given  # the store (and the rows encoder) load only when a store is used
+
+    opened, close_store = open_given(store)
     try:
         with gc_paused():  # loading, ingesting, rebuilding and diffing: no cycles, see _gc
             original = opened.load_run(tid)
@@ -335,7 +329,7 @@ def _replay(
 ) -> ReplayResult:
     tid = original.trace_id
     mocks = callable_mocks(mocks)
-    actor, reason = _scrubbed(actor or os_user()), _scrubbed(reason)
+    actor, reason = scrubbed_text(actor or os_user()), scrubbed_text(reason)
     major = semconv.schema_major(original.schema_version or "")
     if major != semconv.SCHEMA_MAJOR:
         raise ReplayRefused(
@@ -364,13 +358,13 @@ def _replay(
         allow_addresses=allowed_addresses,
         sandbox=enforcement.text,
     )
-    from .toolcalls import not_firewalled
+    from .matching.toolcalls import not_firewalled
 
     unfirewalled = tuple(not_firewalled(original))
     if mode is ReplayMode.DRY:
         report = readiness(original)
         report["sandbox"] = {"enforcement": enforcement.text, "not_covered": sandbox.gaps(enforcement)}
-        _record_dry(session, original, report)
+        record_dry(session, original, report)
         setup.flush()
         ingest(store)
         from .diff import diff_runs
@@ -427,7 +421,7 @@ def _replay(
         except ReplayRefused as exc:
             raise _import_refusal(exc, session) from None
 
-    with _instrumented(original):
+    with instrumented(original):
         fresh = bool(module_name) and module_name not in sys.modules
         func = confined(load)
         if fresh and session.sandbox.startswith("landlock"):
@@ -448,7 +442,7 @@ def _import_refusal(exc: ReplayRefused, session: ReplaySession) -> ReplayRefused
     if blocked:
         what = blocked[0].removeprefix("unrecorded side effect: ")
     else:
-        what = _scrubbed(f"{type(cause).__name__}: {cause}")
+        what = scrubbed_text(f"{type(cause).__name__}: {cause}")
     return ReplayRefused(
         f"the agent's module could not be imported under the replay's sandbox ({session.sandbox}): {what} was "
         "refused; nothing else ran. Allow that one path or address for this replay (--allow-path PATH, "
@@ -509,14 +503,14 @@ def _refused_before_start(
 
 
 @overload
-def _scrubbed(text: str) -> str: ...
+def scrubbed_text(text: str) -> str: ...
 
 
 @overload
-def _scrubbed(text: None) -> None: ...
+def scrubbed_text(text: None) -> None: ...
 
 
-def _scrubbed(text: str | None) -> str | None:
+def scrubbed_text(text: str | None) -> str | None:
     """Free text given for the audit (actor, reason), with any secret in it redacted like every value."""
     if text is None:
         return None
@@ -534,7 +528,7 @@ def _run_replay(
     args = revive(inp.get("args") or [])
     kwargs = revive(inp.get("kwargs") or {})
     if session.mode is ReplayMode.LIVE:
-        redacted = _has_marker({"args": inp.get("args"), "kwargs": inp.get("kwargs")})
+        redacted = has_marker({"args": inp.get("args"), "kwargs": inp.get("kwargs")})
         if redacted:
             raise ReplayRefused(
                 f"input {', '.join(redacted)} was redacted in the recording and a live replay "
@@ -558,7 +552,7 @@ def _run_replay(
         except ReplayInterrupt as stop:
             stopped = stop
         except Exception as exc:  # noqa: BLE001 - the agent raising is a result, compared with the original
-            raised = agent_exception(exc, scrub=lambda text: _scrubbed(text) or "")
+            raised = agent_exception(exc, scrub=lambda text: scrubbed_text(text) or "")
         setup.flush()
     audit_journal.finished(journal, session, outcome=None if session.run_id is not None else "refused")
     if session.run_id is None:
@@ -606,10 +600,10 @@ def _run_replay(
 
 def _guarded_call(session: ReplaySession, func: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     with guard.agent_call(session):
-        return _call(func, args, kwargs)
+        return call_entrypoint(func, args, kwargs)
 
 
-def _call(func: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+def call_entrypoint(func: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     """Call the entrypoint; a coroutine function runs in its own event loop, on a fresh thread (with this
     context) when the caller is itself inside a running loop (Jupyter, pytest-asyncio, a web server)."""
     if not inspect.iscoroutinefunction(func):
@@ -645,7 +639,9 @@ def diff(
 
     a, b = parse_trace_id(trace_id_a), parse_trace_id(trace_id_b)
     rules = volatile.as_rules(volatile_keys)  # bad rules are refused before the store is opened
-    opened, close_store = _open_store(store)
+    from ..storage.store import open_given  # the store (and the rows encoder) load only when a store is used
+
+    opened, close_store = open_given(store)
     try:
         with volatile.extended(rules):
             return diff_runs(opened.load_run(a), opened.load_run(b))

@@ -1,7 +1,7 @@
 """The recorded entrypoint of a replay: :func:`load_entrypoint` imports ``module:qualname`` once
-:func:`~otel_replay.replay.trust.entrypoint_refusal` has allowed it (a ``__main__`` entrypoint from its script,
+:func:`~otel_replay.replay.safety.trust.entrypoint_refusal` has allowed it (a ``__main__`` entrypoint from its script,
 under another module name, so its ``if __name__ == "__main__":`` block does not run), and
-:func:`recorded_sdks` / ``_instrumented`` instrument, for the replay, the SDKs the run was recorded through.
+:func:`recorded_sdks` / ``instrumented`` instrument, for the replay, the SDKs the run was recorded through.
 
 It must never import or run an entrypoint the trust rule refused, run a script's ``__main__`` block, leave
 instrumented an SDK that was not instrumented before, or read a store.
@@ -32,9 +32,9 @@ def load_entrypoint(spec: str, *, script: str | None = None, given: bool = False
     name, so the script's ``if __name__ == "__main__":`` block does not run.
 
     ``given``: the person replaying named ``spec`` (``--app``); otherwise it was read from recorded data. Either
-    way :func:`~otel_replay.replay.trust.entrypoint_refusal` decides, before anything is imported, whether it
+    way :func:`~otel_replay.replay.safety.trust.entrypoint_refusal` decides, before anything is imported, whether it
     may run (:class:`ReplayRefused` when not)."""
-    from .trust import entrypoint_refusal
+    from .safety.trust import entrypoint_refusal
 
     module_name, _, qualname = spec.partition(":")
     if not module_name or not qualname:
@@ -46,7 +46,7 @@ def load_entrypoint(spec: str, *, script: str | None = None, given: bool = False
     refusal = entrypoint_refusal(spec, given=given, script=script)
     if refusal is not None:
         raise ReplayRefused(refusal)
-    module = _entrypoint_module(spec, module_name, script)
+    module = entrypoint_module(spec, module_name, script)
     obj: Any = module
     for part in qualname.split("."):
         obj = getattr(obj, part, None)
@@ -73,10 +73,10 @@ def load_entrypoint(spec: str, *, script: str | None = None, given: bool = False
     return func
 
 
-def _entrypoint_module(spec: str, module_name: str, script: str | None) -> types.ModuleType:
+def entrypoint_module(spec: str, module_name: str, script: str | None) -> types.ModuleType:
     """Import the module of entrypoint ``spec`` (a ``__main__`` one from its script, under another module name,
     so its ``if __name__ == "__main__":`` block does not run). The caller has already applied the trust rule
-    (:func:`~otel_replay.replay.trust.entrypoint_refusal`)."""
+    (:func:`~otel_replay.replay.safety.trust.entrypoint_refusal`)."""
     if module_name == "__main__":
         if not script or not Path(script).is_file():
             raise ReplayRefused(
@@ -128,7 +128,7 @@ def recorded_sdks(run: Run) -> list[str]:
 
 
 @contextlib.contextmanager
-def _instrumented(original: Run) -> Iterator[None]:
+def instrumented(original: Run) -> Iterator[None]:
     """Instrument the SDKs the original's steps were recorded through, so their calls are answered from the
     recording and never reach the network; undo what was not instrumented before."""
     needed = recorded_sdks(original)

@@ -68,9 +68,9 @@ def revive(tree: Any) -> Any:
 def _imported_class(qualified: str) -> type | None:
     """An exception class of the project's code already imported under ``module:qualname`` (a script's
     classes live under its replay alias too), or None. Nothing is imported; a module that the entrypoint rule
-    does not trust (:func:`~otel_replay.replay.trust.module_trusted`: the standard library, installed
+    does not trust (:func:`~otel_replay.replay.safety.trust.module_trusted`: the standard library, installed
     packages, code outside the project) is never searched."""
-    from .trust import module_trusted
+    from .safety.trust import module_trusted
 
     module_name, _, qualname = qualified.partition(":")
     for candidate in module_for(module_name):

@@ -27,25 +27,28 @@ from ..errors import ReplayRefused
 from ..recording import DivergenceStop, ReplayInterrupt, Served
 from ..runs import Run, Step
 from ..semconv import ReplayMode
-from . import overrides, tape, volatile
+from . import volatile
 from .answers import callable_mocks as callable_mocks  # re-exported: otel_replay.replay.session.callable_mocks
 from .answers import mock_answer, recorded_answer
-from .approvals import Approvals, executions_of
-from .divergence import Divergence as Divergence  # re-exported: otel_replay.replay.session.Divergence
-from .divergence import TextDiff
-from .journal import os_user as os_user  # re-exported: otel_replay.replay.session.os_user
-from .journal import root_mac
-from .policy import ReplayPolicy
-from .refusals import ApprovalRequired as ApprovalRequired  # re-exported: otel_replay.replay.session.ApprovalRequired
-from .refusals import MarkerRefused as MarkerRefused  # re-exported
-from .refusals import higher_risk as higher_risk  # re-exported
-from .refusals import live_tool, refuse_markers
+from .matching import overrides, tape
+from .matching.divergence import Divergence as Divergence  # re-exported: otel_replay.replay.session.Divergence
+from .matching.divergence import TextDiff
+from .matching.policy import ReplayPolicy
+from .matching.sentdiff import sent_diff
+from .matching.toolcalls import calls_asked, replay_code_tools, unrecorded_code_calls, unrecorded_results
 from .reviving import RecordedError as RecordedError  # re-exported: otel_replay.replay.session.RecordedError
 from .reviving import revive as revive  # re-exported: otel_replay.replay.session.revive
 from .reviving import revive_exception as revive_exception  # re-exported
-from .riskytools import UndeclaredWatch, undeclared_refusal
-from .sentdiff import _sent_diff
-from .toolcalls import calls_asked, replay_code_tools, unrecorded_code_calls, unrecorded_results
+from .safety.approvals import Approvals, executions_of
+from .safety.journal import os_user as os_user  # re-exported: otel_replay.replay.session.os_user
+from .safety.journal import root_mac
+from .safety.refusals import (
+    ApprovalRequired as ApprovalRequired,
+)  # re-exported: otel_replay.replay.session.ApprovalRequired
+from .safety.refusals import MarkerRefused as MarkerRefused  # re-exported
+from .safety.refusals import higher_risk as higher_risk  # re-exported
+from .safety.refusals import live_tool, refuse_markers
+from .safety.riskytools import UndeclaredWatch, undeclared_refusal
 from .values import RecordedValues
 
 _LOOKAHEAD = 8
@@ -100,14 +103,14 @@ class ReplaySession:
         self.allow_addresses = tuple(allow_addresses)
         """``HOST:PORT`` addresses the agent may connect to in this replay (``--allow-address``)."""
         self.sandbox = sandbox
-        """What stops unrecorded side effects (see :class:`otel_replay.replay.sandbox.Enforcement`)."""
+        """What stops unrecorded side effects (see :class:`otel_replay.replay.safety.sandbox.Enforcement`)."""
         self.past_recorded_prefix = from_step == 0
         """A replay from step N: True once the recorded step N-1 was answered or a call at or past step N was
         made (what the agent does from then on is the live part)."""
         self._all: list[Step] = [s for s in original.steps if s.kind != semconv.StepKind.AGENT.value]
         self.tape: tape.ToolTape | None = None
         """A policy replay's tool tape (mock, deterministic, whatif): tool calls answered from it, see
-        :mod:`otel_replay.replay.tape`."""
+        :mod:`otel_replay.replay.matching.tape`."""
         if from_step is not None and (policy is not None or mode is ReplayMode.WHATIF):
             what = "a whatif replay" if mode is ReplayMode.WHATIF else "a replay given a policy (a lab's replay)"
             raise ReplayRefused(f"{what} cannot start from a step: drop --from-step")
@@ -243,7 +246,7 @@ class ReplaySession:
             # equal hashes agree: the stored text is only rebuilt when they differ
             if not tape.sends_same(recorded, _HASH_ATTR[kind], key, sent, self.volatile_rules):
                 what = "request" if kind == "model" else "arguments"
-                diff, texts = _sent_diff(recorded, _HASH_ATTR[kind], sent, self.volatile_rules)
+                diff, texts = sent_diff(recorded, _HASH_ATTR[kind], sent, self.volatile_rules)
                 self._diverge(
                     recorded.index,
                     what,

@@ -50,7 +50,7 @@ from ..exporting import setup
 from ..exporting.rows import record_from_query_row, records_from_spans, rows_from_spans
 from ..records import SpanRecord
 from ..runs import Run, build_run
-from . import journal
+from .safety import journal
 
 if TYPE_CHECKING:
     from ..runtime import Runtime

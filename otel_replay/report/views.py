@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from .. import semconv
 from ..replay.diff import RunDiff
-from ..replay.hashing import steps_agree
+from ..replay.matching.hashing import steps_agree
 from ..replay.session import Divergence
 from ..runs import Run, Snapshot, Step, find_root
 from . import values as v

@@ -53,7 +53,7 @@ from .reads import _Reads
 if TYPE_CHECKING:
     from .ingest import IngestReport
 
-__all__ = ["Store"]
+__all__ = ["Store", "open_given"]
 
 _log = logging.getLogger("otel_replay.store")
 
@@ -391,3 +391,12 @@ class Store(_Reads):
         from .ingest import ingest_spool
 
         return ingest_spool(self, self.home / "spool")
+
+
+def open_given(store: Store | str | None) -> tuple[Store, bool]:
+    """The store a Python call was given as ``store=``: a :class:`Store` as it is, or one opened from a URL
+    (``None``: the configured store, see :meth:`Store.open`). Returns ``(store, opened_here)``; the caller closes
+    the store only when ``opened_here`` is true (a store it was given stays open for its owner)."""
+    if store is None or isinstance(store, str):
+        return Store.open(store), True
+    return store, False

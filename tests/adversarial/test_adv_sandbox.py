@@ -23,7 +23,7 @@ import fork_server
 import pytest
 
 import otel_replay as orp
-from otel_replay.replay import landlock
+from otel_replay.replay.safety import landlock
 
 HERE = Path(__file__).resolve().parent
 KERNEL = landlock.abi() > 0

@@ -32,7 +32,7 @@ from pytest_children import UNRELATED_PLUGINS
 import otel_replay as orp
 from otel_replay import semconv
 from otel_replay.cases import case_document, write_case
-from otel_replay.replay import landlock
+from otel_replay.replay.safety import landlock
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -14,7 +14,7 @@ from typing import Any
 from ... import semconv
 from ...runs import Run, Step
 from ...snapshots import REDACTED_TAG, canonical_json
-from ..hashing import MISSING, same_content
+from ..matching.hashing import MISSING, same_content
 from .result import SectionDiff
 from .values import _RETRIEVAL, _RETRIEVAL_SNAPSHOT, _TOOL, _TOOL_SNAPSHOT, _ab, _key, _names, _same, normalize
 

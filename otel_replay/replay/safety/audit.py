@@ -2,7 +2,7 @@
 
 The store is the audit of record: the audit is a query over replay root spans, so it covers replays made from
 any machine that writes to the same ClickHouse. A replay that can cause real effects also writes the local
-audit journal (:mod:`otel_replay.replay.journal`) before its first real call, so a replay whose trace never
+audit journal (:mod:`otel_replay.replay.safety.journal`) before its first real call, so a replay whose trace never
 reached the store (killed after its side effect, exporter ``none``, a Collector that was down) is listed too,
 with the status ``started`` or ``interrupted``. Every row's keyed MAC is checked; a row written straight into
 the store or edited afterwards is marked (``mac_valid`` false).
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from .. import semconv
-from ..records import SpanRecord
+from ... import semconv
+from ...records import SpanRecord
 from . import journal as _journal
 
 AUDIT_ALL: Final = 2**32 - 1
@@ -169,11 +169,11 @@ def audit(*, store: Any = None, limit: int = 1000, home: str | Path | None = Non
     """Every replay, newest first: the store's replay root spans, and the journal's replays whose trace never
     reached the store (status ``started`` / ``interrupted``). ``home`` is the otel-replay home whose journal is
     read (default: the configured one)."""
-    from ..exporting import setup
-    from .engine import _open_store
+    from ...exporting import setup
+    from ...storage.store import open_given
 
     redactor = setup.runtime().redactor
-    opened, close_store = _open_store(store)
+    opened, close_store = open_given(store)
     try:
         entries = [
             AuditEntry.from_root(root, redactor=redactor)

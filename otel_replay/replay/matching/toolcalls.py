@@ -32,9 +32,9 @@ from collections import Counter
 from collections.abc import Collection
 from typing import Any, Final
 
-from .. import semconv
-from ..runs import Run
-from ..snapshots import TYPE_TAG
+from ... import semconv
+from ...runs import Run
+from ...snapshots import TYPE_TAG
 
 _MAX_DEPTH: Final = 60
 CODE_CALL: Final = "otel_replay:code"

@@ -16,19 +16,19 @@ import tempfile
 from typing import Final
 from urllib.parse import urlsplit
 
-from .. import settings
-from ..exporting import setup
+from ... import settings
+from ...exporting import setup
 
 _BYTECODE: Final = re.compile(r".+\.pyc(\.\d+)?")
 """A bytecode file, or importlib's temporary ``<name>.pyc.<id>`` it renames into place."""
 
 
-def _is_bytecode(path: str) -> bool:
+def is_bytecode(path: str) -> bool:
     head, name = os.path.split(path)
     return os.path.basename(head) == "__pycache__" and _BYTECODE.fullmatch(name) is not None
 
 
-def _folder_of_fd(fd: int) -> str | None:
+def folder_of_fd(fd: int) -> str | None:
     """The folder an open directory descriptor refers to (``*at()`` calls), or None when unknown."""
     try:
         return os.readlink(f"/proc/self/fd/{fd}")
@@ -46,7 +46,7 @@ def _folder_of_fd(fd: int) -> str | None:
     return None
 
 
-def _exempt_roots() -> tuple[str, ...]:
+def exempt_roots() -> tuple[str, ...]:
     """Folders where writes are allowed: the temp folder, otel-replay's home, an embedded store elsewhere."""
     folders = [tempfile.gettempdir(), str(settings.resolve_home())]
     rt = setup.current_runtime()
@@ -63,7 +63,7 @@ def _exempt_roots() -> tuple[str, ...]:
     return tuple(roots)
 
 
-def _endpoint(url: str | None, *, default_port: int | None = None) -> tuple[str, int] | None:
+def endpoint_of(url: str | None, *, default_port: int | None = None) -> tuple[str, int] | None:
     if not url:
         return None
     try:
@@ -76,24 +76,24 @@ def _endpoint(url: str | None, *, default_port: int | None = None) -> tuple[str,
     return parts.hostname, port
 
 
-def _exempt_endpoints() -> tuple[tuple[str, int], ...]:
+def exempt_endpoints() -> tuple[tuple[str, int], ...]:
     """(host, port) of the places otel-replay itself sends to: the OTLP endpoint and a ClickHouse server."""
     found: list[tuple[str, int] | None] = [
-        _endpoint(os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")),
-        _endpoint(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")),
+        endpoint_of(os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")),
+        endpoint_of(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")),
     ]
     rt = setup.current_runtime()
     exporter = rt.exporter if rt is not None else None
     if exporter is not None:
-        found.append(_endpoint(getattr(exporter, "_endpoint", None)))
-        found.append(_endpoint(getattr(exporter, "url", None) or getattr(exporter, "_url", None)))
+        found.append(endpoint_of(getattr(exporter, "endpoint_of", None)))
+        found.append(endpoint_of(getattr(exporter, "url", None) or getattr(exporter, "_url", None)))
     for url in (rt.store_url if rt is not None else None, os.environ.get(settings.OTEL_REPLAY_STORE)):
         if url and url.startswith(("http://", "https://")):
-            found.append(_endpoint(url))
+            found.append(endpoint_of(url))
     return tuple(dict.fromkeys(e for e in found if e is not None))
 
 
-def _normal_host(host: str) -> str:
+def normal_host(host: str) -> str:
     host = host.split("%", 1)[0]  # an IPv6 scope
     try:
         return str(ipaddress.ip_address(host))
@@ -101,14 +101,14 @@ def _normal_host(host: str) -> str:
         return host.lower()
 
 
-def _resolved(endpoints: tuple[tuple[str, int], ...]) -> set[tuple[str, int]]:
+def resolved_endpoints(endpoints: tuple[tuple[str, int], ...]) -> set[tuple[str, int]]:
     """Each endpoint as the addresses a connection to it goes to (resolved once per guarded replay)."""
     addresses: set[tuple[str, int]] = set()
     for host, port in endpoints:
-        addresses.add((_normal_host(host), port))
+        addresses.add((normal_host(host), port))
         try:
             for info in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP):
-                addresses.add((_normal_host(str(info[4][0])), port))
+                addresses.add((normal_host(str(info[4][0])), port))
         except (OSError, UnicodeError):
             pass
     return addresses

@@ -1,11 +1,11 @@
-"""The tool tape of a replay given a :class:`~otel_replay.replay.policy.ReplayPolicy` (a lab's replay).
+"""The tool tape of a replay given a :class:`~otel_replay.replay.matching.policy.ReplayPolicy` (a lab's replay).
 
 Without a policy a tool call is matched like every other call, by kind, name and order
 (:meth:`ReplaySession._match`). With one, in ``mock``, ``deterministic`` and ``whatif`` replays, tool calls are
 answered from the recording's tool calls as a tape instead, per ``policy.tool_match``:
 
 * ``strict``: the first recorded call of that tool, not taken yet, whose arguments are canonically equal
-  (keyed hashes recomputed, volatile ids put aside, as :mod:`~otel_replay.replay.sentdiff` compares them);
+  (keyed hashes recomputed, volatile ids put aside, as :mod:`~otel_replay.replay.matching.sentdiff` compares them);
   none: the call is refused (a ``refused`` entry and a divergence) and the agent gets
   :class:`~otel_replay.errors.ToolNotRecorded`, an ordinary exception it may handle;
 * ``sequence``: that tool's recorded calls in order whatever the arguments; differing arguments are a
@@ -32,16 +32,16 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Final
 
-from .. import semconv
-from ..errors import ToolNotRecorded
-from ..recording import Served
-from ..runs import Step
-from ..semconv import ReplayMode
+from ... import semconv
+from ...errors import ToolNotRecorded
+from ...recording import Served
+from ...runs import Step
+from ...semconv import ReplayMode
+from ..volatile import VolatileRule
 from .divergence import TextDiff
 from .hashing import same_content, step_text
 from .policy import ReplayPolicy, ToolFault
-from .sentdiff import _same_but_volatile, _sent_diff
-from .volatile import VolatileRule
+from .sentdiff import same_but_volatile, sent_diff
 
 TAPE_MODES: Final = frozenset({ReplayMode.MOCK, ReplayMode.DETERMINISTIC, ReplayMode.WHATIF})
 """Modes in which a policy's tape answers tool calls (dry runs no code, live calls every tool)."""
@@ -67,7 +67,7 @@ def sends_same(
         return True
     if same_content(recorded_key, key, text_a=step_text(recorded, attribute)):
         return True
-    return _same_but_volatile(recorded, attribute, sent, rules)
+    return same_but_volatile(recorded, attribute, sent, rules)
 
 
 def draws(fault: ToolFault, *, seed: int, trace_id: str, tool: str, ordinal: int, rule: int) -> bool:
@@ -223,7 +223,7 @@ def answer_tool(session: Any, tape: ToolTape, step: Any, key: str | None, sent: 
     if policy.tool_match == "sequence":
         recorded = tape.next_of(name)
         if recorded is not None and not sends_same(recorded, _ARGS, key, sent, tape.rules):
-            diff, texts = _sent_diff(recorded, _ARGS, sent, tape.rules)
+            diff, texts = sent_diff(recorded, _ARGS, sent, tape.rules)
             tape.drift.append({"tool": name, "step_index": recorded.index, "diff": diff})
             session._diverge(
                 recorded.index,
@@ -273,7 +273,7 @@ def mock_tool(
         index = recorded.index
         session._note_schema(recorded, step)
         if not sends_same(recorded, _ARGS, key, sent, tape.rules):
-            diff, texts = _sent_diff(recorded, _ARGS, sent, tape.rules)
+            diff, texts = sent_diff(recorded, _ARGS, sent, tape.rules)
             session._diverge(
                 index,
                 "arguments",
@@ -300,7 +300,7 @@ def _refuse(session: Any, tape: ToolTape, name: str, sent: str | None) -> Served
             f"no recorded call of tool {name!r} left has these arguments (closest: step {closest.index}; "
             "tool_match=strict)"
         )
-        kind, (diff, texts), index = "arguments", _sent_diff(closest, _ARGS, sent, tape.rules), closest.index
+        kind, (diff, texts), index = "arguments", sent_diff(closest, _ARGS, sent, tape.rules), closest.index
     tape.refused.append({"tool": name, "step_index": index, "reason": reason})
     session._diverge(index, kind, f"refused: {reason}", diff=diff, text_diffs=texts)
     return Served(how="refused", error=ToolNotRecorded(f"{reason}: not executed"))

@@ -12,37 +12,28 @@ from __future__ import annotations
 import contextlib
 import inspect
 import types
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from .. import semconv
-from ..errors import ReplayRefused
-from ..exporting import setup
-from ..recording import ReplayInterrupt, agent, replaying
-from ..records import parse_trace_id
-from ..runs import Run
-from ..semconv import ReplayMode
-from ..snapshots import canonical_json, to_jsonable
-from . import guard, sandbox
-from . import journal as audit_journal
-from .approvals import Approvals
-from .engine import (
-    ReplayResult,
-    _call,
-    _ingest,
-    _instrumented,
-    _load_replay,
-    _open_store,
-    _scrubbed,
-    load_entrypoint,
-    replay,
-)
-from .hashing import MISSING, same_content, stored_text
-from .session import ReplaySession, os_user, revive
-from .toolcode import _agents_function_tool, langchain_tool
+from ... import semconv
+from ...errors import ReplayRefused
+from ...exporting import setup
+from ...recording import ReplayInterrupt, agent, replaying
+from ...records import parse_trace_id
+from ...runs import Run
+from ...semconv import ReplayMode
+from ...snapshots import canonical_json, to_jsonable
+from ..engine import call_entrypoint, load_entrypoint, scrubbed_text
+from ..entrypoint import instrumented
+from ..matching.hashing import MISSING, same_content, stored_text
+from ..safety import guard, sandbox
+from ..safety import journal as audit_journal
+from ..session import ReplaySession, os_user, revive
+from ..storing import ingest, load_replay
+from .toolcode import agents_function_tool, langchain_tool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,7 +117,7 @@ def replay_tool(
     if replay_mode is ReplayMode.LIVE and not (reason and reason.strip()):
         raise ReplayRefused("a live tool replay calls the real tool: give a reason (--reason TEXT)")
     tid = parse_trace_id(trace_id)
-    actor, reason = _scrubbed(actor or os_user()), _scrubbed(reason)
+    actor, reason = scrubbed_text(actor or os_user()), scrubbed_text(reason)
     # A mock tool replay imports the tool's module and calls it confined, as an offline replay does.
     enforcement = sandbox.plan(replay_mode, allow_side_effects=False)
     shown = {"text": enforcement.text}
@@ -137,7 +128,9 @@ def replay_tool(
     def confined(fn: Callable[[], Any]) -> Any:
         return sandbox.run(fn, enforcement, on_unconfined=unconfined)
 
-    opened, close_store = _open_store(store)
+    from ...storage.store import open_given  # the store (and the rows encoder) load only when a store is used
+
+    opened, close_store = open_given(store)
     instrumenting = contextlib.ExitStack()
     try:
         original = opened.load_run(tid)
@@ -149,9 +142,9 @@ def replay_tool(
             raise ReplayRefused(f"step {step} of run {tid} is a {recorded.kind} step, not a tool call")
         function = recorded.attributes.get(semconv.TOOL_FUNCTION)
         # A tool recorded through an SDK's instrumentation is called through its wrapper: instrument that SDK.
-        # _instrumented reads only the run's steps and trace id
+        # instrumented reads only the run's steps and trace id
         one_step = cast("Run", types.SimpleNamespace(steps=[recorded], trace_id=tid))
-        instrumenting.enter_context(_instrumented(one_step))
+        instrumenting.enter_context(instrumented(one_step))
         framework = confined(lambda: langchain_tool(recorded, original, app=app))
         if not function and framework is None:
             raise ReplayRefused(
@@ -160,10 +153,9 @@ def replay_tool(
             )
         snapshot = recorded.snapshots.get("tool") or {}
         script = (original.snapshots.get("input") or {}).get("script")
+        named = function or ""  # without a framework tool the step names its function (refused above otherwise)
         tool_func, current = framework or (
-            confined(
-                lambda: _agents_function_tool(function, script=script) or load_entrypoint(function, script=script)
-            ),
+            confined(lambda: agents_function_tool(named, script=script) or load_entrypoint(named, script=script)),
             None,
         )
         if args is not None:
@@ -223,8 +215,8 @@ def replay_tool(
                 outcome_error = {"type": type(exc).__name__, "message": str(exc)}
             setup.flush()
         audit_journal.finished(journal, session)
-        _ingest(opened)
-        replayed = _load_replay(opened, session.trace_id, spans)
+        ingest(opened)
+        replayed = load_replay(opened, session.trace_id, spans)
         tool_steps = [s for s in replayed.steps if s.kind == "tool"] if replayed is not None else []
         new_snapshot = tool_steps[0].snapshots.get("tool") or {} if tool_steps else {}
         refusal = session.refusal
@@ -272,78 +264,4 @@ def replay_tool(
 def _guarded_call(session: ReplaySession, func: Callable[[], Any]) -> Any:
     """The tool's replay under the side-effect guard when the session's mode calls for it (mock)."""
     with guard.agent_call(session):
-        return _call(func, (), {})
-
-
-@dataclass(frozen=True, kw_only=True)
-class SessionReplayResult:
-    """The runs of one conversation replayed in order, one result per turn."""
-
-    session_id: str
-    mode: str
-    turns: tuple[ReplayResult, ...] = field(default=())
-
-    @property
-    def first_diverged_turn(self) -> int | None:
-        """Index (from 0) of the first turn that did not match, or None."""
-        return next((i for i, t in enumerate(self.turns) if t.outcome != "matched"), None)
-
-    @property
-    def outcome(self) -> str:
-        """``refused`` if a turn was refused, else ``diverged`` if one diverged, else ``matched``."""
-        outcomes = {t.outcome for t in self.turns}
-        return "refused" if "refused" in outcomes else "diverged" if "diverged" in outcomes else "matched"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (``otel-replay replay-session --json``)."""
-        return {
-            "session_id": self.session_id,
-            "mode": self.mode,
-            "outcome": self.outcome,
-            "diverged": self.outcome == "diverged",
-            "first_diverged_turn": self.first_diverged_turn,
-            "turns": [{"turn": i, **t.to_dict()} for i, t in enumerate(self.turns)],
-        }
-
-
-def replay_session(
-    session_id: str,
-    *,
-    mode: str | ReplayMode,
-    approvals: Sequence[str] = (),
-    actor: str | None = None,
-    reason: str | None = None,
-    store: Any = None,
-    entrypoint: str | None = None,
-    mocks: Mapping[str, Any] | None = None,
-) -> SessionReplayResult:
-    """Replay every original run of conversation ``session_id`` in the order they ran. Each turn replays
-    against the state the earlier replayed turns left behind (the agent's own memory); a refused turn ends
-    the conversation replay."""
-    if not session_id or not str(session_id).strip():
-        raise ReplayRefused("a session id is required")
-    budget = Approvals.of(approvals)  # one budget for the whole conversation: NAME is one call in all turns
-    opened, close_store = _open_store(store)
-    try:
-        roots = opened.run_rows(session=str(session_id), kind=semconv.RunKind.ORIGINAL.value, limit=10_000)
-        if not roots:
-            raise ReplayRefused(f"no runs with session id {session_id!r} in the store; see `otel-replay runs`")
-        turns: list[ReplayResult] = []
-        for root in sorted(roots, key=lambda r: r.timestamp_ns):
-            result = replay(
-                root.trace_id,
-                mode=mode,
-                approvals=budget,
-                actor=actor,
-                reason=reason,
-                store=opened,
-                entrypoint=entrypoint,
-                mocks=mocks,
-            )
-            turns.append(result)
-            if result.outcome == "refused":
-                break
-        return SessionReplayResult(session_id=str(session_id), mode=str(ReplayMode(mode).value), turns=tuple(turns))
-    finally:
-        if close_store:
-            opened.close()
+        return call_entrypoint(func, (), {})

@@ -5,7 +5,7 @@ A live replay (or one run with the side-effect guard off) appends a ``started`` 
 folder fsync'd when the file or folder is new) before the agent runs; if the record cannot be written the
 replay is refused and nothing runs. When it ends it appends a ``finished`` record. The store stays the audit
 of record; the journal covers what never reaches it: a replay killed after its side effect, an exporter set
-to ``none``, a Collector that was down. :func:`~otel_replay.replay.audit.audit` merges both.
+to ``none``, a Collector that was down. :func:`~otel_replay.replay.safety.audit.audit` merges both.
 
 Every audit record carries a keyed MAC (HMAC-SHA256 with a key derived from the installation's redaction key
 under the label :data:`MAC_LABEL`), so a replay row written straight into the store, or an edited one, does
@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from .. import semconv
-from ..errors import ReplayRefused
-from ..exporting import setup
-from ..files import fsync_dir, pid_alive, private_dir, process_start
-from ..semconv import ReplayMode
+from ... import semconv
+from ...errors import ReplayRefused
+from ...exporting import setup
+from ...files import fsync_dir, pid_alive, private_dir, process_start
+from ...semconv import ReplayMode
 
 AUDIT_DIR: Final = "audit"
 """Folder of the audit journal inside the otel-replay home."""

@@ -2,7 +2,7 @@
 aside (:mod:`otel_replay.replay.volatile`), and the unified diff a ``request`` or ``arguments`` divergence
 carries (indented JSON, volatile ids as their placeholders, cut at a bounded length), with each long or
 multi-line text that changed (a system prompt, a message's content, a tool description) taken out of the JSON
-and diffed line by line on its own (:class:`~otel_replay.replay.divergence.TextDiff`), so a 9 KB prompt with
+and diffed line by line on its own (:class:`~otel_replay.replay.matching.divergence.TextDiff`), so a 9 KB prompt with
 one changed sentence shows that sentence and a few lines around it.
 
 It must never call two values equal that it cannot compare (a value not at hand is never a match), or
@@ -15,8 +15,8 @@ import difflib
 import json
 from typing import Any, Final
 
-from ..runs import Step
-from . import volatile
+from ...runs import Step
+from .. import volatile
 from .divergence import TextDiff
 from .hashing import MISSING, stored_value
 
@@ -218,7 +218,7 @@ def _heading(found: TextDiff) -> str:
     return f"=== {found.title}: {size(found.recorded_lines)} recorded, {size(found.replayed_lines)} in the replay"
 
 
-def _same_but_volatile(
+def same_but_volatile(
     recorded: Step, attribute: str, sent: str | None, rules: tuple[volatile.VolatileRule, ...]
 ) -> bool:
     """Whether what step ``recorded`` sent (the stored field behind its hash ``attribute``) and what the
@@ -233,7 +233,7 @@ def _same_but_volatile(
         return False
 
 
-def _sent_diff(
+def sent_diff(
     recorded: Step, attribute: str, sent: str | None, rules: tuple[volatile.VolatileRule, ...] | None = None
 ) -> tuple[str | None, tuple[TextDiff, ...]]:
     """What step ``recorded`` sent (the stored field behind its hash ``attribute``) against what the replay's

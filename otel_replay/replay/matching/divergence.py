@@ -12,7 +12,7 @@ from typing import Any
 @dataclass(frozen=True, slots=True)
 class TextDiff:
     """A line diff of one long or multi-line text a ``request`` or ``arguments`` divergence changed (a message's
-    content, a system prompt, a tool description), built by :mod:`otel_replay.replay.sentdiff`."""
+    content, a system prompt, a tool description), built by :mod:`otel_replay.replay.matching.sentdiff`."""
 
     path: str
     """Where the text is in what the step sent: ``messages[0].content``, ``system[0].text``, ``prompt``."""
@@ -50,9 +50,10 @@ class Divergence:
     """Index of the original step it is reported at (the closest recorded step), or None."""
     kind: str
     """``arguments``, ``request``, ``extra_call``, ``missing_call``, ``unanswerable``, ``output``, ``approval``,
-    ``side_effect`` (an operation the side-effect guard blocked, see :mod:`otel_replay.replay.guard`),
+    ``side_effect`` (an operation the side-effect guard blocked, see :mod:`otel_replay.replay.safety.guard`),
     ``unrecorded_tool`` (a tool call the model asked for was answered by code outside the firewall, see
-    :mod:`otel_replay.replay.toolcalls`), ``redacted`` (a live model call would have sent a redaction marker)."""
+    :mod:`otel_replay.replay.matching.toolcalls`), ``redacted`` (a live model call would have sent a redaction
+    marker)."""
     reason: str
     expected: str | None = None
     actual: str | None = None

@@ -2,7 +2,7 @@
 
 An offline replay (``dry``, ``mock``, ``deterministic``, a ``--from-step`` replay on one of those, a regression
 case, a lab worker's replay, ``replay-tool --mode mock``) promises that nothing it runs reaches the world. The
-audit-hook guard (:mod:`otel_replay.replay.guard`) sees what Python sees and names it; below Python (``ctypes``,
+audit-hook guard (:mod:`otel_replay.replay.safety.guard`) sees what Python sees and names it; below Python (``ctypes``,
 a C extension, a descriptor opened before the replay) it sees nothing. Where the kernel offers Linux Landlock,
 the engine therefore runs the agent's import and call in a fresh thread that confines itself first
 (:func:`run`): from then on that thread and all it starts can change files only under the temp folder,
@@ -34,11 +34,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from .. import settings
-from ..errors import ReplayRefused
-from ..semconv import ReplayMode
+from ... import settings
+from ...errors import ReplayRefused
+from ...semconv import ReplayMode
 from . import landlock
-from .exempt import _endpoint, _exempt_endpoints, _exempt_roots
+from .exempt import endpoint_of, exempt_endpoints, exempt_roots
 
 T = TypeVar("T")
 
@@ -129,9 +129,9 @@ def gaps(enforcement: Enforcement) -> list[str]:
 
 def allowed_ports(addresses: Iterable[str]) -> list[int]:
     """The TCP ports of the export endpoints, the store and the allowed ``HOST:PORT`` addresses."""
-    ports = [port for _, port in _exempt_endpoints()]
+    ports = [port for _, port in exempt_endpoints()]
     for address in addresses:
-        endpoint = _endpoint(address)
+        endpoint = endpoint_of(address)
         if endpoint is not None:
             ports.append(endpoint[1])
     return ports
@@ -140,7 +140,7 @@ def allowed_ports(addresses: Iterable[str]) -> list[int]:
 def check_addresses(addresses: Sequence[str]) -> tuple[str, ...]:
     """``--allow-address`` values, each ``HOST:PORT``; raises :class:`ReplayRefused` for one that is not."""
     for address in addresses:
-        if "://" in address or _endpoint(address) is None or ":" not in address:
+        if "://" in address or endpoint_of(address) is None or ":" not in address:
             raise ReplayRefused(f"--allow-address takes HOST:PORT (like 127.0.0.1:5432), got {address[:80]!r}")
     return tuple(addresses)
 
@@ -203,7 +203,7 @@ def run(
     refused instead."""
     if enforcement.abi < 1:
         return fn()
-    writable = [*_exempt_roots(), os.devnull, *allow_paths]
+    writable = [*exempt_roots(), os.devnull, *allow_paths]
     ports = allowed_ports(allow_addresses)
     context = contextvars.copy_context()
     outcome: dict[str, Any] = {}

@@ -1,8 +1,8 @@
 """The side effects the replay guard knows, and one guarded replay's state: the check of each audit event (what the
 operation does, as one line, or None when it is exempt or changes nothing), :class:`SideEffectBlocked`, and
-``_Guard`` (what one guarded replay exempts, the effects it already reported, the block that records and raises).
+``Guard`` (what one guarded replay exempts, the effects it already reported, the block that records and raises).
 
-:mod:`otel_replay.replay.guard` owns the audit hook and the process-wide state and re-exports the public names
+:mod:`otel_replay.replay.safety.guard` owns the audit hook and the process-wide state and re-exports the public names
 defined here. The one value kept for the process is whether this SQLite library reads every ``file:`` name as
 a URI (``_sqlite_uri_default``, asked once).
 
@@ -23,11 +23,19 @@ from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..exporting import setup
-from ..semconv import ReplayMode
-from .exempt import _endpoint, _exempt_endpoints, _exempt_roots, _folder_of_fd, _is_bytecode, _normal_host, _resolved
-from .raised import agent_frame
-from .session import Divergence
+from ...exporting import setup
+from ...semconv import ReplayMode
+from ..matching.divergence import Divergence
+from ..raised import agent_frame
+from .exempt import (
+    endpoint_of,
+    exempt_endpoints,
+    exempt_roots,
+    folder_of_fd,
+    is_bytecode,
+    normal_host,
+    resolved_endpoints,
+)
 
 BLOCKED_MESSAGE: Final = "otel-replay blocked an unrecorded side effect during replay"
 """Start of the message of every :class:`SideEffectBlocked`."""
@@ -45,14 +53,14 @@ class SideEffectBlocked(PermissionError):
     network connection the recording does not hold. Raised in place of the operation; nothing happened."""
 
     # The name a replay reports for it (``module.Name``) stays where the class was first defined:
-    # otel_replay.replay.guard re-exports it.
-    __module__ = "otel_replay.replay.guard"
+    # otel_replay.replay.safety.guard re-exports it.
+    __module__ = "otel_replay.replay.safety.guard"
 
 
 # ------------------------------------------------------------------------------------------------ guard
 
 
-class _Guard:
+class Guard:
     """One guarded replay: what is exempt, and the effects already reported."""
 
     def __init__(self, session: Any) -> None:
@@ -62,9 +70,9 @@ class _Guard:
         """A live replay from step N: only the recorded steps before N are replayed offline, so only they are
         guarded (from the replayed run's start until its first live call)."""
         allowed_paths = tuple(getattr(session, "allow_paths", ()) or ())
-        self.roots = (*_exempt_roots(), *allowed_paths)
-        allowed = (_endpoint(address) for address in getattr(session, "allow_addresses", ()) or ())
-        self.endpoints = (*_exempt_endpoints(), *(a for a in allowed if a is not None))
+        self.roots = (*exempt_roots(), *allowed_paths)
+        allowed = (endpoint_of(address) for address in getattr(session, "allow_addresses", ()) or ())
+        self.endpoints = (*exempt_endpoints(), *(a for a in allowed if a is not None))
         self._addresses: set[tuple[str, int]] | None = None
         self._seen: set[str] = set()
         self._lock = threading.Lock()
@@ -78,12 +86,12 @@ class _Guard:
         """(exempt, the absolute path as shown) for a path an event names."""
         path = os.fsdecode(raw)
         if not os.path.isabs(path):
-            base = _folder_of_fd(dir_fd) if isinstance(dir_fd, int) and dir_fd >= 0 else os.getcwd()
+            base = folder_of_fd(dir_fd) if isinstance(dir_fd, int) and dir_fd >= 0 else os.getcwd()
             if base is None:
                 return False, path
             path = os.path.join(base, path)
         path = os.path.normpath(path)
-        if _is_bytecode(path):
+        if is_bytecode(path):
             return True, path
         real = os.path.realpath(path)
         return any(real == root or real.startswith(root + os.sep) for root in self.roots), path
@@ -91,8 +99,8 @@ class _Guard:
     def exempt_address(self, host: str, port: int) -> bool:
         """True when ``host:port`` is one of the endpoints otel-replay exports to."""
         if self._addresses is None:
-            self._addresses = _resolved(self.endpoints)
-        return (_normal_host(host), port) in self._addresses
+            self._addresses = resolved_endpoints(self.endpoints)
+        return (normal_host(host), port) in self._addresses
 
     def block(self, what: str) -> None:
         """Record ``what`` on the replay (once) and raise :class:`SideEffectBlocked`."""
@@ -123,8 +131,8 @@ class _Guard:
         return text
 
 
-def _spawn(event: str) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
-    def check(state: _Guard, args: tuple[Any, ...]) -> str | None:
+def _spawn(event: str) -> Callable[[Guard, tuple[Any, ...]], str | None]:
+    def check(state: Guard, args: tuple[Any, ...]) -> str | None:
         if event == "subprocess.Popen":
             executable, argv = args[0], args[1]
             shown = _command(argv) if argv is not None else _short(os.fsdecode(executable))
@@ -140,7 +148,7 @@ def _spawn(event: str) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
     return check
 
 
-def _open(state: _Guard, args: tuple[Any, ...]) -> str | None:
+def _open(state: Guard, args: tuple[Any, ...]) -> str | None:
     path, mode, flags = (*args, None, None, None)[:3]
     if isinstance(path, int) or path is None or not _writes(mode, flags):
         return None
@@ -155,7 +163,7 @@ def _is_devnull(path: Any) -> bool:
     return name == os.devnull or os.path.realpath(name) == os.path.realpath(os.devnull)
 
 
-def _sqlite(state: _Guard, args: tuple[Any, ...]) -> str | None:
+def _sqlite(state: Guard, args: tuple[Any, ...]) -> str | None:
     """``sqlite3.connect``: SQLite opens its files in C, past the ``open`` event, so the database is checked
     here. In-memory and private temporary databases are allowed, and so is a read-only ``file:`` URI. Under the
     kernel sandbox an existing database is allowed too: the kernel lets SQLite open it only read-only."""
@@ -213,7 +221,7 @@ raises no audit event when they run, only when ``ctypes`` looks them up, so the 
 blocks."""
 
 
-def _native(state: _Guard, args: tuple[Any, ...]) -> str | None:
+def _native(state: Guard, args: tuple[Any, ...]) -> str | None:
     name = args[-1] if args else None
     if isinstance(name, bytes):
         name = name.decode("ascii", "replace")
@@ -232,8 +240,8 @@ def _sqlite_uri_default() -> bool:
         return any(row[0] == "USE_URI" for row in conn.execute("PRAGMA compile_options"))
 
 
-def _file_change(label: str, *, dir_fd_at: int | None = None) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
-    def check(state: _Guard, args: tuple[Any, ...]) -> str | None:
+def _file_change(label: str, *, dir_fd_at: int | None = None) -> Callable[[Guard, tuple[Any, ...]], str | None]:
+    def check(state: Guard, args: tuple[Any, ...]) -> str | None:
         path = args[0]
         if isinstance(path, int):  # an open descriptor: opening it for writing was checked already
             return None
@@ -244,8 +252,8 @@ def _file_change(label: str, *, dir_fd_at: int | None = None) -> Callable[[_Guar
     return check
 
 
-def _two_paths(label: str) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
-    def check(state: _Guard, args: tuple[Any, ...]) -> str | None:
+def _two_paths(label: str) -> Callable[[Guard, tuple[Any, ...]], str | None]:
+    def check(state: Guard, args: tuple[Any, ...]) -> str | None:
         src_fd = args[2] if len(args) > 2 else None
         dst_fd = args[3] if len(args) > 3 else None
         src_exempt, src = state.exempt_path(args[0], src_fd)
@@ -255,15 +263,15 @@ def _two_paths(label: str) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
     return check
 
 
-def _link(label: str) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
-    def check(state: _Guard, args: tuple[Any, ...]) -> str | None:
+def _link(label: str) -> Callable[[Guard, tuple[Any, ...]], str | None]:
+    def check(state: Guard, args: tuple[Any, ...]) -> str | None:
         exempt, shown = state.exempt_path(args[1])  # the new name is what changes
         return None if exempt else f"{label}: {_short(shown)}"
 
     return check
 
 
-def _mkdir(state: _Guard, args: tuple[Any, ...]) -> str | None:
+def _mkdir(state: Guard, args: tuple[Any, ...]) -> str | None:
     path = args[0]
     if isinstance(path, int):
         return None
@@ -273,8 +281,8 @@ def _mkdir(state: _Guard, args: tuple[Any, ...]) -> str | None:
     return None if exempt else f"folder create (os.mkdir): {_short(shown)}"
 
 
-def _connect(event: str) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
-    def check(state: _Guard, args: tuple[Any, ...]) -> str | None:
+def _connect(event: str) -> Callable[[Guard, tuple[Any, ...]], str | None]:
+    def check(state: Guard, args: tuple[Any, ...]) -> str | None:
         address = args[-1]
         if (
             isinstance(address, tuple)
@@ -295,7 +303,7 @@ def _connect(event: str) -> Callable[[_Guard, tuple[Any, ...]], str | None]:
     return check
 
 
-_CHECKS: Final[dict[str, Callable[[_Guard, tuple[Any, ...]], str | None]]] = {
+CHECKS: Final[dict[str, Callable[[Guard, tuple[Any, ...]], str | None]]] = {
     **{
         event: _spawn(event)
         for event in (
@@ -342,7 +350,7 @@ def _writes(mode: Any, flags: Any) -> bool:
 
 
 def _short(value: str) -> str:
-    """A value on one line (shortened only after redaction, in :meth:`_Guard.block`)."""
+    """A value on one line (shortened only after redaction, in :meth:`Guard.block`)."""
     return " ".join(str(value).split())
 
 

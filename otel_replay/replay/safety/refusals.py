@@ -16,8 +16,8 @@ import shlex
 from collections.abc import Sequence
 from typing import Any, Final
 
-from .. import semconv
-from ..recording import ReplayInterrupt
+from ... import semconv
+from ...recording import ReplayInterrupt
 
 
 class ApprovalRequired(ReplayInterrupt):

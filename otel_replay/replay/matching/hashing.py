@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from .. import semconv
-from ..snapshots import canonical_json
+from ... import semconv
+from ...snapshots import canonical_json
 
 MISSING: Final[Any] = object()
 """Marks a side whose stored content is not known (not recorded, truncated, not captured)."""
@@ -63,7 +63,7 @@ def same_content(
 def current_rehash() -> Callable[[str], str] | None:
     """The configured redactor's ``content_hash`` (the key fresh hashes are taken with), or None before
     :func:`otel_replay.configure`."""
-    from ..exporting.setup import current_runtime
+    from ...exporting.setup import current_runtime
 
     runtime = current_runtime()
     return runtime.redactor.content_hash if runtime is not None else None
@@ -110,6 +110,6 @@ def steps_agree(x: Any, y: Any, attribute: str) -> bool:
     value_a, value_b = stored_value(x, attribute), stored_value(y, attribute)
     if value_a is MISSING or value_b is MISSING:
         return False
-    from .volatile import same
+    from ..volatile import same
 
     return same(value_a, value_b)

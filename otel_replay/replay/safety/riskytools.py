@@ -37,12 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from .. import semconv
-from ..runs import Run
+from ... import semconv
+from ...runs import Run
+from ..matching.toolcalls import requested_calls, result_ids
 from . import trust
 from .approvals import Approvals
 from .refusals import higher_risk
-from .toolcalls import requested_calls, result_ids
 
 _RISKY: Final = ("write", "high")
 _DECORATOR_NAMES: Final = ("otel_replay", "orp")

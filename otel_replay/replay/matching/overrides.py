@@ -2,7 +2,7 @@
 
 ``policy.model`` (the model asked for), ``policy.params`` (request parameters set) and ``policy.prompts`` (role
 → text: the content of that role's message replaced) reach every model call of a replay given a
-:class:`~otel_replay.replay.policy.ReplayPolicy`, whatever its mode. Where each goes, per call shape:
+:class:`~otel_replay.replay.matching.policy.ReplayPolicy`, whatever its mode. Where each goes, per call shape:
 
 * OpenAI Chat Completions (``openai.chat.completions``): ``model=``, params as keyword arguments, the
   content of each ``messages`` entry of that role replaced; a ``system`` (or ``developer``) prompt with no

@@ -1,6 +1,6 @@
 """Where ``replay-tool`` finds the current code of a recorded tool that is not an ``@otel_replay.tool`` function: a
 LangChain ``BaseTool`` looked for by its recorded name among the objects of a trusted module
-(:func:`langchain_tool`), or an OpenAI Agents SDK ``@function_tool`` (``_agents_function_tool``), each as a
+(:func:`langchain_tool`), or an OpenAI Agents SDK ``@function_tool`` (``agents_function_tool``), each as a
 callable that goes through the instrumented SDK and so through the replay's firewall.
 
 It must never import a module the trust rule refuses (the rule decides before anything is imported), construct
@@ -17,11 +17,11 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from .. import semconv
-from ..errors import ReplayRefused
-from ..instrumentation import _sdk_installed
-from ..runs import Run, Step
-from .engine import _entrypoint_module
+from ... import semconv
+from ...errors import ReplayRefused
+from ...instrumentation import sdk_installed
+from ...runs import Run, Step
+from ..entrypoint import entrypoint_module
 
 _SEARCH_DEPTH: Final = 6
 """How deep :func:`langchain_tool` looks into the app's objects (module → graph → its nodes → a node → its
@@ -34,7 +34,7 @@ _CONTAINER_ATTRS: Final = ("tools_by_name", "tools", "nodes", "bound")
 def _trusted_module(name: str, *, given: bool) -> types.ModuleType:
     """Import module ``name`` for a tool lookup, under the same trust rule as an entrypoint (refused before
     anything is imported)."""
-    from .trust import entrypoint_refusal
+    from ..safety.trust import entrypoint_refusal
 
     refusal = entrypoint_refusal(f"{name}:tool", given=given)
     if refusal is not None:
@@ -102,7 +102,7 @@ def langchain_tool(
     instrumentor), as ``(call, meta)`` for :func:`replay_tool`; None for a step of another kind of tool.
 
     The tool is found by its recorded name among the objects of a module the trust rule allows
-    (:mod:`otel_replay.replay.trust`): ``app`` (``MODULE`` or ``MODULE:OBJECT``, given by the person replaying),
+    (:mod:`otel_replay.replay.safety.trust`): ``app`` (``MODULE`` or ``MODULE:OBJECT``, given by the person replaying),
     else the module of the recorded tool function or of the recorded entrypoint. Nothing the recording names
     is constructed; the tool is called through ``BaseTool.run`` / ``arun``, which the LangChain instrumentor
     wraps, so the call goes through the replay's firewall. ``call(**arguments)`` returns what the tool
@@ -111,7 +111,7 @@ def langchain_tool(
         return None
     from langchain_core.tools import BaseTool
 
-    from .engine import load_entrypoint
+    from ..entrypoint import load_entrypoint
 
     script = (original.snapshots.get("input") or {}).get("script")
     roots: list[Any] = []
@@ -167,32 +167,32 @@ def langchain_tool(
     return call, {"kind": "tool", "schema_version": None}
 
 
-def _agents_function_tool(function: str, *, script: str | None) -> Any | None:
+def agents_function_tool(function: str, *, script: str | None) -> Any | None:
     """The recorded tool function ``function`` (``module:name``) as a callable of its keyword arguments when the
     current code defines it as an OpenAI Agents SDK ``@function_tool``; None when it is something else (the
     caller then loads it as an ``@otel_replay.tool`` function). The trust rule decides before anything is
     imported; only a tool object found under that name, whose function is defined in that module, is used:
     nothing named by the recording is constructed. The call goes through the SDK's tool-invocation boundary,
     instrumented for the call, so the replay's firewall answers or refuses it."""
-    from .trust import entrypoint_refusal
+    from ..safety.trust import entrypoint_refusal
 
     module_name, _, name = function.partition(":")
     if not module_name or not name or "." in name or "<locals>" in name:
         return None
-    if "agents" not in sys.modules and not _sdk_installed("openai_agents"):
+    if "agents" not in sys.modules and not sdk_installed("openai_agents"):
         return None
     refusal = entrypoint_refusal(function, given=False, script=script)
     if refusal is not None:
         raise ReplayRefused(refusal)
-    from ..instrumentation.openai_agents import function_tool_of, invoke_function_tool
+    from ...instrumentation.openai_agents import function_tool_of, invoke_function_tool
 
-    module = _entrypoint_module(function, module_name, script)
+    module = entrypoint_module(function, module_name, script)
     tool = function_tool_of(getattr(module, name, None), module.__name__)
     if tool is None:
         return None
 
     async def call(**arguments: Any) -> Any:
-        from .. import instrumentation
+        from ... import instrumentation
 
         added = not instrumentation.instrumented("openai_agents") and bool(instrumentation.instrument("openai_agents"))
         try:

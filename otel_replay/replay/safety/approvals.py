@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from ..errors import OtelReplayError
+from ...errors import OtelReplayError
 
 _SPEC: Final = re.compile(r"(?P<name>[^:\s][^:]*?)(?::(?P<count>\*|[0-9]+))?")
 _MAX_COUNT: Final = 1_000_000

@@ -42,7 +42,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Final
 
-from ..settings import OTEL_REPLAY_TRUSTED_MODULES
+from ...settings import OTEL_REPLAY_TRUSTED_MODULES
 
 DEMO_PACKAGE: Final = "otel_replay.demo"
 """otel-replay's own demo agents: trusted (otel-replay is already running its own code)."""

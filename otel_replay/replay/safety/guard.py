@@ -42,7 +42,7 @@ Process-wide state, kept because Python offers no narrower way:
   end (left in place, inert, if other code wrapped the same methods on top of them meanwhile). A thread pool's
   worker threads are not given a context of their own: each work item carries its submitter's.
 
-The check of each audit event and the state of one guarded replay are in :mod:`otel_replay.replay.effects`
+The check of each audit event and the state of one guarded replay are in :mod:`otel_replay.replay.safety.effects`
 (this module re-exports :class:`SideEffectBlocked`, :data:`BLOCKED_MESSAGE` and :data:`DIVERGENCE_KIND`).
 
 This module must never block anything outside the context of a guarded replay, never block otel-replay's own
@@ -59,19 +59,21 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from ..recording import _current_step, _unguarded
-from ..recording.threads import carry_also, carrying
-from ..semconv import ReplayMode
-from .effects import _CHECKS, _Guard
-from .effects import BLOCKED_MESSAGE as BLOCKED_MESSAGE  # re-exported: otel_replay.replay.guard.BLOCKED_MESSAGE
-from .effects import DIVERGENCE_KIND as DIVERGENCE_KIND  # re-exported: otel_replay.replay.guard.DIVERGENCE_KIND
-from .effects import SideEffectBlocked as SideEffectBlocked  # re-exported: otel_replay.replay.guard.SideEffectBlocked
+from ...recording import current_step, unguarded_call
+from ...recording.threads import carry_also, carrying
+from ...semconv import ReplayMode
+
+# re-exported: otel_replay.replay.safety.guard.BLOCKED_MESSAGE, .DIVERGENCE_KIND and .SideEffectBlocked
+from .effects import BLOCKED_MESSAGE as BLOCKED_MESSAGE
+from .effects import CHECKS, Guard
+from .effects import DIVERGENCE_KIND as DIVERGENCE_KIND
+from .effects import SideEffectBlocked as SideEffectBlocked
 
 
 def guards(session: Any) -> bool:
     """True when a replay run by ``session`` runs under the side-effect guard: every mode but ``live`` (real
     calls are intended there), and a live replay from step N while it is still in the recorded steps before N
-    (see :func:`_Guard.in_force <otel_replay.replay.effects._Guard.in_force>`), unless side effects were
+    (see :func:`Guard.in_force <otel_replay.replay.safety.effects.Guard.in_force>`), unless side effects were
     allowed."""
     if getattr(session, "allow_side_effects", False):
         return False
@@ -107,7 +109,7 @@ def _platform_known() -> None:
 # ------------------------------------------------------------------------------------------------ guard
 
 
-_guard: ContextVar[_Guard | None] = ContextVar("otel_replay_side_effect_guard", default=None)
+_guard: ContextVar[Guard | None] = ContextVar("otel_replay_side_effect_guard", default=None)
 _hook_lock = threading.Lock()
 _hook_installed = False
 _busy = threading.local()
@@ -118,7 +120,7 @@ def guarded(session: Any) -> Iterator[None]:
     """Block unrecorded side effects made in this context (and the threads and tasks that carry it) and
     record them on ``session``; the guard ends with the block, also for threads still running."""
     global _hook_installed
-    state = _Guard(session)  # before the hook sees it: gettempdir() may probe the temp folder by writing
+    state = Guard(session)  # before the hook sees it: gettempdir() may probe the temp folder by writing
     with _hook_lock:
         if not _hook_installed:
             sys.addaudithook(_audit)
@@ -136,10 +138,10 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
     state = _guard.get()
     if state is None or not state.active or (state.prefix_only and not state.in_force()):
         return
-    check = _CHECKS.get(event)
+    check = CHECKS.get(event)
     if check is None or getattr(_busy, "on", False):
         return
-    live = _unguarded.get()
+    live = unguarded_call.get()
     if live is not None and _lets_through(live, event):
         return
     _busy.on = True
@@ -162,7 +164,7 @@ def _lets_through(call: Any, event: str) -> bool:
         return False
     if call.live not in ("network", "all"):
         return False
-    current = _current_step.get()
+    current = current_step.get()
     return current is None or current is call.step or current.kind.value not in ("tool", "retrieval")
 
 
