@@ -5,8 +5,6 @@ The public API is exactly what ``__all__`` lists; a test pins it. Everything els
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from . import runtime as _runtime
@@ -26,6 +24,7 @@ if TYPE_CHECKING:
     from .instrumentation import instrument, uninstrument
     from .lab.api import lab
     from .lab.model import LabResult
+    from .lab.scoring import scorer
     from .recording import (
         agent,
         attach_file,
@@ -88,61 +87,39 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("RedactionConfig", "Redactor"), ".redaction"),
     "RunDiff": ".replay.diff",
     "register_type": ".revival",
-    **dict.fromkeys(("ReplayResult", "diff", "replay"), ".replay.engine"),
+    **dict.fromkeys(("ReplayResult", "diff"), ".replay.engine"),
     "ReplayRefused": ".errors",
     **dict.fromkeys(("SessionReplayResult", "ToolReplayResult", "replay_session", "replay_tool"), ".replay.scopes"),
     "Divergence": ".replay.session",
     **dict.fromkeys(("Run", "RunSummary", "Snapshot", "Step"), ".runs"),
     **dict.fromkeys(("ApprovalStatus", "ReplayMode", "Risk", "RunKind", "SnapshotKind", "StepKind"), ".semconv"),
     "Store": ".storage.store",
-    "lab": ".lab.api",
     "LabResult": ".lab.model",
     "scorer": ".lab.scoring",
 }
 
 
+_CALLABLE_PACKAGES = frozenset({"replay", "lab"})
+"""Sub-packages that are also the function of their name: ``otel_replay.replay(...)`` calls the replay and
+``import otel_replay.replay`` gives the package (see :mod:`otel_replay.callable_package`). Type checkers see the
+functions (the imports above); at run time the attribute is the callable package."""
+
+
 def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _CALLABLE_PACKAGES:
+        return importlib.import_module(f".{name}", __name__)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'otel_replay' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
-
-
-class _Package(types.ModuleType):
-    """``otel_replay.replay`` is the replay function and ``otel_replay.lab`` the lab function. Importing the
-    ``otel_replay.replay`` or ``otel_replay.lab`` package (which the import system records as an attribute of its
-    parent) must not replace them."""
-
-    @property
-    def replay(self) -> Any:
-        value = self.__dict__.get("replay")
-        return value if callable(value) and not isinstance(value, types.ModuleType) else __getattr__("replay")
-
-    @replay.setter
-    def replay(self, value: Any) -> None:
-        if not isinstance(value, types.ModuleType):
-            self.__dict__["replay"] = value
-
-    @property
-    def lab(self) -> Any:
-        value = self.__dict__.get("lab")
-        return value if callable(value) and not isinstance(value, types.ModuleType) else __getattr__("lab")
-
-    @lab.setter
-    def lab(self, value: Any) -> None:
-        if not isinstance(value, types.ModuleType):
-            self.__dict__["lab"] = value
-
-
-sys.modules[__name__].__class__ = _Package
+    return sorted(set(globals()) | set(_LAZY) | _CALLABLE_PACKAGES)
 
 
 __all__ = [

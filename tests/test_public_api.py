@@ -110,3 +110,25 @@ def test_every_public_name_is_documented() -> None:
         if name.startswith("__"):
             continue
         assert inspect.getdoc(getattr(orp, name)), f"{name} has no docstring"
+
+
+def test_replay_and_lab_are_packages_that_call_their_function() -> None:
+    import types
+
+    import pytest
+
+    import otel_replay.lab as lab_package
+    import otel_replay.replay as replay_package
+    from otel_replay.lab import api
+    from otel_replay.replay import engine
+
+    assert isinstance(replay_package, types.ModuleType) and replay_package is orp.replay
+    assert isinstance(lab_package, types.ModuleType) and lab_package is orp.lab
+    assert replay_package.engine is engine and replay_package.replay is engine.replay
+    assert lab_package.api is api and lab_package.lab is api.lab
+    assert inspect.signature(orp.replay) == inspect.signature(engine.replay)
+    assert inspect.signature(orp.lab) == inspect.signature(api.lab)
+    with pytest.raises(orp.InvalidTraceIdError):  # the call reaches the replay, which checks the trace id
+        orp.replay("not-a-trace-id", mode="mock")
+    with pytest.raises(AttributeError):
+        replay_package.no_such_name  # noqa: B018
