@@ -31,9 +31,9 @@ from __future__ import annotations
 from typing import Any
 
 from ...runs import Run
-from .calls import _citations, _tools
+from .calls import citations_section, tools_section
 from .result import LATENCY_THRESHOLD_MS, LATENCY_THRESHOLD_RATIO, SECTIONS, RunDiff, SectionDiff
-from .sections import _cost, _latency, _output, _safety, _state
+from .sections import cost_section, latency_section, output_section, safety_section, state_section
 from .values import normalize
 
 __all__ = [
@@ -63,13 +63,13 @@ def diff_runs(
     if latency_threshold_ms < 0 or latency_threshold_ratio < 0:
         raise ValueError("latency thresholds must not be negative")
     sections = [
-        _output(a, b),
-        _state(a, b),
-        _tools(a, b),
-        _citations(a, b),
-        _cost(a, b),
-        _latency(a, b, latency_threshold_ms, latency_threshold_ratio),
-        _safety(a, b),
+        output_section(a, b),
+        state_section(a, b),
+        tools_section(a, b),
+        citations_section(a, b),
+        cost_section(a, b),
+        latency_section(a, b, latency_threshold_ms, latency_threshold_ratio),
+        safety_section(a, b),
     ]
     return RunDiff(a_trace_id=a.trace_id, b_trace_id=b.trace_id, sections={s.name: s for s in sections})
 

@@ -16,7 +16,17 @@ from ...runs import Run, Step
 from ...snapshots import REDACTED_TAG, canonical_json
 from ..matching.hashing import MISSING, same_content
 from .result import SectionDiff
-from .values import _RETRIEVAL, _RETRIEVAL_SNAPSHOT, _TOOL, _TOOL_SNAPSHOT, _ab, _key, _names, _same, normalize
+from .values import (
+    RETRIEVAL_KIND,
+    RETRIEVAL_SNAPSHOT,
+    TOOL_KIND,
+    TOOL_SNAPSHOT,
+    a_b,
+    listed,
+    normalize,
+    same_value,
+    value_key,
+)
 
 # ------------------------------------------------------------------------------------------- tools
 
@@ -35,8 +45,8 @@ class _Call:
     def of(cls, step: Step) -> _Call:
         attrs = step.attributes
         snap = None
-        for snapshot in step.snapshot_list:  # step.snapshots[_TOOL_SNAPSHOT] without building the whole dict
-            if snapshot.kind == _TOOL_SNAPSHOT:
+        for snapshot in step.snapshot_list:  # step.snapshots[TOOL_SNAPSHOT] without building the whole dict
+            if snapshot.kind == TOOL_SNAPSHOT:
                 snap = snapshot.payload  # the last one, as in step.snapshots
         snap = snap if isinstance(snap, dict) else {}
         return cls(
@@ -57,28 +67,28 @@ def _hashed_same(hash_a: str | None, hash_b: str | None, value_a: Any, value_b: 
         return True
     if value_a is None and value_b is None:
         return False
-    return same_content(hash_a, hash_b, text_a=_key(value_a), text_b=_key(value_b))
+    return same_content(hash_a, hash_b, text_a=value_key(value_a), text_b=value_key(value_b))
 
 
 def _changed_keys(x: Any, y: Any) -> list[str]:
     if not isinstance(x, dict) or not isinstance(y, dict):
         return []
-    return sorted(k for k in set(x) | set(y) if k not in x or k not in y or not _same(x[k], y[k]))
+    return sorted(k for k in set(x) | set(y) if k not in x or k not in y or not same_value(x[k], y[k]))
 
 
 def _compare_calls(x: _Call, y: _Call) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     if not _hashed_same(x.args_hash, y.args_hash, x.arguments, y.arguments):
-        fields["args_hash"] = _ab(x.args_hash, y.args_hash)
+        fields["args_hash"] = a_b(x.args_hash, y.args_hash)
         keys = _changed_keys(x.arguments, y.arguments)
         if keys:
             fields["args_hash"]["keys"] = keys
     if not _hashed_same(x.result_hash, y.result_hash, x.result, y.result):
-        fields["result_hash"] = _ab(x.result_hash, y.result_hash)
+        fields["result_hash"] = a_b(x.result_hash, y.result_hash)
     if x.step.status != y.step.status:
-        fields["status"] = _ab(x.step.status, y.step.status)
+        fields["status"] = a_b(x.step.status, y.step.status)
     if x.approval_status != y.approval_status:
-        fields["approval"] = _ab(x.approval_status, y.approval_status)
+        fields["approval"] = a_b(x.approval_status, y.approval_status)
     return fields
 
 
@@ -100,9 +110,9 @@ def _label(entry: dict[str, Any], side: str) -> str:
     return f"{side}#{entry[side + '_index']} {entry['name']}"
 
 
-def _tools(a: Run, b: Run) -> SectionDiff:
-    ca = [_Call.of(s) for s in a.steps if s.kind == _TOOL]
-    cb = [_Call.of(s) for s in b.steps if s.kind == _TOOL]
+def tools_section(a: Run, b: Run) -> SectionDiff:
+    ca = [_Call.of(s) for s in a.steps if s.kind == TOOL_KIND]
+    cb = [_Call.of(s) for s in b.steps if s.kind == TOOL_KIND]
     names_a, names_b = [c.step.name for c in ca], [c.step.name for c in cb]
     if names_a == names_b:  # the common case (a faithful replay): no alignment needed, and difflib is O(n^2) here
         opcodes: Sequence[tuple[str, int, int, int, int]] = [("equal", 0, len(ca), 0, len(cb))] if ca else []
@@ -124,12 +134,12 @@ def _tools(a: Run, b: Run) -> SectionDiff:
         added.extend({"a_index": None, "b_index": y.step.index, **_call_ref(y)} for y in cb[j1:j2])
     parts = []
     if added:
-        parts.append(f"{len(added)} added ({_names([_label(e, 'b') for e in added])})")
+        parts.append(f"{len(added)} added ({listed([_label(e, 'b') for e in added])})")
     if removed:
-        parts.append(f"{len(removed)} removed ({_names([_label(e, 'a') for e in removed])})")
+        parts.append(f"{len(removed)} removed ({listed([_label(e, 'a') for e in removed])})")
     if changed:
         labels = [_label(e, "ab") for e in changed]
-        parts.append(f"{len(changed)} changed ({_names(labels)})")
+        parts.append(f"{len(changed)} changed ({listed(labels)})")
     is_changed = bool(added or removed or changed)
     counts = f"{len(ca)} → {len(cb)} calls" if len(ca) != len(cb) else f"{len(ca)} calls"
     summary = f"{', '.join(parts)}; {counts}" if is_changed else f"unchanged ({counts})"
@@ -137,7 +147,7 @@ def _tools(a: Run, b: Run) -> SectionDiff:
         name="tools",
         changed=is_changed,
         summary=summary,
-        details={"count": _ab(len(ca), len(cb)), "added": added, "removed": removed, "changed": changed},
+        details={"count": a_b(len(ca), len(cb)), "added": added, "removed": removed, "changed": changed},
     )
 
 
@@ -171,9 +181,9 @@ def _documents(run: Run) -> dict[str, tuple[str | None, Any]]:
     (content hashes are keyed per installation: two runs recorded with different keys compare by content)."""
     docs: dict[str, tuple[str | None, Any]] = {}
     for step in run.steps:
-        if step.kind != _RETRIEVAL:
+        if step.kind != RETRIEVAL_KIND:
             continue
-        snap = step.snapshots.get(_RETRIEVAL_SNAPSHOT)
+        snap = step.snapshots.get(RETRIEVAL_SNAPSHOT)
         results = snap.get("results") if isinstance(snap, dict) else None
         returned = snap.get("returned") if isinstance(snap, dict) else None
         for position, doc in enumerate(results if isinstance(results, list) else []):
@@ -199,7 +209,7 @@ def _doc_content(doc: Any) -> Any:
     for name in ("content", "text", "page_content"):
         value = fields.get(name)
         if value is not None:
-            return value if isinstance(value, str) else _key(value)
+            return value if isinstance(value, str) else value_key(value)
     return MISSING
 
 
@@ -207,7 +217,7 @@ def _unique(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def _citations(a: Run, b: Run) -> SectionDiff:
+def citations_section(a: Run, b: Run) -> SectionDiff:
     oa, ob = _output_citations(a), _output_citations(b)
     da, db = _documents(a), _documents(b)
     out_added = [c for c in ob if c not in oa]
@@ -221,7 +231,7 @@ def _citations(a: Run, b: Run) -> SectionDiff:
     if doc_added or doc_removed:
         parts.append(f"retrieved documents +{len(doc_added)} -{len(doc_removed)}")
     if doc_changed:
-        parts.append(f"{len(doc_changed)} retrieved document(s) with changed content ({_names(doc_changed)})")
+        parts.append(f"{len(doc_changed)} retrieved document(s) with changed content ({listed(doc_changed)})")
     changed = bool(parts)
     summary = "; ".join(parts) if changed else f"unchanged ({len(oa)} citations, {len(da)} retrieved documents)"
     return SectionDiff(

@@ -15,7 +15,7 @@ from ...records import stored_int as _int
 from ...runs import Run
 from ...snapshots import REDACTED_TAG, TRUNCATED_TAG
 from .result import SectionDiff
-from .values import _MODEL, _STATE_SNAPSHOT, _ab, _float, _key, _names, _same
+from .values import MODEL_KIND, STATE_SNAPSHOT, a_b, as_float, listed, same_value, value_key
 
 # ------------------------------------------------------------------------------------------ output
 
@@ -40,9 +40,9 @@ def _output_fields(run: Run) -> dict[str, Any]:
     }
 
 
-def _output(a: Run, b: Run) -> SectionDiff:
+def output_section(a: Run, b: Run) -> SectionDiff:
     fa, fb = _output_fields(a), _output_fields(b)
-    differences = {name: _ab(fa[name], fb[name]) for name in fa if not _same(fa[name], fb[name])}
+    differences = {name: a_b(fa[name], fb[name]) for name in fa if not same_value(fa[name], fb[name])}
     parts = []
     if "status" in differences:
         parts.append(f"status {fa['status']} → {fb['status']}")
@@ -51,7 +51,7 @@ def _output(a: Run, b: Run) -> SectionDiff:
         name="output",
         changed=bool(differences),
         summary="; ".join(parts) or "unchanged",
-        details={"status": _ab(fa["status"], fb["status"]), "differences": differences},
+        details={"status": a_b(fa["status"], fb["status"]), "differences": differences},
     )
 
 
@@ -61,7 +61,7 @@ def _output(a: Run, b: Run) -> SectionDiff:
 def _states(run: Run) -> list[dict[str, Any]]:
     out = []
     for snap in run.timeline:
-        if snap.kind != _STATE_SNAPSHOT:
+        if snap.kind != STATE_SNAPSHOT:
             continue
         payload = snap.payload if isinstance(snap.payload, dict) else {"task_state": snap.payload}
         out.append(
@@ -78,10 +78,10 @@ def _states(run: Run) -> list[dict[str, Any]]:
 
 
 def _state_key(state: dict[str, Any]) -> str:
-    return _key({k: v for k, v in state.items() if k != "step_index"})
+    return value_key({k: v for k, v in state.items() if k != "step_index"})
 
 
-def _state(a: Run, b: Run) -> SectionDiff:
+def state_section(a: Run, b: Run) -> SectionDiff:
     sa, sb = _states(a), _states(b)
     first: dict[str, Any] | None = None
     for position in range(max(len(sa), len(sb))):
@@ -93,9 +93,9 @@ def _state(a: Run, b: Run) -> SectionDiff:
     final_a = sa[-1]["task_state"] if sa else None
     final_b = sb[-1]["task_state"] if sb else None
     details = {
-        "count": _ab(len(sa), len(sb)),
-        "transitions": _ab([s["transition"] for s in sa], [s["transition"] for s in sb]),
-        "final_task_state": _ab(final_a, final_b),
+        "count": a_b(len(sa), len(sb)),
+        "transitions": a_b([s["transition"] for s in sa], [s["transition"] for s in sb]),
+        "final_task_state": a_b(final_a, final_b),
         "first_difference": first,
     }
     if first is None:
@@ -104,7 +104,7 @@ def _state(a: Run, b: Run) -> SectionDiff:
         parts = [f"first difference at state {first['position']}"]
         if len(sa) != len(sb):
             parts.append(f"{len(sa)} → {len(sb)} snapshots")
-        if not _same(final_a, final_b):
+        if not same_value(final_a, final_b):
             parts.append("final task_state changed")
         summary = "; ".join(parts)
     return SectionDiff(name="state", changed=first is not None, summary=summary, details=details)
@@ -115,7 +115,7 @@ def _state(a: Run, b: Run) -> SectionDiff:
 
 def _usage(run: Run) -> dict[str, int | float | None]:
     attrs = run.attributes
-    models = [s for s in run.steps if s.kind == _MODEL]
+    models = [s for s in run.steps if s.kind == MODEL_KIND]
 
     def summed(key: str, parse: Any) -> Any:
         values = [parse(s.attributes.get(key)) for s in models]
@@ -124,17 +124,17 @@ def _usage(run: Run) -> dict[str, int | float | None]:
 
     input_tokens = _int(attrs.get(semconv.RUN_INPUT_TOKENS))
     output_tokens = _int(attrs.get(semconv.RUN_OUTPUT_TOKENS))
-    cost = _float(attrs.get(semconv.RUN_COST_USD))
+    cost = as_float(attrs.get(semconv.RUN_COST_USD))
     return {
         "input_tokens": input_tokens if input_tokens is not None else summed(semconv.GEN_AI_USAGE_INPUT_TOKENS, _int),
         "output_tokens": (
             output_tokens if output_tokens is not None else summed(semconv.GEN_AI_USAGE_OUTPUT_TOKENS, _int)
         ),
-        "cost_usd": cost if cost is not None else summed(semconv.MODEL_COST_USD, _float),
+        "cost_usd": cost if cost is not None else summed(semconv.MODEL_COST_USD, as_float),
     }
 
 
-def _cost(a: Run, b: Run) -> SectionDiff:
+def cost_section(a: Run, b: Run) -> SectionDiff:
     ua, ub = _usage(a), _usage(b)
     details: dict[str, Any] = {}
     parts = []
@@ -165,7 +165,7 @@ def _ratio(x: float, y: float) -> float | None:
     return round(y / x, 4) if x > 0 else None
 
 
-def _latency(a: Run, b: Run, threshold_ms: float, threshold_ratio: float) -> SectionDiff:
+def latency_section(a: Run, b: Run, threshold_ms: float, threshold_ratio: float) -> SectionDiff:
     ta, tb = a.summary.duration_ms, b.summary.duration_ms
     delta = tb - ta
     changed = abs(delta) > threshold_ms and (ta <= 0 or abs(delta) > threshold_ratio * ta)
@@ -204,7 +204,7 @@ def _verdict_of(result: Any) -> str:
         return "pass" if verdict else "block"
     if verdict is None:
         return "unknown"
-    return verdict if isinstance(verdict, str) else _key(verdict)
+    return verdict if isinstance(verdict, str) else value_key(verdict)
 
 
 def _safety_results(run: Run) -> tuple[list[str], list[Any]]:
@@ -235,15 +235,15 @@ def _safety_results(run: Run) -> tuple[list[str], list[Any]]:
     return [_verdict_of(r) for r in results], results
 
 
-def _safety(a: Run, b: Run) -> SectionDiff:
+def safety_section(a: Run, b: Run) -> SectionDiff:
     va, pa = _safety_results(a)
     vb, pb = _safety_results(b)
     changed = va != vb
-    payloads_differ = not _same(pa, pb)
+    payloads_differ = not same_value(pa, pb)
     if changed:
-        summary = f"verdicts {_names(va) or 'none'} → {_names(vb) or 'none'}"
+        summary = f"verdicts {listed(va) or 'none'} → {listed(vb) or 'none'}"
     elif va:
-        summary = f"unchanged ({_names(va)})" + ("; verdict details differ" if payloads_differ else "")
+        summary = f"unchanged ({listed(va)})" + ("; verdict details differ" if payloads_differ else "")
     else:
         summary = "unchanged (no safety verdicts)"
     return SectionDiff(
@@ -251,8 +251,8 @@ def _safety(a: Run, b: Run) -> SectionDiff:
         changed=changed,
         summary=summary,
         details={
-            "verdicts": _ab(va, vb),
-            "last": _ab(pa[-1] if pa else None, pb[-1] if pb else None),
+            "verdicts": a_b(va, vb),
+            "last": a_b(pa[-1] if pa else None, pb[-1] if pb else None),
             "payloads_differ": payloads_differ,
         },
     )

@@ -18,12 +18,12 @@ from .. import volatile
 _LIST_LIMIT: Final = 3  # items named in a one-line summary before "…"
 
 # Enum values read once: the diff compares them for every step and snapshot of both runs.
-_TOOL: Final = semconv.StepKind.TOOL.value
-_MODEL: Final = semconv.StepKind.MODEL.value
-_RETRIEVAL: Final = semconv.StepKind.RETRIEVAL.value
-_TOOL_SNAPSHOT: Final = semconv.SnapshotKind.TOOL.value
-_RETRIEVAL_SNAPSHOT: Final = semconv.SnapshotKind.RETRIEVAL.value
-_STATE_SNAPSHOT: Final = semconv.SnapshotKind.STATE.value
+TOOL_KIND: Final = semconv.StepKind.TOOL.value
+MODEL_KIND: Final = semconv.StepKind.MODEL.value
+RETRIEVAL_KIND: Final = semconv.StepKind.RETRIEVAL.value
+TOOL_SNAPSHOT: Final = semconv.SnapshotKind.TOOL.value
+RETRIEVAL_SNAPSHOT: Final = semconv.SnapshotKind.RETRIEVAL.value
+STATE_SNAPSHOT: Final = semconv.SnapshotKind.STATE.value
 
 
 # ------------------------------------------------------------------------------------------ values
@@ -48,7 +48,7 @@ def normalize(value: Any) -> Any:
     return value
 
 
-def _key(value: Any) -> str:
+def value_key(value: Any) -> str:
     """Canonical text of a normalised value, volatile ids as placeholders (:mod:`.volatile`): an identity to
     compare and to key sets with."""
     try:
@@ -57,25 +57,25 @@ def _key(value: Any) -> str:
         return repr(value)
 
 
-def _same(x: Any, y: Any) -> bool:
+def same_value(x: Any, y: Any) -> bool:
     """Whether two values agree: in the same form (an SDK object's encoded form vs its JSON form, see
     :func:`.volatile.aligned`), volatile ids put aside."""
     try:
         return volatile.same(normalize(x), normalize(y))
     except RecursionError:
-        return _key(x) == _key(y)
+        return value_key(x) == value_key(y)
 
 
-def _ab(x: Any, y: Any) -> dict[str, Any]:
+def a_b(x: Any, y: Any) -> dict[str, Any]:
     return {"a": x, "b": y}
 
 
-def _names(items: Sequence[str]) -> str:
+def listed(items: Sequence[str]) -> str:
     shown = ", ".join(items[:_LIST_LIMIT])
     return shown + (", …" if len(items) > _LIST_LIMIT else "")
 
 
-def _float(text: str | None) -> float | None:
+def as_float(text: str | None) -> float | None:
     if text is None or text == "":
         return None
     try:
