@@ -25,7 +25,7 @@ from otel_replay.exporting.rows import (
     record_from_query_row,
     rows_from_request,
 )
-from otel_replay.replay import engine
+from otel_replay.replay import storing
 from otel_replay.storage.store import Store
 
 SCALARS: dict[str, Any] = {
@@ -104,7 +104,7 @@ def test_stored_records_equal_what_the_store_mapping_reads_of_the_sdk_encoded_sp
         key=lambda r: (r.timestamp_ns, r.span_id),
     )
     assert len(expected) == len(spans) == 28
-    records = engine._stored_records(spans)
+    records = storing.stored_records(spans)
     assert records == expected
     # float text and key order are part of the equality, not only the values
     assert [list(r.span_attributes) for r in records] == [list(r.span_attributes) for r in expected]

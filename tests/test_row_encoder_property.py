@@ -48,7 +48,7 @@ from otel_replay.exporting.rows import (
 )
 from otel_replay.exporting.spool import SpoolExporter
 from otel_replay.otlp_json import from_otlp_json, to_otlp_json
-from otel_replay.replay import engine
+from otel_replay.replay import storing
 from otel_replay.storage.store import Store
 
 # ------------------------------------------------------------------------------------------- strategies
@@ -291,7 +291,7 @@ def test_every_path_gives_the_encoders_rows_byte_for_byte(example: dict[str, Any
     assert records_from_request(payload) == records
     assert all(repr(row_from_record(record)) == repr(row) for record, row in zip(records, rows))
     stored = sorted((record_from_query_row(row) for row in rows), key=lambda r: (r.timestamp_ns, r.span_id))
-    assert engine._stored_records(spans) == stored
+    assert storing.stored_records(spans) == stored
 
     # OTLP JSON (case files): records → JSON text → records, and the protobuf JSON form of the request.
     doc = json.loads(json.dumps(to_otlp_json(records)))
@@ -406,7 +406,7 @@ def test_the_store_holds_the_encoders_rows_whichever_path_wrote_them(example: di
     assert repr(stored_rows(store)) == expected
 
     # The replay engine's records of the spans it saw are what the store reads back, trace by trace.
-    built = engine._stored_records(spans)
+    built = storing.stored_records(spans)
     assert built is not None
     for trace_id in {row[1] for row in rows_from_spans(spans)}:
         assert store.load_spans(trace_id) == [r for r in built if r.trace_id == trace_id]

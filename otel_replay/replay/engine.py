@@ -29,7 +29,7 @@ from ..exporting import setup
 from ..recording import ReplayInterrupt, agent, identity, replaying
 from ..runs import Run
 from ..semconv import ReplayMode
-from . import storing, volatile
+from . import volatile
 from .dry import has_marker, record_dry, record_root
 from .dry import readiness as readiness  # re-exported: otel_replay.replay.engine.readiness
 from .entrypoint import instrumented
@@ -44,9 +44,6 @@ from .safety.riskytools import RiskyTool, preflight_refusal, unapproved
 from .session import ApprovalRequired, Divergence, ReplaySession, callable_mocks, os_user, revive
 from .storing import capturing, ingest
 from .volatile import VolatileRule
-
-# The names scopes.replay_tool and the encoder's tests use (the functions live in storing).
-_ingest, _load_replay, _stored_records = storing.ingest, storing.load_replay, storing.stored_records
 
 
 @dataclass(frozen=True, kw_only=True)

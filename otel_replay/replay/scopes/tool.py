@@ -1,10 +1,8 @@
-"""The two narrower and wider replay scopes beside a whole run: one tool call, and a whole conversation.
-
-:func:`replay_tool` re-runs one recorded tool call with its recorded (or given) arguments, to troubleshoot
-parameters, permissions, a changed schema or a failing service; :func:`replay_session` replays the runs of
-one conversation (same session id) in their original order and reports a result per turn. Both go through
-the same session, firewall and audit as :func:`~otel_replay.replay.engine.replay`: every replay is a new
-trace linked to the original, a ``write``/``high`` tool executes only with an approval given now.
+"""The narrowest replay scope: :func:`replay_tool` re-runs one recorded tool call with its recorded (or given)
+arguments, to troubleshoot parameters, permissions, a changed schema or a failing service. It goes through the
+same session, firewall and audit as :func:`~otel_replay.replay.engine.replay`: every replay is a new trace linked
+to the original, a ``write``/``high`` tool executes only with an approval given now. The widest scope, a whole
+conversation, is :mod:`otel_replay.replay.scopes.conversation`.
 """
 
 from __future__ import annotations
@@ -26,8 +24,8 @@ from ...records import parse_trace_id
 from ...runs import Run
 from ...semconv import ReplayMode
 from ...snapshots import canonical_json, to_jsonable
-from ..engine import call_entrypoint, load_entrypoint, scrubbed_text
-from ..entrypoint import instrumented
+from ..engine import call_entrypoint, scrubbed_text
+from ..entrypoint import instrumented, load_entrypoint
 from ..matching.hashing import MISSING, same_content, stored_text
 from ..safety import guard, sandbox
 from ..safety import journal as audit_journal
