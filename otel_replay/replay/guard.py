@@ -28,6 +28,10 @@ replay. A tool or retrieval step nested inside such a call gets no part of that 
 
 Process-wide state, kept because Python offers no narrower way:
 
+* **``sqlite3.connect`` wrapped** while at least one guard is on (counted): SQLite writes files from C with no
+  audit event once a connection is open, so each connection opened in a guarded context gets the authorizer
+  and trace callback of :func:`~otel_replay.replay.effects.watch_sqlite`.
+
 * **One audit hook** (PEP 578, :func:`sys.addaudithook`), installed the first time a guard is entered and
   never removed (Python cannot remove an audit hook). Its first statement reads a context variable and
   returns when the current context holds no active guard, so outside guarded replays it costs one lookup per
