@@ -72,21 +72,38 @@ def native(target: str, marker: str) -> str:
 
 
 @orp.agent("sqlite-vacuum")
-def vacuum(target: str, how: str = "vacuum") -> str:
+def vacuum(target: str, how: str = "vacuum", swallow: bool = False) -> str:
     """Keeps its notes in memory, then has SQLite (in C) copy them to ``target``: ``VACUUM INTO`` or
-    ``ATTACH DATABASE`` and a table created in it."""
+    ``ATTACH DATABASE`` and a table created in it. With ``swallow``, a failed copy is ignored, as code that
+    treats the copy as best effort would."""
     answer = lookup(target)
     with contextlib.closing(sqlite3.connect(":memory:")) as conn:
         conn.execute("CREATE TABLE notes (text TEXT)")
         conn.execute("INSERT INTO notes VALUES (?)", (answer,))
         conn.commit()
-        if how == "attach":
-            conn.execute("ATTACH DATABASE ? AS copy", (target,))
-            conn.execute("CREATE TABLE copy.notes AS SELECT * FROM notes")
-            conn.commit()
-        else:
-            conn.execute("VACUUM INTO ?", (target,))
+        with contextlib.suppress(sqlite3.Error) if swallow else contextlib.nullcontext():
+            if how == "attach":
+                conn.execute("ATTACH DATABASE ? AS copy", (target,))
+                conn.execute("CREATE TABLE copy.notes AS SELECT * FROM notes")
+                conn.commit()
+            else:
+                conn.execute("VACUUM INTO ?", (target,))
     return answer
+
+
+@orp.agent("sqlite-archive")
+def archive(database: str, entry: str, write: bool = True) -> str:
+    """Opens an existing database, makes sure its table is there, counts its rows and (with ``write``) adds
+    one, ignoring a failed insert as best-effort bookkeeping would."""
+    answer = lookup(entry)
+    with contextlib.closing(sqlite3.connect(database)) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS ledger (entry TEXT)")
+        count = conn.execute("SELECT count(*) FROM ledger").fetchone()[0]
+        if write:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("INSERT INTO ledger VALUES (?)", (entry,))
+                conn.commit()
+    return f"{answer} after {count}"
 
 
 @orp.agent("prefix-writer")

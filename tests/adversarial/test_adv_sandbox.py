@@ -9,6 +9,7 @@ listener received, the file and the marker a spawned process would make) and at 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -116,8 +117,8 @@ def test_resources_opened_at_import_are_never_written_by_an_offline_replay(
     """A module that opens a ledger file, a SQLite database or a TCP connection at import and writes through it
     from an undecorated helper: nothing is ever written, sent or inserted. The offline replay refuses to import
     it (exit 2, one line naming what was refused and the ways out), except an existing SQLite database under
-    the kernel sandbox: the kernel lets SQLite open it read-only, the insert fails in the agent and the replay
-    diverges (exit 1)."""
+    the kernel sandbox: the kernel lets SQLite open it read-only, the insert is refused and named, and the
+    replay diverges (exit 1)."""
     ledger, database = outside / "ledger.txt", outside / "ledger.db"
     address = "{}:{}".format(*listener.getsockname())
     env = {"ledger": {"ADV_LEDGER": str(ledger)}, "sqlite": {"ADV_DB": str(database)}, "socket": {"ADV_PEER": address}}
@@ -131,7 +132,8 @@ def test_resources_opened_at_import_are_never_written_by_an_offline_replay(
             assert done.returncode == 1, (done.stdout, done.stderr)
             document = json.loads(done.stdout)
             assert document["outcome"] == "diverged" and document["sandbox"] == expected_sandbox(sandbox)
-            assert "readonly database" in document["agent_error"]["message"], document["agent_error"]
+            effects = [d["reason"] for d in document["divergences"] if d["kind"] == "side_effect"]
+            assert effects and effects[0].startswith(f"unrecorded side effect: file write (sqlite3 INSERT): {database}")
         else:
             assert done.returncode == 2, (done.stdout, done.stderr)
             lines = done.stderr.strip().splitlines()
@@ -204,11 +206,14 @@ def test_writes_and_spawns_through_libc_never_happen_and_are_named(
         assert not target.exists() and not marker.exists()
 
 
+@pytest.mark.parametrize("sandbox", MODES)
 @pytest.mark.parametrize("how", ["vacuum", "attach"])
-def test_a_c_extension_write_is_stopped_by_the_kernel(project: Path, home: Path, outside: Path, how: str) -> None:
-    """``VACUUM INTO`` and ``ATTACH DATABASE`` write from SQLite's C code with no audit event: the kernel
-    sandbox stops them and the replay is not ``matched``. Under the audit hooks alone they are one of the gaps
-    ``dry`` lists."""
+def test_a_c_extension_write_is_stopped_and_named(
+    project: Path, home: Path, outside: Path, how: str, sandbox: str
+) -> None:
+    """``VACUUM INTO`` and ``ATTACH DATABASE`` (its file a bound parameter) write from SQLite's C code with no
+    audit event: the guard's SQLite authorizer and trace callback name and stop them in both enforcement modes
+    (the kernel sandbox would stop them too). ``dry`` lists what an agent can still do to get past them."""
     target = outside / "copy.db"
     trace_id = record(project, home, f"vacuum({str(target)!r}, {how!r})")
     assert target.exists()
@@ -216,14 +221,68 @@ def test_a_c_extension_write_is_stopped_by_the_kernel(project: Path, home: Path,
     dry = json.loads(replay(project, home, trace_id, "off", "--mode", "dry", "--json").stdout)
     assert dry["sandbox"] == "audit hooks only"
     assert any("VACUUM INTO" in gap for gap in dry["readiness"]["sandbox"]["not_covered"])
-    if not KERNEL:
-        pytest.skip("this kernel offers no Landlock: only the audit hooks run here")
-    done = replay(project, home, trace_id, "require", "--mode", "mock", "--json")
+    done = replay(project, home, trace_id, sandbox, "--mode", "mock", "--json")
     document = json.loads(done.stdout)
     assert done.returncode == 1 and document["outcome"] == "diverged", done.stdout
-    assert document["sandbox"].startswith("landlock ABI")
+    assert document["sandbox"] == expected_sandbox(sandbox)
     assert not target.exists()
-    assert "unable to open database" in (document["agent_error"] or {}).get("message", "")
+    effects = [d["reason"] for d in document["divergences"] if d["kind"] == "side_effect"]
+    assert effects and f"file write (sqlite3 ATTACH or VACUUM INTO): {target}" in effects[0], effects
+    assert document["agent_error"]["message"] == ("interrupted" if how == "attach" else "authorization denied")
+
+
+@pytest.mark.parametrize("sandbox", MODES)
+@pytest.mark.parametrize("how", ["vacuum", "attach"])
+def test_a_c_extension_write_the_agent_ignores_is_still_reported(
+    project: Path, home: Path, outside: Path, how: str, sandbox: str
+) -> None:
+    """The agent catches SQLite's error and carries on, so its answer is the recorded one: the copy's write is
+    still reported (the connection's authorizer sees it before SQLite tries it), never ``matched``, in both
+    enforcement modes."""
+    target = outside / "copy.db"
+    trace_id = record(project, home, f"vacuum({str(target)!r}, {how!r}, swallow=True)")
+    target.unlink()
+    for mode in ("mock", "deterministic"):
+        done = replay(project, home, trace_id, sandbox, "--mode", mode, "--json")
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        document = json.loads(done.stdout)
+        assert document["outcome"] == "diverged" and document["sandbox"] == expected_sandbox(sandbox)
+        effects = [d["reason"] for d in document["divergences"] if d["kind"] == "side_effect"]
+        assert effects == [
+            f"unrecorded side effect: file write (sqlite3 ATTACH or VACUUM INTO): {target} "
+            "(in vacuum() at adv_sandbox_agents.py:" + ("86)" if how == "attach" else "90)")
+        ], effects
+        assert document["agent_error"] is None  # the agent went on as in the recording
+        assert not target.exists()
+
+
+@pytest.mark.parametrize("write", [True, False])
+def test_an_existing_database_is_read_but_never_written(project: Path, home: Path, outside: Path, write: bool) -> None:
+    """An agent that opens an existing database outside the replay's folders. Under the kernel sandbox SQLite
+    opens it read-only: reading it (and a ``CREATE TABLE IF NOT EXISTS`` that changes nothing) replays
+    ``matched``; an insert the agent ignores when it fails is reported. Under the audit hooks alone the open
+    itself is refused (nothing can stop a write after it)."""
+    database = outside / "archive.db"
+    with contextlib.closing(sqlite3.connect(database)) as conn:
+        conn.execute("CREATE TABLE ledger (entry TEXT)")
+        conn.execute("INSERT INTO ledger VALUES ('seed')")
+        conn.commit()
+    trace_id = record(project, home, f"archive({str(database)!r}, 'first', write={write})")
+    before = rows(database)
+    done = replay(project, home, trace_id, "auto", "--mode", "mock", "--json")
+    document = json.loads(done.stdout)
+    effects = [d["reason"] for d in document["divergences"] if d["kind"] == "side_effect"]
+    if expected_sandbox("auto") == "audit hooks only":
+        assert done.returncode == 1 and effects[0].startswith("unrecorded side effect: file write (sqlite3.connect)")
+    elif write:
+        assert done.returncode == 1 and document["outcome"] == "diverged", done.stdout
+        assert effects == [
+            f"unrecorded side effect: file write (sqlite3 INSERT): {database} (in archive() at adv_sandbox_agents.py:"
+            "104)"
+        ], effects
+    else:
+        assert done.returncode == 0 and document["outcome"] == "matched", (done.stdout, done.stderr)
+    assert rows(database) == before
 
 
 def test_require_refuses_what_the_kernel_cannot_confine(project: Path, home: Path, outside: Path) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import shlex
 import sys
 import threading
@@ -166,10 +167,17 @@ def _is_devnull(path: Any) -> bool:
 def _sqlite(state: Guard, args: tuple[Any, ...]) -> str | None:
     """``sqlite3.connect``: SQLite opens its files in C, past the ``open`` event, so the database is checked
     here. In-memory and private temporary databases are allowed, and so is a read-only ``file:`` URI. Under the
-    kernel sandbox an existing database is allowed too: the kernel lets SQLite open it only read-only."""
-    name = os.fsdecode(args[0])
+    kernel sandbox an existing database is allowed too: the kernel lets SQLite open it only read-only, and the
+    connection's authorizer (:func:`_sqlite_handle`) reports any write to it."""
+    path = _sqlite_blocked_file(state, os.fsdecode(args[0]))
+    return None if path is None else f"file write (sqlite3.connect): {_short(path)}"
+
+
+def _sqlite_files(state: Guard, name: str) -> list[str]:
+    """The files outside the replay's folders that SQLite would open for writing under ``name`` (a file name or
+    a ``file:`` URI), as shown: none for an in-memory, temporary or read-only database."""
     if name in ("", ":memory:"):
-        return None
+        return []
     paths: list[str] = []
     if name.startswith("file:"):
         path = _sqlite_uri_path(name)
@@ -179,17 +187,102 @@ def _sqlite(state: Guard, args: tuple[Any, ...]) -> str | None:
             paths.append(name)
     else:
         paths.append(name)
+    shown = (state.exempt_path(path) for path in paths)
+    return [path for exempt, path in shown if not exempt]
+
+
+def _sqlite_blocked_file(state: Guard, name: str) -> str | None:
+    """The first file of :func:`_sqlite_files` the replay must not let SQLite open, or None. Under the kernel
+    sandbox an existing file is let through: the kernel lets SQLite open it read-only only."""
     confined = str(getattr(state.session, "sandbox", "")).startswith("landlock")
-    for path in paths:
-        exempt, shown = state.exempt_path(path)
-        if exempt:
-            continue
-        if confined and os.path.isfile(shown):
-            # The kernel sandbox refuses SQLite's read-write open of an existing database and SQLite opens it
-            # read-only instead: reading works, any write fails in SQLite ("readonly database").
-            continue
-        return f"file write (sqlite3.connect): {_short(shown)}"
-    return None
+    return next((path for path in _sqlite_files(state, name) if not (confined and os.path.isfile(path))), None)
+
+
+SQLITE_EVENT: Final = "otel_replay.sqlite.write"
+"""The audit event a guarded SQLite connection's authorizer raises for a write SQLite would do in C (one
+argument: what, as one line); the guard blocks it as any other effect, and SQLite refuses the statement."""
+
+_SQLITE_ROW_WRITES: Final = {9: "DELETE", 18: "INSERT", 23: "UPDATE"}
+"""SQLite's authorizer action codes of the statements that write a table's rows. On a database SQLite opened
+read-only each fails, whatever rows it matches, so reporting them never reports a run that changed nothing. (A
+``CREATE ... IF NOT EXISTS`` asks the authorizer even when it changes nothing, so schema statements are left to
+SQLite's own error.)"""
+
+_SQLITE_ATTACH: Final = 24
+"""SQLite's authorizer action code of ``ATTACH`` (``VACUUM INTO`` asks it too, for its target file)."""
+
+
+def watch_sqlite(guard: Callable[[], Guard | None], conn: Any, name: Any) -> None:
+    """Give ``conn``, a connection a guarded replay just opened to ``name``, an authorizer that raises
+    :data:`SQLITE_EVENT` for each write SQLite would do in C before SQLite tries it: ``ATTACH`` and
+    ``VACUUM INTO`` a file the replay may not change, and under the kernel sandbox a row written to a database
+    the kernel let SQLite open read-only. The guard reports it (and SQLite refuses the statement) even when the
+    agent catches SQLite's error and carries on. An ``ATTACH`` whose file is a bound parameter is named only
+    when it runs: a trace callback reports it then and interrupts it before SQLite opens the file. An agent
+    that installs an authorizer or trace callback of its own replaces these: one of the gaps ``dry`` lists.
+
+    Both ask ``guard()`` for the guard of the context that runs the statement (a connection opened while the
+    agent's module was imported is used by its calls, under another guard of the same replay), and do nothing
+    outside one. The trace callback holds the connection (to interrupt it): a reference cycle, so a connection
+    the agent drops without closing is closed by the garbage collector rather than at once."""
+    first = guard()
+    if first is None:
+        return
+    main = next(iter(_sqlite_files(first, os.fsdecode(name))), None)  # let through read-only: a write is one
+    attached_read_only = attached_writable = False
+
+    def stop(what: str, running: bool) -> None:
+        try:
+            sys.audit(SQLITE_EVENT, what)
+        except SideEffectBlocked:
+            if running:
+                conn.interrupt()  # the running statement stops before SQLite opens the file
+            raise
+
+    def attach(state: Guard, file: str, running: bool = False) -> None:
+        nonlocal attached_read_only, attached_writable
+        blocked = _sqlite_blocked_file(state, file)
+        if blocked is not None:
+            stop(f"file write (sqlite3 ATTACH or VACUUM INTO): {_short(blocked)}", running)
+        if _sqlite_files(state, file):
+            attached_read_only = True
+        else:
+            attached_writable = True
+
+    def authorize(action: int, arg1: str | None, arg2: str | None, database: str | None, trigger: Any) -> int:
+        state = guard()
+        if state is None:
+            return 0
+        if action == _SQLITE_ATTACH and arg1 is not None:
+            attach(state, arg1)
+        elif action in _SQLITE_ROW_WRITES and database not in (None, "temp") and not _schema(arg1):
+            what = _SQLITE_ROW_WRITES[action]
+            if database == "main" and main is not None:
+                sys.audit(SQLITE_EVENT, f"file write (sqlite3 {what}): {_short(main)}")
+            elif database != "main" and attached_read_only and not attached_writable:
+                sys.audit(SQLITE_EVENT, f"file write (sqlite3 {what} into the attached database {database})")
+        return 0
+
+    def trace(sql: str) -> None:
+        state = guard()
+        if state is None or not _ATTACH_STATEMENT.match(sql):
+            return
+        named = _ATTACH_LITERAL.match(sql)
+        if named is None:
+            stop(f"file write (sqlite3 ATTACH of a file named by an expression): {_short(sql)}", running=True)
+        else:  # (a literal name was checked by the authorizer already: it is let through again)
+            attach(state, named.group(1).replace("''", "'"), running=True)
+
+    conn.set_authorizer(authorize)
+    conn.set_trace_callback(trace)
+
+
+_ATTACH_STATEMENT: Final = re.compile(r"\s*ATTACH\b", re.IGNORECASE)
+_ATTACH_LITERAL: Final = re.compile(r"\s*ATTACH\s+(?:DATABASE\s+)?'((?:[^']|'')*)'\s+AS\b", re.IGNORECASE | re.DOTALL)
+
+
+def _schema(table: str | None) -> bool:
+    return (table or "").lower().startswith("sqlite_")
 
 
 def _sqlite_uri_path(uri: str) -> str | None:
@@ -332,6 +425,7 @@ CHECKS: Final[dict[str, Callable[[Guard, tuple[Any, ...]], str | None]]] = {
     "os.link": _two_paths("file link (os.link)"),
     "os.symlink": _link("file link (os.symlink)"),
     "sqlite3.connect": _sqlite,
+    SQLITE_EVENT: lambda state, args: str(args[0]),
     "ctypes.dlsym": _native,
     "ctypes.dlsym/handle": _native,
     "socket.connect": _connect("socket.connect"),

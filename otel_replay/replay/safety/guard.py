@@ -28,6 +28,10 @@ replay. A tool or retrieval step nested inside such a call gets no part of that 
 
 Process-wide state, kept because Python offers no narrower way:
 
+* **``sqlite3.connect`` wrapped** while at least one guard is on (counted): SQLite writes files from C with no
+  audit event once a connection is open, so each connection opened in a guarded context gets the authorizer
+  and trace callback of :func:`~otel_replay.replay.safety.effects.watch_sqlite`.
+
 * **One audit hook** (PEP 578, :func:`sys.addaudithook`), installed the first time a guard is entered and
   never removed (Python cannot remove an audit hook). Its first statement reads a context variable and
   returns when the current context holds no active guard, so outside guarded replays it costs one lookup per
@@ -65,7 +69,7 @@ from ...semconv import ReplayMode
 
 # re-exported: otel_replay.replay.safety.guard.BLOCKED_MESSAGE, .DIVERGENCE_KIND and .SideEffectBlocked
 from .effects import BLOCKED_MESSAGE as BLOCKED_MESSAGE
-from .effects import CHECKS, Guard
+from .effects import CHECKS, Guard, watch_sqlite
 from .effects import DIVERGENCE_KIND as DIVERGENCE_KIND
 from .effects import SideEffectBlocked as SideEffectBlocked
 
@@ -127,16 +131,62 @@ def guarded(session: Any) -> Iterator[None]:
             _hook_installed = True
     token = _guard.set(state)
     try:
-        yield
+        with _sqlite_watched():
+            yield
     finally:
         state.active = False
         _guard.reset(token)
 
 
-def _audit(event: str, args: tuple[Any, ...]) -> None:
-    """The process's one audit hook: returns at once unless the current context is a guarded replay."""
+_sqlite_lock = threading.Lock()
+_sqlite_count = 0
+_sqlite_original: Any = None
+
+
+@contextlib.contextmanager
+def _sqlite_watched() -> Iterator[None]:
+    """While at least one guard is on, ``sqlite3.connect`` gives each connection opened in a guarded context
+    the authorizer of :func:`~otel_replay.replay.safety.effects.watch_sqlite` (SQLite raises no audit event once a
+    connection is open, and a connection cannot be given one from the ``sqlite3.connect`` events). Restored when
+    the last guard ends, unless other code replaced it meanwhile; a reference kept by the agent passes
+    straight through outside a guard."""
+    global _sqlite_count, _sqlite_original
+    import sqlite3
+    import sqlite3.dbapi2
+
+    with _sqlite_lock:
+        if _sqlite_count == 0 and (_sqlite_original is None or sqlite3.connect is _sqlite_original):
+            # (otherwise other code wrapped ours while it was in place: it still calls ours)
+            _sqlite_original = sqlite3.connect
+            sqlite3.connect = sqlite3.dbapi2.connect = _connect
+        _sqlite_count += 1
+    try:
+        yield
+    finally:
+        with _sqlite_lock:
+            _sqlite_count -= 1
+            if _sqlite_count == 0 and sqlite3.connect is _connect:
+                sqlite3.connect = sqlite3.dbapi2.connect = _sqlite_original
+
+
+def _connect(*args: Any, **kwargs: Any) -> Any:
+    conn = _sqlite_original(*args, **kwargs)
+    watch_sqlite(_guard_in_force, conn, args[0] if args else kwargs.get("database", ""))
+    return conn
+
+
+def _guard_in_force() -> Guard | None:
+    """The guard of the current context, when it is on (the check :func:`_audit` makes first)."""
     state = _guard.get()
     if state is None or not state.active or (state.prefix_only and not state.in_force()):
+        return None
+    return state
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    """The process's one audit hook: returns at once unless the current context is a guarded replay."""
+    state = _guard_in_force()
+    if state is None:
         return
     check = CHECKS.get(event)
     if check is None or getattr(_busy, "on", False):

@@ -55,10 +55,13 @@ _AUDIT_ONLY_GAPS: Final = (
     "writes through files, databases and connections the agent's module opened before the replay "
     "(a module imported earlier in the same process)",
     "code below Python: a C extension or native library writing files, connecting or starting processes "
-    "(sqlite3 ATTACH and VACUUM INTO, a ctypes call other than the libc functions the guard knows)",
+    "(a ctypes call other than the libc functions the guard knows; SQLite's ATTACH and VACUUM INTO on a "
+    "connection whose authorizer or trace callback the agent replaced)",
     "threads that never received the replay's context (started before it, or by a native library)",
 )
 _KERNEL_GAPS: Final = (
+    "a write the kernel refuses inside a C extension other than SQLite is stopped, but when the agent catches "
+    "the error and carries on the replay cannot name it (the kernel reports it to no one in the process)",
     "TCP is confined by port, not address (the audit hooks check the address); UDP and Unix path sockets "
     "are checked by the audit hooks only",
     "work the agent hands to a thread started before the replay (a pool created earlier) runs outside the "
