@@ -9,11 +9,14 @@ Each benchmark ends its output with its rows of that table::
 so that a run's figures can be pasted into the page as they are. ``command`` is the command line the
 benchmark was run with (``python benchmarks/NAME.py`` and its arguments).
 
-Run as a script, it runs the benchmarks one after the other (all of ``make bench``'s, or the ones named),
-passes their output through, and prints the whole table at the end; it exits 1 when any benchmark did
-(a missed goal)::
+Run as a script (``make bench``), it runs the benchmarks one after the other (the page's, or the ones named,
+each with its arguments), passes their output through, and prints the whole table at the end; it exits 1 when
+any benchmark did (a missed goal or a failed check)::
 
-    python benchmarks/_table.py [recording_overhead replay_mock ...]
+    python benchmarks/_table.py ['recording_overhead --rounds 9' replay_mock ...]
+
+The modes that diagnose rather than measure a goal (``--phases``, ``--parts``, ``--against``, ``--recording-only``,
+``--replay-run``) print no row.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from collections.abc import Iterable
 HEADER = "| what | ratio | goal | command |"
 RULE = "|---|---|---|---|"
 
-# What `make bench` runs, in this order (the others take a tree to compare with, or are parts of these).
+# What `make bench` runs, in this order: every row of the page but dedup_cost.py's, which needs a tree to
+# compare with (`--before`).
 BENCHMARKS = (
     "recording_overhead",
     "thread_carrying",
@@ -42,6 +46,7 @@ BENCHMARKS = (
     "start_time",
     "cli_start",
     "langgraph_overhead",
+    "langgraph_overhead --floor",
 )
 
 
@@ -83,9 +88,10 @@ def main(names: list[str]) -> int:
     rows: list[str] = []
     failed: list[str] = []
     for name in names or BENCHMARKS:
-        script = os.path.join(here, f"{name.removesuffix('.py')}.py")
-        print(f"== python {os.path.relpath(script)}", flush=True)
-        process = subprocess.Popen([sys.executable, script], stdout=subprocess.PIPE, text=True)
+        first, *arguments = shlex.split(name)
+        script = os.path.join(here, f"{first.removesuffix('.py')}.py")
+        print(f"== python {' '.join([os.path.relpath(script), *arguments])}", flush=True)
+        process = subprocess.Popen([sys.executable, script, *arguments], stdout=subprocess.PIPE, text=True)
         assert process.stdout is not None
         for line in process.stdout:
             sys.stdout.write(line)
