@@ -180,6 +180,14 @@ def main() -> int:
             return 1
         in_process = _worker("measure", str(folder), str(args.rounds))
         commands = {"empty store": (empty, ()), **{label: (folder, extra) for label, extra in FILTERS.items()}}
+        # The empty store exists, so that listing it starts the embedded engine and opens the store as listing the
+        # big one does; over a store that does not exist yet, `runs` answers without starting the engine at all.
+        subprocess.run(
+            [*_cli(), "db", "init", "--store", f"chdb://{empty / 'store'}"],
+            env=dict(os.environ, OTEL_REPLAY_HOME=str(empty)),
+            capture_output=True,
+            check=True,
+        )
         cli = time_cli(commands, args.rounds, work / "pycache")
     finally:
         shutil.rmtree(work, ignore_errors=True)
