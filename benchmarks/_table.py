@@ -34,19 +34,19 @@ RULE = "|---|---|---|---|"
 # compare with (`--before`).
 BENCHMARKS = (
     "recording_overhead",
+    "sdk_overhead",
+    "langgraph_overhead",
+    "langgraph_overhead --floor",
     "thread_carrying",
+    "concurrency_recording",
     "ingest_throughput",
     "replay_mock",
     "sandbox_cost",
-    "sdk_overhead",
+    "lab_throughput",
     "scale_load",
     "runs_listing",
-    "concurrency_recording",
-    "lab_throughput",
     "start_time",
     "cli_start",
-    "langgraph_overhead",
-    "langgraph_overhead --floor",
 )
 
 
