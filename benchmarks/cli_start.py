@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _table import print_rows, row
+
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY = "import sys; from otel_replay.cli import main; sys.argv[0] = 'otel-replay'; main()"
 TARGETS_S = {"help": 0.3, "runs_empty_store": 0.6}
@@ -115,6 +117,21 @@ def main() -> int:
         report[name] = entry
     json.dump(report, sys.stdout, indent=2)
     sys.stdout.write("\n")
+    base = statistics.median(times["python_pass"])
+    what = {"help": "`otel-replay --help`", "runs_empty_store": "`otel-replay runs` in an empty home"}
+    table = []
+    for name, target in TARGETS_S.items():
+        median = statistics.median(times[name])
+        met = median < target and not (name == "runs_empty_store" and store_created)
+        table.append(
+            row(
+                f"CLI start: {what[name]} / `python -c pass`",
+                f"{median / base:.1f}x ({median:.2f} s)",
+                f"< {target} s",
+                met,
+            )
+        )
+    print_rows(table)
     return 1 if missed else 0
 
 

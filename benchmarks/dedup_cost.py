@@ -36,6 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scale_load  # the sibling benchmark's store builder
+from _table import print_rows, row
 
 HERE = Path(__file__).resolve().parent.parent
 
@@ -151,6 +152,7 @@ def main() -> int:
         "(median per round; ratios are medians of the per-round ratios, the trees measured back to back)"
     )
     ok = True
+    table = []
     for what in ("load_spans", "load_run", "runs"):
         print(what)
         _line("before, single rows", single["before"], what)
@@ -165,6 +167,14 @@ def main() -> int:
         )
         if what != "runs":
             ok = ok and after < 0.250
+        table.append(
+            row(
+                f"reading each span once: `{'Store.runs(limit=50)' if what == 'runs' else what}` in a "
+                f"{args.spans:,}-span store, with the dedup / before it",
+                f"{statistics.median(paired):.2f}x",
+                "none (the loads under 250 ms)" if what != "runs" else "none",
+            )
+        )
     for label, answers in (("single rows", single), ("3 copies of run", tripled)):
         for tree in trees:
             answer = answers[tree][-1]
@@ -177,6 +187,7 @@ def main() -> int:
     correct = correct and good["listed"] == good["listed_traces"]
     print(f"after, 3 copies: one row per span and one entry per run: {'PASS' if correct else 'FAIL'}")
     print(f"load under 250 ms at {args.spans:,} spans (after): {'PASS' if ok else 'FAIL'}")
+    print_rows(table)
     return 0 if ok and correct else 1
 
 

@@ -56,7 +56,9 @@ payloads (hashes, ids and sizes aside): ``floor_records_the_same``. It prints th
 and what otel-replay adds above the floor per run: how much of the 1.05x budget the OTel SDK and the payload
 encoding alone consume, and how much otel-replay's own work adds.
 
-Target (issue 13): ratio <= 1.05.
+Target (issue 13): ratio <= 1.05. It sits below the floor, so with ``--floor`` the rows printed for
+docs/performance.md's table restate it against the floor with the same budget: otel-replay at most 1.05x the floor
+(process CPU).
 """
 
 from __future__ import annotations
@@ -79,6 +81,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
+
+from _table import print_rows, row
 
 import otel_replay as orp
 from otel_replay.demo.fake_llm import FakeLLMServer
@@ -625,6 +629,25 @@ def main() -> int:
         with served() as (server, home):
             report = floor(server.openai_url, home, args.runs, args.blocks)
         print(json.dumps(report, indent=2))
+        to_floor = report["process_cpu_ms_per_run"]["otel-replay"] / report["process_cpu_ms_per_run"]["floor"]
+        print_rows(
+            [
+                row(
+                    "LangGraph floor: the same run recorded by a minimal OTel instrumentation / uninstrumented "
+                    "(process CPU)",
+                    f"{report['floor ratio']:.2f}x",
+                    "none (a floor: alone it uses "
+                    f"{report['share_of_the_budget_the_floor_uses']:.1f} times the 5 % budget)",
+                ),
+                row(
+                    "LangGraph agent recorded by otel-replay / by the floor (process CPU)",
+                    f"{to_floor:.2f}x (+{report['otel_replay_above_floor_cpu_ms_per_run_median_of_rounds']:.1f} ms "
+                    "per run)",
+                    f"<= {TARGET}x (the goal restated against the floor)",
+                    to_floor <= TARGET,
+                ),
+            ]
+        )
         return 0 if report["floor_records_the_same"] else 1
     if args.recording_only:
         with served() as (server, _):
@@ -680,6 +703,16 @@ def main() -> int:
         "python": sys.version.split()[0],
     }
     print(json.dumps(report, indent=2))
+    print_rows(
+        [
+            row(
+                "LangGraph agent (`create_react_agent`, 3 steps, local fake model) recorded / uninstrumented (wall)",
+                f"{ratio:.2f}x (CPU {report['process_cpu_ratio']:.2f}x; +{report['added_ms_per_run']:.1f} ms per run)",
+                f"<= {TARGET}x (below the floor: not reachable on the OTel SDK)",
+                ratio <= TARGET,
+            )
+        ]
+    )
     return 0 if ratio <= TARGET else 1
 
 

@@ -47,6 +47,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from _table import print_rows, row
+
 DAY_NS = 86_400 * 1_000_000_000
 WINDOW_DAYS = 30
 TARGET_SPANS = 1_000
@@ -437,6 +439,7 @@ def main() -> int:
         f"{args.rounds} rounds x {args.loads} loads (median per round)"
     )
     verdicts = []
+    rows = []
     for what in ("load_spans", "load_run"):
         small = [answer[what] for answer in results["small"]]
         large = [answer[what] for answer in results["large"]]
@@ -453,6 +456,15 @@ def main() -> int:
         ok = ratio <= 2.0 and large_ms < 250
         verdicts.append(ok)
         print(f"{what:10} large / small: {ratio:.2f}x  (target <= 2x and < 250 ms): {'PASS' if ok else 'FAIL'}")
+        rows.append(
+            row(
+                f"scale: `{what}` of one 1,000-span run, {args.large:,}-span store / {args.small:,}-span store",
+                f"{ratio:.2f}x ({large_ms:.0f} ms)",
+                "<= 2x, and under 250 ms",
+                ok,
+            )
+        )
+    print_rows(rows)
     return 0 if all(verdicts) else 1
 
 

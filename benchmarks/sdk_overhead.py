@@ -13,7 +13,8 @@ difference of the two medians per call.
 ``--stream`` makes every call ``stream=True`` (with ``stream_options={"include_usage": True}``) and reads the
 stream to its end: the instrumented side then also records each chunk as it is received.
 
-Target (issue 4): ratio <= 1.2.
+Target (issue 4): ratio <= 1.2. After the JSON report, the row of the table in docs/performance.md; exit 1 when the
+target is missed.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import tempfile
 import time
 
 import openai
+from _table import print_rows, row
 
 import otel_replay as orp
 from otel_replay.demo.fake_llm import FakeLLMServer
@@ -84,7 +86,7 @@ def timed_instrumented(client: openai.OpenAI, n: int) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=7)
@@ -134,7 +136,22 @@ def main() -> None:
         "openai": openai.__version__,
     }
     print(json.dumps(report, indent=2))
+    ratio = report["ratio_median"]
+    kind = "streamed " if args.stream else ""
+    context = "" if options["capture_context"] else ", no context snapshot"
+    print_rows(
+        [
+            row(
+                f"SDK call: an instrumented OpenAI `chat.completions.create` ({kind}in a run{context}) / the same "
+                "call uninstrumented, on a local fake server",
+                f"{ratio:.2f}x ({report['added_us_per_call']:+.0f} us per call)",
+                "<= 1.2x",
+                ratio <= 1.2,
+            )
+        ]
+    )
+    return 0 if ratio <= 1.2 else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 
+from _table import print_rows, row
+
 from otel_replay.recording import threads
 from otel_replay.recording.state import current_run
 
@@ -117,6 +119,7 @@ def main() -> None:
                     seconds = measure()
                 results.setdefault((what, name), []).append(seconds / args.calls * 1e6)
     pool.shutdown()
+    table = []
     for what in measures:
         base = statistics.median(results[(what, "original")])
         line = ", ".join(
@@ -125,6 +128,14 @@ def main() -> None:
             for name in settings
         )
         print(f"{what}: {line}")
+        inside = statistics.median(results[(what, "inside")])
+        table.append(
+            row(
+                f"threads: `{what}` from inside a run / with no run anywhere",
+                f"{inside / base:.2f}x ({inside - base:+.2f} us)",
+                "none (within the noise of the call)",
+            )
+        )
     for inside in (False, True):
         alone = [_wrapper_alone(args.calls, inside) for _ in range(args.rounds)]
         start = statistics.median(a[0] for a in alone)
@@ -133,6 +144,7 @@ def main() -> None:
         print(f"the wrappers alone, caller {where} a run: start {start:.2f} us, submit {submit:.2f} us")
     pair = statistics.median(_enter_leave(args.calls * 10) / (args.calls * 10) * 1e6 for _ in range(args.rounds))
     print(f"a root run installing and removing the wrappers (the only run): {pair:.2f} us")
+    print_rows(table)
 
 
 if __name__ == "__main__":
