@@ -1,4 +1,4 @@
-"""Shared fixtures and the suite-wide Hypothesis profile.
+"""Shared fixtures, the suite-wide Hypothesis profile and the skip check (``tests/skip_check.py``).
 
 chDB runs one embedded ClickHouse engine per process and one on-disk path at a time: every test that opens a
 store must close it (use the ``store`` fixture or ``with Store.open(...)``) before another path is opened.
@@ -34,6 +34,8 @@ def _rewrite_only_the_suites_asserts() -> None:
 
 
 _rewrite_only_the_suites_asserts()
+
+pytest_plugins = ("skip_check",)
 
 TESTS = Path(__file__).resolve().parent
 
