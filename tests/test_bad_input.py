@@ -12,7 +12,8 @@ and leave the store as it was. Secret-shaped strings inside prose, and secrets t
 output or a case file; lookalikes the rules promise to keep are kept. Hostile values handed to recorded agents
 and tools never change what the agent returns or raises.
 
-Examples are derandomised, so a run in CI sees the same inputs as a run on a laptop. The hand-written corpus
+Examples come from the run's seed (printed; ``--hypothesis-seed`` draws them again, tests/conftest.py), so each CI
+run tries new inputs and a failing one can be rerun on a laptop. The hand-written corpus
 of case files is in ``tests/corpus/bad_input`` (``expected.json`` names the error each must give); the 10 MiB
 and deeply nested inputs are generated here.
 """
@@ -47,6 +48,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from property_budget import examples
 
 import otel_replay as orp
 from otel_replay import cli as cli_module
@@ -74,15 +76,15 @@ I64 = 1 << 63
 U64 = (1 << 64) - 1
 API_KEY = "sk-live-" + "Bq47" * 8
 
-FUZZ = settings(
-    deadline=None, derandomize=True, database=None, print_blob=False, suppress_health_check=list(HealthCheck)
-)
-"""Every property test: reproducible examples, no example database, no wall-clock deadline."""
+FUZZ = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
+"""Every property test: examples from the run's seed (tests/conftest.py), no example database, no wall-clock
+deadline."""
 
 
-def fuzz(examples: int) -> settings:
-    """:data:`FUZZ` with this many examples (sized so the whole file runs in about a minute on two cores)."""
-    return settings(FUZZ, max_examples=examples)
+def fuzz(usual: int) -> settings:
+    """:data:`FUZZ` with this many examples (sized so the whole file runs in about a minute on two cores), more
+    under ``make fuzz`` (tests/property_budget.py)."""
+    return settings(FUZZ, max_examples=examples(usual))
 
 
 SQLISH = [
@@ -1386,8 +1388,8 @@ def test_secret_shapes_inside_prose_never_survive_recording(
 
     A piece of a secret counts as leaked only when the prose, in every form a run records it (as it is, joined,
     as a JSON string), does not hold it too: Hypothesis mixes constants of the package's imported modules into
-    its draws, so even derandomised examples differ with the tests that ran before in the process, and a
-    check that depends on which prose was drawn fails by luck."""
+    its draws (unless tests/conftest.py pins them), so the examples of a seed may differ with the tests that ran
+    before in the process, and a check that depends on which prose was drawn fails by luck."""
     texts = ["".join(parts) for parts in planted]
     secrets_ = [parts[2] for parts in planted]
     home = tmp_path_factory.getbasetemp() / "shapes-home"

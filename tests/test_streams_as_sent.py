@@ -24,6 +24,7 @@ import pytest
 from fake_llm_servers import TOOL_ARGS, FakeLLMServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_budget import examples
 
 import otel_replay as orp
 from otel_replay.instrumentation._sdk import plain
@@ -254,7 +255,7 @@ mutations = st.lists(
 )
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     api=st.sampled_from(APIS),
     tools=st.booleans(),
