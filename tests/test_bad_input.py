@@ -639,6 +639,7 @@ def fresh_store(home: Path) -> Iterator[tuple[Store, str, dict[str, Any]]]:
         yield store, summary.trace_id, store.load_run(summary.trace_id).to_dict()
 
 
+@pytest.mark.hypothesis  # its property runs inside: `make fuzz` selects it by this marker
 def test_hostile_requests_are_stored_as_mapped_and_earlier_runs_stay_unchanged(
     fresh_store: tuple[Store, str, dict[str, Any]],
 ) -> None:
@@ -698,6 +699,7 @@ def test_hostile_requests_are_stored_as_mapped_and_earlier_runs_stay_unchanged(
 # ================================================================================================= spool
 
 
+@pytest.mark.hypothesis  # its property runs inside: `make fuzz` selects it by this marker
 def test_random_bytes_in_spool_segments_never_break_ingest(fresh_store: tuple[Store, str, dict[str, Any]]) -> None:
     """Garbage segments (random bytes, a valid header then garbage, checksummed records that are not OTLP or
     are hostile OTLP) beside a good one: every ingest returns a report, the good spans arrive, nothing is left
@@ -897,6 +899,7 @@ def _mutated(tree: Any, path: tuple[Any, ...], op: str, value: Any) -> Any:
     return tree
 
 
+@pytest.mark.hypothesis  # its property runs inside: `make fuzz` selects it by this marker
 def test_generated_json_is_a_case_error_or_a_case(world: dict[str, Any]) -> None:
     document = world["document"]
 
@@ -923,6 +926,7 @@ def test_generated_json_is_a_case_error_or_a_case(world: dict[str, Any]) -> None
     check()
 
 
+@pytest.mark.hypothesis  # its property runs inside: `make fuzz` selects it by this marker
 def test_mutated_real_case_files_load_or_fail_with_one_clear_error(world: dict[str, Any], tmp_path: Path) -> None:
     """A real case file with one value replaced, deleted or wrapped anywhere in it, or its bytes cut, spliced
     with NULs or invalid UTF-8: reading is a Case or a CaseError; running a case that reads always ends in a
@@ -1206,6 +1210,7 @@ COMMAND_NAMES = st.sampled_from(
 )
 
 
+@pytest.mark.hypothesis  # its property runs inside: `make fuzz` selects it by this marker
 def test_generated_command_lines_never_print_a_traceback(at_world: dict[str, Any]) -> None:
     """Any command with any mix of hostile arguments and options: exit 0, 1 or 2; an exit 2 is one ``error:``
     line; never a traceback. (NUL bytes cannot pass through argv and are left out.)"""
