@@ -13,11 +13,6 @@ from typing import Final
 
 ALLOWED: Final[tuple[tuple[str, str], ...]] = (
     (
-        r"^this kernel offers no Landlock",
-        "Landlock is a Linux security module (5.13 on, when the kernel enables it): without it the sandbox test has "
-        "checked the audit hooks and stops before the kernel's part",
-    ),
-    (
         r"^the failing writer finds files via /proc$",
         "the store-unavailable fault tests find the writer's open files in /proc, which only Linux has",
     ),
