@@ -8,7 +8,12 @@ STAMP  := $(VENV)/.installed
 # commands, agents, a browser), and the third worker keeps both cores busy meanwhile (docs/performance.md).
 WORKERS ?= $(shell $(PYTHON) -c 'import os; print(max(2, 3 * (os.cpu_count() or 2) // 2))')
 
+# Property tests (Hypothesis) draw from a fresh seed each run, printed; HYPOTHESIS_SEED=N draws that run's examples again
+HYPOTHESIS_SEED ?= $(shell $(PYTHON) -c 'import random; print(random.randrange(1 << 32))')
+HYPOTHESIS_SEED := $(HYPOTHESIS_SEED)
+
 .PHONY: demo lint test coverage bench clean
+.PHONY: fuzz
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "otel-replay needs Python >= 3.10 (set PYTHON=...)")'
@@ -32,7 +37,13 @@ test: lint
 	@# the suite starts hundreds of CLI and agent processes; with PYTHONDONTWRITEBYTECODE set none of them
 	@# would cache the package's bytecode, and each would compile it again (~0.2 s per process)
 	$(BIN)/python -m compileall -q otel_replay
-	$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal
+	@echo "property tests: Hypothesis profile ci, seed $(HYPOTHESIS_SEED) (again: make test HYPOTHESIS_SEED=$(HYPOTHESIS_SEED))"
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal --hypothesis-profile=ci --hypothesis-seed=$(HYPOTHESIS_SEED)
+
+# the property tests alone (marker "hypothesis"), ten times their examples each (profile fuzz), from a printed seed
+fuzz: $(STAMP)
+	@echo "property tests: Hypothesis profile fuzz, seed $(HYPOTHESIS_SEED) (again: make fuzz HYPOTHESIS_SEED=$(HYPOTHESIS_SEED))"
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal -m hypothesis --hypothesis-profile=fuzz --hypothesis-seed=$(HYPOTHESIS_SEED)
 
 # the suite under coverage (installs coverage and pytest-cov into .venv; pytest-cov combines the workers' and
 # the subprocesses' data), then the modules and public functions it never executed (scripts/unexecuted.py;

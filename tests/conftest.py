@@ -1,4 +1,4 @@
-"""Shared fixtures and the suite-wide Hypothesis profile.
+"""Shared fixtures, the suite-wide Hypothesis profiles and the skip check (``tests/skip_check.py``).
 
 chDB runs one embedded ClickHouse engine per process and one on-disk path at a time: every test that opens a
 store must close it (use the ``store`` fixture or ``with Store.open(...)``) before another path is opened.
@@ -6,6 +6,7 @@ store must close it (use the ``store`` fixture or ``with Store.open(...)``) befo
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ def _rewrite_only_the_suites_asserts() -> None:
 
 
 _rewrite_only_the_suites_asserts()
+
+pytest_plugins = ("skip_check",)
 
 TESTS = Path(__file__).resolve().parent
 
@@ -79,26 +82,31 @@ from hypothesis import settings  # noqa: E402 - after the rewrite hook is narrow
 
 from otel_replay import configure  # noqa: E402
 
-# Property tests draw the same examples on every run and every machine (a random seed must not decide whether
-# the suite passes; nor the modules other tests imported before, see _pin_local_constants), keep no example
-# database between runs, and have no wall-clock deadline per example.
-settings.register_profile("otel-replay", derandomize=True, database=None, deadline=None, print_blob=False)
-settings.load_profile("otel-replay")
+# Property tests draw new examples on every run: the examples come from a seed, random unless the run gives one
+# (`make test` and `make fuzz` pick one, print it and pass it as --hypothesis-seed; the summary repeats it), and
+# the same seed draws the same examples again, whatever ran before (see _pin_local_constants). No example
+# database is kept between runs (a run is reproduced by its seed alone) and no example has a wall-clock deadline.
+# Profile "ci" (the default) runs each test's usual number of examples; "fuzz" (`make fuzz`) ten times as many
+# (tests/property_budget.py). HYPOTHESIS_PROFILE or --hypothesis-profile chooses.
+settings.register_profile("ci", database=None, deadline=None, print_blob=True)
+settings.register_profile("fuzz", settings.get_profile("ci"), max_examples=1000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or "ci")
 
 
 def _pin_local_constants() -> str | None:
     """Draw no "local constants" in property tests. Hypothesis (from 6.131) also draws, about once in twenty
     draws, string and number constants found in the source of the project's modules imported so far in the
-    process; with ``derandomize`` a test's examples then depend on which modules earlier tests happened to import
-    on that xdist worker, which worksteal decides. Without them a test draws the same examples whatever ran before
-    it. Returns a line for the report header when this Hypothesis cannot be pinned so."""
+    process; a test's examples would then depend on which modules earlier tests happened to import on that xdist
+    worker, which worksteal decides, and a failing seed would not draw the failing examples again when the test
+    is rerun alone. Without them a seed draws the same examples whatever ran before the test. Returns a line for
+    the report header when this Hypothesis cannot be pinned so."""
     try:
         from hypothesis.internal.conjecture import providers
         from hypothesis.internal.constants_ast import Constants
     except ImportError:  # a Hypothesis that draws no local constants
         return None
     if not hasattr(providers, "_get_local_constants"):
-        return "hypothesis: local constants not pinned; property tests' examples may depend on test order"
+        return "hypothesis: local constants not pinned; a seed's examples may depend on test order"
     empty = Constants()
     providers._get_local_constants = lambda: empty  # no public switch exists
     return None
@@ -110,6 +118,22 @@ _UNPINNED = _pin_local_constants()
 def pytest_report_header(config: pytest.Config) -> str | None:
     """Say so at the top of the run when property tests' examples could not be pinned (:func:`_pin_local_constants`)."""
     return _UNPINNED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """The property tests' profile and seed, at the end of the run next to any failure, with how to rerun them."""
+    if hasattr(config, "workerinput"):
+        return
+    seed = config.getoption("hypothesis_seed", None)
+    profile = config.getoption("hypothesis_profile", None) or os.environ.get("HYPOTHESIS_PROFILE") or "ci"
+    if seed is None:
+        terminalreporter.write_line(
+            f"property tests: profile {profile!r}, a random seed per test (no --hypothesis-seed)"
+        )
+    else:
+        terminalreporter.write_line(
+            f"property tests: profile {profile!r}, seed {seed} (the same examples again: --hypothesis-seed={seed})"
+        )
 
 
 SLOW_FIRST = ("realworld",)

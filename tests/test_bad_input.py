@@ -12,7 +12,8 @@ and leave the store as it was. Secret-shaped strings inside prose, and secrets t
 output or a case file; lookalikes the rules promise to keep are kept. Hostile values handed to recorded agents
 and tools never change what the agent returns or raises.
 
-Examples are derandomised, so a run in CI sees the same inputs as a run on a laptop. The hand-written corpus
+Examples come from the run's seed (printed; ``--hypothesis-seed`` draws them again, tests/conftest.py), so each CI
+run tries new inputs and a failing one can be rerun on a laptop. The hand-written corpus
 of case files is in ``tests/corpus/bad_input`` (``expected.json`` names the error each must give); the 10 MiB
 and deeply nested inputs are generated here.
 """
@@ -47,6 +48,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from property_budget import examples
 
 import otel_replay as orp
 from otel_replay import cli as cli_module
@@ -74,15 +76,15 @@ I64 = 1 << 63
 U64 = (1 << 64) - 1
 API_KEY = "sk-live-" + "Bq47" * 8
 
-FUZZ = settings(
-    deadline=None, derandomize=True, database=None, print_blob=False, suppress_health_check=list(HealthCheck)
-)
-"""Every property test: reproducible examples, no example database, no wall-clock deadline."""
+FUZZ = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
+"""Every property test: examples from the run's seed (tests/conftest.py), no example database, no wall-clock
+deadline."""
 
 
-def fuzz(examples: int) -> settings:
-    """:data:`FUZZ` with this many examples (sized so the whole file runs in about a minute on two cores)."""
-    return settings(FUZZ, max_examples=examples)
+def fuzz(usual: int) -> settings:
+    """:data:`FUZZ` with this many examples (sized so the whole file runs in about a minute on two cores), more
+    under ``make fuzz`` (tests/property_budget.py)."""
+    return settings(FUZZ, max_examples=examples(usual))
 
 
 SQLISH = [
@@ -637,6 +639,7 @@ def fresh_store(home: Path) -> Iterator[tuple[Store, str, dict[str, Any]]]:
         yield store, summary.trace_id, store.load_run(summary.trace_id).to_dict()
 
 
+@pytest.mark.hypothesis  # its property runs inside: `make fuzz` selects it by this marker
 def test_hostile_requests_are_stored_as_mapped_and_earlier_runs_stay_unchanged(
     fresh_store: tuple[Store, str, dict[str, Any]],
 ) -> None:
@@ -696,6 +699,7 @@ def test_hostile_requests_are_stored_as_mapped_and_earlier_runs_stay_unchanged(
 # ================================================================================================= spool
 
 
+@pytest.mark.hypothesis  # its property runs inside: `make fuzz` selects it by this marker
 def test_random_bytes_in_spool_segments_never_break_ingest(fresh_store: tuple[Store, str, dict[str, Any]]) -> None:
     """Garbage segments (random bytes, a valid header then garbage, checksummed records that are not OTLP or
     are hostile OTLP) beside a good one: every ingest returns a report, the good spans arrive, nothing is left
@@ -895,6 +899,7 @@ def _mutated(tree: Any, path: tuple[Any, ...], op: str, value: Any) -> Any:
     return tree
 
 
+@pytest.mark.hypothesis  # its property runs inside: `make fuzz` selects it by this marker
 def test_generated_json_is_a_case_error_or_a_case(world: dict[str, Any]) -> None:
     document = world["document"]
 
@@ -921,6 +926,7 @@ def test_generated_json_is_a_case_error_or_a_case(world: dict[str, Any]) -> None
     check()
 
 
+@pytest.mark.hypothesis  # its property runs inside: `make fuzz` selects it by this marker
 def test_mutated_real_case_files_load_or_fail_with_one_clear_error(world: dict[str, Any], tmp_path: Path) -> None:
     """A real case file with one value replaced, deleted or wrapped anywhere in it, or its bytes cut, spliced
     with NULs or invalid UTF-8: reading is a Case or a CaseError; running a case that reads always ends in a
@@ -1204,6 +1210,7 @@ COMMAND_NAMES = st.sampled_from(
 )
 
 
+@pytest.mark.hypothesis  # its property runs inside: `make fuzz` selects it by this marker
 def test_generated_command_lines_never_print_a_traceback(at_world: dict[str, Any]) -> None:
     """Any command with any mix of hostile arguments and options: exit 0, 1 or 2; an exit 2 is one ``error:``
     line; never a traceback. (NUL bytes cannot pass through argv and are left out.)"""
@@ -1386,8 +1393,8 @@ def test_secret_shapes_inside_prose_never_survive_recording(
 
     A piece of a secret counts as leaked only when the prose, in every form a run records it (as it is, joined,
     as a JSON string), does not hold it too: Hypothesis mixes constants of the package's imported modules into
-    its draws, so even derandomised examples differ with the tests that ran before in the process, and a
-    check that depends on which prose was drawn fails by luck."""
+    its draws (unless tests/conftest.py pins them), so the examples of a seed may differ with the tests that ran
+    before in the process, and a check that depends on which prose was drawn fails by luck."""
     texts = ["".join(parts) for parts in planted]
     secrets_ = [parts[2] for parts in planted]
     home = tmp_path_factory.getbasetemp() / "shapes-home"

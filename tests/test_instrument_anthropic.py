@@ -14,18 +14,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import pytest
 import wrapt
+from fake_llm_servers import MISSING_MODEL, TOOL_ARGS, FakeLLMServer
 
-anthropic = pytest.importorskip("anthropic")
-
-from fake_llm_servers import MISSING_MODEL, TOOL_ARGS, FakeLLMServer  # noqa: E402
-
-import otel_replay as orp  # noqa: E402
-from otel_replay import semconv  # noqa: E402
-from otel_replay.instrumentation.anthropic import AnthropicInstrumentor  # noqa: E402
-from otel_replay.storage.store import Store  # noqa: E402
-from otel_replay.testing import capture  # noqa: E402
+import otel_replay as orp
+from otel_replay import semconv
+from otel_replay.instrumentation.anthropic import AnthropicInstrumentor
+from otel_replay.storage.store import Store
+from otel_replay.testing import capture
 
 PROXY = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 BASE_URL = ""

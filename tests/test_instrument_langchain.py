@@ -24,10 +24,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-
-pytest.importorskip("langchain_core")
-pytest.importorskip("langgraph")
-
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.language_models.chat_models import BaseChatModel

@@ -14,10 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("llama_index.core")
-pytest.importorskip("llama_index.llms.openai")
-
 from fake_llm_servers import FakeLLMServer
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.base_query_engine import BaseQueryEngine

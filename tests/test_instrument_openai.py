@@ -18,19 +18,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 import wrapt
+from fake_llm_servers import MISSING_MODEL, TOOL_ARGS, FakeLLMServer
+
+import otel_replay as orp
+from otel_replay import semconv
+from otel_replay.instrumentation.openai import OpenAIInstrumentor
+from otel_replay.storage.store import Store
+from otel_replay.testing import capture
 
 PROXY = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
-openai = pytest.importorskip("openai")
-
-from fake_llm_servers import MISSING_MODEL, TOOL_ARGS, FakeLLMServer  # noqa: E402
-
-import otel_replay as orp  # noqa: E402
-from otel_replay import semconv  # noqa: E402
-from otel_replay.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
-from otel_replay.storage.store import Store  # noqa: E402
-from otel_replay.testing import capture  # noqa: E402
 
 TESTS_DIR = Path(__file__).resolve().parent
 BASE_URL = ""
@@ -379,7 +378,8 @@ def test_a_failure_reading_finish_reasons_still_ends_the_step(
 
 def test_contrib_openai_v2_and_otel_replay_on_the_same_sdk(tmp_path: Path) -> None:
     """A trace from opentelemetry-instrumentation-openai-v2 running for real next to ours, in its own process."""
-    pytest.importorskip("opentelemetry.instrumentation.openai_v2")
+    import opentelemetry.instrumentation.openai_v2  # noqa: F401 - the script below runs it
+
     script = tmp_path / "both.py"
     script.write_text(textwrap.dedent(_CONTRIB_SCRIPT))
     env = {

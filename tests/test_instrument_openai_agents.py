@@ -17,9 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("agents")
-
 from agents import Agent, Runner, function_tool, handoff
 from agents.models.openai_responses import OpenAIResponsesModel
 from agents.tracing import TracingProcessor, get_trace_provider

@@ -15,9 +15,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
-pytest.importorskip("smolagents")
-
 from fake_llm_servers import FakeLLMServer
 from smolagents import CodeAgent, OpenAIServerModel, Tool, ToolCallingAgent, tool
 

@@ -16,19 +16,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
+from fake_llm_servers import FakeLLMServer
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-openai = pytest.importorskip("openai")
-
-from fake_llm_servers import FakeLLMServer  # noqa: E402
-
-import otel_replay as orp  # noqa: E402
-from otel_replay import instrumentation, semconv  # noqa: E402
-from otel_replay.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
-from otel_replay.storage.store import Store  # noqa: E402
+import otel_replay as orp
+from otel_replay import instrumentation, semconv
+from otel_replay.instrumentation.openai import OpenAIInstrumentor
+from otel_replay.storage.store import Store
 
 BASE_URL = ""
 """The fake server's URL; read at call time (a replay re-imports this module's agent)."""
@@ -180,7 +178,6 @@ def test_orp_instrument_forwards_the_provider_and_refuses_anything_else(
 
 @pytest.fixture
 def langchain_off() -> Iterator[Any]:
-    pytest.importorskip("langchain_core")
     from otel_replay.instrumentation.langchain import LangChainInstrumentor
 
     instrumentor = LangChainInstrumentor()
@@ -226,21 +223,17 @@ def test_langchain_tools_and_models_go_to_the_given_provider_only(
 # ------------------------------------------------------------------------------------- OpenAI Agents SDK
 
 
-try:  # the Agents SDK test module's setup: fake server, both instrumentors, counters
-    import test_instrument_openai_agents as oa_tests
-    from test_instrument_openai_agents import oa  # noqa: F401 - the fixture, used below by name
-except (ImportError, pytest.skip.Exception):  # the SDK is not installed: the test below is skipped
-    oa_tests = None
+# the Agents SDK test module's setup: fake server, both instrumentors, counters
+import test_instrument_openai_agents as oa_tests  # noqa: E402
+from test_instrument_openai_agents import oa  # noqa: E402, F401 - the fixture, used below by name
 
 
 def test_an_agents_sdk_run_and_the_model_calls_in_it_go_to_the_given_provider(
     home: Path, sinks: tuple[Sink, Sink], request: pytest.FixtureRequest
 ) -> None:
-    if oa_tests is None:
-        pytest.skip("the OpenAI Agents SDK is not installed")
-    oa = request.getfixturevalue("oa")
+    setup = request.getfixturevalue("oa")
     a, b = sinks
-    instrumentor = oa["instrumentor"]
+    instrumentor = setup["instrumentor"]
     instrumentor.uninstrument()
     instrumentor.instrument(tracing="bridge", tracer_provider=a.provider)
 

@@ -218,7 +218,6 @@ def test_a_key_given_twice_is_one_error_line(
 
 
 def test_an_unreachable_ray_address_is_one_error_line_naming_it(world: dict[str, Any], closed_port: int) -> None:
-    pytest.importorskip("ray", reason="Ray is the optional extra 'ray'")
     before = _replays()
     address = f"127.0.0.1:{closed_port}"
 
@@ -236,7 +235,6 @@ def test_an_unreachable_ray_address_is_one_error_line_naming_it(world: dict[str,
 def test_unreachable_or_unreadable_ray_addresses_are_refused_by_the_api(
     world: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, closed_port: int, form: str
 ) -> None:
-    pytest.importorskip("ray", reason="Ray is the optional extra 'ray'")
     port = closed_port
     if form == "auto":  # the cluster the last `ray start` recorded, in Ray's temp folder
         (tmp_path / "ray").mkdir()

@@ -9,10 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("langchain_classic.agents")
-pytest.importorskip("langchain_openai")
-
 from fake_llm_servers import FakeLLMServer
 from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
 from langchain_classic.chains.base import Chain

@@ -13,16 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import langchain_openai
 import pytest
+from fake_llm_servers import FakeLLMServer
 
-langchain_openai = pytest.importorskip("langchain_openai")
-
-from fake_llm_servers import FakeLLMServer  # noqa: E402
-
-import otel_replay as orp  # noqa: E402
-from otel_replay import semconv  # noqa: E402
-from otel_replay.instrumentation.langchain import LangChainInstrumentor  # noqa: E402
-from otel_replay.storage.store import Store  # noqa: E402
+import otel_replay as orp
+from otel_replay import semconv
+from otel_replay.instrumentation.langchain import LangChainInstrumentor
+from otel_replay.storage.store import Store
 
 KEY = "sk-test-" + "3" * 32
 

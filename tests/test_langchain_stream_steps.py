@@ -18,9 +18,6 @@ from urllib.parse import urlparse
 
 import httpx
 import pytest
-
-pytest.importorskip("langchain_openai")
-
 from fake_llm_servers import FakeLLMServer
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI

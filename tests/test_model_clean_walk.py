@@ -16,6 +16,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_budget import examples
 from pydantic import BaseModel, RootModel
 
 import otel_replay as orp
@@ -88,7 +89,7 @@ _TREES = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_TREES)
 def test_the_walk_passes_only_what_encoding_and_the_pre_check_pass(value: object) -> None:
     one = Redactor(key=b"k" * 32)

@@ -13,18 +13,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import langchain_openai
+import openai
 import pytest
+from fake_llm_servers import FakeLLMServer
 
-openai = pytest.importorskip("openai")
-langchain_openai = pytest.importorskip("langchain_openai")
-
-from fake_llm_servers import FakeLLMServer  # noqa: E402
-
-import otel_replay as orp  # noqa: E402
-from otel_replay import semconv  # noqa: E402
-from otel_replay.instrumentation.langchain import LangChainInstrumentor  # noqa: E402
-from otel_replay.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
-from otel_replay.storage.store import Store  # noqa: E402
+import otel_replay as orp
+from otel_replay import semconv
+from otel_replay.instrumentation.langchain import LangChainInstrumentor
+from otel_replay.instrumentation.openai import OpenAIInstrumentor
+from otel_replay.storage.store import Store
 
 BASE_URL = ""
 """The fake server's URL; the agents read it at call time (a replay re-imports this module's agents)."""

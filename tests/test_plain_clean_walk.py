@@ -15,6 +15,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_budget import examples
 
 import otel_replay as orp
 from otel_replay.redaction import Redactor
@@ -52,7 +53,7 @@ _TREES = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_TREES)
 def test_one_walk_passes_only_what_both_walks_pass(value: object) -> None:
     one = Redactor(key=b"k" * 32)

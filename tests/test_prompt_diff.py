@@ -24,6 +24,7 @@ import pytest
 from cli_in_process import run_cli, runs_in_process
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_budget import examples
 
 import otel_replay as orp
 from otel_replay.replay.matching.divergence import Divergence
@@ -296,7 +297,7 @@ def test_a_divergence_with_text_diffs_keeps_its_keys_and_fits_the_lab_schema() -
 _TEXTS = st.text(alphabet=st.sampled_from("ab .!?\n\t\x1b\r"), max_size=600) | st.text(max_size=400)
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(recorded=_TEXTS, replayed=_TEXTS)
 def test_text_lines_keep_every_character_and_bound_the_lines(recorded: str, replayed: str) -> None:
     for text in (recorded, replayed):

@@ -74,7 +74,6 @@ def test_dir_lists_the_lazy_public_names_before_they_are_loaded() -> None:
 @pytest.fixture
 def server() -> Iterator[Any]:
     """The fake OpenAI server; the agents point at it."""
-    pytest.importorskip("openai")
     from fake_llm_servers import FakeLLMServer
 
     from otel_replay.instrumentation.openai import OpenAIInstrumentor

@@ -382,7 +382,6 @@ def openai_agent(base_url: str) -> list[str]:
 
 @pytest.fixture
 def openai_server() -> Iterator[Any]:
-    pytest.importorskip("openai")
     from fake_llm_servers import FakeLLMServer
 
     from otel_replay.instrumentation.openai import OpenAIInstrumentor

@@ -16,6 +16,7 @@ from fake_clock import FakeClock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from leak_checks import without_keyed_hashes
+from property_budget import examples
 
 from otel_replay.redaction import (
     DEFAULT_PATTERNS,
@@ -699,7 +700,7 @@ PLANTED = [(s, s) for s in SHAPED.values()] + [
 """(what is planted in random text, what must not appear afterwards)."""
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     prefix=_FILLER,
     suffix=_FILLER,
@@ -720,7 +721,7 @@ def test_property_never_raises_never_leaks(
     assert m >= 1 and secret not in scrubbed
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     value=st.recursive(
         st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
@@ -827,7 +828,7 @@ _TREE = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tree=_TREE)
 def test_the_pre_check_never_passes_a_payload_a_rule_would_match(
     tmp_path_factory: pytest.TempPathFactory, tree: Any

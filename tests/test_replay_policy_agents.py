@@ -17,9 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("agents")
-
 from agents import Agent, Runner, function_tool
 from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
 from agents.models.openai_responses import OpenAIResponsesModel

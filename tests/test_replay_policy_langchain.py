@@ -9,9 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("langchain_core")
-
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult

@@ -18,9 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-
-pytest.importorskip("langchain_openai")
-
 from fake_llm_servers import FakeLLMServer
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI

@@ -15,19 +15,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
+import openai
 import pytest
+from fake_llm_servers import FakeLLMServer
 
-openai = pytest.importorskip("openai")
-anthropic = pytest.importorskip("anthropic")
-
-from fake_llm_servers import FakeLLMServer  # noqa: E402
-
-import otel_replay as orp  # noqa: E402
-from otel_replay import semconv  # noqa: E402
-from otel_replay.instrumentation.anthropic import AnthropicInstrumentor  # noqa: E402
-from otel_replay.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
-from otel_replay.replay.matching.policy import ReplayPolicy  # noqa: E402
-from otel_replay.storage.store import Store  # noqa: E402
+import otel_replay as orp
+from otel_replay import semconv
+from otel_replay.instrumentation.anthropic import AnthropicInstrumentor
+from otel_replay.instrumentation.openai import OpenAIInstrumentor
+from otel_replay.replay.matching.policy import ReplayPolicy
+from otel_replay.storage.store import Store
 
 TESTS_DIR = Path(__file__).resolve().parent
 BASE_URL = ""

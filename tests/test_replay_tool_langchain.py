@@ -10,9 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("langchain_core")
-
 from langchain_core.tools import tool
 
 import otel_replay as orp

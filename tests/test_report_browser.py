@@ -3,9 +3,9 @@ visible, the first divergence highlighted and scrolled into view, snapshots and 
 step opens, and the page usable with JavaScript off.
 
 Chromium comes from ``OTEL_REPLAY_CHROMIUM``, else ``chromium`` / ``chromium-browser`` on the PATH, else
-``/usr/bin/chromium``; without it (or without the ``playwright`` package) the module is skipped, or fails when
-``OTEL_REPLAY_REQUIRE_BROWSER=1`` (as in CI). Full-page screenshots are kept in ``OTEL_REPLAY_ARTIFACTS``
-(default ``<repo>/test-artifacts/``).
+``/usr/bin/chromium``; without it the module is skipped, or fails when ``OTEL_REPLAY_REQUIRE_BROWSER=1`` (as in
+CI). Without the ``playwright`` package (of the ``[test]`` extra) it fails. Full-page screenshots are kept in
+``OTEL_REPLAY_ARTIFACTS`` (default ``<repo>/test-artifacts/``).
 """
 
 from __future__ import annotations
@@ -19,15 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright import sync_api
+from test_report import PLANTED, Scenarios, record_scenarios, recording_home
 
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="the browser tests need playwright (pip install playwright)"
-)
-
-from test_report import PLANTED, Scenarios, record_scenarios, recording_home  # noqa: E402
-
-from otel_replay.replay.diff import diff_runs  # noqa: E402
-from otel_replay.report import diff_report, replay_report, run_report, write_report  # noqa: E402
+from otel_replay.replay.diff import diff_runs
+from otel_replay.report import diff_report, replay_report, run_report, write_report
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM_ENV = "OTEL_REPLAY_CHROMIUM"

@@ -33,6 +33,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.span import TraceState
+from property_budget import examples
 
 from otel_replay.exporting.clickhouse import ClickHouseSpanExporter
 from otel_replay.exporting.rows import (
@@ -254,7 +255,7 @@ def quiet_encoders() -> Iterator[None]:
         logger.setLevel(level)
 
 
-@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=list(HealthCheck))
 @given(example=EXAMPLE)
 def test_every_path_gives_the_encoders_rows_byte_for_byte(example: dict[str, Any], tmp_path_factory: Any) -> None:
     spans = make_spans(example)
@@ -339,7 +340,7 @@ ANY_VALUE = st.recursive(
 ANY_ATTRS = st.dictionaries(st.one_of(TEXT, st.just(LoudText("key")), st.integers(0, 2)), ANY_VALUE, max_size=5)
 
 
-@settings(max_examples=100, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     attributes=ANY_ATTRS,
     event_attributes=ANY_ATTRS,
@@ -389,7 +390,7 @@ def empty(store: Store) -> None:
         store.client.command(f"TRUNCATE TABLE {table}")
 
 
-@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=list(HealthCheck))
 @given(example=EXAMPLE)
 def test_the_store_holds_the_encoders_rows_whichever_path_wrote_them(example: dict[str, Any], store: Store) -> None:
     spans = make_spans(example)

@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
+from property_budget import examples
 
 from otel_replay.exporting.rows import encode_request, rows_from_spans
 
@@ -88,7 +89,7 @@ RESOURCES = st.lists(st.dictionaries(st.text(min_size=1, max_size=10), SCALAR, m
 # 75 examples: drawing one is most of the cost (up to 6 spans with up to 8 attributes and 3 events each); 75 of
 # them still encode 259 spans with 2,207 attribute values of every kind (the odd values have the test below),
 # and both encoders are compared on every one.
-@settings(max_examples=75, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=examples(75), deadline=None, suppress_health_check=list(HealthCheck))
 @given(specs=st.lists(SPAN, min_size=1, max_size=6), resources=RESOURCES)
 def test_the_spool_writer_gives_the_sdk_encoders_bytes(
     specs: list[dict[str, Any]], resources: list[dict[str, Any]]
@@ -97,7 +98,7 @@ def test_the_spool_writer_gives_the_sdk_encoders_bytes(
     assert encode_request(spans) == encode_spans(spans).SerializeToString()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
 @given(attributes=ODD_ATTRS)
 def test_values_the_writer_hands_back_still_give_the_sdk_encoders_bytes(attributes: dict[str, Any]) -> None:
     spec = {

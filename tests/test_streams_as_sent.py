@@ -17,22 +17,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
+import openai
+import pydantic
 import pytest
+from fake_llm_servers import TOOL_ARGS, FakeLLMServer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from property_budget import examples
 
-openai = pytest.importorskip("openai")
-anthropic = pytest.importorskip("anthropic")
-
-import pydantic  # noqa: E402
-from fake_llm_servers import TOOL_ARGS, FakeLLMServer  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-import otel_replay as orp  # noqa: E402
-from otel_replay.instrumentation._sdk import plain  # noqa: E402
-from otel_replay.instrumentation.anthropic import AnthropicInstrumentor  # noqa: E402
-from otel_replay.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
-from otel_replay.storage.store import Store  # noqa: E402
-from otel_replay.testing import capture  # noqa: E402
+import otel_replay as orp
+from otel_replay.instrumentation._sdk import plain
+from otel_replay.instrumentation.anthropic import AnthropicInstrumentor
+from otel_replay.instrumentation.openai import OpenAIInstrumentor
+from otel_replay.storage.store import Store
+from otel_replay.testing import capture
 
 APIS = ("chat", "responses", "messages")
 BASE_URLS: dict[str, str] = {}
@@ -256,7 +255,7 @@ mutations = st.lists(
 )
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     api=st.sampled_from(APIS),
     tools=st.booleans(),
@@ -351,7 +350,6 @@ def test_replayed_chunks_are_fresh_objects_and_leave_the_recording_alone() -> No
 def test_a_langchain_stream_is_recorded_as_the_model_yielded_it(server: WireServer, capture_home: Path) -> None:
     """LangChain's chat model step merges the streamed chunks when the stream ends: from copies taken as they
     were yielded, not the objects the consumer went on to change."""
-    pytest.importorskip("langchain_openai")
     from langchain_openai import ChatOpenAI
 
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}

@@ -16,19 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from anthropic.types import Message
+from langchain_core.messages import AIMessage
+from openai.types.chat import ChatCompletion
+from openai.types.responses import Response
 
 import otel_replay as orp
 from otel_replay import register_type
 from otel_replay.redaction import DEFAULT_SAFE_KEYS, REDACTED_KEY, RedactionConfig, Redactor
 from otel_replay.storage.store import Store
-
-for _sdk in ("openai", "anthropic", "langchain_core"):
-    pytest.importorskip(_sdk)
-
-from anthropic.types import Message  # noqa: E402 - after the skip
-from langchain_core.messages import AIMessage  # noqa: E402
-from openai.types.chat import ChatCompletion  # noqa: E402
-from openai.types.responses import Response  # noqa: E402
 
 # ------------------------------------------------------------------------------------------- the shapes
 

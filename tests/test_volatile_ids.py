@@ -21,12 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import fork_server
+import openai  # noqa: F401 - a package of the [test] extra: missing, the module fails
 import pytest
-from cli_in_process import run_cli, runs_in_process
-
-pytest.importorskip("openai")
-
 import volatile_agents as va
+from cli_in_process import run_cli, runs_in_process
 from fake_llm_servers import FakeLLMServer
 
 import otel_replay as orp
@@ -310,8 +308,7 @@ def test_zero_code_langgraph_run_replays_matched_through_the_cli(world: FakeLLMS
     import shutil
 
     launcher = shutil.which("opentelemetry-instrument", path=os.path.dirname(sys.executable))
-    if launcher is None:
-        pytest.skip("opentelemetry-instrument is not installed next to this Python")
+    assert launcher, "no opentelemetry-instrument next to this Python (opentelemetry-instrumentation, [test] extra)"
     script = tmp_path / "weather.py"
     script.write_text(
         "import volatile_agents as va\n"

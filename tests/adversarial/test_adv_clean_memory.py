@@ -13,6 +13,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_budget import examples
 
 import otel_replay as orp
 from otel_replay.redaction import Redactor
@@ -76,7 +77,7 @@ def test_random_ids_that_look_like_card_numbers_keep_a_tree_clean() -> None:
         assert redactor.redact(tree, "output") == (tree, 0)
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(
         st.one_of(

@@ -270,19 +270,11 @@ def test_a_case_recorded_under_one_key_replays_deterministically_under_another(h
 
 @pytest.fixture(scope="module")
 def sdks() -> Iterator[None]:
-    pytest.importorskip("openai")
-    pytest.importorskip("anthropic")
     from otel_replay.instrumentation.anthropic import AnthropicInstrumentor
+    from otel_replay.instrumentation.langchain import LangChainInstrumentor
     from otel_replay.instrumentation.openai import OpenAIInstrumentor
 
-    instrumentors = [OpenAIInstrumentor(), AnthropicInstrumentor()]
-    try:
-        from otel_replay.instrumentation.langchain import LangChainInstrumentor
-
-        pytest.importorskip("langchain_core")
-        instrumentors.append(LangChainInstrumentor())
-    except ImportError:  # pragma: no cover - langchain is an optional extra
-        pass
+    instrumentors = [OpenAIInstrumentor(), AnthropicInstrumentor(), LangChainInstrumentor()]
     for instrumentor in instrumentors:
         instrumentor.instrument()
     yield
@@ -333,8 +325,6 @@ def test_a_secret_split_over_stream_deltas_is_never_stored(
         "stream-anthropic": agents.anthropic_stream,
         "stream-langchain": agents.langchain_stream,
     }[agent]
-    if agent == "stream-langchain":
-        pytest.importorskip("langchain_core")
     answer = func(f"my key is {in_text}")
     trace_id = trace_of(home, agent)
     run = load(home, trace_id)

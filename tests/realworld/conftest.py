@@ -52,8 +52,7 @@ class RealWorld:
         command = [sys.executable, str(HERE / script), *args]
         if zero_code:
             launcher = shutil.which("opentelemetry-instrument", path=os.path.dirname(sys.executable))
-            if launcher is None:
-                pytest.skip("opentelemetry-instrument is not installed next to this Python")
+            assert launcher, "no opentelemetry-instrument next to this Python (opentelemetry-instrumentation, [test])"
             command = [launcher, *command]
         return fork_server.run(
             command, capture_output=True, text=True, env={**self.env, **(extra_env or {})}, cwd=HERE, timeout=180

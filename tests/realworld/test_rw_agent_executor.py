@@ -4,11 +4,8 @@ against the fake server with fresh ids per answer."""
 
 from __future__ import annotations
 
-import pytest
-
-pytest.importorskip("langchain_classic.agents")
-pytest.importorskip("langchain_openai")
-
+import langchain_classic.agents  # noqa: F401 - a package of the [test] extra: missing, the module fails
+import langchain_openai  # noqa: F401 - a package of the [test] extra: missing, the module fails
 from conftest import RealWorld
 from rw_langchain_checks import (
     Shape,
