@@ -3,9 +3,10 @@ dry and live modes.
 
 The agent (``rw_llamaindex_agent.py``) runs as its users run it, streamed, against the fake OpenAI server (Chat
 Completions; the server calls the first tool offered, ``send_forecast``, which appends a line to the outbox).
-Its tools are plain functions: no otel-replay decorator. Each test asserts what a user sees: the runs and steps
-the CLI shows, the requests the server received, the lines on disk, the replay's outcome and exit codes. Both
-tests start from the same recording (made once for the module).
+Its tools are plain functions: no otel-replay decorator; the ``test_decorated_…`` tests run the same program with
+``@orp.tool`` tools and an ``@orp.agent`` entry (``RW_DECORATE=1``). Each test asserts what a user sees: the runs
+and steps the CLI shows, the requests the server received, the lines on disk, the replay's outcome and exit
+codes. Tests of one setup start from the same recording (made once for the module).
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@ one line (``orp.instrument("smolagents")``) and replayed through the CLI in ever
 
 The agent (``rw_smolagents_agent.py``) runs as its users run it, against the fake OpenAI server, which answers
 with a code blob in the CodeAgent's format: the code calls ``get_weather`` (a ``Tool`` subclass), then
-``send_message`` (a ``@tool`` that appends a line to the outbox), then ``final_answer``.
+``send_message`` (a ``@tool`` that appends a line to the outbox), then ``final_answer``. The
+``test_decorated_…`` tests run the same program with ``@orp.tool`` tools and an ``@orp.agent`` entry
+(``RW_DECORATE=1``).
 """
 
 from __future__ import annotations
