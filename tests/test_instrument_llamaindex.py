@@ -24,6 +24,7 @@ from llama_index.llms.openai import OpenAI
 import otel_replay as orp
 from otel_replay import instrumentation
 from otel_replay.instrumentation.llamaindex import LlamaIndexInstrumentor, declare_risk
+from otel_replay.storage.store import Store
 from otel_replay.testing import capture
 
 CALLS: Counter[str] = Counter()
@@ -212,3 +213,52 @@ def test_an_agent_workflow_run_is_one_run(home: Path, instrumented: LlamaIndexIn
         ("tool", "send_invoice"),
         ("model", "openai.chat.completions"),
     ]
+
+
+REACT: dict[str, FakeLLMServer] = {}
+"""The fake server :func:`react_ask` talks to (a replay imports this module again and calls it)."""
+REACT_ANSWERS = [
+    "Thought: I need to use a tool to help me answer the question.\n"
+    'Action: send_invoice\nAction Input: {"customer": "ACME"}',
+    "Thought: I can answer without using any more tools.\nAnswer: invoice sent to ACME",
+]
+
+
+async def react_ask(input: str) -> str:  # noqa: A002 - the name a replay passes
+    """``entrypoint`` of the replay: a ``ReActAgent`` (tools chosen in the model's text, not by tool calls)."""
+    from llama_index.core.agent.workflow import ReActAgent
+
+    server = REACT["fake"]
+    llm = OpenAI(model="gpt-4o-mini", api_base=server.openai_url, api_key="sk-test-" + "3" * 32)
+    agent = ReActAgent(tools=[send_invoice, lookup_order], llm=llm)
+    return str(await agent.run(user_msg=input))
+
+
+def test_a_react_agent_run_is_one_run_and_a_mock_replay_matches(
+    home: Path, instrumented: LlamaIndexInstrumentor
+) -> None:
+    with FakeLLMServer() as server:
+        server.chat_texts["bill ACME"] = REACT_ANSWERS  # the ReAct format, parsed by the agent
+        REACT["fake"] = server
+        answer = asyncio.run(react_ask("bill ACME"))
+        assert answer == "invoice sent to ACME"
+        orp.flush()
+        with Store.open() as store:
+            (summary,) = store.runs(kind="original")
+            run = store.load_run(summary.trace_id)
+        assert run.summary.agent == "Agent"  # ReActAgent's default name
+        assert [(s.kind, s.name) for s in run.steps] == [
+            ("model", "openai.chat.completions"),
+            ("tool", "send_invoice"),
+            ("model", "openai.chat.completions"),
+        ]
+        assert run.steps[1].snapshots["tool"]["arguments"] == {"customer": "ACME"}
+        assert run.steps[1].attributes["otel_replay.tool.risk"] == "high"  # the name rule: send_…
+        assert run.snapshots["input"]["kwargs"] == {"input": "bill ACME"}
+        assert CALLS == {"send_invoice": 1}
+
+        requests = server.count
+        result = orp.replay(run.trace_id, mode="mock", entrypoint="test_instrument_llamaindex:react_ask")
+        assert result.outcome == "matched", result.divergences
+        assert server.count == requests, "a mock replay sent a request to the server"
+        assert CALLS == {"send_invoice": 1}, "a mock replay ran the tool"

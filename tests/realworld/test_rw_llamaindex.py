@@ -3,13 +3,15 @@ dry and live modes.
 
 The agent (``rw_llamaindex_agent.py``) runs as its users run it, streamed, against the fake OpenAI server (Chat
 Completions; the server calls the first tool offered, ``send_forecast``, which appends a line to the outbox).
-Its tools are plain functions: no otel-replay decorator. Each test asserts what a user sees: the runs and steps
-the CLI shows, the requests the server received, the lines on disk, the replay's outcome and exit codes. Both
-tests start from the same recording (made once for the module).
+Its tools are plain functions: no otel-replay decorator; the ``test_decorated_…`` tests run the same program with
+``@orp.tool`` tools and an ``@orp.agent`` entry (``RW_DECORATE=1``). Each test asserts what a user sees: the runs
+and steps the CLI shows, the requests the server received, the lines on disk, the replay's outcome and exit
+codes. Tests of one setup start from the same recording (made once for the module).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -117,3 +119,93 @@ def test_zero_code_recording_has_the_same_steps_and_replays(llama_world: Any, re
     result = _replay(world, trace_id, "--mode", "mock")
     assert result["outcome"] == "matched", result["divergences"]
     assert world.server.count == requests and world.effects() == ["forecast for Tokyo"]
+
+
+# The decorated setup of the same program (RW_DECORATE=1): the tools are @orp.tool(risk=...) functions and `main`
+# an @orp.agent, so the run begins there and a replay needs no --app. send_forecast also writes to the temp folder
+# (RW_TEMP_EFFECT=1): the replays get a temp folder of their own (TMPDIR), the outbox stays outside it.
+DECORATED = {"RW_DECORATE": "1", "RW_TEMP_EFFECT": "1"}
+
+
+@pytest.fixture(scope="module")
+def recording_tmp(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The temp folder of the module's decorated recording (the same for every test: one recording)."""
+    return str(tmp_path_factory.mktemp("recording-tmp"))
+
+
+@pytest.fixture
+def decorated(llama_world: Any, recordings: Recordings, recording_tmp: str, tmp_path: Path) -> tuple[Any, str, Path]:
+    """The world with the decorated program's one recording in it, its trace id and the replays' temp folder."""
+    world = llama_world
+    out = recordings.world(world, SCRIPT, RW_ZERO_CODE="0", TMPDIR=recording_tmp, **DECORATED).out
+    assert out.returncode == 0, out.stderr
+    assert "The weather: forecast sent for Tokyo" in out.stdout
+    assert (Path(recording_tmp) / "forecasts.txt").read_text() == "forecast for Tokyo\n"
+    (run,) = [r for r in world.cli_json("runs") if r["kind"] == "original"]
+    replay_tmp = tmp_path / "replay-tmp"
+    replay_tmp.mkdir()
+    return world, str(run["trace_id"]), replay_tmp
+
+
+def _replay_decorated(
+    world: Any, trace_id: str, replay_tmp: Path, *args: str, ok: tuple[int, ...] = (0,), **env: str
+) -> dict[str, Any]:
+    """``otel-replay replay TRACE ARGS --json`` of the decorated program: no --app, its own temp folder."""
+    extra_env = {**DECORATED, "TMPDIR": str(replay_tmp), **env}
+    return world.cli_json("replay", trace_id, *args, ok=ok, extra_env=extra_env)
+
+
+def test_decorated_run_begins_at_the_agent_and_mock_deterministic_and_from_step_replays_touch_nothing(
+    decorated: tuple[Any, str, Path],
+) -> None:
+    world, trace_id, replay_tmp = decorated
+    shown = world.cli_json("show", trace_id)
+    assert shown["agent"] == "weather-forecaster" and shown["entrypoint"].endswith(":main")
+    steps = [(s["kind"], s["name"], s["attributes"].get("otel_replay.tool.risk")) for s in shown["steps"]]
+    assert steps == [
+        ("model", "openai.chat.completions", None),
+        ("tool", "send_forecast", "write"),  # the decorator's risk, not the name rule's high
+        ("model", "openai.chat.completions", None),
+    ]
+    assert "otel_replay.step.instrumentation" not in shown["steps"][1]["attributes"]  # recorded once, by @orp.tool
+    requests = world.server.count
+    for args in (("--mode", "mock"), ("--mode", "deterministic"), ("--mode", "mock", "--from-step", "2")):
+        result = _replay_decorated(world, trace_id, replay_tmp, *args)
+        assert result["outcome"] == "matched", (args, result["divergences"])
+        assert result["executions"] == {}
+    assert result["from_step"] == 2
+    assert world.server.count == requests, "a mock or deterministic replay sent a request to the server"
+    assert world.effects() == ["forecast for Tokyo"], "a replay wrote outside its temp folder"
+    assert list(replay_tmp.iterdir()) == [], "a replay ran the side-effecting tool inside its temp folder"
+
+
+def test_decorated_changed_prompt_diverges_and_live_runs_the_write_tool_once_approved(
+    decorated: tuple[Any, str, Path],
+) -> None:
+    world, trace_id, replay_tmp = decorated
+    requests = world.server.count
+    changed = _replay_decorated(
+        world, trace_id, replay_tmp, "--mode", "deterministic", ok=(1,), RW_INSTRUCTIONS="You are terse."
+    )
+    assert changed["outcome"] == "diverged" and changed["agent_error"] is None
+    first = changed["first_divergence"]
+    assert first["step_index"] == 0 and first["kind"] == "request"
+    assert '+      "content": "You are terse.",' in first["diff"]
+
+    dry = _replay_decorated(world, trace_id, replay_tmp, "--mode", "dry")
+    assert dry["readiness"]["modes"]["live"]["needs_approval"] == ["send_forecast"]
+
+    refused = _replay_decorated(world, trace_id, replay_tmp, "--mode", "live", "--reason", "check", ok=(2,))
+    assert refused["outcome"] == "refused" and refused["refused_before_start"] is True
+    assert "--approve send_forecast" in refused["refusal"]
+    assert world.server.count == requests
+    assert world.effects() == ["forecast for Tokyo"] and list(replay_tmp.iterdir()) == []
+
+    live = _replay_decorated(
+        world, trace_id, replay_tmp, "--mode", "live", "--reason", "check", "--approve", "send_forecast"
+    )
+    assert live["outcome"] == "matched", live["divergences"]
+    assert live["executions"] == {"send_forecast": 1}
+    assert world.server.count == requests + 2
+    assert world.effects() == ["forecast for Tokyo", "forecast for Tokyo"]
+    assert (replay_tmp / "forecasts.txt").read_text() == "forecast for Tokyo\n"

@@ -3,7 +3,9 @@ one line (``orp.instrument("smolagents")``) and replayed through the CLI in ever
 
 The agent (``rw_smolagents_agent.py``) runs as its users run it, against the fake OpenAI server, which answers
 with a code blob in the CodeAgent's format: the code calls ``get_weather`` (a ``Tool`` subclass), then
-``send_message`` (a ``@tool`` that appends a line to the outbox), then ``final_answer``.
+``send_message`` (a ``@tool`` that appends a line to the outbox), then ``final_answer``. The
+``test_decorated_…`` tests run the same program with ``@orp.tool`` tools and an ``@orp.agent`` entry
+(``RW_DECORATE=1``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ CODE = (
     "final_answer(sent)\n</code>"
 )
 SENT = "to Alice: sunny in Paris, 21C"
+INSTRUMENTATION = "otel_replay.step.instrumentation"
 
 
 @pytest.fixture
@@ -126,3 +129,99 @@ def test_zero_code_recording_has_the_same_steps(code_world: Any, recordings: Rec
     ]
     result = _replay(world, trace_id, "--mode", "mock")
     assert result["outcome"] == "matched", result["divergences"]
+
+
+# The decorated setup of the same program (RW_DECORATE=1): the tools are @orp.tool(risk=...) functions (the @tool's
+# function, the Tool subclass's forward) and `main` an @orp.agent, so the run begins there and a replay needs no
+# --app. send_message also writes to the temp folder (RW_TEMP_EFFECT=1): the replays get a temp folder of their
+# own (TMPDIR), the outbox stays outside it.
+DECORATED = {"RW_DECORATE": "1", "RW_TEMP_EFFECT": "1"}
+
+
+@pytest.fixture(scope="module")
+def recording_tmp(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The temp folder of the module's decorated recording (the same for every test: one recording)."""
+    return str(tmp_path_factory.mktemp("recording-tmp"))
+
+
+@pytest.fixture
+def decorated(code_world: Any, recordings: Recordings, recording_tmp: str, tmp_path: Path) -> tuple[Any, str, Path]:
+    """The world with the decorated program's one recording in it, its trace id and the replays' temp folder."""
+    world = code_world
+    out = recordings.world(world, SCRIPT, RW_ZERO_CODE="0", TMPDIR=recording_tmp, **DECORATED).out
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "message sent to Alice"
+    assert (Path(recording_tmp) / "messages.txt").read_text() == SENT + "\n"
+    (run,) = [r for r in world.cli_json("runs") if r["kind"] == "original"]
+    replay_tmp = tmp_path / "replay-tmp"
+    replay_tmp.mkdir()
+    return world, str(run["trace_id"]), replay_tmp
+
+
+def _replay_decorated(
+    world: Any, trace_id: str, replay_tmp: Path, *args: str, ok: tuple[int, ...] = (0,), **env: str
+) -> dict[str, Any]:
+    """``otel-replay replay TRACE ARGS --json`` of the decorated program: no --app, its own temp folder."""
+    extra_env = {**DECORATED, "TMPDIR": str(replay_tmp), **env}
+    return world.cli_json("replay", trace_id, *args, ok=ok, extra_env=extra_env)
+
+
+def test_decorated_run_begins_at_the_agent_and_mock_deterministic_and_from_step_replays_touch_nothing(
+    decorated: tuple[Any, str, Path],
+) -> None:
+    world, trace_id, replay_tmp = decorated
+    shown = world.cli_json("show", trace_id)
+    assert shown["agent"] == "messenger" and shown["entrypoint"].endswith(":main")
+    steps = [
+        (s["kind"], s["name"], s["attributes"].get("otel_replay.tool.risk"), s["attributes"].get(INSTRUMENTATION))
+        for s in shown["steps"]
+    ]
+    assert steps == [
+        ("model", "openai.chat.completions", None, "openai"),
+        ("tool", "get_weather", "read", None),  # recorded once, by the @orp.tool forward
+        ("tool", "send_message", "write", None),  # the decorator's risk, not the name rule's high
+        ("tool", "final_answer", "read", "smolagents"),  # smolagents' own tool, recorded by the instrumentor
+    ]
+    requests = world.server.count
+    for args in (("--mode", "mock"), ("--mode", "deterministic"), ("--mode", "mock", "--from-step", "2")):
+        result = _replay_decorated(world, trace_id, replay_tmp, *args)
+        assert result["outcome"] == "matched", (args, result["divergences"])
+        assert result["executions"] == {}
+    assert result["from_step"] == 2
+    assert world.server.count == requests, "a mock or deterministic replay sent a request to the server"
+    assert world.effects() == [SENT], "a replay wrote outside its temp folder"
+    assert list(replay_tmp.iterdir()) == [], "a replay ran the side-effecting tool inside its temp folder"
+
+
+def test_decorated_changed_prompt_diverges_and_live_runs_the_write_tool_once_approved(
+    decorated: tuple[Any, str, Path],
+) -> None:
+    world, trace_id, replay_tmp = decorated
+    requests = world.server.count
+    changed = _replay_decorated(
+        world, trace_id, replay_tmp, "--mode", "deterministic", ok=(1,), RW_INSTRUCTIONS="Answer in French."
+    )
+    assert changed["outcome"] == "diverged" and changed["agent_error"] is None
+    first = changed["first_divergence"]
+    assert first["step_index"] == 0 and first["kind"] == "request"
+    assert "+Answer in French." in first["diff"].splitlines()  # the system prompt's new line
+
+    dry = _replay_decorated(world, trace_id, replay_tmp, "--mode", "dry")
+    assert dry["readiness"]["executes_code"] is True
+    assert dry["readiness"]["modes"]["live"]["needs_approval"] == ["send_message"]
+    assert dry["not_firewalled"] == []
+
+    refused = _replay_decorated(world, trace_id, replay_tmp, "--mode", "live", "--reason", "check", ok=(2,))
+    assert refused["outcome"] == "refused" and refused["refused_before_start"] is True
+    assert "--approve send_message" in refused["refusal"]
+    assert world.server.count == requests
+    assert world.effects() == [SENT] and list(replay_tmp.iterdir()) == []
+
+    live = _replay_decorated(
+        world, trace_id, replay_tmp, "--mode", "live", "--reason", "check", "--approve", "send_message"
+    )
+    assert live["outcome"] == "matched", live["divergences"]
+    assert live["executions"] == {"send_message": 1}
+    assert world.server.count == requests + 1
+    assert world.effects() == [SENT, SENT]
+    assert (replay_tmp / "messages.txt").read_text() == SENT + "\n"
