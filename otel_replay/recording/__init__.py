@@ -36,6 +36,7 @@ from .encoding import _encode, _scrubbed_fields
 from .hooks import DivergenceStop, ReplayInterrupt, Served, _unguarded, permit, replaying, unguarded
 from .lifecycle import begin_run, end_run, in_model_step, in_run
 from .runlevel import (
+    OutsideRunWarning,
     _target_span,
     attach_file,
     identity,
@@ -52,6 +53,7 @@ from .state import _current_run, _current_step, _replay_session
 __all__ = [
     "AgentBlock",
     "DivergenceStop",
+    "OutsideRunWarning",
     "ReplayInterrupt",
     "Served",
     "_current_run",
