@@ -19,7 +19,8 @@ import pytest
 pytest.importorskip("langgraph")
 pytest.importorskip("langchain_openai")
 
-from otel_replay.demo.fake_llm import FakeLLMServer
+from fake_llm_servers import FakeLLMServer
+
 from otel_replay.exporting.spool import read_segment, sealed_segments
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
