@@ -1372,7 +1372,9 @@ def lookup_tool(query: str, headers: dict[str, Any], options: Any = None) -> dic
 
 @orp.model("planner", provider="scripted", model="scripted-1")
 def planner_model(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"text": "plan: " + messages[-1]["content"][:50], "usage": {"input_tokens": 7, "output_tokens": 3}}
+    # the request quoted whole: a cut could leave a planted secret's body in a shape no rule knows (a token one
+    # character short), which the leak check below would count against the recorder
+    return {"text": "plan: " + messages[-1]["content"], "usage": {"input_tokens": 7, "output_tokens": 3}}
 
 
 @orp.agent("planted-agent")
