@@ -1,6 +1,6 @@
 """Per-run overhead of recording a LangGraph agent: ``create_react_agent`` with ``langchain_openai.ChatOpenAI``
 and two tools, recorded with ``orp.instrument()``, against the same agent uninstrumented, both on the same local
-fake OpenAI server (``otel_replay.demo.fake_llm``) in the same run.
+fake OpenAI server (the test suite's ``tests/fake_llm_servers.py``, for its per-tool arguments) in the same run.
 
 One agent run is ``graph.invoke`` of one question: a model call that asks for a tool, the tool, and a model
 call that answers (two HTTP requests to the fake server, which runs in this process as a real server would
@@ -85,8 +85,10 @@ from typing import Any, TextIO
 from _table import print_rows, row
 
 import otel_replay as orp
-from otel_replay.demo.fake_llm import FakeLLMServer
 from otel_replay.exporting import setup
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test suite's fake model server
+from fake_llm_servers import FakeLLMServer
 
 TARGET = 1.05
 QUESTION = {"messages": [{"role": "user", "content": "What is the weather in Lyon, and what time is it there?"}]}

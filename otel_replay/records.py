@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Final
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,14 +67,19 @@ class SpanRecord:
 _HEX = frozenset("0123456789abcdef")
 
 
+_ZERO_TRACE_ID: Final = "0" * 32
+
+
 def parse_trace_id(text: str) -> str:
-    """A trace id as stored (32 lowercase hex characters); raises InvalidTraceIdError otherwise."""
+    """A trace id as stored (32 lowercase hex characters, not all zeros); raises InvalidTraceIdError otherwise."""
     from .errors import InvalidTraceIdError
 
     value = str(text).strip().lower()
-    if len(value) != 32 or not _HEX.issuperset(value) or value == "0" * 32:
+    if len(value) != 32 or not _HEX.issuperset(value):
         shown = value if len(value) <= 40 else value[:40] + "…"
         raise InvalidTraceIdError(f"{shown!r} is not a trace id: expected 32 hexadecimal characters")
+    if value == _ZERO_TRACE_ID:  # W3C Trace Context: an all-zero trace id is invalid
+        raise InvalidTraceIdError(f"trace id {value} is invalid: all zeros is not a trace id")
     return value
 
 

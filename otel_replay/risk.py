@@ -13,16 +13,32 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Final
+from typing import Final, Literal, TypeAlias, cast
 
-__all__ = ["effective_risk"]
+__all__ = ["RISK_LEVELS", "RiskLevel", "checked_risk", "effective_risk"]
+
+RiskLevel: TypeAlias = Literal["read", "write", "high"]
+"""The risks a tool can declare (``otel_replay.tool(risk=...)``): ``read`` is replayed live, ``write`` and
+``high`` never run again without a fresh approval. The values of :class:`otel_replay.semconv.Risk`."""
+
+RISK_LEVELS: Final[tuple[RiskLevel, ...]] = ("read", "write", "high")
+"""The values of :data:`RiskLevel`, in the order of their danger."""
+
+
+def checked_risk(risk: object) -> RiskLevel:
+    """``risk`` when it is one of :data:`RISK_LEVELS` (a :class:`~otel_replay.semconv.Risk` member counts as its
+    value); ``ValueError`` naming the levels otherwise."""
+    if isinstance(risk, str) and risk in RISK_LEVELS:
+        return risk
+    levels = ", ".join(f"{level!r}" for level in RISK_LEVELS)
+    raise ValueError(f"risk must be one of {levels}, got {risk!r}")
 
 
 class _UndeclaredRisk(str):
     """The default ``risk="read"`` of :func:`otel_replay.tool`, told apart from an explicit ``risk="read"``."""
 
 
-_DEFAULT_RISK: Final = _UndeclaredRisk("read")
+_DEFAULT_RISK: Final = cast(RiskLevel, _UndeclaredRisk("read"))
 
 # The word sets are data: one line per group of related words (kept out of the formatter's one-word lines).
 # fmt: off

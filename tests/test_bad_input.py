@@ -1153,6 +1153,21 @@ def test_trace_ids_are_read_case_and_space_insensitively(at_world: dict[str, Any
     assert cli("diff", good.upper(), good).code == 0
 
 
+def test_an_all_zero_trace_id_is_refused_by_name_by_the_console_command(tmp_path: Path) -> None:
+    """W3C Trace Context: an all-zero trace id is invalid. It is 32 hexadecimal characters, so the refusal says
+    what is wrong with it instead of asking for 32 hexadecimal characters."""
+    zeros = "0" * 32
+    env = {**os.environ, "OTEL_REPLAY_HOME": str(tmp_path / "home")}
+    env.pop("OTEL_REPLAY_STORE", None)
+    for args in (["show", zeros], ["diff", zeros, "f" * 32], ["replay", " " + zeros.upper() + "\n", "--mode", "mock"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "otel_replay.cli", *args], capture_output=True, text=True, env=env, timeout=120
+        )
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stderr.splitlines() == [f"error: trace id {zeros} is invalid: all zeros is not a trace id"], args
+        assert done.stdout == ""
+
+
 # =================================================================================================== CLI
 
 ARG_TEXT = st.text(
@@ -1364,7 +1379,9 @@ def lookup_tool(query: str, headers: dict[str, Any], options: Any = None) -> dic
 
 @orp.model("planner", provider="scripted", model="scripted-1")
 def planner_model(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"text": "plan: " + messages[-1]["content"][:50], "usage": {"input_tokens": 7, "output_tokens": 3}}
+    # the request quoted whole: a cut could leave a planted secret's body in a shape no rule knows (a token one
+    # character short), which the leak check below would count against the recorder
+    return {"text": "plan: " + messages[-1]["content"], "usage": {"input_tokens": 7, "output_tokens": 3}}
 
 
 @orp.agent("planted-agent")

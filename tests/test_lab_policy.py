@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_llm_servers import FakeLLMServer
 
 import otel_replay as orp
 from otel_replay.demo import agent as demo
-from otel_replay.demo.fake_llm import FakeLLMServer
 
 
 @pytest.fixture(scope="module")

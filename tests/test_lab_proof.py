@@ -28,11 +28,11 @@ from typing import Any
 import fork_server
 import jsonschema
 import pytest
+from fake_llm_servers import FakeLLMServer
 from leak_checks import masked_bytes
 
 import otel_replay as orp
 from otel_replay.demo import agent as demo
-from otel_replay.demo.fake_llm import FakeLLMServer
 from otel_replay.replay.matching.tape import draws
 
 REPO = Path(__file__).resolve().parent.parent

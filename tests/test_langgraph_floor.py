@@ -17,8 +17,8 @@ from typing import Any
 import langchain_openai  # noqa: F401 - a package of the [test] extra: missing, the module fails
 import langgraph  # noqa: F401 - a package of the [test] extra: missing, the module fails
 import pytest
+from fake_llm_servers import FakeLLMServer
 
-from otel_replay.demo.fake_llm import FakeLLMServer
 from otel_replay.exporting.spool import read_segment, sealed_segments
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"

@@ -21,9 +21,9 @@ import langchain_openai  # noqa: F401 - a package of the [test] extra: missing, 
 import langgraph  # noqa: F401 - a package of the [test] extra: missing, the module fails
 import openai  # noqa: F401 - a package of the [test] extra: missing, the module fails
 import pytest
+from fake_llm_servers import FakeLLMServer
 
 import otel_replay as orp
-from otel_replay.demo.fake_llm import FakeLLMServer
 
 ROOT = Path(__file__).resolve().parents[1]
 SDK_MODULES = ("openai", "anthropic", "langchain_core", "langgraph", "agents")

@@ -109,3 +109,42 @@ def test_a_recorded_run_with_mixed_values_stores_no_secret(home: Path) -> None:
     stored = b"".join(p.read_bytes() for p in home.rglob("*") if p.is_file())
     assert b"Lyon" in stored
     assert SECRET.encode() not in stored and b"hunter2-SECRETVALUE" not in stored
+
+
+def test_floats_are_judged_alike_by_both_walks() -> None:
+    """A card number held in a float, and a float that is not finite, inside the same structures: the one walk
+    (a value not yet encoded) and the check of an encoded tree refuse them alike, and redaction masks the card
+    number whichever way the value came; finite floats pass both."""
+    card = 4111111111111111.0
+    for value in ({"payment": {"amount": 12.5, "card": card}}, {"rows": [[1.5, card]]}, [card]):
+        one, two = Redactor(key=b"k" * 32), Redactor(key=b"k" * 32)
+        assert not one.is_clean_json(value), value
+        assert not two.is_clean(to_jsonable(value)), value
+        tree, n = two.redact(to_jsonable(value), "x")
+        assert n == 1 and "4111111111111111" not in json.dumps(tree)
+    for value in ({"x": math.nan, "note": "sunny"}, [2.0, -math.inf]):
+        one, two = Redactor(key=b"k" * 32), Redactor(key=b"k" * 32)
+        assert not one.is_clean_json(value), value  # not plain JSON: to_jsonable tags it
+        assert not two.is_clean(value), value  # not what to_jsonable makes: left to the full walk
+        assert two.is_clean(to_jsonable(value)), value  # the tagged form is clean
+    plain = {"amount": 12.5, "rate": -0.25, "rows": [[0.5, -1e20]]}
+    assert Redactor(key=b"k" * 32).is_clean_json(plain)
+    assert Redactor(key=b"k" * 32).is_clean(plain)
+    large = {"ms": 1733000000000.0, "big": 1e300, "card_like": 4111111111111112.0}  # no card: the checksum fails
+    assert Redactor(key=b"k" * 32).redact(large, "x") == (large, 0)
+
+
+def test_a_recorded_run_with_a_card_number_in_a_float_stores_no_card_number(home: Path) -> None:
+    @orp.tool("charge", risk="write")
+    def charge(request: object) -> object:
+        return {"charged": request}
+
+    @orp.agent("float-card")
+    def agent() -> None:
+        charge({"amount": 12.5, "card": 4111111111111111.0})
+
+    agent()
+    orp.flush()
+    stored = b"".join(p.read_bytes() for p in home.rglob("*") if p.is_file())
+    assert b"12.5" in stored
+    assert b"4111111111111111" not in stored

@@ -450,8 +450,11 @@ def test_large_payloads_are_chunked_and_oversized_ones_truncated(home: Path, mon
 
 
 def test_bad_decorator_arguments_fail_at_definition() -> None:
-    with pytest.raises(ValueError, match="risk"):
+    with pytest.raises(ValueError) as refused:
         orp.tool("x", risk="dangerous")
+    assert str(refused.value) == "risk must be one of 'read', 'write', 'high', got 'dangerous'"
+    with pytest.raises(ValueError, match="risk must be one of 'read', 'write', 'high', got None"):
+        orp.tool("x", risk=None)
 
 
 def test_configure_attaches_to_an_application_provider(tmp_path: Path) -> None:

@@ -199,6 +199,14 @@ def test_run_rows_filters_and_orders_newest_first(home):
         assert store.run_rows(agent="alpha")[0].status_code == "Error"  # old spelling read as the new one
         with pytest.raises(ValueError):
             store.run_rows(status="maybe")
+        # runs() takes the same filters as run_rows(), judged by the one filter
+        assert [r.trace_id for r in store.runs(agent="alpha", status="error")] == ["a2" * 16]
+        assert [r.trace_id for r in store.runs(since_ns=base + 10**9, until_ns=base + 2 * 10**9)] == ["a2" * 16]
+        for listing in (store.runs, store.run_rows):
+            with pytest.raises(TypeError, match="no run filter named 'agnet'"):
+                listing(agnet="alpha")  # type: ignore[call-arg]
+            with pytest.raises(ValueError, match="kind must be 'original' or 'replay', got 'both'"):
+                listing(kind="both")
 
 
 def test_run_rows_newest_first_across_time_windows(home):

@@ -55,23 +55,23 @@ class WireServer(FakeLLMServer):
         server = self
 
         class Tap:
-            def _send(self, status: int, payload: Any) -> None:
-                h._send(status, payload)
+            def send_json(self, status: int, payload: Any) -> None:
+                h.send_json(status, payload)
 
-            def _sse(self, frames: list[tuple[str | None, Any]]) -> None:
+            def send_events(self, frames: list[tuple[str | None, Any]]) -> None:
                 server.wire.append([json.loads(json.dumps(data)) for _, data in frames if data != "[DONE]"])
-                h._sse(frames)
+                h.send_events(frames)
 
         return Tap()
 
-    def _chat(self, h: Any, body: dict[str, Any]) -> None:
-        super()._chat(self._tap(h), body)
+    def answer_chat(self, h: Any, body: dict[str, Any]) -> None:
+        super().answer_chat(self._tap(h), body)
 
-    def _responses(self, h: Any, body: dict[str, Any]) -> None:
-        super()._responses(self._tap(h), body)
+    def answer_responses(self, h: Any, body: dict[str, Any]) -> None:
+        super().answer_responses(self._tap(h), body)
 
-    def _messages(self, h: Any, body: dict[str, Any]) -> None:
-        super()._messages(self._tap(h), body)
+    def answer_messages(self, h: Any, body: dict[str, Any]) -> None:
+        super().answer_messages(self._tap(h), body)
 
 
 # ------------------------------------------------------------------------------------- the consumer

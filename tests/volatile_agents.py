@@ -1,7 +1,7 @@
 """Agents whose runs carry fresh ids in every answer, for ``test_volatile_ids.py``.
 
 Each drives a real SDK (``openai``, ``anthropic``, ``langchain_openai.ChatOpenAI`` in a LangGraph
-``create_react_agent``) against :class:`~otel_replay.demo.fake_llm.FakeLLMServer` with ``volatile_ids=True``
+``create_react_agent``) against :class:`fake_llm_servers.FakeLLMServer` with ``volatile_ids=True``
 (``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL`` point at it), so every answer has new completion, message and
 tool-call ids, a new ``created`` and a new ``system_fingerprint``, as the real APIs do. Each has one
 side-effecting tool that appends a line to the file named by ``VOLATILE_SIDE_FILE``: a test counts the effects

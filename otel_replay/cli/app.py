@@ -167,21 +167,54 @@ def _open_store(url: str | None) -> Any:
     return Store.open(url)
 
 
+_DATAFRAMES_UNDO: list[Callable[[], None]] | None = None
+"""While :func:`main` runs a command: how to put back what :func:`_without_dataframes` changed (None otherwise)."""
+
+
 def _without_dataframes() -> None:
-    """Tell clickhouse-connect, in the CLI's own process, that pandas is absent when nothing imported it yet.
+    """Tell clickhouse-connect, while :func:`main` runs a command, that pandas is absent when nothing imported it
+    yet; :func:`main` puts its options back when the command ends.
 
     The store hands clickhouse-connect lists of rows, never DataFrames, but clickhouse-connect's insert asks
     whether the data is a DataFrame, and that first question imports pandas and pyarrow: 0.3-0.5 s, most of the
     time of a command that writes. Call it before a command opens the store or replays. The one effect beyond
-    speed: in this process clickhouse-connect will not take DataFrames (a replayed agent that inserts a
+    speed: during the command, clickhouse-connect will not take DataFrames (a replayed agent that inserts a
     DataFrame through clickhouse-connect gets its "pandas is not installed" error); pandas itself is untouched.
-    Library use of otel-replay never calls it."""
-    if "pandas" in sys.modules:
+    Outside :func:`main` (importing the CLI, library use, a command function called directly) it does nothing."""
+    undo = _DATAFRAMES_UNDO
+    if undo is None or "pandas" in sys.modules:
         return
     from clickhouse_connect.driver import options
 
+    names = ("pd", "pd_time_test")
+    saved = {name: vars(options)[name] for name in names if name in vars(options)}  # unset: resolved lazily
+    if all(saved.get(name, ...) is None for name in names):
+        return
+
+    def restore() -> None:
+        for name in names:
+            if name in saved:
+                setattr(options, name, saved[name])
+            else:
+                vars(options).pop(name, None)
+
+    undo.append(restore)
     options.pd = None
     options.pd_time_test = None
+
+
+@contextlib.contextmanager
+def _dataframes_scope() -> Iterator[None]:
+    """The scope of one command run by :func:`main`: inside it :func:`_without_dataframes` may change
+    clickhouse-connect's options; leaving it puts them back as they were."""
+    global _DATAFRAMES_UNDO
+    outer, _DATAFRAMES_UNDO = _DATAFRAMES_UNDO, []
+    try:
+        yield
+    finally:
+        undo, _DATAFRAMES_UNDO = _DATAFRAMES_UNDO, outer
+        for restore in reversed(undo):
+            restore()
 
 
 def _nothing_stored(url: str | None) -> bool:
@@ -245,7 +278,8 @@ def main() -> None:
         ours.addHandler(_WarningLines(logging.WARNING))
         ours.propagate = False
     try:
-        code = app(standalone_mode=False)
+        with _dataframes_scope():
+            code = app(standalone_mode=False)
     except (typer.Exit, SystemExit):
         raise
     except typer.Abort:

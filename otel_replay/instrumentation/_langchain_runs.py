@@ -88,37 +88,61 @@ def _implicit_run(name: str, arguments: dict[str, Any], config: Any = None) -> A
     return _guards.begin_run(name, arguments=arguments, config=_run_config(config))
 
 
+def _begin_implicit(
+    name: str, arguments: Callable[[], dict[str, Any]], config: Any, ctx: contextvars.Context | None
+) -> Any:
+    """The handle of an implicit run begun for a call (in ``ctx`` when given: a stream's own context), or None
+    when a run is current already or none could be begun (the call then runs as it is)."""
+    if in_run():
+        return None
+    values = _safely("read the input", arguments, default={})
+    return _implicit_run(name, values, config) if ctx is None else ctx.run(_implicit_run, name, values, config)
+
+
+class _Ending:
+    """Ends an implicit run with the outcome of a ``with`` block: ``result`` as last set, or the exception the
+    block raised. For a stream (``ctx`` given, the context the run was begun in and is ended in), a stream closed
+    before its end ends the run with the last item it gave."""
+
+    __slots__ = ("ctx", "handle", "result")
+
+    def __init__(self, handle: Any, ctx: contextvars.Context | None = None) -> None:
+        self.handle = handle
+        self.ctx = ctx
+        self.result: Any = None
+
+    def __enter__(self) -> _Ending:
+        return self
+
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
+        closed = self.ctx is not None and isinstance(exc, GeneratorExit)
+        outcome: dict[str, Any] = {"result": self.result} if exc is None or closed else {"exc": exc}
+        if self.ctx is None:
+            end_run(self.handle, **outcome)
+        else:
+            self.ctx.run(end_run, self.handle, **outcome)
+
+
 def _sync_in_run(name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], Any]) -> Any:
     """``body()`` inside a run: the current one, or an implicit one begun here and ended with its outcome."""
-    if in_run():
-        return body()
-    handle = _implicit_run(name, _safely("read the input", arguments, default={}), config)
+    handle = _begin_implicit(name, arguments, config, None)
     if handle is None:
         return body()
-    try:
-        result = body()
-    except BaseException as exc:
-        end_run(handle, exc=exc)
-        raise
-    end_run(handle, result=result)
-    return result
+    with _Ending(handle) as ending:
+        ending.result = body()
+    return ending.result
 
 
 async def _async_in_run(
     name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], Any]
 ) -> Any:
-    if in_run():
-        return await body()
-    handle = _implicit_run(name, _safely("read the input", arguments, default={}), config)
+    """The async twin of :func:`_sync_in_run`: ``body()`` is awaited."""
+    handle = _begin_implicit(name, arguments, config, None)
     if handle is None:
         return await body()
-    try:
-        result = await body()
-    except BaseException as exc:
-        end_run(handle, exc=exc)
-        raise
-    end_run(handle, result=result)
-    return result
+    with _Ending(handle) as ending:
+        ending.result = await body()
+    return ending.result
 
 
 def _iterate_in(ctx: contextvars.Context, iterator: Iterator[Any]) -> Iterator[Any]:
@@ -187,26 +211,15 @@ def _iter_in_run(
 ) -> Iterator[Any]:
     """A generator run inside a run (implicit when none is current, kept in a context of its own); the run
     ends when the generator is exhausted or closed, its output being the last item."""
-    if in_run():
-        yield from body()
-        return
     ctx = contextvars.copy_context()
-    handle = ctx.run(_implicit_run, name, _safely("read the input", arguments, default={}), config)
+    handle = _begin_implicit(name, arguments, config, ctx)
     if handle is None:
         yield from body()
         return
-    last = None
-    try:
+    with _Ending(handle, ctx) as ending:
         for item in _iterate_in(ctx, ctx.run(body)):
-            last = item
+            ending.result = item
             yield item
-    except GeneratorExit:
-        ctx.run(end_run, handle, result=last)
-        raise
-    except BaseException as exc:
-        ctx.run(end_run, handle, exc=exc)
-        raise
-    ctx.run(end_run, handle, result=last)
 
 
 async def _aiter_in_run(
@@ -214,74 +227,40 @@ async def _aiter_in_run(
 ) -> AsyncIterator[Any]:
     """The async twin of :func:`_iter_in_run` (the run's context is entered around each item, see
     :func:`_aiterate_in`)."""
-    if in_run():
-        async for item in body():
-            yield item
-        return
     ctx = contextvars.copy_context()
-    handle = ctx.run(_implicit_run, name, _safely("read the input", arguments, default={}), config)
+    handle = _begin_implicit(name, arguments, config, ctx)
     if handle is None:
         async for item in body():
             yield item
         return
-    last = None
-    try:
+    with _Ending(handle, ctx) as ending:
         async for item in _aiterate_in(ctx, body()):
-            last = item
+            ending.result = item
             yield item
-    except GeneratorExit:
-        ctx.run(end_run, handle, result=last)
-        raise
-    except BaseException as exc:
-        ctx.run(end_run, handle, exc=exc)
-        raise
-    ctx.run(end_run, handle, result=last)
+
+
+_IN_RUN: Final = (_sync_in_run, _async_in_run, _iter_in_run, _aiter_in_run)
+"""How a call runs inside a run, by the shape of the call: invoke, ainvoke, stream, astream."""
 
 
 def _entry_wrappers() -> tuple[Callable[..., Any], ...]:
     """Wrappers of a graph's / chain's top-level invoke, ainvoke, stream, astream: implicit runs only."""
+    return tuple(_entry_wrapper(in_run_as) for in_run_as in _IN_RUN)
 
-    def arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], dict[str, Any]]:
-        return lambda: {"input": _arg(args, kwargs, 0, "input")}
 
-    def invoke(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _entry_wrapper(in_run_as: Callable[..., Any]) -> Callable[..., Any]:
+    """The wrapper of one top-level invocation: outside a run (and with the instrumentor enabled), the call runs
+    inside an implicit run as ``in_run_as`` runs it, named after the graph or chain, its input the first
+    argument and its config the second."""
+
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if in_run() or not _enabled():
             return wrapped(*args, **kwargs)
-        return _sync_in_run(
+        return in_run_as(
             _name_of(instance, type(instance).__name__),
-            arguments(args, kwargs),
+            lambda: {"input": _arg(args, kwargs, 0, "input")},
             _arg(args, kwargs, 1, "config"),
             lambda: wrapped(*args, **kwargs),
         )
 
-    def ainvoke(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if in_run() or not _enabled():
-            return wrapped(*args, **kwargs)
-        return _async_in_run(
-            _name_of(instance, type(instance).__name__),
-            arguments(args, kwargs),
-            _arg(args, kwargs, 1, "config"),
-            lambda: wrapped(*args, **kwargs),
-        )
-
-    def stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if in_run() or not _enabled():
-            return wrapped(*args, **kwargs)
-        return _iter_in_run(
-            _name_of(instance, type(instance).__name__),
-            arguments(args, kwargs),
-            _arg(args, kwargs, 1, "config"),
-            lambda: wrapped(*args, **kwargs),
-        )
-
-    def astream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if in_run() or not _enabled():
-            return wrapped(*args, **kwargs)
-        return _aiter_in_run(
-            _name_of(instance, type(instance).__name__),
-            arguments(args, kwargs),
-            _arg(args, kwargs, 1, "config"),
-            lambda: wrapped(*args, **kwargs),
-        )
-
-    return invoke, ainvoke, stream, astream
+    return wrapper

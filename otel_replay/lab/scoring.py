@@ -348,18 +348,6 @@ def _score(
     return scores, references, errors
 
 
-def score_pair(
-    original: Run,
-    replay: Run | None,
-    *,
-    result: ReplayResult | None = None,
-    scorers: Sequence[Scorer] | None = None,
-) -> dict[str, Any]:
-    """Every scorer's value for one pair (None where a scorer does not apply or raised)."""
-    diff = result.diff if result is not None and isinstance(result.diff, RunDiff) else None
-    return _score(registered() if scorers is None else scorers, original, replay, diff)[0]
-
-
 def output_hash(run: Run | None) -> str | None:
     """A keyed hash (the installation's HMAC key, see :mod:`otel_replay.redaction`) of how the run ended: status,
     answer, structured output, error type. Equal endings hash equal on this installation; volatile ids and

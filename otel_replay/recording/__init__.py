@@ -36,6 +36,7 @@ from .encoding import _scrubbed_fields, encode_value
 from .hooks import DivergenceStop, ReplayInterrupt, Served, permit, replaying, unguarded, unguarded_call
 from .lifecycle import begin_run, end_run, in_model_step, in_run
 from .runlevel import (
+    OutsideRunWarning,
     attach_file,
     identity,
     new_uuid,
@@ -52,6 +53,7 @@ from .state import current_replay, current_run, current_step
 __all__ = [
     "AgentBlock",
     "DivergenceStop",
+    "OutsideRunWarning",
     "ReplayInterrupt",
     "Served",
     "_scrubbed_fields",

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal, ParamSpec, TypeVar, cast, overload
 
 from .. import semconv
-from ..risk import _DEFAULT_RISK, effective_risk
+from ..risk import _DEFAULT_RISK, RiskLevel, checked_risk, effective_risk
 from ..snapshots import qualname_of
 from .arguments import _ArgNames, _entrypoint_of, _signature
 from .calls import _model_begin, _retrieval_begin, _tool_begin, _ToolMeta, end_call
@@ -26,7 +26,6 @@ from .state import _log, _log_failure, current_replay
 
 P = ParamSpec("P")
 R = TypeVar("R")
-_RISKS: Final = frozenset(r.value for r in semconv.Risk)
 
 
 def _wrap(
@@ -261,14 +260,17 @@ def agent(
 
 @overload
 def tool(
-    name: Callable[P, R], /, *, risk: str = _DEFAULT_RISK, schema_version: str | None = None
+    name: Callable[P, R], /, *, risk: RiskLevel | semconv.Risk = _DEFAULT_RISK, schema_version: str | None = None
 ) -> Callable[P, R]: ...
 @overload
 def tool(
-    name: str | None = None, *, risk: str = _DEFAULT_RISK, schema_version: str | None = None
+    name: str | None = None, *, risk: RiskLevel | semconv.Risk = _DEFAULT_RISK, schema_version: str | None = None
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 def tool(
-    name: str | Callable[..., Any] | None = None, *, risk: str = _DEFAULT_RISK, schema_version: str | None = None
+    name: str | Callable[..., Any] | None = None,
+    *,
+    risk: RiskLevel | semconv.Risk = _DEFAULT_RISK,
+    schema_version: str | None = None,
 ) -> Any:
     """Mark a function (sync or async) as a tool: each call inside a run records an ``execute_tool`` step.
 
@@ -277,8 +279,7 @@ def tool(
     transfers, or runs commands is treated (and recorded) as ``high``. The tool snapshot holds the arguments, the
     result, their hashes and the approval in force.
     """
-    if risk not in _RISKS:
-        raise ValueError(f"risk must be one of {sorted(_RISKS)}, got {risk!r}")
+    checked_risk(risk)
 
     def build(func: Callable[..., Any], tool_name: str) -> Callable[..., Any]:
         name_args = _ArgNames(func)

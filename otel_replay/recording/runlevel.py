@@ -3,9 +3,11 @@
 ``record_state`` / ``record_context`` (snapshots on the current step or run), ``record_approval``,
 ``record_safety``, ``attach_file`` (input files, text redacted, binaries kept only without a readable secret),
 ``identity`` (tenant, role, session for the runs of a block) and the drawn values ``now`` / ``new_uuid`` /
-``random`` (recorded, and handed back by a replay).
+``random`` (recorded, and handed back by a replay). A recording call made outside a run records nothing and
+says so once per process and call (:class:`OutsideRunWarning`).
 
-It must never raise into the agent, record anything outside a run, or keep a file's bytes that show a secret.
+It must never raise into the agent (not even through a warning filter set to ``error``), record anything outside
+a run, or keep a file's bytes that show a secret.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import mimetypes
 import os
 import random as _random
 import re
+import threading
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -36,6 +40,37 @@ from .state import _guard, _identity, _log, _log_failure, _Run, _run_now, curren
 T = TypeVar("T")
 
 
+class OutsideRunWarning(RuntimeWarning):
+    """A recording call (``record_state``, ``record_context``, ``record_approval``, ``record_safety``,
+    ``attach_file``) was made outside a run, so it recorded nothing. Shown once per process and call."""
+
+
+_warned_outside: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_outside_run(call: str, stacklevel: int) -> None:
+    """Warn, the first time in this process only, that ``otel_replay.<call>()`` recorded nothing because no run
+    is current; ``stacklevel`` points the warning at the caller's line. Never raises: a host that turns
+    warnings into errors gets none from here."""
+    if call in _warned_outside:
+        return
+    with _warned_lock:
+        if call in _warned_outside:
+            return
+        _warned_outside.add(call)
+    try:
+        warnings.warn(
+            f"otel_replay.{call}() was called outside a run and recorded nothing; call it inside a function "
+            f'decorated with @otel_replay.agent or a `with otel_replay.agent("name"):` block '
+            "(this warning is shown once)",
+            OutsideRunWarning,
+            stacklevel=stacklevel + 1,
+        )
+    except Exception:  # noqa: BLE001 - a warning filter set to "error": the telemetry path never raises
+        _log.warning("otel-replay: %s called outside a run; nothing recorded", call)
+
+
 def target_span() -> tuple[_Run, trace.Span] | None:
     run = _run_now()
     if run is None:
@@ -44,11 +79,13 @@ def target_span() -> tuple[_Run, trace.Span] | None:
     return run, (step.span if step is not None else run.span)
 
 
-def _snapshot_here(kind: SnapshotKind, fields: dict[str, Any]) -> None:
-    """A snapshot of ``fields`` on the current step, or on the run outside steps; nothing outside a run."""
+def _snapshot_here(call: str, kind: SnapshotKind, fields: dict[str, Any]) -> None:
+    """A snapshot of ``fields`` on the current step, or on the run outside steps; outside a run nothing, and
+    ``call`` (the public function) warned about once."""
     with _guard(f"{kind.value} snapshot"):
         target = target_span()
         if target is None:
+            _warn_outside_run(call, stacklevel=3)
             return
         run, span = target
         _, text, n = encode_value(run.rt, fields, kind.value)
@@ -60,9 +97,10 @@ def record_state(
 ) -> None:
     """Record the agent's state (a state snapshot on the current step, or on the run outside steps).
 
-    Outside a run this does nothing. Never raises.
+    Outside a run this records nothing (an :class:`OutsideRunWarning` says so, once). Never raises.
     """
     _snapshot_here(
+        "record_state",
         SnapshotKind.STATE,
         {
             "task_state": task_state,
@@ -84,9 +122,10 @@ def record_context(
 ) -> None:
     """Record what the model is shown besides the request (a context snapshot on the current step or run).
 
-    Outside a run this does nothing. Never raises.
+    Outside a run this records nothing (an :class:`OutsideRunWarning` says so, once). Never raises.
     """
     _snapshot_here(
+        "record_context",
         SnapshotKind.CONTEXT,
         {
             "system_rules": system_rules,
@@ -102,11 +141,13 @@ def record_approval(approval_id: str, *, status: str, approver: str | None = Non
     """Record a human-in-the-loop decision: an ``otel_replay.approval`` event on the current span.
 
     Called inside a tool step, it applies to that call; called before a tool runs, it applies to the next
-    call of ``tool`` in this run. An approval recorded in a run never authorises a replay of it.
+    call of ``tool`` in this run. An approval recorded in a run never authorises a replay of it. Outside a run
+    this records nothing (an :class:`OutsideRunWarning` says so, once).
     """
     with _guard("approval"):
         target = target_span()
         if target is None:
+            _warn_outside_run("record_approval", stacklevel=2)
             return
         run, span = target
         status_value = str(status)
@@ -132,6 +173,7 @@ def record_safety(result: Any) -> None:
     with _guard("safety"):
         target = target_span()
         if target is None:
+            _warn_outside_run("record_safety", stacklevel=2)
             return
         run, span = target
         tree, text, _ = encode_value(run.rt, result, "safety")
@@ -161,12 +203,13 @@ def attach_file(
     Content that decodes as text (UTF-8, or UTF-16 with a byte-order mark) is kept as ``content_text``,
     redacted like any other text. Binary content is not kept unless ``store_binary=True``; then it is kept as
     ``content_base64`` only when no secret shows in its readable runs (a binary file holding a secret is
-    reduced to hash, size and media type). Outside a run this does nothing. Never raises.
+    reduced to hash, size and media type). Outside a run this records nothing (an :class:`OutsideRunWarning` says
+    so, once). Never raises.
     """
     with _guard("attachment"):
         run = _run_now()
         if run is None:
-            _log.warning("otel-replay: attach_file called outside a run; ignored")
+            _warn_outside_run("attach_file", stacklevel=2)
             return
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
             data = bytes(path_or_bytes)

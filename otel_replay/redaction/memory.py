@@ -97,7 +97,7 @@ class _CleanMemory(_Scanner):
         """
         try:
             strings: list[str] = []
-            self._gather(tree, strings, 0)
+            self._gather(tree, strings, 0, False)
         except Exception:  # noqa: BLE001 - _Suspicious, or anything unexpected: let redact() decide
             return False
         return self.clean_strings(strings)
@@ -110,58 +110,10 @@ class _CleanMemory(_Scanner):
         True of it. False says only "not both": encode the value and ask :meth:`is_clean`. Never raises."""
         try:
             strings: list[str] = []
-            self._gather_plain(value, strings, 0)
+            self._gather(value, strings, 0, True)
         except Exception:  # noqa: BLE001 - _Suspicious (not plain, or not clean), or anything unexpected
             return False
         return self.clean_strings(strings)
-
-    def _gather_plain(self, value: Any, strings: list[str], depth: int) -> None:
-        """:meth:`_gather` that also raises :class:`_Suspicious` at anything that is not plain JSON."""
-        kind = type(value)
-        if kind is str:
-            if value not in self._clean:
-                strings.append(value)
-            return
-        if value is None or kind is bool:
-            return
-        if kind is int:
-            if value >= 1_000_000_000_000 and self._cards:
-                raise _Suspicious
-            return
-        if kind is float:
-            if not math.isfinite(value):
-                raise _Suspicious
-            return
-        if depth >= PLAIN_MAX_DEPTH:
-            raise _Suspicious
-        if kind is dict:
-            if REDACTED_KEY in value or TYPE_TAG in value or TRUNCATED_TAG in value:
-                raise _Suspicious
-            quiet = self._quiet_keys
-            clean = self._clean
-            for k, v in value.items():
-                if k not in quiet:
-                    self._gather_key(k, strings)
-                kv = type(v)
-                if kv is str:
-                    if v not in clean:
-                        strings.append(v)
-                elif v is None or kv is bool or (kv is int and v < 1_000_000_000_000):
-                    continue  # the common leaves inline: one call per container, not per value
-                else:
-                    self._gather_plain(v, strings, depth + 1)
-            return
-        if kind is list:
-            clean = self._clean
-            for v in value:
-                kv = type(v)
-                if kv is str:
-                    if v not in clean:
-                        strings.append(v)
-                elif not (v is None or kv is bool or (kv is int and v < 1_000_000_000_000)):
-                    self._gather_plain(v, strings, depth + 1)
-            return
-        raise _Suspicious
 
     def jsonable_if_clean(self, value: Any) -> tuple[bool, Any]:
         """``(True, to_jsonable(value))`` when ``value`` is plain JSON apart from pydantic models (exact
@@ -179,11 +131,11 @@ class _CleanMemory(_Scanner):
         return (True, tree) if self.clean_strings(strings) else (False, None)
 
     def _gather_models(self, value: Any, strings: list[str], depth: int) -> Any:
-        """:meth:`_gather_plain` that also encodes pydantic models as ``to_jsonable`` does (at the same depths),
+        """:meth:`_gather` (``plain``) that also encodes pydantic models as ``to_jsonable`` does (at the same depths),
         returning the encoded tree; raises :class:`_Suspicious` at anything else."""
         kind = type(value)
         if kind is str or value is None or kind is bool or kind is int or kind is float:
-            self._gather_plain(value, strings, depth)
+            self._gather(value, strings, depth, True)
             return value
         if depth >= PLAIN_MAX_DEPTH:
             raise _Suspicious
@@ -207,9 +159,9 @@ class _CleanMemory(_Scanner):
             raise _Suspicious from None
         if type(dumped) is not dict:
             raise _Suspicious
-        self._gather_plain(dumped, strings, depth + 1)
+        self._gather(dumped, strings, depth + 1, True)
         name = qualname_of(kind)
-        self._gather_plain(name, strings, depth + 1)
+        self._gather(name, strings, depth + 1, True)
         return {TYPE_TAG: "pydantic", "class": name, "fields": dumped}
 
     def _remember(self, fresh: list[str]) -> None:
@@ -223,31 +175,44 @@ class _CleanMemory(_Scanner):
         self._clean.update(dict.fromkeys(kept))
         self._clean_chars = total
 
-    def _gather(self, value: Any, strings: list[str], depth: int) -> None:
+    def _gather(self, value: Any, strings: list[str], depth: int, plain: bool) -> None:
         """The strings and keys of a JSON tree not yet known clean, added to ``strings``; raises
-        :class:`_Suspicious` at anything the pre-check cannot vouch for (see :meth:`is_clean`)."""
+        :class:`_Suspicious` at anything the pre-check cannot vouch for (see :meth:`is_clean`).
+
+        The one walk of both checks: with ``plain`` it judges a value not yet encoded (:meth:`is_clean_json`)
+        and also raises at anything :func:`~otel_replay.snapshots.to_jsonable` would not return unchanged (a
+        tag key, a container other than an exact ``dict`` or ``list``, a depth past its limit); without it, it
+        judges an encoded tree (:meth:`is_clean`), where bytes are judged by their readable runs and a dict in
+        pair form is left to the full walk. Numbers are judged the same way in both (see
+        :meth:`_gather_number`)."""
         kind = type(value)
         if kind is str:
             if value not in self._clean:
                 strings.append(value)
             return
-        if value is None or kind is bool or kind is float:
+        if value is None or kind is bool:
             return
-        if kind is int:
-            if value >= 1_000_000_000_000 and self._cards:
-                raise _Suspicious
+        if kind is int or kind is float:
+            self._gather_number(value)
             return
-        if depth > _MAX_GATHER_DEPTH:
+        if depth >= (PLAIN_MAX_DEPTH if plain else _MAX_GATHER_DEPTH + 1):
             raise _Suspicious
         if kind is dict:
-            # a marker passed on takes the scope of where it is now; a dict in pair form (non-string keys) has its
-            # key names among its values, where only the full walk applies the key-name rule
-            if REDACTED_KEY in value or value.get("$type") == "dict":
+            # a marker passed on takes the scope of where it is now
+            if REDACTED_KEY in value:
                 raise _Suspicious
-            if _is_binary(value):  # bytes are judged by their readable runs, before they stay base64
-                if self._base64_secret(value["base64"]) is not None:
+            if plain:
+                if TYPE_TAG in value or TRUNCATED_TAG in value:
                     raise _Suspicious
-                return
+            else:
+                # a dict in pair form (non-string keys) has its key names among its values, where only the full
+                # walk applies the key-name rule
+                if value.get(TYPE_TAG) == "dict":
+                    raise _Suspicious
+                if _is_binary(value):  # bytes are judged by their readable runs, before they stay base64
+                    if self._base64_secret(value["base64"]) is not None:
+                        raise _Suspicious
+                    return
             quiet = self._quiet_keys
             clean = self._clean
             for k, v in value.items():
@@ -257,10 +222,15 @@ class _CleanMemory(_Scanner):
                 if kv is str:
                     if v not in clean:
                         strings.append(v)
-                elif v is None or kv is bool or kv is float or (kv is int and v < 1_000_000_000_000):
+                elif (
+                    v is None
+                    or kv is bool
+                    or (kv is int and v < 1_000_000_000_000)
+                    or (kv is float and -1e308 < v < 1_000_000_000_000)  # not NaN nor infinite: a finite float
+                ):
                     continue  # the common leaves inline: one call per container, not per value
                 else:
-                    self._gather(v, strings, depth + 1)
+                    self._gather(v, strings, depth + 1, plain)
             return
         if kind is list:
             clean = self._clean
@@ -269,10 +239,25 @@ class _CleanMemory(_Scanner):
                 if kv is str:
                     if v not in clean:
                         strings.append(v)
-                elif not (v is None or kv is bool or kv is float or (kv is int and v < 1_000_000_000_000)):
-                    self._gather(v, strings, depth + 1)
+                elif not (
+                    v is None
+                    or kv is bool
+                    or (kv is int and v < 1_000_000_000_000)
+                    or (kv is float and -1e308 < v < 1_000_000_000_000)
+                ):
+                    self._gather(v, strings, depth + 1, plain)
             return
         raise _Suspicious
+
+    def _gather_number(self, value: int | float) -> None:
+        """:meth:`_gather` for an ``int`` or ``float``: raises :class:`_Suspicious` for a number that could be a
+        card number (from 10^12 up, when cards are redacted: the full walk tries the checksum), whether it is an
+        ``int`` or a ``float`` (a card number in a float is written with its digits), and for a float that is not
+        finite (``to_jsonable`` tags it, so it is neither plain JSON nor what the encoding makes)."""
+        if type(value) is float and not math.isfinite(value):
+            raise _Suspicious
+        if value >= 1_000_000_000_000 and self._cards:
+            raise _Suspicious
 
     def _gather_key(self, key: Any, strings: list[str]) -> None:
         """:meth:`_gather` for a dict key seen for the first time: raises :class:`_Suspicious` for a secret

@@ -105,13 +105,13 @@ class _Walker(_CleanMemory):
         ``value`` is a JSON-able tree (dict / list / tuple / str / int / float / bool / None; tuples come
         back as lists). Values under secret keys become markers whatever their type (``None``, booleans and
         empty values are kept: there is nothing to hide); strings that are wholly a secret become markers;
-        strings that contain secrets are scrubbed inline; integers that are card numbers become markers;
-        dict keys that contain secrets are scrubbed. ``scope`` is the dotted path of ``value``; children get
-        ``scope.key`` and ``scope[index]``. Existing markers are kept, and so is the fingerprint of a string under a
-        secret key that is wholly one redaction token (it becomes the marker it stands for; elsewhere such a string
-        is kept as it is). The input is never mutated. Never raises: on an internal failure the whole value is
-        replaced by a marker with fingerprint ``"error"``. Bytes encoded as base64 (not UTF-8 text) become a marker
-        when a secret shows in their readable runs.
+        strings that contain secrets are scrubbed inline; integers that are card numbers become markers, and
+        so do floats holding one; dict keys that contain secrets are scrubbed. ``scope`` is the dotted path of
+        ``value``; children get ``scope.key`` and ``scope[index]``. Existing markers are kept, and so is the
+        fingerprint of a string under a secret key that is wholly one redaction token (it becomes the marker it
+        stands for; elsewhere such a string is kept as it is). The input is never mutated. Never raises: on an
+        internal failure the whole value is replaced by a marker with fingerprint ``"error"``. Bytes encoded as
+        base64 (not UTF-8 text) become a marker when a secret shows in their readable runs.
         """
         try:
             if self.is_clean(value):
@@ -209,7 +209,9 @@ class _Walker(_CleanMemory):
                 counter[0] += 1
                 return self.marker(str(value), scope)
             return value
-        if value is None or kind is bool or kind is float:
+        if kind is float:
+            return self._float(value, scope, counter)
+        if value is None or kind is bool:
             return value
         if isinstance(value, str):  # str subclasses
             return self._string(str(value), scope, counter)
@@ -226,6 +228,16 @@ class _Walker(_CleanMemory):
         if self._hits(text) or self.is_secret_key(type(value).__name__):
             counter[0] += 1
             return self.marker(text, scope)
+        return value
+
+    def _float(self, value: float, scope: str, counter: list[int]) -> Any:
+        """A float as it is, or a marker when it holds a card number: such a float is written with the card's digits
+        (``4111111111111111.0``), so it is judged as that integer."""
+        if self._cards and value >= 1_000_000_000_000 and value.is_integer():
+            digits = str(int(value))
+            if _is_card_digits(digits):
+                counter[0] += 1
+                return self.marker(digits, scope)
         return value
 
     def _string(self, value: str, scope: str, counter: list[int]) -> Any:

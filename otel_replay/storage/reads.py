@@ -9,14 +9,17 @@ Like every query of the store, these never put a value into SQL text (values tra
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..exporting.rows import SELECT_COLUMNS, record_from_query_row
 from ..records import SpanRecord, parse_trace_id
 from ..runs import Run, RunSummary, build_run, summary_of
 from . import runlist
-from .runlist import ONE_ROW_PER_SPAN
+from .runlist import ONE_ROW_PER_SPAN, RunFilter
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class _Reads:
@@ -84,43 +87,17 @@ class _Reads:
         )
         return [record_from_query_row(row) for row in result.result_rows]
 
-    def run_rows(
-        self,
-        *,
-        agent: str | None = None,
-        status: str | None = None,
-        kind: str | None = None,
-        session: str | None = None,
-        limit: int = 50,
-        lab: str | None = None,
-        tags: Mapping[str, str] | None = None,
-        since_ns: int | None = None,
-        until_ns: int | None = None,
-    ) -> list[SpanRecord]:
+    def run_rows(self, **criteria: Unpack[RunFilter]) -> list[SpanRecord]:
         """Run root spans, newest first, without their events: parentless spans named ``invoke_agent …``,
         and parentless spans of other GenAI instrumentations (carrying ``gen_ai.operation.name``,
         ``openinference.span.kind``, ``traceloop.span.kind`` or ``llm.request.type``; see
         :mod:`otel_replay.dialects`), which are runs of kind ``original``.
 
-        ``agent`` matches ``gen_ai.agent.name``, the span name's agent part, the whole span name or
-        ``traceloop.workflow.name``; ``status`` is ``ok`` or ``error`` (both status spellings); ``kind`` is
-        ``original`` (also runs without the attribute) or ``replay``; ``session`` matches
-        ``otel_replay.session.id``; ``lab`` matches ``otel_replay.replay.lab_id`` (a lab's replays); ``tags``
-        are root-span attributes that must hold exactly these values; ``since_ns`` / ``until_ns`` bound the
-        run's start (nanoseconds since the epoch, ``until_ns`` excluded). A root stored more than once is
-        returned once, and ``limit`` counts runs.
+        ``criteria`` are the filters of :class:`~otel_replay.storage.runlist.RunFilter` (``agent``, ``status``,
+        ``kind``, ``session``, ``limit``, ``lab``, ``tags``, ``since_ns``, ``until_ns``). A root stored more than
+        once is returned once, and ``limit`` counts runs.
         """
-        where, params = runlist.run_filter(
-            agent=agent,
-            status=status,
-            kind=kind,
-            session=session,
-            limit=limit,
-            lab=lab,
-            tags=tags,
-            since_ns=since_ns,
-            until_ns=until_ns,
-        )
+        where, params, limit = runlist.run_filter(criteria)
         rows = runlist.newest_first(
             lambda sql, parameters: self._run("query", sql, parameters).result_rows,
             self.traces_table,
@@ -130,17 +107,9 @@ class _Reads:
         )
         return [record_from_query_row(row) for row in rows]
 
-    def runs(
-        self,
-        *,
-        agent: str | None = None,
-        status: str | None = None,
-        kind: str | None = None,
-        limit: int = 50,
-        lab: str | None = None,
-    ) -> list[RunSummary]:
+    def runs(self, **criteria: Unpack[RunFilter]) -> list[RunSummary]:
         """Run summaries, newest first (see :meth:`run_rows` for the filters)."""
-        return [summary_of(root) for root in self.run_rows(agent=agent, status=status, kind=kind, limit=limit, lab=lab)]
+        return [summary_of(root) for root in self.run_rows(**criteria)]
 
     def load_traces(self, trace_ids: Sequence[str]) -> dict[str, list[SpanRecord]]:
         """Every span of several traces in two queries (the lookup table's windows, then the spans), each

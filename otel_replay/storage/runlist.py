@@ -1,5 +1,5 @@
 """Which rows a run listing reads: the filters of ``Store.run_rows`` as SQL with bound values
-(:func:`run_filter`), and the newest rows matching them read through widening time windows
+(:class:`RunFilter`, judged by :func:`run_filter`), and the newest rows matching them read through widening time windows
 (:func:`newest_first`).
 
 It must never put a value into SQL text (values travel only as bound parameters; a tag's key and value are
@@ -9,7 +9,7 @@ parameters too), open a store, or return a span stored more than once more than 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 from .. import semconv
 from ..dialects import FOREIGN_ROOT_KEYS
@@ -31,20 +31,43 @@ _LIST_WINDOW_GROWTH: Final = 8  # each next window is 8 times wider: 1, 8, 64 an
 _LIST_MAX_WINDOWS: Final = 4  # then the rest of the store in one last query
 
 
-def run_filter(
-    *,
-    agent: str | None = None,
-    status: str | None = None,
-    kind: str | None = None,
-    session: str | None = None,
-    limit: int = 50,
-    lab: str | None = None,
-    tags: Mapping[str, str] | None = None,
-    since_ns: int | None = None,
-    until_ns: int | None = None,
-) -> tuple[list[str], dict[str, Any]]:
-    """The WHERE terms and bound parameters of a run listing (see ``Store.run_rows`` for the filters);
-    ``ValueError`` for a bad limit, status or kind."""
+class RunFilter(TypedDict, total=False):
+    """The filters of a run listing, each left out (or None) for no filter: the keywords of ``Store.run_rows``
+    and ``Store.runs``, judged by :func:`run_filter` alone.
+
+    ``agent`` matches ``gen_ai.agent.name``, the span name's agent part, the whole span name or
+    ``traceloop.workflow.name``; ``status`` is ``ok`` or ``error`` (both status spellings); ``kind`` is
+    ``original`` (also runs without the attribute) or ``replay``; ``session`` matches ``otel_replay.session.id``;
+    ``lab`` matches ``otel_replay.replay.lab_id`` (a lab's replays); ``tags`` are root-span attributes that must
+    hold exactly these values; ``since_ns`` / ``until_ns`` bound the run's start (nanoseconds since the epoch,
+    ``until_ns`` excluded); ``limit`` counts runs (:data:`DEFAULT_LIMIT` when left out).
+    """
+
+    agent: str | None
+    status: str | None
+    kind: str | None
+    session: str | None
+    limit: int
+    lab: str | None
+    tags: Mapping[str, str] | None
+    since_ns: int | None
+    until_ns: int | None
+
+
+DEFAULT_LIMIT: Final = 50
+"""The runs a listing returns when its filter gives no ``limit``."""
+
+
+def run_filter(criteria: RunFilter) -> tuple[list[str], dict[str, Any], int]:
+    """The WHERE terms, bound parameters and limit of a run listing (see :class:`RunFilter`); ``ValueError`` for
+    a bad limit, status or kind, ``TypeError`` for a filter that does not exist."""
+    unknown = sorted(set(criteria) - set(RunFilter.__annotations__))
+    if unknown:
+        raise TypeError(f"no run filter named {unknown[0]!r}; the filters are {', '.join(RunFilter.__annotations__)}")
+    agent, status, kind = criteria.get("agent"), criteria.get("status"), criteria.get("kind")
+    session, lab, tags = criteria.get("session"), criteria.get("lab"), criteria.get("tags")
+    since_ns, until_ns = criteria.get("since_ns"), criteria.get("until_ns")
+    limit = criteria.get("limit", DEFAULT_LIMIT)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise ValueError(f"limit must be a whole number from 1 to {MAX_LIMIT}, got {limit!r}")
     where = [
@@ -90,7 +113,7 @@ def run_filter(
             "if(SpanAttributes[{kind_key:String}] = '', 'original', SpanAttributes[{kind_key:String}]) = {kind:String}"
         )
         params.update(kind_key=semconv.RUN_KIND, kind=kind)
-    return where, params
+    return where, params, limit
 
 
 def newest_first(

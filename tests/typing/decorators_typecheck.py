@@ -86,3 +86,8 @@ called_tool("1")  # type: ignore[arg-type]
 plain_agent("q", 2)  # type: ignore[call-arg]
 named_retriever("q", top_k=2)  # type: ignore[call-arg]
 bare_model()  # type: ignore[call-arg]
+
+# a tool's risk is one of the declared levels, as a literal or a member of orp.Risk
+orp.tool("charge", risk="high")
+orp.tool("charge", risk=orp.Risk.WRITE)
+orp.tool("charge", risk="dangerous")  # type: ignore[call-overload]
