@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .lab.model import LabResult
     from .lab.scoring import scorer
     from .recording import (
+        OutsideRunWarning,
         agent,
         attach_file,
         identity,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from .replay.scopes import SessionReplayResult, ToolReplayResult, replay_session, replay_tool
     from .replay.session import Divergence
     from .revival import register_type
+    from .risk import RiskLevel
     from .runs import Run, RunSummary, Snapshot, Step
     from .semconv import ApprovalStatus, ReplayMode, Risk, RunKind, SnapshotKind, StepKind
     from .storage.store import Store
@@ -68,6 +70,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("instrument", "uninstrument"), ".instrumentation"),
     **dict.fromkeys(
         (
+            "OutsideRunWarning",
             "agent",
             "attach_file",
             "identity",
@@ -87,6 +90,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("RedactionConfig", "Redactor"), ".redaction"),
     "RunDiff": ".replay.diff",
     "register_type": ".revival",
+    "RiskLevel": ".risk",
     **dict.fromkeys(("ReplayResult", "diff"), ".replay.engine"),
     "ReplayRefused": ".errors",
     **dict.fromkeys(("SessionReplayResult", "ToolReplayResult", "replay_session", "replay_tool"), ".replay.scopes"),
@@ -128,12 +132,14 @@ __all__ = [
     "InvalidTraceIdError",
     "LabResult",
     "OtelReplayError",
+    "OutsideRunWarning",
     "RedactionConfig",
     "Redactor",
     "ReplayMode",
     "ReplayRefused",
     "ReplayResult",
     "Risk",
+    "RiskLevel",
     "Run",
     "RunDiff",
     "RunKind",
