@@ -15,7 +15,9 @@ Each case is an item named after the case (so ``-k`` selects by name), failing w
 first divergence and the changed diff sections. Items are plain files to pytest, so ``-x``, ``--lf`` and
 pytest-xdist work as for any test. Without a configured folder the plugin does nothing. A case's entrypoint
 runs only when it is code of the project under test (a module under pytest's rootdir, or listed in
-``OTEL_REPLAY_TRUSTED_MODULES``); any other case fails with the reason.
+``OTEL_REPLAY_TRUSTED_MODULES``) and defined in the module it names; any other case fails with the reason.
+``--otel-replay-app MODULE:FUNCTION`` (ini ``otel_replay_app``) runs every case through that entrypoint instead,
+as ``case run --app`` does: a name you give, such as a LangGraph graph's ``module:graph.invoke``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Replay every case in this mode instead of the one it names.",
     )
     group.addoption(
+        "--otel-replay-app",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="Entrypoint for every case instead of the one each names (as case run --app): your choice, so the "
+        "rule for entrypoints read from case files does not apply to it.",
+    )
+    group.addoption(
         "--otel-replay-allow-side-effects",
         action="store_true",
         default=False,
@@ -54,6 +63,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "otel_replay_cases", type="paths", default=[], help="Folders of otel-replay *.case.json files to run as tests."
     )
     parser.addini("otel_replay_mode", default="", help="Replay every case in this mode (mock or deterministic).")
+    parser.addini("otel_replay_app", default="", help="Entrypoint module:function for every case (as case run --app).")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -65,6 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if mode not in (None, "mock", "deterministic"):
         raise pytest.UsageError(f"otel_replay_mode must be mock or deterministic, got {mode!r}")
     config.option.otel_replay_mode = mode
+    config.option.otel_replay_app = config.getoption("otel_replay_app") or config.getini("otel_replay_app") or None
     # Folders outside the paths pytest was asked to collect are collected too, unless paths were given.
     if folders and config.args_source is not pytest.Config.ArgsSource.ARGS:
         collected = [Path(arg).resolve() for arg in config.args]
@@ -126,6 +137,7 @@ class CaseItem(pytest.Item):
         result = run_case(
             self.case,
             mode=self.config.option.otel_replay_mode,
+            entrypoint=self.config.option.otel_replay_app,
             root=self.config.rootpath,
             allow_side_effects=bool(self.config.getoption("otel_replay_allow_side_effects", False)),
         )

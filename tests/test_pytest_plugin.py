@@ -4,6 +4,7 @@ collected as one test item each, fail with the diff, and work with ``-k``, ``-x`
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
 import subprocess
@@ -20,6 +21,8 @@ from otel_replay.cases import case_document, write_case
 from otel_replay.testing import capture
 
 AGENT = """
+import functools
+
 import otel_replay as orp
 
 REFUND_CENTS = 1500
@@ -46,6 +49,17 @@ def handle(question):
     if question.startswith("refund"):
         refund(order["order_id"], REFUND_CENTS)
     return {"reply": desk_llm(question + ": " + order["status"])["text"]}
+
+
+@orp.agent("plugin-desk")
+def refunding(cents, question):
+    order = find_order(question.split()[-1])
+    if question.startswith("refund"):
+        refund(order["order_id"], cents)
+    return {"reply": desk_llm(question + ": " + order["status"])["text"]}
+
+
+as_recorded = functools.partial(refunding, 1500)
 """
 
 
@@ -161,6 +175,34 @@ def test_mode_and_folder_from_the_command_line(project: Path, tmp_path: Path) ->
     assert out.returncode == 0, out.stdout + out.stderr
     assert outcome(out) == {"passed": 2, "deselected": 3}, out.stdout
     assert "d_copy.case.json::b_lookup PASSED" in out.stdout
+
+
+def test_app_runs_every_case_through_the_entrypoint_given(project: Path, tmp_path: Path) -> None:
+    """``--otel-replay-app`` (ini ``otel_replay_app``) is the user's entrypoint, as ``case run --app``: one the case
+    rule would refuse from a case file (a ``functools.partial``, not defined in its module) runs, and the refund
+    case that fails with the edited agent passes with the one that still refunds as recorded."""
+    out = pytest_run(project, "--otel-replay-app", "plugin_desk:as_recorded", "-k", "refund", "-v")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert outcome(out) == {"passed": 1, "deselected": 3}, out.stdout
+    ini = tmp_path / "app.ini"
+    ini.write_text(
+        f"[pytest]\notel_replay_cases = {project / 'regression'}\notel_replay_app = plugin_desk:as_recorded\n"
+    )
+    out = pytest_run(project, "-c", str(ini), "--rootdir", str(project), "regression", "-v")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert outcome(out) == {"passed": 3}, out.stdout
+
+
+def test_a_case_naming_an_entrypoint_from_another_module_fails_with_the_reason(project: Path, tmp_path: Path) -> None:
+    """The same name read from a case file is data: refused, and the failure says how to run it."""
+    other = tmp_path / "named"
+    other.mkdir()
+    document = json.loads((project / "regression" / "a_refund.case.json").read_text())
+    document["entrypoint"] = "plugin_desk:as_recorded"
+    (other / "named.case.json").write_text(json.dumps(document))
+    out = pytest_run(project, f"--otel-replay-cases={other}", str(other))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "is not defined in plugin_desk" in out.stdout and "--app" in out.stdout, out.stdout
 
 
 def test_a_broken_case_file_is_a_collection_error_naming_it(project: Path, tmp_path: Path) -> None:
