@@ -356,6 +356,10 @@ def test_dry_replay_and_diff_of_foreign_runs(store: Store, traces: dict[str, lis
     assert result.readiness["integrity"]["ok"] is True
     assert result.readiness["dangling_tool_calls"] == []
     assert "no entrypoint recorded: pass --app module:function" in result.readiness["modes"]["mock"]["missing"]
+    # --app given: the entrypoint is there (named, not imported: a dry replay runs no code)
+    given = replay(a, mode="dry", store=store, entrypoint="no_such_module_anywhere:agent")
+    assert given.readiness is not None
+    assert not [m for m in given.readiness["modes"]["mock"]["missing"] if "entrypoint" in m], given.readiness
 
     diff = diff_runs(store.load_run(a), store.load_run(b))
     assert diff.sections["output"].changed is True

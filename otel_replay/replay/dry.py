@@ -32,8 +32,9 @@ def has_marker(tree: Any) -> list[str]:
     return marker_paths(tree)
 
 
-def readiness(run: Run) -> dict[str, Any]:
-    """Integrity and replay-readiness of a recorded run (what a dry replay reports)."""
+def readiness(run: Run, *, entrypoint: str | None = None) -> dict[str, Any]:
+    """Integrity and replay-readiness of a recorded run (what a dry replay reports). ``entrypoint``: the one the
+    person replaying gave (``--app``), which stands in for a run that recorded none; it is not imported here."""
     problems = list(run.problems)
     major = semconv.schema_major(run.schema_version or "")
     if major != semconv.SCHEMA_MAJOR:
@@ -65,7 +66,7 @@ def readiness(run: Run) -> dict[str, Any]:
         if s.kind == "tool" and s.attributes.get(semconv.TOOL_SCHEMA_VERSION)
     }
     mock_blockers = [] if inp else ["no input snapshot: the entrypoint cannot be called again"]
-    if not run.entrypoint:
+    if not (entrypoint or run.entrypoint):
         mock_blockers.append("no entrypoint recorded: pass --app module:function")
     mock_blockers += missing
     if major != semconv.SCHEMA_MAJOR:

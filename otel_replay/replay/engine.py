@@ -359,7 +359,7 @@ def _replay(
 
     unfirewalled = tuple(not_firewalled(original))
     if mode is ReplayMode.DRY:
-        report = readiness(original)
+        report = readiness(original, entrypoint=entrypoint)
         report["sandbox"] = {"enforcement": enforcement.text, "not_covered": sandbox.gaps(enforcement)}
         record_dry(session, original, report)
         setup.flush()
