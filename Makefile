@@ -12,8 +12,7 @@ WORKERS ?= $(shell $(PYTHON) -c 'import os; print(max(2, 3 * (os.cpu_count() or 
 HYPOTHESIS_SEED ?= $(shell $(PYTHON) -c 'import random; print(random.randrange(1 << 32))')
 HYPOTHESIS_SEED := $(HYPOTHESIS_SEED)
 
-.PHONY: demo lint test coverage bench clean
-.PHONY: fuzz
+.PHONY: demo lint test e2e fuzz coverage bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "otel-replay needs Python >= 3.10 (set PYTHON=...)")'
@@ -39,6 +38,12 @@ test: lint
 	$(BIN)/python -m compileall -q otel_replay
 	@echo "property tests: Hypothesis profile ci, seed $(HYPOTHESIS_SEED) (again: make test HYPOTHESIS_SEED=$(HYPOTHESIS_SEED))"
 	$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal --hypothesis-profile=ci --hypothesis-seed=$(HYPOTHESIS_SEED)
+
+# the end-to-end stage (e2e/, docs/testing.md): the installed otel-replay console script and agent programs, each
+# a fresh process (no fork server) with its own PYTHONHASHSEED, drawn from a base seed the header prints (again:
+# make e2e E2E_SEED=N)
+e2e: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal -p no:cacheprovider e2e
 
 # the property tests alone (marker "hypothesis"), ten times their examples each (profile fuzz), from a printed seed
 fuzz: $(STAMP)
