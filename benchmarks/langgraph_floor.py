@@ -115,7 +115,7 @@ class FloorRecorder:
         self.exporter: SpoolExporter | None = None
         if processor is None:
             self.exporter = SpoolExporter(spool)
-            processor = setup._batch_processor(self.exporter)
+            processor = setup.batch_processor(self.exporter)
         self.processor = processor
         self.provider = TracerProvider(resource=resource, span_limits=SpanLimits(max_events=_MAX_EVENTS))
         self.provider.add_span_processor(processor)

@@ -203,7 +203,7 @@ def parts(url: str, runs: int, blocks: int) -> dict[str, Any]:
     from otel_replay.exporting import pipeline
     from otel_replay.exporting.spool import SpoolExporter
     from otel_replay.instrumentation import _guarded, _langchain_models, _langchain_runs, langchain
-    from otel_replay.instrumentation._sdk import _Switch
+    from otel_replay.instrumentation._sdk import Switch
 
     spent: dict[str, int] = {}
     clock = time.thread_time_ns
@@ -243,7 +243,7 @@ def parts(url: str, runs: int, blocks: int) -> dict[str, Any]:
     original_wrap = wrapt.wrap_function_wrapper
 
     def wrap(target: Any, name: str, wrapper: Callable[..., Any]) -> Any:
-        if isinstance(wrapper, _Switch):  # an SDK method's switch: ``unwrap`` must still find it, so time inside it
+        if isinstance(wrapper, Switch):  # an SDK method's switch: ``unwrap`` must still find it, so time inside it
             wrapper.wrapper = exclusive(name, wrapper.wrapper)
             return original_wrap(target, name, wrapper)
         return original_wrap(target, name, exclusive(name, wrapper))
@@ -265,7 +265,7 @@ def parts(url: str, runs: int, blocks: int) -> dict[str, Any]:
         for name in names:
             if hasattr(module, name):
                 setattr(module, name, timed_call("recorder calls", getattr(module, name)))
-    pipeline._Pipeline.on_end = timed_call("span processor on_end", pipeline._Pipeline.on_end)  # type: ignore[method-assign]
+    pipeline.Pipeline.on_end = timed_call("span processor on_end", pipeline.Pipeline.on_end)  # type: ignore[method-assign]
     SpoolExporter.export = timed_call("spool export", SpoolExporter.export)  # type: ignore[method-assign]
     SpoolExporter._seal_locked = timed_call("segment seal", SpoolExporter._seal_locked)  # type: ignore[method-assign]
     SpoolExporter._open_locked = timed_call("segment open", SpoolExporter._open_locked)  # type: ignore[method-assign]

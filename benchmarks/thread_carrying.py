@@ -78,23 +78,23 @@ def _enter_leave(calls: int) -> float:
 def _wrapper_alone(calls: int, inside: bool) -> tuple[float, float]:
     """Per call, in microseconds: the start wrapper and the submit wrapper, each calling a no-op original."""
     with threads.carrying():
-        saved = dict(threads._originals)
-        threads._originals.update(start=lambda self: None, submit=lambda self, fn, *a, **k: None)
+        saved = dict(threads.originals)
+        threads.originals.update(start=lambda self: None, submit=lambda self, fn, *a, **k: None)
         token = current_run.set(object()) if inside else None  # type: ignore[arg-type]
         try:
             fresh = [threading.Thread(target=_noop) for _ in range(calls)]
             t0 = time.perf_counter()
             for thread in fresh:
-                threads._thread_start(thread)
+                threads.thread_start(thread)
             start = time.perf_counter() - t0
             t0 = time.perf_counter()
             for _ in range(calls):
-                threads._pool_submit(None, _noop)
+                threads.pool_submit(None, _noop)
             submit = time.perf_counter() - t0
         finally:
             if token is not None:
                 current_run.reset(token)
-            threads._originals.update(saved)
+            threads.originals.update(saved)
     return start / calls * 1e6, submit / calls * 1e6
 
 

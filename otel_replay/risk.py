@@ -38,7 +38,7 @@ class _UndeclaredRisk(str):
     """The default ``risk="read"`` of :func:`otel_replay.tool`, told apart from an explicit ``risk="read"``."""
 
 
-_DEFAULT_RISK: Final = cast(RiskLevel, _UndeclaredRisk("read"))
+DEFAULT_RISK: Final = cast(RiskLevel, _UndeclaredRisk("read"))
 
 # The word sets are data: one line per group of related words (kept out of the formatter's one-word lines).
 # fmt: off

@@ -26,7 +26,7 @@ def _iso(ns: int) -> str:
     return _dt.datetime.fromtimestamp(ns / 1e9, tz=_dt.timezone.utc).isoformat(timespec="microseconds")
 
 
-def _status(span: SpanRecord) -> str:
+def span_status(span: SpanRecord) -> str:
     return "error" if span.is_error else "ok"
 
 
@@ -122,7 +122,7 @@ class RunSummary:
             trace_id=root.trace_id,
             run_id=attrs.get(semconv.RUN_ID, ""),
             agent=name,
-            status=_status(root),
+            status=span_status(root),
             started_at=_dt.datetime.fromtimestamp(root.timestamp_ns / 1e9, tz=_dt.timezone.utc),
             duration_ms=root.duration_ns / 1e6,
             kind=attrs.get(semconv.RUN_KIND) or semconv.RunKind.ORIGINAL.value,

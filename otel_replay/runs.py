@@ -17,7 +17,7 @@ from . import dialects, semconv
 from .errors import OtelReplayError, TraceNotFoundError
 from .records import EventRecord, SpanRecord, one_per_span
 from .records import stored_int as _int
-from .run_model import Run, RunSummary, Snapshot, Step, _status, span_error
+from .run_model import Run, RunSummary, Snapshot, Step, span_error, span_status
 from .snapshots import TRUNCATED_TAG, sha256_hex
 
 __all__ = ["Run", "RunSummary", "Snapshot", "Step", "build_run", "find_root", "span_error", "summary_of"]
@@ -150,7 +150,7 @@ def build_run(spans: Iterable[SpanRecord], *, trace_id: str | None = None) -> Ru
                 index=index,
                 kind=attrs.get(semconv.STEP_KIND, ""),
                 name=attrs.get(semconv.STEP_NAME, span.span_name),
-                status=_status(span),
+                status=span_status(span),
                 span_id=span.span_id,
                 parent_span_id=span.parent_span_id,
                 attempt=_int(attrs.get(semconv.STEP_ATTEMPT), 1) or 1,

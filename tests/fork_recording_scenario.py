@@ -49,7 +49,7 @@ from fault_agents import fault_agent, spans_of
 
 import otel_replay as orp
 from otel_replay import faults
-from otel_replay.exporting.pipeline import _DeliveryWatch
+from otel_replay.exporting.pipeline import DeliveryWatch
 from otel_replay.runtime import current as current_runtime
 
 SECRET = "sk-proj-" + "F0rkSafeKey" * 3
@@ -205,7 +205,7 @@ def spool_scenario() -> dict[str, Any]:
     flushed: list[bool] = []
     exporting = gate.hold(lambda: flushed.append(gated_flush()), "parent-export")
     runtime = current_runtime()
-    assert runtime is not None and isinstance(runtime.watch, _DeliveryWatch)
+    assert runtime is not None and isinstance(runtime.watch, DeliveryWatch)
     release_watch = hold_lock(runtime.watch._mutex)
     record("parent-queued", 2)  # in the parent's queue at fork time: the children must not export it
     codes = fork_every_child()

@@ -13,6 +13,6 @@ from otel_replay.storage import ingest
 from otel_replay.storage.store import Store
 
 home, chunk_rows = sys.argv[1], int(sys.argv[2])
-ingest._INSERT_CHUNK_ROWS = chunk_rows
+ingest.INSERT_CHUNK_ROWS = chunk_rows
 Store.open(home=home, lock_timeout=60).close()
 print("finished without being killed", flush=True)

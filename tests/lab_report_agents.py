@@ -29,7 +29,7 @@ def support_agent_new_prompt(question: str, *, customer: str = "anonymous", rece
     saved = demo.SYSTEM_RULES
     demo.SYSTEM_RULES = NEW_RULES
     try:
-        return demo._support(question, customer=customer, receipt=receipt, fixed=False)
+        return demo.support(question, customer=customer, receipt=receipt, fixed=False)
     finally:
         demo.SYSTEM_RULES = saved
 
@@ -38,7 +38,7 @@ def support_agent_new_prompt(question: str, *, customer: str = "anonymous", rece
 def support_agent_guarded(question: str, *, customer: str = "anonymous", receipt: bytes | None = None) -> Any:
     """The demo agent that answers instead of failing when an order is unknown (same calls, another ending)."""
     try:
-        return demo._support(question, customer=customer, receipt=receipt, fixed=False)
+        return demo.support(question, customer=customer, receipt=receipt, fixed=False)
     except KeyError as exc:
         return {"answer": f"I cannot find order {exc}.", "citations": []}
 
@@ -46,7 +46,7 @@ def support_agent_guarded(question: str, *, customer: str = "anonymous", receipt
 @orp.agent("support-agent", config=demo.CONFIG)
 def support_agent_noisy(question: str, *, customer: str = "anonymous", receipt: bytes | None = None) -> Any:
     """The demo agent whose answer carries a counter: no two calls end the same way (a flaky run)."""
-    out = demo._support(question, customer=customer, receipt=receipt, fixed=False)
+    out = demo.support(question, customer=customer, receipt=receipt, fixed=False)
     return {**out, "answer": f"{out['answer']} (#{next(_calls)})"}
 
 

@@ -64,7 +64,7 @@ from otel_replay.exporting.rows import (
 from otel_replay.exporting.setup import runtime
 from otel_replay.exporting.spool import SEGMENT_MAGIC, encode_record, sealed_segments
 from otel_replay.otlp_json import OtlpJsonError, from_otlp_json
-from otel_replay.recording.encoding import _CUT_MARGIN
+from otel_replay.recording.encoding import CUT_MARGIN
 from otel_replay.records import SpanRecord
 from otel_replay.storage.store import Store
 from otel_replay.testing import capture
@@ -1781,7 +1781,7 @@ def test_a_ten_mib_argument_with_a_secret_at_its_end_is_recorded_truncated_and_r
     assert len(shown) < MIB
 
 
-CUT_CAP = 8000  # OTEL_REPLAY_SNAPSHOT_MAX_BYTES of the test below: strings over CUT_CAP + _CUT_MARGIN are cut
+CUT_CAP = 8000  # OTEL_REPLAY_SNAPSHOT_MAX_BYTES of the test below: strings over CUT_CAP + CUT_MARGIN are cut
 LONG_SECRET = "sk-live-" + "Bq47" * 1000  # 4,008 characters that become one short inline token
 
 
@@ -1796,10 +1796,10 @@ LONG_SECRET = "sk-live-" + "Bq47" * 1000  # 4,008 characters that become one sho
     "at",
     [
         CUT_CAP - len(API_KEY) // 2,  # straddling the end of the kept head
-        CUT_CAP + _CUT_MARGIN - len(API_KEY) + 1,  # its last character past the scanned part
-        CUT_CAP + _CUT_MARGIN - len(API_KEY) // 2,  # straddling the end of the scanned part
-        CUT_CAP + _CUT_MARGIN - 11,  # only "sk-live-Bq4" scanned: too short for any rule
-        CUT_CAP + _CUT_MARGIN - 1,  # only "s" scanned
+        CUT_CAP + CUT_MARGIN - len(API_KEY) + 1,  # its last character past the scanned part
+        CUT_CAP + CUT_MARGIN - len(API_KEY) // 2,  # straddling the end of the scanned part
+        CUT_CAP + CUT_MARGIN - 11,  # only "sk-live-Bq4" scanned: too short for any rule
+        CUT_CAP + CUT_MARGIN - 1,  # only "s" scanned
     ],
 )
 def test_a_secret_straddling_where_a_long_string_is_cut_leaves_no_recognisable_part(
@@ -1811,7 +1811,7 @@ def test_a_secret_straddling_where_a_long_string_is_cut_leaves_no_recognisable_p
     stored whole; the agent still gets its value back, and values that differ only past the cut are recorded as
     different."""
     monkeypatch.setenv("OTEL_REPLAY_SNAPSHOT_MAX_BYTES", str(CUT_CAP))
-    size = CUT_CAP + _CUT_MARGIN + 5000
+    size = CUT_CAP + CUT_MARGIN + 5000
     before = filler * ((at - 1) // len(filler)) + " " * ((at - 1) % len(filler) + 1)
     text = (before + API_KEY + " " + "x" * size)[:size]
     other = text[:-1] + "y"

@@ -628,7 +628,7 @@ def test_recording_failures_never_reach_the_agent(lc: dict[str, Any], monkeypatc
     monkeypatch.setattr(models, "begin_model_call", broken)
     monkeypatch.setattr(module, "begin_tool_call", broken)
     monkeypatch.setattr(models, "begin_retrieval_call", broken)
-    monkeypatch.setattr(models, "_model_request", broken)
+    monkeypatch.setattr(models, "model_request", broken)
     assert billing_agent("E5") == "Done: settled 42 on acc-7"
     assert CALLS == {"retriever": 1, "model": 3, "lookup_order": 1, "settle_account": 1}
 

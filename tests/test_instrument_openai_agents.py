@@ -462,5 +462,5 @@ def test_a_module_named_agents_without_the_sdk_distribution_is_not_taken_for_the
     import otel_replay.instrumentation as instrumentation
 
     assert instrumentation.sdk_installed("openai_agents")  # the SDK's module is found, its distribution too
-    monkeypatch.setitem(instrumentation._EXTRAS, "openai_agents", "otel-replay-no-such-distribution")
+    monkeypatch.setitem(instrumentation.EXTRAS, "openai_agents", "otel-replay-no-such-distribution")
     assert not instrumentation.sdk_installed("openai_agents")  # a project's own `agents` package: not the SDK

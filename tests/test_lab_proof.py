@@ -52,7 +52,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         for name in ("OTEL_REPLAY_STORE", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
             mp.delenv(name, raising=False)
         orp.configure(home=home, exporter="spool")
-        demo._flaky_calls.clear()  # the inventory times out on the first call of each SKU in this process
+        demo.flaky_calls.clear()  # the inventory times out on the first call of each SKU in this process
         for question, customer in demo.QUESTIONS * 2:
             try:
                 demo.support_agent(question, customer=customer)

@@ -309,7 +309,7 @@ def test_wrappers_wrapped_over_are_left_inert_and_never_stacked(mem: InMemorySpa
             current_run.reset(token)
         # A run later uses the wrapper still in the chain, without stacking another on top of theirs.
         assert decorated("thread", "again")["ticket"] == {"ticket": "again"}
-        assert threading.Thread.start is theirs and threads._originals["start"] is original
+        assert threading.Thread.start is theirs and threads.originals["start"] is original
         (root,) = _roots(_spans(mem))
         assert [s.attributes[semconv.STEP_NAME] for s in _steps(_spans(mem), root)] == [
             "thr_lookup",
@@ -425,10 +425,10 @@ def test_an_sdk_call_in_a_pool_is_a_model_step_of_the_run_and_outside_a_run_a_ru
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_child_forked_while_the_lock_is_held_can_start_runs() -> None:
-    with threads._lock:
+    with threads.lock:
         pid = os.fork()
         if pid == 0:  # the child: the lock it inherited is a fresh one
-            ok = threads._lock.acquire(timeout=WAIT)
+            ok = threads.lock.acquire(timeout=WAIT)
             os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0

@@ -35,7 +35,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         for name in ("OTEL_REPLAY_STORE", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
             mp.delenv(name, raising=False)
         orp.configure(home=home, exporter="spool")
-        demo._flaky_calls.clear()
+        demo.flaky_calls.clear()
         demo.run_demo()
         runs: dict[str, str] = {}
         with Store.open() as store:

@@ -273,7 +273,7 @@ def test_second_process_gets_a_busy_error_naming_the_holder(home, monkeypatch):
             patched.setattr(lock_module, "time", clock)  # the lock's waits, measured without waiting
             Store.open(lock_timeout=0.5)
         waited = round(sum(clock.slept), 9)
-        assert 0.5 <= waited < 0.5 + 2 * lock_module._POLL_S, f"it waits the whole timeout, then gives up: {waited}"
+        assert 0.5 <= waited < 0.5 + 2 * lock_module.POLL_S, f"it waits the whole timeout, then gives up: {waited}"
         message = str(caught.value)
         assert f"pid {holder.pid}" in message and "OTEL_REPLAY_LOCK_TIMEOUT" in message
         assert "\n" not in message

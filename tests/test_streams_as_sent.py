@@ -327,7 +327,7 @@ def test_replayed_chunks_are_fresh_objects_and_leave_the_recording_alone() -> No
     from otel_replay.instrumentation import _sdk_plan
     from otel_replay.instrumentation import openai as openai_instrumentation
 
-    api = openai_instrumentation._api("chat", capture_context=False)
+    api = openai_instrumentation.sdk_api("chat", capture_context=False)
     chunk = {
         "id": "chatcmpl-1",
         "object": "chat.completion.chunk",
@@ -339,7 +339,7 @@ def test_replayed_chunks_are_fresh_objects_and_leave_the_recording_alone() -> No
     envelope = {"otel_replay.stream": 1, "chunks": [chunk], "complete": True, "response": None}
     before = json.loads(json.dumps(envelope))
     for _ in range(2):
-        stream = _sdk_plan._Plan(api, stream=True).answer(envelope, async_=False)
+        stream = _sdk_plan.Plan(api, stream=True).answer(envelope, async_=False)
         (got,) = list(stream)
         assert plain(got) == before["chunks"][0]
         got.x_newer_field["parts"].append("b")

@@ -44,7 +44,7 @@ _NAME_CHARS: Final = re.compile(r"[^A-Za-z0-9_.-]+")
 _NAME_MAX_BYTES: Final = 200
 _NAME_BAD_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 _SHOWN_PATH_CHARS: Final = 160
-_ENTRYPOINT: Final = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*:[^\W\d]\w*(?:\.[^\W\d]\w*)*")
+ENTRYPOINT: Final = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*:[^\W\d]\w*(?:\.[^\W\d]\w*)*")
 
 
 class CaseError(OtelReplayError):
@@ -117,7 +117,7 @@ class CaseResult:
 # ------------------------------------------------------------------------------------------------ write
 
 
-def _checked_expectations(expect: Iterable[str]) -> tuple[str, ...]:
+def checked_expectations(expect: Iterable[str]) -> tuple[str, ...]:
     chosen: list[str] = []
     for item in expect:
         if item not in EXPECTATIONS:
@@ -127,7 +127,7 @@ def _checked_expectations(expect: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(chosen, key=EXPECTATIONS.index)) or DEFAULT_EXPECTATIONS
 
 
-def _checked_mode(mode: str) -> str:
+def checked_mode(mode: str) -> str:
     if mode not in CASE_MODES:
         raise CaseError(
             f"mode {mode!r} cannot be used for a case: use {' or '.join(CASE_MODES)} "
@@ -142,7 +142,7 @@ def default_case_name(run: Run) -> str:
     return f"{agent}-{run.trace_id[:12]}"
 
 
-def _name_problem(name: Any) -> str | None:
+def name_problem(name: Any) -> str | None:
     """Why ``name`` cannot name a case, or None. A name is one line of visible text without a path separator,
     at most 200 UTF-8 bytes, so that ``<name>.case.json`` is always a file name in one folder and a name
     printed in a report is what it seems."""
@@ -158,7 +158,7 @@ def _name_problem(name: Any) -> str | None:
     return None
 
 
-def _shown(path: str | os.PathLike[str] | None) -> str:
+def shown(path: str | os.PathLike[str] | None) -> str:
     """A path as messages show it: whole up to a length, else its start and end."""
     text = str(path) if path is not None else "case"
     if len(text) <= _SHOWN_PATH_CHARS:
@@ -176,7 +176,7 @@ def _schema_major(version: str) -> int | None:
 # ------------------------------------------------------------------------------------------------- read
 
 
-def _version_problem(what: str, version: Any, current: str) -> str | None:
+def version_problem(what: str, version: Any, current: str) -> str | None:
     if version is None:
         return f"{what} names no convention version; export the case again with `otel-replay case export`"
     if not isinstance(version, str):

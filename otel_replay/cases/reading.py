@@ -17,18 +17,18 @@ from .. import semconv
 from ..errorlines import error_line
 from ..otlp_json import OtlpJsonError, from_otlp_json
 from .model import (
-    _ENTRYPOINT,
     CASE_FORMAT,
     CASE_SUFFIX,
     DEFAULT_EXPECTATIONS,
+    ENTRYPOINT,
     EXPECTATIONS,
     Case,
     CaseError,
-    _checked_expectations,
-    _checked_mode,
-    _name_problem,
-    _shown,
-    _version_problem,
+    checked_expectations,
+    checked_mode,
+    name_problem,
+    shown,
+    version_problem,
 )
 
 
@@ -37,7 +37,7 @@ def load_case(path: str | os.PathLike[str]) -> Case:
     file = Path(path)
     try:
         if not file.is_file():
-            raise CaseError(f"{_shown(file)}: no such case file")
+            raise CaseError(f"{shown(file)}: no such case file")
         document = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         if isinstance(exc, OSError):
@@ -46,15 +46,15 @@ def load_case(path: str | os.PathLike[str]) -> Case:
             reason = f"not UTF-8 text: byte {exc.start} cannot be decoded"
         else:  # what the JSON decoder found, and where
             reason = str(exc)
-        raise CaseError(f"{_shown(file)}: not a readable JSON case file ({_shown(reason)})") from None
+        raise CaseError(f"{shown(file)}: not a readable JSON case file ({shown(reason)})") from None
     except RecursionError:
-        raise CaseError(f"{_shown(file)}: not a readable JSON case file (nested too deeply)") from None
+        raise CaseError(f"{shown(file)}: not a readable JSON case file (nested too deeply)") from None
     return parse_case(document, path=file)
 
 
 def parse_case(document: Any, *, path: Path | None = None) -> Case:
     """A :class:`Case` from a decoded case file."""
-    where = _shown(path)
+    where = shown(path)
     if not isinstance(document, dict) or "otel_replay_case" not in document:
         raise CaseError(f"{where}: not an otel-replay case file (no otel_replay_case key)")
     version = document["otel_replay_case"]
@@ -68,7 +68,7 @@ def parse_case(document: Any, *, path: Path | None = None) -> Case:
                 else f"is not one this otel-replay reads ({CASE_FORMAT}): export the case again"
             )
         )
-    problem = _version_problem(where, document.get("convention"), semconv.SCHEMA_VERSION)
+    problem = version_problem(where, document.get("convention"), semconv.SCHEMA_VERSION)
     if problem:
         raise CaseError(problem)
     fields: dict[str, str] = {}
@@ -77,11 +77,11 @@ def parse_case(document: Any, *, path: Path | None = None) -> Case:
         if not isinstance(value, str) or not value:
             raise CaseError(f"{where}: {key} must be a non-empty string")
         fields[key] = value
-    problem = _name_problem(fields["name"])
+    problem = name_problem(fields["name"])
     if problem:
         raise CaseError(f"{where}: name {fields['name'][:80]!r} {problem}")
     entry = fields["entrypoint"]
-    if not _ENTRYPOINT.fullmatch(entry) or entry.startswith("__main__:"):
+    if not ENTRYPOINT.fullmatch(entry) or entry.startswith("__main__:"):
         raise CaseError(
             f"{where}: entrypoint {entry[:120]!r} is not module:function naming an importable "
             "function (dotted Python names, not a script or a path)"
@@ -90,8 +90,8 @@ def parse_case(document: Any, *, path: Path | None = None) -> Case:
     if not isinstance(expect, list) or not all(isinstance(e, str) for e in expect):
         raise CaseError(f"{where}: expect must be a list of {', '.join(EXPECTATIONS)}")
     try:
-        mode = _checked_mode(fields["mode"])
-        expectations = _checked_expectations(expect)
+        mode = checked_mode(fields["mode"])
+        expectations = checked_expectations(expect)
     except CaseError as exc:
         raise CaseError(f"{where}: {exc}") from None
     try:
@@ -108,7 +108,7 @@ def parse_case(document: Any, *, path: Path | None = None) -> Case:
         (trace_id,) = trace_ids
     recorded = {v for s in spans if (v := s.span_attributes.get(semconv.SCHEMA_VERSION_ATTR)) is not None}
     for version in sorted(recorded):
-        problem = _version_problem(f"{where}: a span", version, semconv.SCHEMA_VERSION)
+        problem = version_problem(f"{where}: a span", version, semconv.SCHEMA_VERSION)
         if problem:
             raise CaseError(problem)
     return Case(
@@ -134,9 +134,9 @@ def find_cases(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
             elif path.exists():
                 found.append(path)
             else:
-                raise CaseError(f"{_shown(path)}: no such file or folder")
+                raise CaseError(f"{shown(path)}: no such file or folder")
         except OSError as exc:
-            raise CaseError(f"{_shown(path)}: cannot be read ({exc.strerror or error_line(exc)})") from None
+            raise CaseError(f"{shown(path)}: cannot be read ({exc.strerror or error_line(exc)})") from None
     unique: dict[Path, None] = {}
     for path in found:
         unique.setdefault(path, None)

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errorlines import error_line
 from ..errors import OtelReplayError
-from .model import Case, CaseResult, _checked_mode
+from .model import Case, CaseResult, checked_mode
 
 
 def _failures(expect: Sequence[str], result: Any) -> list[str]:
@@ -61,7 +61,7 @@ def run_case(
 
     use_mode = mode or case.mode
     try:
-        use_mode = _checked_mode(use_mode)
+        use_mode = checked_mode(use_mode)
         # The case's entrypoint goes to the engine as recorded data (the entrypoint rule applies to it);
         # only --app is the user's own choice.
         with project_root(root), setup.exporting_to("none"):

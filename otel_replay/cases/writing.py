@@ -21,13 +21,13 @@ from ..records import EventRecord, SpanRecord
 from ..runs import Run
 from ..snapshots import sha256_hex
 from .model import (
-    _ENTRYPOINT,
     CASE_FORMAT,
+    ENTRYPOINT,
     CaseError,
-    _checked_expectations,
-    _checked_mode,
-    _name_problem,
+    checked_expectations,
+    checked_mode,
     default_case_name,
+    name_problem,
 )
 
 
@@ -122,10 +122,10 @@ def case_document(
     """
     from ..replay.engine import readiness
 
-    mode = _checked_mode(mode)
-    expectations = _checked_expectations(expect)
+    mode = checked_mode(mode)
+    expectations = checked_expectations(expect)
     case_name = name or default_case_name(run)
-    problem = _name_problem(case_name)
+    problem = name_problem(case_name)
     if problem:
         raise CaseError(f"case name {case_name[:80]!r} {problem}: pass --name with letters, digits, '-', '_' or '.'")
     entry = entrypoint or run.entrypoint or ""
@@ -136,7 +136,7 @@ def case_document(
             f"run {run.trace_id} was started as a script ({entry}); a case must name an importable "
             "function: pass --app module:function"
         )
-    if not _ENTRYPOINT.fullmatch(entry):
+    if not ENTRYPOINT.fullmatch(entry):
         raise CaseError(
             f"entrypoint {entry[:120]!r} is not module:function (dotted Python names): pass --app module:function"
         )

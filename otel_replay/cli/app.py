@@ -44,7 +44,7 @@ app.add_typer(case_app, name="case")
 EXIT_ERROR = 2
 F = TypeVar("F", bound=Callable[..., Any])
 
-_STORE_HELP = (
+STORE_HELP = (
     "Store URL (chdb:///path or http(s)://user:pass@host:8123/db); default: $OTEL_REPLAY_STORE or the embedded store."
 )
 
@@ -81,7 +81,7 @@ def _main_options(
     """Record AI-agent runs as OpenTelemetry traces, list them, show them, replay them."""
 
 
-def _out() -> SafeConsole:
+def out_console() -> SafeConsole:
     # Piped output (files, CI logs) gets a wide console instead of Rich's 80-column default.
     from ..terminal import SafeConsole
 
@@ -101,7 +101,7 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _handled(func: F) -> F:
+def handled(func: F) -> F:
     """Turn every failure of a command into one error line and exit code 2."""
 
     @functools.wraps(func)
@@ -120,13 +120,13 @@ def _handled(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-_HTML_HELP = (
+HTML_HELP = (
     "Write a self-contained HTML report to FILE (links to Jaeger / Grafana from $OTEL_REPLAY_JAEGER_URL / "
     "$OTEL_REPLAY_GRAFANA_URL)."
 )
 
 
-def _write_html(path: str, page: str, *, quiet: bool = False) -> None:
+def write_html(path: str, page: str, *, quiet: bool = False) -> None:
     from ..report import write_report
     from ..terminal import SafeConsole
 
@@ -135,7 +135,7 @@ def _write_html(path: str, page: str, *, quiet: bool = False) -> None:
 
 
 @contextlib.contextmanager
-def _output_to_stderr(active: bool) -> Iterator[None]:
+def output_to_stderr(active: bool) -> Iterator[None]:
     """With ``--json``, stdout holds one JSON document and nothing else: while the replayed agent runs, what it
     prints goes to stderr, whether it prints through ``sys.stdout``, writes to file descriptor 1 itself, or
     starts a process that inherits it."""
@@ -154,24 +154,24 @@ def _output_to_stderr(active: bool) -> Iterator[None]:
         os.close(saved)
 
 
-def _print_json(value: Any) -> None:
+def print_json(value: Any) -> None:
     from ..terminal import escape_json_text
 
     sys.stdout.write(escape_json_text(json.dumps(value, indent=2, ensure_ascii=False, default=str)) + "\n")
 
 
-def _open_store(url: str | None) -> Any:
+def open_store(url: str | None) -> Any:
     from ..storage.store import Store
 
-    _without_dataframes()
+    without_dataframes()
     return Store.open(url)
 
 
 _DATAFRAMES_UNDO: list[Callable[[], None]] | None = None
-"""While :func:`main` runs a command: how to put back what :func:`_without_dataframes` changed (None otherwise)."""
+"""While :func:`main` runs a command: how to put back what :func:`without_dataframes` changed (None otherwise)."""
 
 
-def _without_dataframes() -> None:
+def without_dataframes() -> None:
     """Tell clickhouse-connect, while :func:`main` runs a command, that pandas is absent when nothing imported it
     yet; :func:`main` puts its options back when the command ends.
 
@@ -205,7 +205,7 @@ def _without_dataframes() -> None:
 
 @contextlib.contextmanager
 def _dataframes_scope() -> Iterator[None]:
-    """The scope of one command run by :func:`main`: inside it :func:`_without_dataframes` may change
+    """The scope of one command run by :func:`main`: inside it :func:`without_dataframes` may change
     clickhouse-connect's options; leaving it puts them back as they were."""
     global _DATAFRAMES_UNDO
     outer, _DATAFRAMES_UNDO = _DATAFRAMES_UNDO, []
@@ -217,7 +217,7 @@ def _dataframes_scope() -> Iterator[None]:
             restore()
 
 
-def _nothing_stored(url: str | None) -> bool:
+def nothing_stored(url: str | None) -> bool:
     """True when the store this command would open is an embedded one that does not exist yet and no spool
     segment waits to be ingested into it: then there is nothing to read, and the command answers without
     starting chDB (which takes a second). The store is found as :meth:`Store.open` finds it (argument, the

@@ -13,18 +13,18 @@ import typer
 
 from ..wording import plural
 from .app import (
-    _STORE_HELP,
     EXIT_ERROR,
-    _handled,
-    _open_store,
-    _out,
-    _output_to_stderr,
-    _print_json,
-    _without_dataframes,
+    STORE_HELP,
     case_app,
     fail,
+    handled,
+    open_store,
+    out_console,
+    output_to_stderr,
+    print_json,
+    without_dataframes,
 )
-from .outcome import _ALLOW_ADDRESS_HELP, _ALLOW_PATH_HELP, _ALLOW_SIDE_EFFECTS_HELP, _warn_side_effects_allowed
+from .outcome import ALLOW_ADDRESS_HELP, ALLOW_PATH_HELP, ALLOW_SIDE_EFFECTS_HELP, warn_side_effects_allowed
 
 # ------------------------------------------------------------------------------------------------- cases
 
@@ -45,7 +45,7 @@ class ExpectChoice(str, Enum):
 
 
 @case_app.command("export")
-@_handled
+@handled
 def case_export_command(
     trace_id: str = typer.Argument(..., help="Trace id of the run to freeze into a case."),
     output: str | None = typer.Option(
@@ -59,7 +59,7 @@ def case_export_command(
     app_spec: str | None = typer.Option(None, "--app", help="Entrypoint module:function instead of the recorded one."),
     force: bool = typer.Option(False, "--force", help="Replace an existing case file."),
     as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
-    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+    store_url: str | None = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """Write one self-contained, redacted case file for a recorded run."""
     from rich.text import Text
@@ -70,7 +70,7 @@ def case_export_command(
     from ..terminal import SafeConsole, escape_json_text
 
     tid = parse_trace_id(trace_id)
-    with _open_store(store_url) as store:
+    with open_store(store_url) as store:
         run = store.load_run(tid)
     document = case_document(
         run,
@@ -104,16 +104,16 @@ def case_export_command(
         "spans": sum(len(ss["spans"]) for rs in document["trace"]["resourceSpans"] for ss in rs["scopeSpans"]),
     }
     if as_json:
-        _print_json(summary)
+        print_json(summary)
     else:
-        _out().print(
+        out_console().print(
             f"wrote case {summary['name']} ({plural(summary['spans'], 'span')}, {summary['mode']}, expect "
             f"{', '.join(summary['expect'])}) to {path}"
         )
 
 
 @case_app.command("run")
-@_handled
+@handled
 def case_run_command(
     paths: list[str] = typer.Argument(..., help="Case files, or folders searched for *.case.json."),
     mode: CaseModeChoice | None = typer.Option(
@@ -123,9 +123,9 @@ def case_run_command(
         None, "--app", help="Entrypoint module:function for every case instead of its own."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
-    allow_side_effects: bool = typer.Option(False, "--allow-side-effects", help=_ALLOW_SIDE_EFFECTS_HELP),
-    allow_path: list[str] = typer.Option([], "--allow-path", metavar="PATH", help=_ALLOW_PATH_HELP),
-    allow_address: list[str] = typer.Option([], "--allow-address", metavar="HOST:PORT", help=_ALLOW_ADDRESS_HELP),
+    allow_side_effects: bool = typer.Option(False, "--allow-side-effects", help=ALLOW_SIDE_EFFECTS_HELP),
+    allow_path: list[str] = typer.Option([], "--allow-path", metavar="PATH", help=ALLOW_PATH_HELP),
+    allow_address: list[str] = typer.Option([], "--allow-address", metavar="HOST:PORT", help=ALLOW_ADDRESS_HELP),
 ) -> None:
     """Replay case files against the current code, no store needed. Exit 0: all hold; 1: a case failed;
     2: a case could not run."""
@@ -146,8 +146,8 @@ def case_run_command(
     if not files:
         fail(f"no case files (*.case.json) in {', '.join(paths)}")
     if allow_side_effects:
-        _warn_side_effects_allowed()
-    _without_dataframes()
+        warn_side_effects_allowed()
+    without_dataframes()
     results: list[CaseResult] = []
     err = SafeConsole(stderr=True)
     progress = Progress(
@@ -159,7 +159,7 @@ def case_run_command(
         transient=True,
         disable=len(files) < 2 or not err.is_terminal,
     )
-    with progress, _output_to_stderr(as_json):
+    with progress, output_to_stderr(as_json):
         task = progress.add_task("", total=len(files))
         for file in files:
             progress.update(task, description=file.name)
@@ -183,9 +183,9 @@ def case_run_command(
             progress.advance(task)
     counts = {status: sum(r.status == status for r in results) for status in ("passed", "failed", "error")}
     if as_json:
-        _print_json({"cases": [r.to_dict() for r in results], **counts})
+        print_json({"cases": [r.to_dict() for r in results], **counts})
     else:
-        console = _out()
+        console = out_console()
         for result in results:
             if result.passed:
                 console.print(Text.assemble(("PASS ", "green"), f"{result.name}  ", (str(result.path), "dim")))

@@ -9,15 +9,15 @@ import sys
 
 import typer
 
-from .app import _STORE_HELP, _handled, _open_store, _out, db_app
+from .app import STORE_HELP, db_app, handled, open_store, out_console
 
 # ---------------------------------------------------------------------------------------------------- db
 
 
 @db_app.command("init")
-@_handled
+@handled
 def db_init_command(
-    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+    store_url: str | None = typer.Option(None, "--store", help=STORE_HELP),
     cluster: str | None = typer.Option(None, "--cluster", help="Create ON CLUSTER with Replicated engines."),
     ttl: int | None = typer.Option(None, "--ttl", min=1, help="Keep spans this many days."),
     print_only: bool = typer.Option(False, "--print", help="Print the DDL instead of running it."),
@@ -28,6 +28,6 @@ def db_init_command(
     if print_only:
         sys.stdout.write(ddl.render_script(cluster=cluster, ttl_days=ttl))
         return
-    with _open_store(store_url) as store:
+    with open_store(store_url) as store:
         store.init_schema(cluster=cluster, ttl_days=ttl)
-        _out().print(f"schema ready in {store.describe()}")
+        out_console().print(f"schema ready in {store.describe()}")

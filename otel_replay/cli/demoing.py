@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from ..wording import plural
-from .app import _handled, _open_store, _out, app, fail
-from .listing import _runs_table, render_run
-from .outcome import _render_result
+from .app import app, fail, handled, open_store, out_console
+from .listing import render_run, runs_table
+from .outcome import render_result
 
 if TYPE_CHECKING:
     from ..runs import Run
@@ -37,7 +37,7 @@ def _sdk_demo(sdk: DemoSdk) -> None:
     from ..exporting.setup import flush
     from ..replay.engine import replay
 
-    console = _out()
+    console = out_console()
     needed = {"openai": "openai", "langgraph": "langchain"}[sdk.value]
     if instrumentation.instrument(needed) != [needed]:
         fail(f"the {sdk.value} demo needs its SDK: pip install 'otel-replay[{sdk.value}]'")
@@ -53,32 +53,32 @@ def _sdk_demo(sdk: DemoSdk) -> None:
             requests_after_recording = server.count
             agent_name = "openai-weather-agent"
             flush()
-            with _open_store(None) as store:
+            with open_store(None) as store:
                 (summary,) = store.runs(agent=agent_name, kind="original", limit=1)
                 run = store.load_run(summary.trace_id)
             console.print(f"answer: {answer}")
             console.print(render_run(run))
             for mode in ("mock", "deterministic"):
                 console.rule(f"{mode} replay: the SDK gets its recorded responses back as OpenAI objects")
-                _render_result(replay(summary.trace_id, mode=mode, reason="sdk demo"))
+                render_result(replay(summary.trace_id, mode=mode, reason="sdk demo"))
             sent = server.count - requests_after_recording
         console.print(f"HTTP requests the replays sent to the OpenAI server: {sent}")
     else:
         console.print("Recording the LangGraph agent (scripted chat model, real LangGraph, real ToolNode) …")
         answer = sdk_agents.langgraph_weather_agent(question)
         flush()
-        with _open_store(None) as store:
+        with open_store(None) as store:
             (summary,) = store.runs(agent="langgraph-weather-agent", kind="original", limit=1)
             run = store.load_run(summary.trace_id)
         console.print(f"answer: {answer}")
         console.print(render_run(run))
         for mode in ("mock", "deterministic"):
             console.rule(f"{mode} replay: LangChain gets its recorded messages back")
-            _render_result(replay(summary.trace_id, mode=mode, reason="sdk demo"))
+            render_result(replay(summary.trace_id, mode=mode, reason="sdk demo"))
 
 
 @app.command("demo")
-@_handled
+@handled
 def demo_command(
     sdk: DemoSdk = typer.Option(DemoSdk.builtin, "--sdk", help="builtin (no SDK), openai or langgraph."),
 ) -> None:
@@ -92,17 +92,17 @@ def demo_command(
         _sdk_demo(sdk)
         return
 
-    console = _out()
+    console = out_console()
     home = settings.resolve_home()
     console.print(f"Recording {plural(len(QUESTIONS), 'run')} of the demo support agent into {home} …")
     outcomes = run_demo()
     for question, error in outcomes:
         mark = Text("ok   ", style="green") if error is None else Text("error", style="bold red")
         console.print(Text.assemble("  ", mark, f"  {question}", (f"  → {error}" if error else "", "red")))
-    with _open_store(None) as store:
+    with open_store(None) as store:
         summaries = store.runs(agent="support-agent", kind="original", limit=len(QUESTIONS))
         console.print()
-        console.print(_runs_table(summaries))
+        console.print(runs_table(summaries))
         if not summaries:
             fail("the demo runs did not reach the store")
         # Show the richest successful run (the refund: retrieval, approval, high-risk tool).
@@ -117,7 +117,7 @@ def demo_command(
 
         console.print()
         console.rule("The failed run, reproduced: mock replay (no model, tool or retrieval is really called)")
-        _render_result(replay(failed.trace_id, mode="mock", reason="reproduce the demo failure"))
+        render_result(replay(failed.trace_id, mode="mock", reason="reproduce the demo failure"))
         console.print()
         console.rule("After the fix: partial live replay from step 2, refunds approved for this replay")
         fixed = replay(
@@ -128,7 +128,7 @@ def demo_command(
             reason="verify the fix for unknown order ids",
             entrypoint="otel_replay.demo.agent:support_agent_fixed",
         )
-        _render_result(fixed)
+        render_result(fixed)
         if fixed.replay is not None:
             _demo_case(fixed.replay, home)
     console.print()
@@ -153,7 +153,7 @@ def _demo_case(fixed: Run, home: Any) -> None:
     from ..cases import CASE_SUFFIX, case_document, describe_failure, load_case, run_case, write_case
     from ..exporting.setup import runtime
 
-    console = _out()
+    console = out_console()
     console.print()
     console.rule("The fix, frozen: a regression case that CI replays without a store")
     folder = home / "cases"

@@ -8,45 +8,45 @@ from __future__ import annotations
 import typer
 
 from ..wording import plural
-from .app import _HTML_HELP, _STORE_HELP, _handled, _open_store, _out, _print_json, _write_html, app
+from .app import HTML_HELP, STORE_HELP, app, handled, open_store, out_console, print_json, write_html
 
 
 @app.command("diff")
-@_handled
+@handled
 def diff_command(
     trace_a: str = typer.Argument(..., help="Trace id of the first run (e.g. the original)."),
     trace_b: str = typer.Argument(..., help="Trace id of the second run (e.g. the replay)."),
     as_json: bool = typer.Option(False, "--json", help="Print the diff as JSON."),
-    html: str | None = typer.Option(None, "--html", metavar="FILE", help=_HTML_HELP),
-    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+    html: str | None = typer.Option(None, "--html", metavar="FILE", help=HTML_HELP),
+    store_url: str | None = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """Diff two runs: output, state, tools, citations, cost, latency, safety. Exit 1 when they differ."""
     from ..records import parse_trace_id
     from ..replay.diff import diff_runs, render_diff
 
     a, b = parse_trace_id(trace_a), parse_trace_id(trace_b)
-    with _open_store(store_url) as store:
+    with open_store(store_url) as store:
         run_a, run_b = store.load_run(a), store.load_run(b)
     result = diff_runs(run_a, run_b)
     if as_json:
-        _print_json(result.to_dict())
+        print_json(result.to_dict())
     else:
-        _out().print(render_diff(result))
+        out_console().print(render_diff(result))
     if html:
         from ..report import Links, diff_report
 
-        _write_html(html, diff_report(run_a, run_b, result, links=Links.from_env()), quiet=as_json)
+        write_html(html, diff_report(run_a, run_b, result, links=Links.from_env()), quiet=as_json)
     if result.changed:
         raise typer.Exit(1)
 
 
 @app.command("audit")
-@_handled
+@handled
 def audit_command(
     limit: int = typer.Option(1000, "--limit", min=1, max=100000, help="At most this many replays."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
     verify: bool = typer.Option(False, "--verify", help="Exit 1 if any row's MAC does not verify (forged or edited)."),
-    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+    store_url: str | None = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """Every replay: when, who (actor and OS user), why, mode, from step, approvals and executions, original and
     replay trace, outcome, status, and whether its MAC verifies. Exit 1 with --verify when one does not."""
@@ -59,7 +59,7 @@ def audit_command(
     entries = audit(store=store_url, limit=AUDIT_ALL if verify else limit)
     checked, entries = entries, entries[:limit]
     if as_json:
-        _print_json([e.to_dict() for e in entries])
+        print_json([e.to_dict() for e in entries])
     else:
         from rich.table import Table
 
@@ -97,7 +97,7 @@ def audit_command(
                 Text(e.replay_trace_id),
                 Text(e.reason or ""),
             )
-        _out().print(table)
+        out_console().print(table)
     if verify and not all(e.mac_valid for e in checked):
         bad = sum(not e.mac_valid for e in checked)
         SafeConsole(stderr=True, soft_wrap=True).print(

@@ -14,7 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from .app import _HTML_HELP, _STORE_HELP, _handled, _out, _output_to_stderr, _print_json, _without_dataframes, app, fail
+from .app import (
+    HTML_HELP,
+    STORE_HELP,
+    app,
+    fail,
+    handled,
+    out_console,
+    output_to_stderr,
+    print_json,
+    without_dataframes,
+)
 
 if TYPE_CHECKING:
     from ..lab.model import LabResult
@@ -62,7 +72,7 @@ def _pairs(values: list[str], parse: Any) -> dict[str, Any]:
 
 
 @app.command("lab")
-@_handled
+@handled
 def lab_command(
     agent: str | None = typer.Option(None, "--agent", help="Cohort: runs of this agent."),
     status: LabStatusChoice | None = typer.Option(None, "--status", help="Cohort: runs that ended ok / in error."),
@@ -103,15 +113,15 @@ def lab_command(
     scorers: list[str] = typer.Option([], "--scorers", metavar="MODULE", help="Import user scorers from MODULE."),
     fail_if: list[str] = typer.Option([], "--fail-if", metavar="EXPR", help="Exit 1 when EXPR holds (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="Print the lab result as one JSON document."),
-    html: str | None = typer.Option(None, "--html", metavar="FILE", help=_HTML_HELP),
-    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+    html: str | None = typer.Option(None, "--html", metavar="FILE", help=HTML_HELP),
+    store_url: str | None = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """Backtest the current code (and overrides) against recorded runs. Exit 0 ok, 1 a --fail-if held, 2 error."""
     from ..lab.api import lab
     from ..lab.gates import parse_gate
     from ..lab.spec import check_once, check_params, check_roles, parse_param, parse_tag
 
-    _without_dataframes()
+    without_dataframes()
     try:
         check_roles([text.partition("=")[0] for text in prompt_file])
         check_once(set_param, flag="--set-param", what="parameter")
@@ -126,7 +136,7 @@ def lab_command(
         fail(str(exc))
     del tool_from_recording  # the default; named so the command line can say it
     progress = _Progress() if _stderr_is_terminal() else None
-    with _output_to_stderr(as_json):
+    with output_to_stderr(as_json):
         try:
             result = lab(
                 agent=agent,
@@ -165,9 +175,9 @@ def lab_command(
             if progress is not None:
                 progress.stop()
     if as_json:
-        _print_json(result.to_dict())
+        print_json(result.to_dict())
     else:
-        _print_lab(result, _out())
+        _print_lab(result, out_console())
     if html:
         _write_lab_html(result, html, quiet=as_json)
     if result.interrupted:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from ..wording import plural
-from .app import _HTML_HELP, _STORE_HELP, _handled, _nothing_stored, _open_store, _out, _print_json, _write_html, app
+from .app import HTML_HELP, STORE_HELP, app, handled, nothing_stored, open_store, out_console, print_json, write_html
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -40,7 +40,7 @@ class KindFilter(str, Enum):
 # -------------------------------------------------------------------------------------------------- runs
 
 
-def _runs_table(summaries: list[RunSummary]) -> Table:
+def runs_table(summaries: list[RunSummary]) -> Table:
     from rich.table import Table
     from rich.text import Text
 
@@ -63,21 +63,21 @@ def _runs_table(summaries: list[RunSummary]) -> Table:
 
 
 @app.command("runs")
-@_handled
+@handled
 def runs_command(
     agent: str | None = typer.Option(None, "--agent", help="Only runs of this agent."),
     status: StatusFilter | None = typer.Option(None, "--status", help="Only runs that ended ok / in error."),
     kind: KindFilter | None = typer.Option(None, "--kind", help="Only original runs, or only replays."),
     limit: int = typer.Option(50, "--limit", min=1, max=100000, help="At most this many runs."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
-    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+    store_url: str | None = typer.Option(None, "--store", help=STORE_HELP),
     lab: str | None = typer.Option(None, "--lab", metavar="ID", help="Only the replays of this lab (otel-replay lab)."),
 ) -> None:
     """List recorded runs (originals and replays), newest first."""
-    if _nothing_stored(store_url):
+    if nothing_stored(store_url):
         summaries: list[RunSummary] = []
     else:
-        with _open_store(store_url) as store:
+        with open_store(store_url) as store:
             summaries = store.runs(
                 agent=agent,
                 status=status.value if status else None,
@@ -86,18 +86,20 @@ def runs_command(
                 lab=lab,
             )
     if as_json:
-        _print_json([s.to_dict() for s in summaries])
+        print_json([s.to_dict() for s in summaries])
         return
     if not summaries:
-        _out().print("No runs recorded yet. Run `otel-replay demo`, or decorate an agent with @otel_replay.agent.")
+        out_console().print(
+            "No runs recorded yet. Run `otel-replay demo`, or decorate an agent with @otel_replay.agent."
+        )
         return
-    _out().print(_runs_table(summaries))
+    out_console().print(runs_table(summaries))
 
 
 # -------------------------------------------------------------------------------------------------- show
 
 
-def _preview(payload: Any, width: int = 110) -> str:
+def preview(payload: Any, width: int = 110) -> str:
     text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), default=str)
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -131,7 +133,7 @@ def _add_snapshots(node: Tree, snapshots: Any) -> None:
     for snap in sorted(snapshots, key=lambda s: s.seq):
         line = Text()
         line.append(f"{snap.kind}: ", style="blue")
-        line.append(_preview(snap.payload))
+        line.append(preview(snap.payload))
         if snap.redactions:
             line.append(f"  ({snap.redactions} redacted)", style="magenta")
         if snap.truncated:
@@ -168,24 +170,24 @@ def render_run(run: Run) -> Tree:
 
 
 @app.command("show")
-@_handled
+@handled
 def show_command(
     trace_id: str = typer.Argument(..., help="Trace id of the run (32 hex characters)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run as a JSON object."),
-    html: str | None = typer.Option(None, "--html", metavar="FILE", help=_HTML_HELP),
-    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+    html: str | None = typer.Option(None, "--html", metavar="FILE", help=HTML_HELP),
+    store_url: str | None = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """Show one run as a tree of steps and snapshots."""
     from ..records import parse_trace_id
 
     tid = parse_trace_id(trace_id)
-    with _open_store(store_url) as store:
+    with open_store(store_url) as store:
         run = store.load_run(tid)
     if html:
         from ..report import Links, run_report
 
-        _write_html(html, run_report(run, links=Links.from_env()), quiet=as_json)
+        write_html(html, run_report(run, links=Links.from_env()), quiet=as_json)
     if as_json:
-        _print_json(run.to_dict())
+        print_json(run.to_dict())
     elif not html:
-        _out().print(render_run(run))
+        out_console().print(render_run(run))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from ..wording import plural
-from .app import EXIT_ERROR, _out
+from .app import EXIT_ERROR, out_console
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -138,10 +138,10 @@ def _diff_style(line: str) -> str:
     return "red" if line.startswith("-") else "green" if line.startswith("+") else ""
 
 
-def _render_result(result: Any) -> None:
+def render_result(result: Any) -> None:
     from rich.text import Text
 
-    console = _out()
+    console = out_console()
     if result.mode == "dry" and result.readiness is not None:
         _render_dry(result, console)
     else:
@@ -210,19 +210,19 @@ def _render_result(result: Any) -> None:
         console.print(render_diff(result.diff))
 
 
-_ALLOW_SIDE_EFFECTS_HELP = (
+ALLOW_SIDE_EFFECTS_HELP = (
     "Turn the side-effect guard off: the replayed code may spawn processes, change files and open connections for real."
 )
 
-_ALLOW_PATH_HELP = (
+ALLOW_PATH_HELP = (
     "A file or folder the replayed code may change (repeatable): the kernel sandbox and the guard let it through, "
     "and the replay's audit records it."
 )
 
-_ALLOW_ADDRESS_HELP = "A HOST:PORT the replayed code may connect to (repeatable), recorded in the replay's audit."
+ALLOW_ADDRESS_HELP = "A HOST:PORT the replayed code may connect to (repeatable), recorded in the replay's audit."
 
 
-def _warn_side_effects_allowed() -> None:
+def warn_side_effects_allowed() -> None:
     """The loud line every run with --allow-side-effects prints on stderr before any code runs."""
     from rich.text import Text
 
@@ -237,7 +237,7 @@ def _warn_side_effects_allowed() -> None:
     )
 
 
-def _exit_for(result: Any) -> None:
+def exit_for(result: Any) -> None:
     if result.outcome == "refused":
         raise typer.Exit(EXIT_ERROR)
     if result.outcome == "diverged":

@@ -13,25 +13,25 @@ from enum import Enum
 import typer
 
 from .app import (
-    _HTML_HELP,
-    _STORE_HELP,
-    _handled,
-    _out,
-    _output_to_stderr,
-    _print_json,
-    _without_dataframes,
-    _write_html,
+    HTML_HELP,
+    STORE_HELP,
     app,
     fail,
+    handled,
+    out_console,
+    output_to_stderr,
+    print_json,
+    without_dataframes,
+    write_html,
 )
-from .listing import _preview
+from .listing import preview
 from .outcome import (
-    _ALLOW_ADDRESS_HELP,
-    _ALLOW_PATH_HELP,
-    _ALLOW_SIDE_EFFECTS_HELP,
-    _exit_for,
-    _render_result,
-    _warn_side_effects_allowed,
+    ALLOW_ADDRESS_HELP,
+    ALLOW_PATH_HELP,
+    ALLOW_SIDE_EFFECTS_HELP,
+    exit_for,
+    render_result,
+    warn_side_effects_allowed,
 )
 
 # ------------------------------------------------------------------------------------------------ replay
@@ -64,7 +64,7 @@ class ToolModeChoice(str, Enum):
 
 
 @app.command("replay")
-@_handled
+@handled
 def replay_command(
     trace_id: str = typer.Argument(..., help="Trace id of the run to replay."),
     mode: ReplayModeChoice = typer.Option(
@@ -84,20 +84,20 @@ def replay_command(
         None, "--app", help="Entrypoint module:function to run instead of the recorded one."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    html: str | None = typer.Option(None, "--html", metavar="FILE", help=_HTML_HELP),
-    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
-    allow_side_effects: bool = typer.Option(False, "--allow-side-effects", help=_ALLOW_SIDE_EFFECTS_HELP),
-    allow_path: list[str] = typer.Option([], "--allow-path", metavar="PATH", help=_ALLOW_PATH_HELP),
-    allow_address: list[str] = typer.Option([], "--allow-address", metavar="HOST:PORT", help=_ALLOW_ADDRESS_HELP),
+    html: str | None = typer.Option(None, "--html", metavar="FILE", help=HTML_HELP),
+    store_url: str | None = typer.Option(None, "--store", help=STORE_HELP),
+    allow_side_effects: bool = typer.Option(False, "--allow-side-effects", help=ALLOW_SIDE_EFFECTS_HELP),
+    allow_path: list[str] = typer.Option([], "--allow-path", metavar="PATH", help=ALLOW_PATH_HELP),
+    allow_address: list[str] = typer.Option([], "--allow-address", metavar="HOST:PORT", help=ALLOW_ADDRESS_HELP),
 ) -> None:
     """Replay a run. Exit 0: matched; 1: diverged; 2: refused or impossible."""
     from ..replay.engine import replay
 
-    _without_dataframes()
+    without_dataframes()
 
     if allow_side_effects:
-        _warn_side_effects_allowed()
-    with _output_to_stderr(as_json):
+        warn_side_effects_allowed()
+    with output_to_stderr(as_json):
         result = replay(
             trace_id,
             mode=mode.value,
@@ -112,18 +112,18 @@ def replay_command(
             allow_addresses=allow_address,
         )
     if as_json:
-        _print_json(result.to_dict())
+        print_json(result.to_dict())
     else:
-        _render_result(result)
+        render_result(result)
     if html and result.original is not None:
         from ..report import Links, replay_report
 
-        _write_html(html, replay_report(result, result.original, links=Links.from_env()), quiet=as_json)
-    _exit_for(result)
+        write_html(html, replay_report(result, result.original, links=Links.from_env()), quiet=as_json)
+    exit_for(result)
 
 
 @app.command("replay-tool")
-@_handled
+@handled
 def replay_tool_command(
     trace_id: str = typer.Argument(..., help="Trace id of the run."),
     step: int = typer.Option(..., "--step", min=0, help="Index of the tool step to re-run."),
@@ -142,14 +142,14 @@ def replay_tool_command(
         help="Module (or module:object) holding the LangChain tool, for a run that recorded no entrypoint.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+    store_url: str | None = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """Re-run one recorded tool call and compare its result. Exit 0 same, 1 different, 2 refused."""
     from rich.text import Text
 
     from ..replay.scopes import replay_tool
 
-    _without_dataframes()
+    without_dataframes()
 
     args = None
     if args_json is not None:
@@ -159,7 +159,7 @@ def replay_tool_command(
             fail(f"--args is not valid JSON: {exc}")
         if not isinstance(args, dict):
             fail("--args must be a JSON object of argument names to values")
-    with _output_to_stderr(as_json):
+    with output_to_stderr(as_json):
         result = replay_tool(
             trace_id,
             step,
@@ -172,10 +172,10 @@ def replay_tool_command(
             app=app_spec,
         )
     if as_json:
-        _print_json(result.to_dict())
+        print_json(result.to_dict())
     else:
         style = {"matched": "green", "diverged": "yellow", "refused": "bold red"}[result.outcome]
-        console = _out()
+        console = out_console()
         console.print(
             Text.assemble(
                 f"{result.mode} replay of tool {result.tool!r} (step {result.step}): ", (result.outcome, style)
@@ -183,18 +183,18 @@ def replay_tool_command(
         )
         if result.refusal:
             console.print(Text(f"refused: {result.refusal}", style="red"))
-        console.print(f"recorded: {_preview(result.recorded_error or result.recorded_result, 160)}")
-        console.print(f"now:      {_preview(result.error or result.result, 160)}")
+        console.print(f"recorded: {preview(result.recorded_error or result.recorded_result, 160)}")
+        console.print(f"now:      {preview(result.error or result.result, 160)}")
         versions = result.schema_version
         if versions["recorded"] != versions["current"]:
             console.print(
                 Text(f"tool schema version changed: {versions['recorded']} → {versions['current']}", style="yellow")
             )
-    _exit_for(result)
+    exit_for(result)
 
 
 @app.command("replay-session")
-@_handled
+@handled
 def replay_session_command(
     session_id: str = typer.Argument(..., help="Session (conversation) id shared by the runs."),
     mode: ModeChoice = typer.Option(..., "--mode", help="dry, mock, deterministic or live."),
@@ -207,14 +207,14 @@ def replay_session_command(
     reason: str | None = typer.Option(None, "--reason", help="Why (required for live)."),
     app_spec: str | None = typer.Option(None, "--app", help="Entrypoint module:function to run instead."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    store_url: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+    store_url: str | None = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """Replay every run of one conversation in order; a diff per turn and the first turn that diverged."""
     from ..replay.scopes import replay_session
 
-    _without_dataframes()
+    without_dataframes()
 
-    with _output_to_stderr(as_json):
+    with output_to_stderr(as_json):
         result = replay_session(
             session_id,
             mode=mode.value,
@@ -225,14 +225,14 @@ def replay_session_command(
             entrypoint=app_spec,
         )
     if as_json:
-        _print_json(result.to_dict())
+        print_json(result.to_dict())
     else:
         for i, turn in enumerate(result.turns):
-            _out().rule(f"turn {i}")
-            _render_result(turn)
+            out_console().rule(f"turn {i}")
+            render_result(turn)
         first = result.first_diverged_turn
-        _out().print(
+        out_console().print(
             f"session {session_id}: {result.outcome}"
             + (f" (first diverged turn: {first})" if first is not None else "")
         )
-    _exit_for(result)
+    exit_for(result)

@@ -36,7 +36,7 @@ ORDERS: dict[str, dict[str, Any]] = {
     "2077": {"order_id": "2077", "status": "in transit", "item": "headphones", "sku": "HP-77", "amount_eur": 249.0},
 }
 
-_flaky_calls: dict[str, int] = {}
+flaky_calls: dict[str, int] = {}
 
 
 def _corpus() -> list[dict[str, str]]:
@@ -102,8 +102,8 @@ def lookup_order(order_id: str) -> dict[str, Any]:
 @orp.tool("check_inventory", risk="read", schema_version="1")
 def check_inventory(sku: str) -> dict[str, Any]:
     """Read stock for a SKU; the warehouse service times out on the first call of each SKU."""
-    _flaky_calls[sku] = _flaky_calls.get(sku, 0) + 1
-    if _flaky_calls[sku] == 1:
+    flaky_calls[sku] = flaky_calls.get(sku, 0) + 1
+    if flaky_calls[sku] == 1:
         raise TimeoutError(f"inventory service did not answer for {sku}")
     return {"sku": sku, "in_stock": 14}
 
@@ -124,16 +124,16 @@ SYSTEM_RULES = "You are a support agent. Cite the knowledge base. Never refund w
 @orp.agent("support-agent", config=CONFIG)
 def support_agent(question: str, *, customer: str = "anonymous", receipt: bytes | None = None) -> dict[str, Any]:
     """Answer one customer question (with the customer's receipt, when they sent one)."""
-    return _support(question, customer=customer, receipt=receipt, fixed=False)
+    return support(question, customer=customer, receipt=receipt, fixed=False)
 
 
 @orp.agent("support-agent", config=CONFIG)
 def support_agent_fixed(question: str, *, customer: str = "anonymous", receipt: bytes | None = None) -> dict[str, Any]:
     """The same agent after the fix for the demo's bug: an unknown order id gets an answer, not a crash."""
-    return _support(question, customer=customer, receipt=receipt, fixed=True)
+    return support(question, customer=customer, receipt=receipt, fixed=True)
 
 
-def _support(question: str, *, customer: str, receipt: bytes | None, fixed: bool) -> dict[str, Any]:
+def support(question: str, *, customer: str, receipt: bytes | None, fixed: bool) -> dict[str, Any]:
     if receipt is not None:
         orp.attach_file(receipt, name="receipt.txt", media_type="text/plain")
     orp.record_state({"stage": "received", "customer": customer}, transition="start->received")

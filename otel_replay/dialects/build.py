@@ -16,7 +16,7 @@ from ..errors import OtelReplayError, TraceNotFoundError
 from ..records import EventRecord, SpanRecord
 from ..run_model import Run, Snapshot, Step, span_error
 from ..snapshots import canonical_json, sha256_hex
-from .detect import _step_kind, find_foreign_root, span_dialect, summary_from_root
+from .detect import find_foreign_root, span_dialect, step_kind, summary_from_root
 from .keys import (
     DIALECT_GENAI,
     DIALECT_OPENINFERENCE,
@@ -27,11 +27,11 @@ from .keys import (
     GENAI_LEGACY_COMPLETION_EVENT,
     GENAI_LEGACY_PROMPT_EVENT,
     GENAI_OUTPUT_MESSAGES,
-    _json,
-    _json_or_none,
+    json_or_none,
+    parse_json,
 )
-from .messages import _from_genai_parts
-from .steps import _model_step, _Pending, _retrieval_step, _step_name, _tool_step
+from .messages import from_genai_parts
+from .steps import Pending, model_step, retrieval_step, step_name, tool_step
 
 # --------------------------------------------------------------------------------------- run-level io
 
@@ -45,20 +45,20 @@ def _root_io(root: SpanRecord, dialect: str) -> tuple[Any, bool, Any, bool]:
             raw = attrs.get(prefix + ".value")
             if raw is None:
                 return None, False
-            return (raw if attrs.get(prefix + ".mime_type") != "application/json" else _json(raw)), True
+            return (raw if attrs.get(prefix + ".mime_type") != "application/json" else parse_json(raw)), True
 
         inp, has_in = value("input")
         out, has_out = value("output")
         return inp, has_in, out, has_out
     if dialect == DIALECT_TRACELOOP and ("traceloop.entity.input" in attrs or "traceloop.entity.output" in attrs):
         return (
-            _json(attrs.get("traceloop.entity.input")),
+            parse_json(attrs.get("traceloop.entity.input")),
             "traceloop.entity.input" in attrs,
-            _json(attrs.get("traceloop.entity.output")),
+            parse_json(attrs.get("traceloop.entity.output")),
             "traceloop.entity.output" in attrs,
         )
-    inp = _json_or_none(attrs.get(GENAI_INPUT_MESSAGES))
-    out = _json_or_none(attrs.get(GENAI_OUTPUT_MESSAGES))
+    inp = json_or_none(attrs.get(GENAI_INPUT_MESSAGES))
+    out = json_or_none(attrs.get(GENAI_OUTPUT_MESSAGES))
     return inp, inp is not None, out, out is not None
 
 
@@ -69,7 +69,7 @@ def _input_payload(value: Any, dialect: str) -> dict[str, Any]:
         args = list(value.get("args") or [])
         kwargs = dict(value.get("kwargs") or {})
     elif dialect == DIALECT_GENAI and isinstance(value, list):
-        users = [m for m in _from_genai_parts(value) or [] if m.get("role") == "user"]
+        users = [m for m in from_genai_parts(value) or [] if m.get("role") == "user"]
         if len(value) == 1 and len(users) == 1 and isinstance(users[0].get("content"), str):
             args = [users[0]["content"]]
         else:
@@ -96,7 +96,7 @@ def _output_payload(value: Any, dialect: str, error: dict[str, str] | None) -> d
     answer: Any = None
     structured: Any = None
     if dialect == DIALECT_GENAI and isinstance(value, list):
-        outputs = _from_genai_parts(value) or []
+        outputs = from_genai_parts(value) or []
         texts = [m.get("content") for m in outputs if isinstance(m.get("content"), str)]
         answer = texts[-1] if texts else None
         structured = None if answer is not None else value
@@ -161,28 +161,28 @@ def build_foreign_run(spans: Iterable[SpanRecord], *, trace_id: str | None = Non
         span_dialect_ = span_dialect(span)
         if span_dialect_ in (None, DIALECT_OTEL_REPLAY):
             continue
-        kind = _step_kind(span, span_dialect_)
+        kind = step_kind(span, span_dialect_)
         if kind is None or (span is root and kind == "agent"):
             continue
         if span is not root and not _is_descendant(span, root, parents):
             continue
         candidates.append((span, kind, span_dialect_))
     candidates.sort(key=lambda c: (c[0].timestamp_ns, c[0].span_id))
-    pending: list[_Pending] = []
+    pending: list[Pending] = []
     raw_steps: list[tuple[SpanRecord, str, str, dict[str, str]]] = []
     for index, (span, kind, d) in enumerate(candidates):
-        name = _step_name(span, kind, d)
+        name = step_name(span, kind, d)
         derived: dict[str, str] = {}
         payload: dict[str, Any] | None = None
         if kind == "model":
-            payload = _model_step(span, d, name, derived)
+            payload = model_step(span, d, name, derived)
         elif kind == "tool":
-            payload = _tool_step(span, d, name, derived)
+            payload = tool_step(span, d, name, derived)
         elif kind == "retrieval":
-            payload = _retrieval_step(span, d, name, derived)
+            payload = retrieval_step(span, d, name, derived)
         if payload is not None:
             pending.append(
-                _Pending(kind=kind, span_id=span.span_id, step_index=index, timestamp_ns=span.end_ns, payload=payload)
+                Pending(kind=kind, span_id=span.span_id, step_index=index, timestamp_ns=span.end_ns, payload=payload)
             )
         raw_steps.append((span, kind, name, derived))
     root_is_step = any(span is root for span, *_ in raw_steps)
@@ -190,7 +190,7 @@ def build_foreign_run(spans: Iterable[SpanRecord], *, trace_id: str | None = Non
         inp, has_in, out, has_out = _root_io(root, dialect)
         if has_in:
             pending.append(
-                _Pending(
+                Pending(
                     kind="input",
                     span_id=root.span_id,
                     step_index=None,
@@ -201,7 +201,7 @@ def build_foreign_run(spans: Iterable[SpanRecord], *, trace_id: str | None = Non
         error = span_error(root)
         if has_out or error is not None:
             pending.append(
-                _Pending(
+                Pending(
                     kind="output",
                     span_id=root.span_id,
                     step_index=None,

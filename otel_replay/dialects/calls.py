@@ -14,7 +14,6 @@ from .. import semconv
 from ..records import SpanRecord
 from ..records import stored_int as _int
 from .keys import (
-    _PARAMS,
     DIALECT_OPENINFERENCE,
     GENAI_INFERENCE_EVENT,
     GENAI_INPUT_MESSAGES,
@@ -23,12 +22,13 @@ from .keys import (
     GENAI_OUTPUT_MESSAGES,
     GENAI_SYSTEM_INSTRUCTIONS,
     GENAI_TOOL_DEFINITIONS,
-    _first,
-    _json,
-    _json_or_none,
-    _nest,
+    PARAMS,
+    first,
+    json_or_none,
+    nest,
+    parse_json,
 )
-from .messages import _event_attr, _from_flat, _from_genai_parts, _system_messages
+from .messages import event_attr, from_flat, from_genai_parts, system_messages
 
 # --------------------------------------------------------------------------------------------- calls
 
@@ -52,17 +52,17 @@ class _ModelCall:
 
 def _parameters(attrs: Mapping[str, str]) -> dict[str, Any]:
     params: dict[str, Any] = {}
-    for suffix, name in _PARAMS:
+    for suffix, name in PARAMS:
         value = attrs.get("gen_ai.request." + suffix)
         if value:
-            params[name] = _json(value)
+            params[name] = parse_json(value)
     return params
 
 
 def _usage(attrs: Mapping[str, str]) -> dict[str, int]:
     usage: dict[str, int] = {}
     tokens_in = _int(
-        _first(
+        first(
             attrs,
             semconv.GEN_AI_USAGE_INPUT_TOKENS,
             "gen_ai.usage.prompt_tokens",
@@ -71,7 +71,7 @@ def _usage(attrs: Mapping[str, str]) -> dict[str, int]:
         )
     )
     tokens_out = _int(
-        _first(
+        first(
             attrs,
             semconv.GEN_AI_USAGE_OUTPUT_TOKENS,
             "gen_ai.usage.completion_tokens",
@@ -86,80 +86,80 @@ def _usage(attrs: Mapping[str, str]) -> dict[str, int]:
     return usage
 
 
-def _model_call(span: SpanRecord, dialect: str) -> _ModelCall:
+def model_call(span: SpanRecord, dialect: str) -> _ModelCall:
     attrs = span.span_attributes
     params = _parameters(attrs)
     messages: list[dict[str, Any]] | None = None
     outputs: list[dict[str, Any]] | None = None
-    tools: Any = _json_or_none(attrs.get(GENAI_TOOL_DEFINITIONS))
+    tools: Any = json_or_none(attrs.get(GENAI_TOOL_DEFINITIONS))
     exact_request: dict[str, Any] | None = None
     exact_response: Any = None
     model = attrs.get(semconv.GEN_AI_REQUEST_MODEL)
     if dialect == DIALECT_OPENINFERENCE:
-        invocation = _json_or_none(attrs.get("llm.invocation_parameters"))
+        invocation = json_or_none(attrs.get("llm.invocation_parameters"))
         if isinstance(invocation, dict):
             params = {k: v for k, v in invocation.items() if k not in ("model", "messages")} or params
             model = model or (invocation.get("model") if isinstance(invocation.get("model"), str) else None)
-        messages = _from_flat(_nest(attrs, "llm.input_messages"), wrapper="message")
-        outputs = _from_flat(_nest(attrs, "llm.output_messages"), wrapper="message")
-        oi_tools = _nest(attrs, "llm.tools")
+        messages = from_flat(nest(attrs, "llm.input_messages"), wrapper="message")
+        outputs = from_flat(nest(attrs, "llm.output_messages"), wrapper="message")
+        oi_tools = nest(attrs, "llm.tools")
         if isinstance(oi_tools, list):
-            tools = [_json(t.get("tool", {}).get("json_schema")) for t in oi_tools if isinstance(t, dict)]
+            tools = [parse_json(t.get("tool", {}).get("json_schema")) for t in oi_tools if isinstance(t, dict)]
         if attrs.get("input.mime_type") == "application/json":
-            value = _json_or_none(attrs.get("input.value"))
+            value = json_or_none(attrs.get("input.value"))
             if isinstance(value, dict) and ("messages" in value or "prompt" in value or "input" in value):
                 exact_request = value
         if attrs.get("output.mime_type") == "application/json":
-            value = _json_or_none(attrs.get("output.value"))
+            value = json_or_none(attrs.get("output.value"))
             if isinstance(value, dict) and ("choices" in value or "output" in value or "content" in value):
                 exact_response = value
     else:
         for prefix in ("gen_ai.prompt", "llm.prompts"):  # Traceloop / legacy GenAI flattened keys
-            messages = messages or _from_flat(_nest(attrs, prefix), wrapper=None)
+            messages = messages or from_flat(nest(attrs, prefix), wrapper=None)
         for prefix in ("gen_ai.completion", "llm.completions"):
-            outputs = outputs or _from_flat(_nest(attrs, prefix), wrapper=None)
-        functions = _nest(attrs, "llm.request.functions")
+            outputs = outputs or from_flat(nest(attrs, prefix), wrapper=None)
+        functions = nest(attrs, "llm.request.functions")
         if isinstance(functions, list) and tools is None:
             tools = [
-                {"type": "function", "function": {k: _json(v) if k == "parameters" else v for k, v in f.items()}}
+                {"type": "function", "function": {k: parse_json(v) if k == "parameters" else v for k, v in f.items()}}
                 for f in functions
                 if isinstance(f, dict)
             ]
-        new_in = _json_or_none(
-            attrs.get(GENAI_INPUT_MESSAGES) or _event_attr(span, GENAI_INFERENCE_EVENT, GENAI_INPUT_MESSAGES)
+        new_in = json_or_none(
+            attrs.get(GENAI_INPUT_MESSAGES) or event_attr(span, GENAI_INFERENCE_EVENT, GENAI_INPUT_MESSAGES)
         )
-        new_out = _json_or_none(
-            attrs.get(GENAI_OUTPUT_MESSAGES) or _event_attr(span, GENAI_INFERENCE_EVENT, GENAI_OUTPUT_MESSAGES)
+        new_out = json_or_none(
+            attrs.get(GENAI_OUTPUT_MESSAGES) or event_attr(span, GENAI_INFERENCE_EVENT, GENAI_OUTPUT_MESSAGES)
         )
         if messages is None and new_in is not None:
-            messages = _from_genai_parts(new_in)
-            system = _json(
+            messages = from_genai_parts(new_in)
+            system = parse_json(
                 attrs.get(GENAI_SYSTEM_INSTRUCTIONS)
-                or _event_attr(span, GENAI_INFERENCE_EVENT, GENAI_SYSTEM_INSTRUCTIONS)
+                or event_attr(span, GENAI_INFERENCE_EVENT, GENAI_SYSTEM_INSTRUCTIONS)
             )
             if messages is not None and system is not None:
-                messages = _system_messages(system) + messages
+                messages = system_messages(system) + messages
         if outputs is None and new_out is not None:
-            outputs = _from_genai_parts(new_out)
+            outputs = from_genai_parts(new_out)
             if outputs is not None and isinstance(new_out, list):
                 for msg, raw in zip(outputs, new_out, strict=False):
                     if isinstance(raw, dict) and raw.get("finish_reason"):
                         msg["finish_reason"] = raw["finish_reason"]
         if messages is None:  # GenAI conventions up to v1.26: span events with JSON lists
-            legacy = _json_or_none(_event_attr(span, GENAI_LEGACY_PROMPT_EVENT, "gen_ai.prompt"))
-            messages = _from_flat(legacy, wrapper=None) if isinstance(legacy, list) else None
+            legacy = json_or_none(event_attr(span, GENAI_LEGACY_PROMPT_EVENT, "gen_ai.prompt"))
+            messages = from_flat(legacy, wrapper=None) if isinstance(legacy, list) else None
         if outputs is None:
-            legacy = _json_or_none(_event_attr(span, GENAI_LEGACY_COMPLETION_EVENT, "gen_ai.completion"))
-            outputs = _from_flat(legacy, wrapper=None) if isinstance(legacy, list) else None
-    finish = _json_or_none(attrs.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS))
+            legacy = json_or_none(event_attr(span, GENAI_LEGACY_COMPLETION_EVENT, "gen_ai.completion"))
+            outputs = from_flat(legacy, wrapper=None) if isinstance(legacy, list) else None
+    finish = json_or_none(attrs.get(semconv.GEN_AI_RESPONSE_FINISH_REASONS))
     if not isinstance(finish, list):
         finish = [attrs["llm.finish_reason"]] if attrs.get("llm.finish_reason") else None
     if finish is None and outputs:
         finish = [str(m["finish_reason"]) for m in outputs if m.get("finish_reason")] or None
     return _ModelCall(
-        provider=_first(attrs, semconv.GEN_AI_PROVIDER_NAME, "gen_ai.system", "llm.provider", "llm.system"),
-        model=model or _first(attrs, "llm.model_name"),
-        response_model=_first(attrs, semconv.GEN_AI_RESPONSE_MODEL, "llm.model_name", "llm.response.model"),
+        provider=first(attrs, semconv.GEN_AI_PROVIDER_NAME, "gen_ai.system", "llm.provider", "llm.system"),
+        model=model or first(attrs, "llm.model_name"),
+        response_model=first(attrs, semconv.GEN_AI_RESPONSE_MODEL, "llm.model_name", "llm.response.model"),
         messages=messages,
         outputs=outputs,
         parameters=params,
@@ -168,12 +168,12 @@ def _model_call(span: SpanRecord, dialect: str) -> _ModelCall:
         exact_response=exact_response,
         usage=_usage(attrs),
         finish_reasons=[str(f) for f in finish] if finish else None,
-        response_id=_first(attrs, "gen_ai.response.id", "llm.response.id"),
+        response_id=first(attrs, "gen_ai.response.id", "llm.response.id"),
         created=span.timestamp_ns // 1_000_000_000,
     )
 
 
-def _request(call: _ModelCall) -> tuple[dict[str, Any] | None, bool]:
+def model_request(call: _ModelCall) -> tuple[dict[str, Any] | None, bool]:
     """The request as the SDK call's arguments (exact when recorded whole), and whether it is exact."""
     if call.exact_request is not None:
         return call.exact_request, True
@@ -188,7 +188,7 @@ def _request(call: _ModelCall) -> tuple[dict[str, Any] | None, bool]:
     return request, False
 
 
-def _response(call: _ModelCall) -> tuple[Any, bool]:
+def model_response(call: _ModelCall) -> tuple[Any, bool]:
     """The response as the OpenAI chat-completion wire format (exact when recorded whole)."""
     if call.exact_response is not None:
         return call.exact_response, True

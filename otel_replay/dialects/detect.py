@@ -13,19 +13,19 @@ from .. import semconv
 from ..records import SpanRecord
 from ..run_model import RunSummary
 from .keys import (
-    _AGENT_OPS,
-    _MODEL_OPS,
-    _OI_KINDS,
-    _TRACELOOP_KINDS,
+    AGENT_OPS,
     DIALECT_GENAI,
     DIALECT_OPENINFERENCE,
     DIALECT_OTEL_REPLAY,
     DIALECT_TRACELOOP,
     GENAI_OPERATION,
+    MODEL_OPS,
+    OI_KINDS,
     OI_SPAN_KIND,
+    TRACELOOP_KINDS,
     TRACELOOP_REQUEST_TYPE,
     TRACELOOP_SPAN_KIND,
-    _first,
+    first,
 )
 
 # ------------------------------------------------------------------------------------------ dialects
@@ -52,25 +52,25 @@ def span_dialect(span: SpanRecord) -> str | None:
     return None
 
 
-def _step_kind(span: SpanRecord, dialect: str | None) -> str | None:
+def step_kind(span: SpanRecord, dialect: str | None) -> str | None:
     """``model``, ``tool``, ``retrieval``, ``agent`` or None (a container such as a chain or workflow)."""
     attrs = span.span_attributes
     if dialect == DIALECT_OPENINFERENCE:
-        return _OI_KINDS.get(attrs.get(OI_SPAN_KIND, "").upper())
+        return OI_KINDS.get(attrs.get(OI_SPAN_KIND, "").upper())
     if dialect == DIALECT_TRACELOOP:
         if TRACELOOP_REQUEST_TYPE in attrs or "gen_ai.prompt.0.role" in attrs or "gen_ai.completion.0.role" in attrs:
             return "model"
-        kind = _TRACELOOP_KINDS.get(attrs.get(TRACELOOP_SPAN_KIND, ""))
+        kind = TRACELOOP_KINDS.get(attrs.get(TRACELOOP_SPAN_KIND, ""))
         if kind is not None:
             return kind
     op = attrs.get(GENAI_OPERATION)
-    if op in _MODEL_OPS:
+    if op in MODEL_OPS:
         return "model"
     if op == "execute_tool":
         return "tool"
     if op == "retrieval":
         return "retrieval"
-    if op in _AGENT_OPS:
+    if op in AGENT_OPS:
         return "agent"
     return None
 
@@ -91,7 +91,7 @@ def find_foreign_root(spans: Sequence[SpanRecord]) -> SpanRecord | None:
 
 def _agent_name(root: SpanRecord) -> str:
     attrs = root.span_attributes
-    name = _first(attrs, semconv.GEN_AI_AGENT_NAME, "traceloop.workflow.name", "traceloop.entity.name", "agent.name")
+    name = first(attrs, semconv.GEN_AI_AGENT_NAME, "traceloop.workflow.name", "traceloop.entity.name", "agent.name")
     if name:
         return name
     for prefix in ("invoke_agent ", "invoke_workflow ", "create_agent "):

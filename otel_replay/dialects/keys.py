@@ -41,9 +41,9 @@ FOREIGN_ROOT_KEYS: Final[tuple[str, ...]] = (GENAI_OPERATION, OI_SPAN_KIND, TRAC
 REDACTED_OI: Final = "__REDACTED__"
 """The value OpenInference writes in place of hidden content."""
 
-_MODEL_OPS: Final = frozenset({"chat", "text_completion", "generate_content", "embeddings", "completion"})
-_AGENT_OPS: Final = frozenset({"invoke_agent", "create_agent"})
-_OI_KINDS: Final = {
+MODEL_OPS: Final = frozenset({"chat", "text_completion", "generate_content", "embeddings", "completion"})
+AGENT_OPS: Final = frozenset({"invoke_agent", "create_agent"})
+OI_KINDS: Final = {
     "LLM": "model",
     "EMBEDDING": "model",
     "TOOL": "tool",
@@ -51,7 +51,7 @@ _OI_KINDS: Final = {
     "RERANKER": "retrieval",
     "AGENT": "agent",
 }
-_TRACELOOP_KINDS: Final = {"tool": "tool", "agent": "agent"}
+TRACELOOP_KINDS: Final = {"tool": "tool", "agent": "agent"}
 
 SDK_STEP_NAMES: Final[dict[tuple[str, str], str]] = {
     ("openai", "chat"): "openai.chat.completions",
@@ -62,7 +62,7 @@ SDK_STEP_NAMES: Final[dict[tuple[str, str], str]] = {
 (``otel_replay.instrumentation.openai.CHAT_STEP`` …), so a replay through that instrumentor matches a
 foreign model step by kind and name, then by request hash."""
 
-_PARAMS: Final[tuple[tuple[str, str], ...]] = (
+PARAMS: Final[tuple[tuple[str, str], ...]] = (
     # gen_ai.request.* suffix → OpenAI chat-completions argument name
     ("temperature", "temperature"),
     ("top_p", "top_p"),
@@ -80,7 +80,7 @@ _PARAMS: Final[tuple[tuple[str, str], ...]] = (
 # ------------------------------------------------------------------------------------------- parsing
 
 
-def _json(text: str | None) -> Any:
+def parse_json(text: str | None) -> Any:
     """A stored string parsed as JSON; the string itself when it is not JSON; None for absent/empty."""
     if text is None or text == "":
         return None
@@ -90,7 +90,7 @@ def _json(text: str | None) -> Any:
         return text
 
 
-def _json_or_none(text: str | None) -> Any:
+def json_or_none(text: str | None) -> Any:
     """A stored string parsed as JSON, None when absent or not JSON."""
     if not text:
         return None
@@ -100,7 +100,7 @@ def _json_or_none(text: str | None) -> Any:
         return None
 
 
-def _first(attrs: Mapping[str, str], *keys: str) -> str | None:
+def first(attrs: Mapping[str, str], *keys: str) -> str | None:
     for key in keys:
         value = attrs.get(key)
         if value:
@@ -108,7 +108,7 @@ def _first(attrs: Mapping[str, str], *keys: str) -> str | None:
     return None
 
 
-def _nest(attrs: Mapping[str, str], prefix: str) -> Any:
+def nest(attrs: Mapping[str, str], prefix: str) -> Any:
     """Flattened keys ``prefix.0.message.role`` … as a nested tree: numeric segments become lists."""
     root: dict[str, Any] = {}
     head = prefix + "."
@@ -135,18 +135,18 @@ def _nest(attrs: Mapping[str, str], prefix: str) -> Any:
     return listify(root) if root else None
 
 
-def _arguments_text(arguments: Any) -> str:
+def arguments_text(arguments: Any) -> str:
     """Tool-call arguments as the OpenAI wire format carries them (a JSON string)."""
     if isinstance(arguments, str):
         return arguments
     return json.dumps(arguments, ensure_ascii=False)
 
 
-def _has_redacted(tree: Any) -> bool:
+def has_redacted(tree: Any) -> bool:
     if isinstance(tree, str):
         return tree == REDACTED_OI
     if isinstance(tree, dict):
-        return any(_has_redacted(v) for v in tree.values())
+        return any(has_redacted(v) for v in tree.values())
     if isinstance(tree, list):
-        return any(_has_redacted(v) for v in tree)
+        return any(has_redacted(v) for v in tree)
     return False

@@ -10,12 +10,12 @@ import json
 from typing import Any
 
 from ..records import SpanRecord
-from .keys import _arguments_text, _json_or_none
+from .keys import arguments_text, json_or_none
 
 # ------------------------------------------------------------------------------------------ messages
 
 
-def _from_genai_parts(messages: Any) -> list[dict[str, Any]] | None:
+def from_genai_parts(messages: Any) -> list[dict[str, Any]] | None:
     """New-style ``gen_ai.input.messages`` / ``gen_ai.output.messages`` (role + parts) as OpenAI chat messages."""
     if not isinstance(messages, list):
         return None
@@ -44,7 +44,7 @@ def _from_genai_parts(messages: Any) -> list[dict[str, Any]] | None:
                     {
                         "id": part.get("id"),
                         "type": "function",
-                        "function": {"name": part.get("name"), "arguments": _arguments_text(part.get("arguments"))},
+                        "function": {"name": part.get("name"), "arguments": arguments_text(part.get("arguments"))},
                     }
                 )
             elif kind == "tool_call_response":
@@ -70,7 +70,7 @@ def _from_genai_parts(messages: Any) -> list[dict[str, Any]] | None:
     return out
 
 
-def _system_messages(instructions: Any) -> list[dict[str, Any]]:
+def system_messages(instructions: Any) -> list[dict[str, Any]]:
     if isinstance(instructions, str):
         return [{"role": "system", "content": instructions}]
     if isinstance(instructions, list):
@@ -81,7 +81,7 @@ def _system_messages(instructions: Any) -> list[dict[str, Any]]:
     return []
 
 
-def _from_flat(messages: Any, *, wrapper: str | None) -> list[dict[str, Any]] | None:
+def from_flat(messages: Any, *, wrapper: str | None) -> list[dict[str, Any]] | None:
     """Flattened OpenInference (``message.role`` …, wrapper ``message``) or Traceloop (``role`` …) messages."""
     if not isinstance(messages, list):
         return None
@@ -96,7 +96,7 @@ def _from_flat(messages: Any, *, wrapper: str | None) -> list[dict[str, Any]] | 
             parts = [c.get("message_content", c) for c in m["contents"] if isinstance(c, dict)]
             content = "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
         if isinstance(content, str) and content[:1] == "[":  # Traceloop stores list content as JSON text
-            parsed = _json_or_none(content)
+            parsed = json_or_none(content)
             content = parsed if isinstance(parsed, list) else content
         calls = []
         for call in m.get("tool_calls") or []:
@@ -109,7 +109,7 @@ def _from_flat(messages: Any, *, wrapper: str | None) -> list[dict[str, Any]] | 
                     "type": "function",
                     "function": {
                         "name": function.get("name", c.get("name")),
-                        "arguments": _arguments_text(function.get("arguments", c.get("arguments", ""))),
+                        "arguments": arguments_text(function.get("arguments", c.get("arguments", ""))),
                     },
                 }
             )
@@ -126,7 +126,7 @@ def _from_flat(messages: Any, *, wrapper: str | None) -> list[dict[str, Any]] | 
     return out
 
 
-def _event_attr(span: SpanRecord, name: str, key: str) -> str | None:
+def event_attr(span: SpanRecord, name: str, key: str) -> str | None:
     for event in span.events:
         if event.name == name and event.attributes.get(key):
             return event.attributes[key]

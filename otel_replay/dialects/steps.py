@@ -16,7 +16,7 @@ from ..records import stored_int as _int
 from ..risk import effective_risk
 from ..run_model import span_error
 from ..snapshots import canonical_json, sha256_hex
-from .calls import _model_call, _request, _response
+from .calls import model_call, model_request, model_response
 from .keys import (
     DIALECT_OPENINFERENCE,
     DIALECT_TRACELOOP,
@@ -24,18 +24,18 @@ from .keys import (
     OI_SPAN_KIND,
     SDK_STEP_NAMES,
     TRACELOOP_REQUEST_TYPE,
-    _first,
-    _has_redacted,
-    _json,
-    _json_or_none,
-    _nest,
+    first,
+    has_redacted,
+    json_or_none,
+    nest,
+    parse_json,
 )
 
 # ----------------------------------------------------------------------------------------- snapshots
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Pending:
+class Pending:
     kind: str
     span_id: str
     step_index: int | None
@@ -43,11 +43,11 @@ class _Pending:
     payload: dict[str, Any]
 
 
-def _model_step(span: SpanRecord, dialect: str, name: str, derived: dict[str, str]) -> dict[str, Any]:
-    call = _model_call(span, dialect)
-    request, exact_request = _request(call)
-    response, exact_response = _response(call)
-    captured = request is not None and not _has_redacted(request)
+def model_step(span: SpanRecord, dialect: str, name: str, derived: dict[str, str]) -> dict[str, Any]:
+    call = model_call(span, dialect)
+    request, exact_request = model_request(call)
+    response, exact_response = model_response(call)
+    captured = request is not None and not has_redacted(request)
     request_hash = sha256_hex(canonical_json(request)) if captured else ""
     response_hash = sha256_hex(canonical_json(response)) if response is not None else None
     error = span_error(span)
@@ -83,7 +83,7 @@ def _model_step(span: SpanRecord, dialect: str, name: str, derived: dict[str, st
         "error": error,
         "parameters": call.parameters,
         "content_captured": captured,
-        "response_captured": response is not None and not _has_redacted(response),
+        "response_captured": response is not None and not has_redacted(response),
         "request_exact": bool(exact_request and captured),
         "response_exact": exact_response,
         "dialect": dialect,
@@ -95,41 +95,41 @@ def _tool_io(span: SpanRecord, dialect: str) -> tuple[Any, Any, str | None]:
     attrs = span.span_attributes
     if dialect == DIALECT_OPENINFERENCE:
         args: Any = (
-            _json(attrs.get("input.value"))
+            parse_json(attrs.get("input.value"))
             if attrs.get("input.mime_type") != "text/plain"
             else attrs.get("input.value")
         )
         if args is None:
-            args = _json(attrs.get("tool_call.function.arguments"))
+            args = parse_json(attrs.get("tool_call.function.arguments"))
         result = (
-            _json(attrs.get("output.value"))
+            parse_json(attrs.get("output.value"))
             if attrs.get("output.mime_type") != "text/plain"
             else attrs.get("output.value")
         )
-        return args, result, _first(attrs, "tool_call.id", "gen_ai.tool.call.id")
+        return args, result, first(attrs, "tool_call.id", "gen_ai.tool.call.id")
     if dialect == DIALECT_TRACELOOP and "traceloop.entity.input" in attrs:
-        entity = _json(attrs.get("traceloop.entity.input"))
+        entity = parse_json(attrs.get("traceloop.entity.input"))
         if isinstance(entity, dict) and set(entity) <= {"args", "kwargs"}:
             positional = entity.get("args") or []
             kwargs = dict(entity.get("kwargs") or {})
             args = kwargs if not positional else {"args": positional, "kwargs": kwargs}
         else:
             args = entity
-        return args, _json(attrs.get("traceloop.entity.output")), attrs.get("gen_ai.tool.call.id")
+        return args, parse_json(attrs.get("traceloop.entity.output")), attrs.get("gen_ai.tool.call.id")
     return (
-        _json(attrs.get("gen_ai.tool.call.arguments")),
-        _json(attrs.get("gen_ai.tool.call.result")),
+        parse_json(attrs.get("gen_ai.tool.call.arguments")),
+        parse_json(attrs.get("gen_ai.tool.call.result")),
         attrs.get("gen_ai.tool.call.id"),
     )
 
 
-def _tool_step(span: SpanRecord, dialect: str, name: str, derived: dict[str, str]) -> dict[str, Any]:
+def tool_step(span: SpanRecord, dialect: str, name: str, derived: dict[str, str]) -> dict[str, Any]:
     args, result, call_id = _tool_io(span, dialect)
     if args is not None and not isinstance(args, dict):
         args = {"input": args}
     error = span_error(span)
-    captured = args is not None and not _has_redacted(args)
-    result_captured = error is not None or (result is not None and not _has_redacted(result))
+    captured = args is not None and not has_redacted(args)
+    result_captured = error is not None or (result is not None and not has_redacted(result))
     args_hash = sha256_hex(canonical_json(args)) if captured else ""
     result_hash = sha256_hex(canonical_json(result)) if result is not None and error is None else None
     risk = effective_risk(name, None)
@@ -157,27 +157,27 @@ def _tool_step(span: SpanRecord, dialect: str, name: str, derived: dict[str, str
     }
 
 
-def _retrieval_step(span: SpanRecord, dialect: str, name: str, derived: dict[str, str]) -> dict[str, Any]:
+def retrieval_step(span: SpanRecord, dialect: str, name: str, derived: dict[str, str]) -> dict[str, Any]:
     attrs = span.span_attributes
     top_k = _int(attrs.get(semconv.GEN_AI_REQUEST_TOP_K))
     documents: Any
     if dialect == DIALECT_OPENINFERENCE:
         query = attrs.get("input.value")
         if attrs.get("input.mime_type") == "application/json":
-            query = _json(query)
-        nested = _nest(attrs, "retrieval.documents")
+            query = parse_json(query)
+        nested = nest(attrs, "retrieval.documents")
         documents = [d.get("document", d) for d in nested if isinstance(d, dict)] if isinstance(nested, list) else None
         for doc in documents or []:
             if isinstance(doc.get("metadata"), str):
-                doc["metadata"] = _json(doc["metadata"])
+                doc["metadata"] = parse_json(doc["metadata"])
             if "score" in doc:
-                doc["score"] = _json(doc["score"])
+                doc["score"] = parse_json(doc["score"])
     else:
-        query = _first(attrs, "gen_ai.retrieval.query.text")
-        documents = _json_or_none(attrs.get("gen_ai.retrieval.documents"))
+        query = first(attrs, "gen_ai.retrieval.query.text")
+        documents = json_or_none(attrs.get("gen_ai.retrieval.documents"))
         if dialect == DIALECT_TRACELOOP and query is None:
-            query = _json(attrs.get("traceloop.entity.input"))
-            documents = documents if documents is not None else _json(attrs.get("traceloop.entity.output"))
+            query = parse_json(attrs.get("traceloop.entity.input"))
+            documents = documents if documents is not None else parse_json(attrs.get("traceloop.entity.output"))
     arguments: dict[str, Any] = {}
     if query is not None:
         arguments["query"] = query
@@ -201,7 +201,7 @@ def _retrieval_step(span: SpanRecord, dialect: str, name: str, derived: dict[str
             }
         )
     error = span_error(span)
-    captured = query is not None and not _has_redacted(query)
+    captured = query is not None and not has_redacted(query)
     derived[semconv.GEN_AI_DATA_SOURCE_ID] = name
     if captured:
         derived[semconv.RETRIEVAL_ARGS_HASH] = sha256_hex(canonical_json(arguments))
@@ -226,38 +226,38 @@ def _retrieval_step(span: SpanRecord, dialect: str, name: str, derived: dict[str
 
 
 def _provider(attrs: Mapping[str, str]) -> str:
-    return (_first(attrs, semconv.GEN_AI_PROVIDER_NAME, "gen_ai.system", "llm.provider", "llm.system") or "").lower()
+    return (first(attrs, semconv.GEN_AI_PROVIDER_NAME, "gen_ai.system", "llm.provider", "llm.system") or "").lower()
 
 
 def _operation(attrs: Mapping[str, str], dialect: str) -> str:
     """``chat``, ``responses`` or another operation name of a model span."""
     if dialect == DIALECT_OPENINFERENCE:
-        value = _json_or_none(attrs.get("input.value")) if attrs.get("input.mime_type") == "application/json" else None
+        value = json_or_none(attrs.get("input.value")) if attrs.get("input.mime_type") == "application/json" else None
         if isinstance(value, dict) and "input" in value and "messages" not in value:
             return "responses"
         return "chat" if attrs.get(OI_SPAN_KIND, "").upper() == "LLM" else "embeddings"
     return attrs.get(GENAI_OPERATION) or attrs.get(TRACELOOP_REQUEST_TYPE) or ""
 
 
-def _step_name(span: SpanRecord, kind: str, dialect: str) -> str:
+def step_name(span: SpanRecord, kind: str, dialect: str) -> str:
     attrs = span.span_attributes
     if kind == "model":
         sdk = SDK_STEP_NAMES.get((_provider(attrs), _operation(attrs, dialect)))
         if sdk is not None:
             return sdk
-        invocation = _json_or_none(attrs.get("llm.invocation_parameters")) if dialect == DIALECT_OPENINFERENCE else None
+        invocation = json_or_none(attrs.get("llm.invocation_parameters")) if dialect == DIALECT_OPENINFERENCE else None
         model = attrs.get(semconv.GEN_AI_REQUEST_MODEL) or (
             invocation.get("model") if isinstance(invocation, dict) else None
         )
         return str(model or attrs.get("llm.model_name") or span.span_name)
     if kind == "tool":
-        return _first(
+        return first(
             attrs, semconv.GEN_AI_TOOL_NAME, "tool.name", "tool_call.function.name", "traceloop.entity.name"
         ) or span.span_name.removeprefix("execute_tool ").removesuffix(".tool")
     if kind == "retrieval":
-        return _first(attrs, semconv.GEN_AI_DATA_SOURCE_ID, "traceloop.entity.name") or span.span_name.removeprefix(
+        return first(attrs, semconv.GEN_AI_DATA_SOURCE_ID, "traceloop.entity.name") or span.span_name.removeprefix(
             "retrieval "
         )
-    return _first(attrs, semconv.GEN_AI_AGENT_NAME, "traceloop.entity.name") or span.span_name.removeprefix(
+    return first(attrs, semconv.GEN_AI_AGENT_NAME, "traceloop.entity.name") or span.span_name.removeprefix(
         "invoke_agent "
     ).removesuffix(".agent")

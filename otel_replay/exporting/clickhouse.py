@@ -23,7 +23,7 @@ Memory is bounded: batches that could neither be inserted nor spooled (spool unw
 later attempt up to ``max_pending_rows``; beyond that they are dropped and logged.
 
 Where the rows go (the connection, made on first use and remade after a failure) and what a failed insert means
-are in :mod:`.clickhouse_connection`, whose ``_Connection`` is the exporter's base class.
+are in :mod:`.clickhouse_connection`, whose ``Connection`` is the exporter's base class.
 
 This module must never raise into the host program from :meth:`export`, :meth:`force_flush` or
 :meth:`shutdown` (it logs and returns FAILURE / False), never format a value into SQL text (rows travel as
@@ -51,7 +51,7 @@ from .. import settings
 from ..files import fsync_dir
 from ..forks import after_fork_in_child
 from ..settings import OTEL_REPLAY_STORE, env_number
-from .clickhouse_connection import _Connection, _never_sent, _redact, _short, _Target
+from .clickhouse_connection import Connection, Target, never_sent, redact, short
 from .rows import INSERT_COLUMN_TYPES, INSERT_COLUMNS, encode_request, rows_from_request
 from .spool import (
     INGESTING_SUFFIX,
@@ -116,7 +116,7 @@ def _resolve_rows(value: int | None) -> int:
     return value
 
 
-class ClickHouseSpanExporter(_Connection, SpanExporter):
+class ClickHouseSpanExporter(Connection, SpanExporter):
     """Insert span batches into a ClickHouse server's ``otel_traces`` table; spool what cannot be inserted.
 
     Thread-safe; never raises from :meth:`export`, :meth:`force_flush` or :meth:`shutdown`. The connection
@@ -166,12 +166,12 @@ class ClickHouseSpanExporter(_Connection, SpanExporter):
             scheme = url.split(":", 1)[0].lower()
             if scheme not in ("http", "https", "chdb"):
                 raise ValueError(
-                    f"unsupported store URL {_redact(url)!r} for the clickhouse exporter: use "
+                    f"unsupported store URL {redact(url)!r} for the clickhouse exporter: use "
                     "http(s)://user:password@host:8123/database or chdb:///abs/path"
                 )
             if scheme == "chdb" and (urlsplit(url).netloc or not urlsplit(url).path.startswith("/")):
                 raise ValueError(
-                    f"store URL {_redact(url)!r}: the clickhouse exporter needs an on-disk chdb:///abs/path"
+                    f"store URL {redact(url)!r}: the clickhouse exporter needs an on-disk chdb:///abs/path"
                 )
             if scheme != "chdb":
                 self._server_options(url)  # validate now, at setup
@@ -189,7 +189,7 @@ class ClickHouseSpanExporter(_Connection, SpanExporter):
         )
         self._spool: SpoolExporter | None = None
         self._uncertain_spool: SpoolExporter | None = None
-        self._target: _Target | None = None
+        self._target: Target | None = None
         self._pending: deque[_Batch] = deque()
         self._pending_rows = 0
         self._down_until = 0.0  # monotonic time before which the server is not tried again
@@ -327,7 +327,7 @@ class ClickHouseSpanExporter(_Connection, SpanExporter):
             try:
                 self._insert_locked(batch)
             except Exception as exc:  # noqa: BLE001 - any failure is retried, then spooled
-                if not _never_sent(exc):
+                if not never_sent(exc):
                     batch.uncertain = True
                 self._close_target_locked()  # a fresh connection for the next attempt
                 now = time.monotonic()
@@ -341,7 +341,7 @@ class ClickHouseSpanExporter(_Connection, SpanExporter):
                         "spooling to %s, next try in %.0f s",
                         self._describe(),
                         attempt,
-                        _short(exc, self.url),
+                        short(exc, self.url),
                         self.spool_directory,
                         self._cooldown,
                     )
@@ -349,7 +349,7 @@ class ClickHouseSpanExporter(_Connection, SpanExporter):
                 _log.debug(
                     "otel-replay clickhouse exporter: attempt %d failed (%s); retrying in %.1f s",
                     attempt,
-                    _short(exc, self.url),
+                    short(exc, self.url),
                     delay,
                 )
                 time.sleep(delay)

@@ -1,8 +1,8 @@
 """Where the direct ClickHouse exporter's rows go, and what a failed insert means: the target (a clickhouse-connect
 client and the qualified table: a server URL's options checked, the embedded store opened, or the injected
 client), made on first use and closed after a failure; whether a failure proves the server never committed the
-insert (``_never_sent``); a failure as one short line for a log (``_short``). ``ClickHouseSpanExporter`` takes
-the connection's methods from ``_Connection``, its base class; the delivery (retries, spool, memory cap) stays
+insert (``never_sent``); a failure as one short line for a log (``short``). ``ClickHouseSpanExporter`` takes
+the connection's methods from ``Connection``, its base class; the delivery (retries, spool, memory cap) stays
 in :mod:`.clickhouse`.
 
 It must never show a password, put a value into SQL text, or call an uncertain outcome "never sent" (such a
@@ -26,7 +26,7 @@ _log = logging.getLogger("otel_replay.clickhouse")
 _PROXY_TIMEOUT: Final = re.compile(r"HTTP status (502|504)\b")
 
 
-class _Target:
+class Target:
     """Where rows go: a clickhouse-connect client and the qualified table name, plus how to close it."""
 
     def __init__(self, client: Any, table: str, close: Callable[[], None]) -> None:
@@ -35,11 +35,11 @@ class _Target:
         self.close = close
 
 
-_redact = settings.masked_url
+redact = settings.masked_url
 """A store URL as a log line or an error may show it (the password masked, however malformed the URL is)."""
 
 
-def _never_sent(exc: BaseException) -> bool:
+def never_sent(exc: BaseException) -> bool:
     """True when ``exc`` proves the server did not commit the insert: no connection was made, or the server
     answered with an error. False when the request may have been committed (timeout, dropped connection)."""
     try:
@@ -59,7 +59,7 @@ def _never_sent(exc: BaseException) -> bool:
             # proxy in front of it answered 502/504 (the server may have committed behind it).
             return _PROXY_TIMEOUT.search(str(current)) is None
         reason = getattr(current, "reason", None)  # urllib3 MaxRetryError
-        if isinstance(reason, BaseException) and _never_sent(reason):
+        if isinstance(reason, BaseException) and never_sent(reason):
             return True
         current = current.__cause__ or current.__context__
     return False
@@ -76,7 +76,7 @@ _CAUSES: Final = (
 )
 
 
-def _short(exc: BaseException, url: str) -> str:
+def short(exc: BaseException, url: str) -> str:
     """One short line about the failure for a log (the root cause when it is a known one), no password."""
     text = str(exc) or type(exc).__name__
     for cause in _CAUSES:
@@ -87,7 +87,7 @@ def _short(exc: BaseException, url: str) -> str:
     return text.splitlines()[0][:200]
 
 
-class _Connection:
+class Connection:
     """The connection part of :class:`~otel_replay.exporting.clickhouse.ClickHouseSpanExporter`."""
 
     url: str
@@ -95,17 +95,17 @@ class _Connection:
     spool_directory: Path
     _client_factory: Callable[[], Any] | None
     _table: str
-    _target: _Target | None
+    _target: Target | None
 
     def _describe(self) -> str:
-        return _redact(self.url) if self.url else f"the injected client ({self._table})"
+        return redact(self.url) if self.url else f"the injected client ({self._table})"
 
     def _server_options(self, url: str) -> dict[str, Any]:
         from ..storage import ddl
 
         if settings.malformed_userinfo(url):
             raise ValueError(
-                f"store URL {_redact(url)}: the part before the host cannot be read as user:password; "
+                f"store URL {redact(url)}: the part before the host cannot be read as user:password; "
                 "percent-encode '/', '?', '#' and '@' in the password (%2F, %3F, %23, %40)"
             )
         parts = urlsplit(url)
@@ -115,12 +115,12 @@ class _Connection:
             ddl.check_identifier(database, what="database name")
             ddl.check_identifier(table, what="table name")
         except ValueError as exc:
-            raise ValueError(f"store URL {_redact(url)}: {settings.scrub_url(str(exc), url)}") from None
+            raise ValueError(f"store URL {redact(url)}: {settings.scrub_url(str(exc), url)}") from None
         secure = parts.scheme.lower() == "https"
         try:
             port = parts.port or (8443 if secure else 8123)
         except ValueError:
-            raise ValueError(f"store URL {_redact(url)}: bad port") from None
+            raise ValueError(f"store URL {redact(url)}: bad port") from None
         return {
             "host": parts.hostname or "localhost",
             "port": port,
@@ -131,17 +131,17 @@ class _Connection:
             "table": f"{database}.{table}",
         }
 
-    def _connect_locked(self) -> _Target:
+    def _connect_locked(self) -> Target:
         if self._target is not None:
             return self._target
         if self._client_factory is not None:
             client = self._client_factory()
-            self._target = _Target(client, self._table, client.close)
+            self._target = Target(client, self._table, client.close)
         elif self.url.lower().startswith("chdb:"):
             from ..storage.store import Store
 
             store = Store.open(self.url, home=self.spool_directory.parent, ingest=False)
-            self._target = _Target(store.client, store.traces_table.replace("`", ""), store.close)
+            self._target = Target(store.client, store.traces_table.replace("`", ""), store.close)
         else:
             import clickhouse_connect
 
@@ -151,7 +151,7 @@ class _Connection:
             client = clickhouse_connect.get_client(
                 **options, connect_timeout=seconds, send_receive_timeout=seconds, autogenerate_session_id=False
             )
-            self._target = _Target(client, table, client.close)
+            self._target = Target(client, table, client.close)
         return self._target
 
     def _close_target_locked(self) -> None:

@@ -1,6 +1,6 @@
-"""The processors behind otel-replay's one processor on a provider: ``_Router`` (each span to the pipeline of
-the runtime active where it started, else the default's), ``_Pipeline`` (one runtime's: scrub the span once,
-then its batch processor and taps) and ``_DeliveryWatch`` (the exporter wrapper that remembers failed batches
+"""The processors behind otel-replay's one processor on a provider: ``Router`` (each span to the pipeline of
+the runtime active where it started, else the default's), ``Pipeline`` (one runtime's: scrub the span once,
+then its batch processor and taps) and ``DeliveryWatch`` (the exporter wrapper that remembers failed batches
 and warns once when exports start or stop failing).
 
 It must never raise into the host program, export a span it failed to scrub, or hold a runtime: each
@@ -26,7 +26,7 @@ from .scrubbing import scrub_span
 _log = logging.getLogger("otel_replay")
 
 
-class _Pipeline(SpanProcessor):
+class Pipeline(SpanProcessor):
     """The span processor of one runtime: scrubs each ended span once, then hands it to the runtime's batch
     processor (its exporter) and to the taps."""
 
@@ -66,20 +66,20 @@ class _Pipeline(SpanProcessor):
         return True if inner is None else inner.force_flush(timeout_millis)
 
 
-class _Router(SpanProcessor):
+class Router(SpanProcessor):
     """otel-replay's one processor on a provider: each span goes to the pipeline of the runtime active in the
     context that started it, else to the default runtime's pipeline (the one :func:`configure` set)."""
 
     def __init__(self) -> None:
-        self.default: _Pipeline | None = None
-        self._owners: dict[int, _Pipeline] = {}  # span id -> pipeline, for spans started under another runtime
+        self.default: Pipeline | None = None
+        self._owners: dict[int, Pipeline] = {}  # span id -> pipeline, for spans started under another runtime
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         pipeline = self.default
         rt = in_context()
         if rt is not None:
             own = rt.processor
-            if isinstance(own, _Pipeline) and own is not pipeline:
+            if isinstance(own, Pipeline) and own is not pipeline:
                 pipeline = own
                 self._owners[span.context.span_id] = own
         if pipeline is not None:
@@ -104,7 +104,7 @@ class _Router(SpanProcessor):
         return True if pipeline is None else pipeline.force_flush(timeout_millis)
 
 
-class _DeliveryWatch(SpanExporter):
+class DeliveryWatch(SpanExporter):
     """Forwards to the chosen exporter and remembers what it failed to deliver.
 
     :func:`flush` reports False when any batch failed since the previous flush (the SDK's ``BatchSpanProcessor``

@@ -4,7 +4,7 @@ own pipeline (scrubbing, the chosen exporter, taps).
 :func:`configure` builds a :class:`~otel_replay.runtime.Runtime` and makes it the process default; it is
 idempotent and cheap to call again. If the application already installed an SDK ``TracerProvider`` it is reused
 (our processor is added to it) instead of replaced, so the application's own exporters keep working. Our one
-processor on the provider (``_Router``; it and each runtime's ``_Pipeline`` are in :mod:`.pipeline`) hands
+processor on the provider (``Router``; it and each runtime's ``Pipeline`` are in :mod:`.pipeline`) hands
 each span to the pipeline of the runtime that was active where the span started
 (:func:`otel_replay.runtime.active`, a context variable), else to the default runtime's.
 Reconfiguring (another home, another exporter) builds a new runtime and shuts the old pipeline down (flushing
@@ -52,7 +52,7 @@ from ..redaction import RedactionConfig, Redactor, set_message_redactor_source
 from ..runtime import Flusher, Runtime, active, current, default, get, set_default
 from ..semconv import TRACER_NAME
 from ..snapshots import SnapshotLimits
-from .pipeline import _DeliveryWatch, _Pipeline, _Router
+from .pipeline import DeliveryWatch, Pipeline, Router
 
 __all__ = [
     "TRACER_NAME",
@@ -78,12 +78,12 @@ _EXPORTERS: Final = ("spool", "otlp", "clickhouse", "none")
 _ROUTER_ATTR: Final = "_otel_replay_router"
 
 
-def _router(provider: TracerProvider) -> _Router:
+def _router(provider: TracerProvider) -> Router:
     """The router on ``provider``, added (once per provider) when it has none."""
     found = getattr(provider, _ROUTER_ATTR, None)
-    if isinstance(found, _Router):
+    if isinstance(found, Router):
         return found
-    router = _Router()
+    router = Router()
     provider.add_span_processor(router)
     try:
         setattr(provider, _ROUTER_ATTR, router)
@@ -158,7 +158,7 @@ def _make_exporter(name: str | SpanExporter, home: Path, store: str | None = Non
     return None
 
 
-def _batch_processor(exporter: SpanExporter) -> BatchSpanProcessor:
+def batch_processor(exporter: SpanExporter) -> BatchSpanProcessor:
     # Bigger queue than the SDK default so a long run is not dropped; OTEL_BSP_* still win when set.
     kwargs: dict[str, Any] = {}
     if "OTEL_BSP_MAX_QUEUE_SIZE" not in os.environ:
@@ -238,7 +238,7 @@ def configure(
         assert isinstance(provider, TracerProvider)  # _build always takes an SDK provider
         router = _router(provider)
         old = router.default
-        router.default = rt.processor if isinstance(rt.processor, _Pipeline) else None
+        router.default = rt.processor if isinstance(rt.processor, Pipeline) else None
         set_default(rt)
         if old is not None:
             old.shutdown()
@@ -268,12 +268,12 @@ def _build(
     span_exporter = _make_exporter(exporter_choice, resolved_home, store)
     watch = None
     if span_exporter is not None:  # the spool and clickhouse exporters log their failures themselves
-        watch = _DeliveryWatch(
+        watch = DeliveryWatch(
             span_exporter,
             exporter_choice if isinstance(exporter_choice, str) else type(span_exporter).__name__,
             warn=exporter_choice not in ("spool", "clickhouse"),
         )
-    pipeline = _Pipeline(_batch_processor(watch) if watch is not None else None, redactor)
+    pipeline = Pipeline(batch_processor(watch) if watch is not None else None, redactor)
     return Runtime(
         provider=provider,
         tracer=provider.get_tracer(TRACER_NAME, __version__),
@@ -329,7 +329,7 @@ def flush(timeout_millis: int = 30000, *, rt: Runtime | None = None) -> bool:
             ok = _drain(processor, timeout_millis, target.flusher)
         if target.exporter is not None:
             ok = target.exporter.force_flush(timeout_millis) and ok
-        if isinstance(target.watch, _DeliveryWatch):
+        if isinstance(target.watch, DeliveryWatch):
             ok = not target.watch.take_failed() and ok
     except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
         _log.exception("otel-replay: flush failed")
@@ -387,7 +387,7 @@ def tap(callback: Callable[[ReadableSpan], None], *, rt: Runtime | None = None) 
     """Call ``callback`` with every span of ``rt`` (default: the current runtime) inside the block (the replay
     engine uses it to read the replay it just ran without waiting for the store)."""
     processor = (rt if rt is not None else get()).processor
-    assert isinstance(processor, _Pipeline)  # every runtime is built by _build
+    assert isinstance(processor, Pipeline)  # every runtime is built by _build
     with _lock:
         processor.taps = (*processor.taps, callback)
     try:

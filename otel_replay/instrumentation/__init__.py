@@ -57,7 +57,7 @@ _SDK_MODULES: Final[dict[str, str]] = {
 _EXTRA_MODULES: Final = ("wrapt", "opentelemetry.instrumentation")
 """Modules every instrumentor needs beyond otel-replay's own dependencies (each SDK's extra brings them)."""
 
-_EXTRAS: Final[dict[str, str]] = {"openai_agents": "openai-agents"}
+EXTRAS: Final[dict[str, str]] = {"openai_agents": "openai-agents"}
 """SDK name → the name of its otel-replay extra where the two differ (for these SDKs it is also the name of
 the SDK's distribution, checked because a project of its own may well use their module name: ``agents``)."""
 
@@ -67,7 +67,7 @@ _armed: dict[str, tuple[dict[str, Any], object]] = {}  # SDK name → (instrumen
 
 def extra_of(name: str) -> str:
     """The otel-replay extra that installs the SDK ``name`` (``pip install 'otel-replay[<extra>]'``)."""
-    return _EXTRAS.get(name, name)
+    return EXTRAS.get(name, name)
 
 
 def _version_conflict(instrumentor: Any) -> bool:
@@ -88,10 +88,10 @@ def sdk_installed(name: str) -> bool:
             return False
     except (ImportError, ValueError):
         return False
-    if name not in _EXTRAS:
+    if name not in EXTRAS:
         return True
     try:
-        metadata.distribution(_EXTRAS[name])
+        metadata.distribution(EXTRAS[name])
     except metadata.PackageNotFoundError:
         return False
     return True
@@ -151,10 +151,10 @@ def instrument(*sdks: str, **options: Any) -> list[str]:
     unknown = [s for s in sdks if s not in INSTRUMENTORS]
     if unknown:
         raise ValueError(f"unknown SDK {', '.join(unknown)}: choose from {', '.join(INSTRUMENTORS)}")
-    return [name for name in sdks or tuple(INSTRUMENTORS) if _instrument_one(name, options, asked=bool(sdks))]
+    return [name for name in sdks or tuple(INSTRUMENTORS) if instrument_one(name, options, asked=bool(sdks))]
 
 
-def _instrument_one(name: str, options: dict[str, Any], *, asked: bool) -> bool:
+def instrument_one(name: str, options: dict[str, Any], *, asked: bool) -> bool:
     """Patch or arm one SDK; True when it is instrumented or armed. A bad ``tracer_provider`` raises ValueError
     here, before anything is armed (not when an armed SDK is imported)."""
     bind_provider(options.get("tracer_provider"))

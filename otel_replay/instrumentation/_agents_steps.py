@@ -28,7 +28,7 @@ from ..recording import DivergenceStop, ReplayInterrupt, begin_tool_call, end_ca
 from ..snapshots import qualname_of
 from ._guarded import Guards, main_script
 from ._guarded import enabled as _enabled
-from ._sdk import _ObjectProxy
+from ._sdk import ProxyBase
 
 guards = Guards("OpenAI Agents SDK")
 """The guards of every wrapper here; the instrumentor binds its ``tracer_provider=`` on it."""
@@ -395,7 +395,7 @@ def handoff_init_wrapper(instrumentor: RiskSource) -> Callable[..., Any]:
 # ------------------------------------------------------------------------------------- model client
 
 
-class _ResponsesWithoutRawStreaming(_ObjectProxy):
+class _ResponsesWithoutRawStreaming(ProxyBase):
     """A client's ``responses`` resource without ``with_streaming_response``: the SDK then streams through
     ``responses.create(stream=True)``, which the OpenAI instrumentor records and answers."""
 
@@ -405,7 +405,7 @@ class _ResponsesWithoutRawStreaming(_ObjectProxy):
         return getattr(self.__wrapped__, name)
 
 
-class _ClientWithoutRawStreaming(_ObjectProxy):
+class _ClientWithoutRawStreaming(ProxyBase):
     """An ``AsyncOpenAI`` client whose ``responses`` hides ``with_streaming_response``."""
 
     @property

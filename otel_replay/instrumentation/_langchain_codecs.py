@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 _SCORE_KEYS: Final = ("score", "relevance_score", "similarity_score", "_score")
-_STRUCTURED_OUTPUT_KWARGS: Final = ("ls_structured_output_format", "structured_output_format")
+STRUCTURED_OUTPUT_KWARGS: Final = ("ls_structured_output_format", "structured_output_format")
 """``gen_ai.tool.call.id``, written only once the project's convention defines it."""
 
 
-def _arg(args: tuple[Any, ...], kwargs: Mapping[str, Any], position: int, name: str, default: Any = None) -> Any:
+def arg(args: tuple[Any, ...], kwargs: Mapping[str, Any], position: int, name: str, default: Any = None) -> Any:
     if len(args) > position:
         return args[position]
     return kwargs.get(name, default)
@@ -71,7 +71,7 @@ def _ls_from_run(instance: Any, run_manager: Any) -> dict[str, Any] | None:
     return {k: metadata[k] for k in _LS_KEYS}
 
 
-def _model_request(
+def model_request(
     instance: Any, messages: Any, stop: Any, extra: dict[str, Any], run_manager: Any = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The model request (messages + invocation parameters) and the LangSmith params (provider, model): from
@@ -114,14 +114,14 @@ def _response_plain(messages: list[Any], generation_info: list[Any], llm_output:
     return out
 
 
-def _chat_result_plain(result: Any) -> Any:
+def chat_result_plain(result: Any) -> Any:
     generations = list(getattr(result, "generations", None) or [])
     return _response_plain(
         [g.message for g in generations], [g.generation_info for g in generations], getattr(result, "llm_output", None)
     )
 
 
-def _chunks_plain(chunks: list[Any]) -> Any:
+def chunks_plain(chunks: list[Any]) -> Any:
     if not chunks:
         return {"generations": [], "llm_output": None}
     merged = functools.reduce(operator.add, chunks)
@@ -139,7 +139,7 @@ def _recorded_messages(value: Any) -> list[tuple[Any, Any]]:
     return [(m, g.get("generation_info")) for m, g in zip(messages, gens, strict=True)]
 
 
-def _chat_result_from(value: Any) -> Any:
+def chat_result_from(value: Any) -> Any:
     """The recorded response as a ``ChatResult`` of ``ChatGeneration``s."""
     from langchain_core.outputs import ChatGeneration, ChatResult
 
@@ -150,7 +150,7 @@ def _chat_result_from(value: Any) -> Any:
     )
 
 
-def _chunks_from(value: Any) -> list[Any]:
+def chunks_from(value: Any) -> list[Any]:
     """The recorded response as the ``AIMessageChunk`` a stream yields (one chunk: boundaries are not kept)."""
     from langchain_core.messages import AIMessageChunk
 
@@ -179,7 +179,7 @@ def _as_chunk(message: Any) -> Any:
     )
 
 
-def _token_events(
+def token_events(
     instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any, *, async_api: bool
 ) -> list[tuple[Any, Any, Any]]:
     """(run manager, text, chunk) of the ``on_llm_new_token`` callbacks a served answer owes its streaming
@@ -187,7 +187,7 @@ def _token_events(
     streamed. Empty when nothing listens."""
     from langchain_core.outputs import ChatGenerationChunk
 
-    run_manager = _arg(args, kwargs, 2, "run_manager")
+    run_manager = arg(args, kwargs, 2, "run_manager")
     if run_manager is None:
         return []
     extra = {k: v for k, v in kwargs.items() if k not in ("messages", "stop", "run_manager")}
@@ -201,7 +201,7 @@ def _token_events(
     return events
 
 
-def _tool_arguments(tool: Any, tool_input: Any) -> dict[str, Any]:
+def tool_arguments(tool: Any, tool_input: Any) -> dict[str, Any]:
     """The tool's input as the model gave it: a dict without injected arguments (``InjectedState``,
     ``InjectedToolCallId``, …, which hold per-run values), or a string under the tool's single argument."""
     visible: list[str] | None = None
@@ -221,14 +221,14 @@ def _tool_arguments(tool: Any, tool_input: Any) -> dict[str, Any]:
     return {key: tool_input}
 
 
-def _tool_output_plain(output: Any) -> Any:
+def tool_output_plain(output: Any) -> Any:
     """A tool's output as plain data: a ``ToolMessage`` as LangChain's own message dict."""
     from langchain_core.messages import BaseMessage, message_to_dict
 
     return message_to_dict(output) if isinstance(output, BaseMessage) else output
 
 
-def _tool_output_from(value: Any, tool_call_id: Any) -> Any:
+def tool_output_from(value: Any, tool_call_id: Any) -> Any:
     """The recorded output as the tool returned it: a ``ToolMessage`` when one was recorded and LangChain
     asked for one (``tool_call_id`` given), else the recorded value."""
     if tool_call_id is None or not isinstance(value, dict) or set(value) != {"type", "data"}:
@@ -241,9 +241,9 @@ def _tool_output_from(value: Any, tool_call_id: Any) -> Any:
     return message
 
 
-def _retrieval_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+def retrieval_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """``invoke(input, config=None, **kwargs)`` → the query and the retriever's own keyword arguments."""
-    named = {"query": _arg(args, kwargs, 0, "input")}
+    named = {"query": arg(args, kwargs, 0, "input")}
     named.update({k: v for k, v in kwargs.items() if k not in ("input", "config", "run_id", "callbacks")})
     return named
 
@@ -263,11 +263,11 @@ def _document_plain(doc: Any) -> Any:
     return out
 
 
-def _documents_plain(docs: Any) -> Any:
+def documents_plain(docs: Any) -> Any:
     return [_document_plain(d) for d in docs] if isinstance(docs, (list, tuple)) else docs
 
 
-def _documents_from(value: Any) -> list[Any]:
+def documents_from(value: Any) -> list[Any]:
     from langchain_core.documents import Document
 
     if not isinstance(value, list):

@@ -26,31 +26,31 @@ from ..recording import (
 )
 from ._guarded import enabled as _enabled
 from ._langchain_codecs import (
-    _STRUCTURED_OUTPUT_KWARGS,
-    _arg,
-    _chat_result_from,
-    _chat_result_plain,
-    _chunks_from,
-    _chunks_plain,
-    _documents_from,
-    _documents_plain,
-    _model_request,
-    _retrieval_arguments,
-    _token_events,
+    STRUCTURED_OUTPUT_KWARGS,
+    arg,
+    chat_result_from,
+    chat_result_plain,
+    chunks_from,
+    chunks_plain,
+    documents_from,
+    documents_plain,
+    model_request,
+    retrieval_arguments,
+    token_events,
 )
 from ._langchain_runs import (
-    _NAME,
-    _aiter_in_run,
-    _aiterate_in,
-    _async_in_run,
-    _begin,
-    _iter_in_run,
-    _iterate_in,
-    _name_of,
-    _ran,
-    _safely,
-    _served_answer,
-    _sync_in_run,
+    NAME,
+    aiter_in_run,
+    aiterate_in,
+    async_in_run,
+    iter_in_run,
+    iterate_in,
+    langchain_begin,
+    langchain_safely,
+    name_of,
+    ran,
+    served_answer,
+    sync_in_run,
 )
 
 
@@ -60,21 +60,21 @@ class _ModelCall:
     __slots__ = ("model", "name", "provider", "request")
 
     def __init__(self, instance: Any, messages: Any, stop: Any, extra: dict[str, Any], run_manager: Any = None) -> None:
-        self.name = _name_of(instance, type(instance).__name__)
-        self.request, ls = _model_request(instance, messages, stop, extra, run_manager)
+        self.name = name_of(instance, type(instance).__name__)
+        self.request, ls = model_request(instance, messages, stop, extra, run_manager)
         provider, model = ls.get("ls_provider"), ls.get("ls_model_name")
         self.provider = provider if isinstance(provider, str) else None
         self.model = model if isinstance(model, str) else None
 
     def begin(self) -> Any:
-        return _begin(
+        return langchain_begin(
             "model",
             begin_model_call,
             self.name,
             self.request,
             provider=self.provider,
             model=self.model,
-            instrumentation=_NAME,
+            instrumentation=NAME,
         )
 
 
@@ -83,17 +83,17 @@ def _generate_parts(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     extra = {k: v for k, v in kwargs.items() if k not in ("messages", "stop", "run_manager")}
     return _ModelCall(
         instance,
-        _arg(args, kwargs, 0, "messages"),
-        _arg(args, kwargs, 1, "stop"),
+        arg(args, kwargs, 0, "messages"),
+        arg(args, kwargs, 1, "stop"),
         extra,
-        _arg(args, kwargs, 2, "run_manager"),
+        arg(args, kwargs, 2, "run_manager"),
     )
 
 
 def _stream_parts(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _ModelCall:
     """``stream(input, config=None, *, stop=None, **kwargs)``: the messages as ``stream`` will send them."""
-    extra = {k: v for k, v in kwargs.items() if k not in ("input", "config", "stop", *_STRUCTURED_OUTPUT_KWARGS)}
-    messages = instance._convert_input(_arg(args, kwargs, 0, "input")).to_messages()
+    extra = {k: v for k, v in kwargs.items() if k not in ("input", "config", "stop", *STRUCTURED_OUTPUT_KWARGS)}
+    messages = instance._convert_input(arg(args, kwargs, 0, "input")).to_messages()
     return _ModelCall(instance, messages, kwargs.get("stop"), extra)
 
 
@@ -141,7 +141,7 @@ def _overridden(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[An
     override = _session_override()
     if override is None:
         return args, kwargs
-    return _with_override(override, args, kwargs, "messages", _arg(args, kwargs, 0, "messages"))
+    return _with_override(override, args, kwargs, "messages", arg(args, kwargs, 0, "messages"))
 
 
 def _stream_overridden(
@@ -154,20 +154,22 @@ def _stream_overridden(
     override = _session_override()
     if override is None:
         return args, kwargs
-    messages = _safely("read the streamed input", lambda: instance._convert_input(_arg(args, kwargs, 0, "input")))
+    messages = langchain_safely(
+        "read the streamed input", lambda: instance._convert_input(arg(args, kwargs, 0, "input"))
+    )
     if messages is None:  # an input the chat model cannot read: it raises its own error, unchanged
         return args, kwargs
     return _with_override(override, args, kwargs, "input", messages.to_messages(), keep=("config",))
 
 
-def _generate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def generate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``BaseChatModel._generate_with_cache``: one model step, answered with a ``ChatResult`` in a replay."""
     if not _enabled():
         return wrapped(*args, **kwargs)
     args, kwargs = _overridden(args, kwargs)
 
     def body() -> Any:
-        parts = _safely("read the model request", _generate_parts, instance, args, kwargs)
+        parts = langchain_safely("read the model request", _generate_parts, instance, args, kwargs)
         call = parts.begin() if parts is not None else None
         served = call.served if call is not None else None
         if served is None:
@@ -177,29 +179,29 @@ def _generate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs
             except BaseException as exc:
                 end_call(call, exc=exc)
                 raise
-            return _ran(call, result, "model response", _chat_result_plain)
-        result = _served_answer(call, "model", parts.name, served, _chat_result_from)
-        for manager, text, chunk in _safely(
-            "replay the token callbacks", _token_events, instance, args, kwargs, result, async_api=False, default=[]
+            return ran(call, result, "model response", chat_result_plain)
+        result = served_answer(call, "model", parts.name, served, chat_result_from)
+        for manager, text, chunk in langchain_safely(
+            "replay the token callbacks", token_events, instance, args, kwargs, result, async_api=False, default=[]
         ):
             manager.on_llm_new_token(text, chunk=chunk)
         return result
 
     if in_run():  # the common case (a step of a graph's run): no implicit run, so no name or input to read
         return body()
-    return _sync_in_run(
-        _name_of(instance, "chat_model"), lambda: {"messages": _arg(args, kwargs, 0, "messages")}, None, body
+    return sync_in_run(
+        name_of(instance, "chat_model"), lambda: {"messages": arg(args, kwargs, 0, "messages")}, None, body
     )
 
 
-def _agenerate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``BaseChatModel._agenerate_with_cache``: the async twin of :func:`_generate_wrapper`."""
+def agenerate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``BaseChatModel._agenerate_with_cache``: the async twin of :func:`generate_wrapper`."""
     if not _enabled():
         return wrapped(*args, **kwargs)
     args, kwargs = _overridden(args, kwargs)
 
     async def body() -> Any:
-        parts = _safely("read the model request", _generate_parts, instance, args, kwargs)
+        parts = langchain_safely("read the model request", _generate_parts, instance, args, kwargs)
         call = parts.begin() if parts is not None else None
         served = call.served if call is not None else None
         if served is None:
@@ -209,20 +211,20 @@ def _agenerate_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwarg
             except BaseException as exc:
                 end_call(call, exc=exc)
                 raise
-            return _ran(call, result, "model response", _chat_result_plain)
-        result = _served_answer(call, "model", parts.name, served, _chat_result_from)
-        for manager, text, chunk in _safely(
-            "replay the token callbacks", _token_events, instance, args, kwargs, result, async_api=True, default=[]
+            return ran(call, result, "model response", chat_result_plain)
+        result = served_answer(call, "model", parts.name, served, chat_result_from)
+        for manager, text, chunk in langchain_safely(
+            "replay the token callbacks", token_events, instance, args, kwargs, result, async_api=True, default=[]
         ):
             await manager.on_llm_new_token(text, chunk=chunk)
         return result
 
-    return _async_in_run(
-        _name_of(instance, "chat_model"), lambda: {"messages": _arg(args, kwargs, 0, "messages")}, None, body
+    return async_in_run(
+        name_of(instance, "chat_model"), lambda: {"messages": arg(args, kwargs, 0, "messages")}, None, body
     )
 
 
-def _stream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def stream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``BaseChatModel.stream`` when the model streams: one model step whose response is the merged chunks;
     a replay yields the recorded message as one ``AIMessageChunk``."""
     if not _enabled() or not _streams(instance, kwargs, async_api=False):
@@ -232,7 +234,7 @@ def _stream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
     def body() -> Iterator[Any]:
         # The step stays open while the stream is consumed: it lives in a context of its own, advanced
         # inside it, so the model's own calls nest under it and the consumer's context is untouched.
-        parts = _safely("read the model request", _stream_parts, instance, args, kwargs)
+        parts = langchain_safely("read the model request", _stream_parts, instance, args, kwargs)
         ctx = contextvars.copy_context()
         call = ctx.run(parts.begin) if parts is not None else None
         served = call.served if call is not None else None
@@ -240,8 +242,8 @@ def _stream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
             chunks: list[Any] = []
             try:
                 ctx.run(permit, call)  # a whatif replay's model call may connect to its model
-                for chunk in _iterate_in(ctx, ctx.run(wrapped, *args, **kwargs)):
-                    chunks.append(_safely("copy a streamed chunk", _as_received, chunk, default=chunk))
+                for chunk in iterate_in(ctx, ctx.run(wrapped, *args, **kwargs)):
+                    chunks.append(langchain_safely("copy a streamed chunk", _as_received, chunk, default=chunk))
                     yield chunk
             except GeneratorExit:
                 _end_stream(ctx, call, chunks)
@@ -254,10 +256,10 @@ def _stream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
         replayed = _served_chunks(ctx, call, parts, served)
         yield from replayed
 
-    return _iter_in_run(
-        _name_of(instance, "chat_model"),
-        lambda: {"input": _arg(args, kwargs, 0, "input")},
-        _arg(args, kwargs, 1, "config"),
+    return iter_in_run(
+        name_of(instance, "chat_model"),
+        lambda: {"input": arg(args, kwargs, 0, "input")},
+        arg(args, kwargs, 1, "config"),
         body,
     )
 
@@ -272,7 +274,7 @@ def _as_received(chunk: Any) -> Any:
 
 def _end_stream(ctx: contextvars.Context, call: Any, chunks: list[Any]) -> None:
     """End a streamed model step with the chunks received so far, in the step's own context."""
-    ctx.run(end_call, call, result=_safely("encode the model response", _chunks_plain, chunks))
+    ctx.run(end_call, call, result=langchain_safely("encode the model response", chunks_plain, chunks))
 
 
 def _served_chunks(ctx: contextvars.Context, call: Any, parts: Any, served: Any) -> list[Any]:
@@ -281,21 +283,21 @@ def _served_chunks(ctx: contextvars.Context, call: Any, parts: Any, served: Any)
     def end(*args: Any, **kwargs: Any) -> None:
         ctx.run(end_call, *args, **kwargs)
 
-    chunks: list[Any] = _served_answer(call, "model", parts.name, served, _chunks_from, end=end)
+    chunks: list[Any] = served_answer(call, "model", parts.name, served, chunks_from, end=end)
     return chunks
 
 
-def _astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``BaseChatModel.astream``: the async twin of :func:`_stream_wrapper`."""
+def astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``BaseChatModel.astream``: the async twin of :func:`stream_wrapper`."""
     if not _enabled() or not _streams(instance, kwargs, async_api=True):
         return wrapped(*args, **kwargs)
     args, kwargs = _stream_overridden(instance, args, kwargs)
 
     async def body() -> AsyncIterator[Any]:
         # The step is begun and ended in a context of its own (the consumer's is untouched between chunks)
-        # and each chunk is awaited with that context's values (_aiterate_in), so the model's own calls are
+        # and each chunk is awaited with that context's values (aiterate_in), so the model's own calls are
         # nested under the step, as in ``stream``.
-        parts = _safely("read the model request", _stream_parts, instance, args, kwargs)
+        parts = langchain_safely("read the model request", _stream_parts, instance, args, kwargs)
         ctx = contextvars.copy_context()
         call = ctx.run(parts.begin) if parts is not None else None
         served = call.served if call is not None else None
@@ -303,8 +305,8 @@ def _astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
             chunks: list[Any] = []
             try:
                 ctx.run(permit, call)  # a whatif replay's model call may connect to its model
-                async for chunk in _aiterate_in(ctx, wrapped(*args, **kwargs)):
-                    chunks.append(_safely("copy a streamed chunk", _as_received, chunk, default=chunk))
+                async for chunk in aiterate_in(ctx, wrapped(*args, **kwargs)):
+                    chunks.append(langchain_safely("copy a streamed chunk", _as_received, chunk, default=chunk))
                     yield chunk
             except GeneratorExit:
                 _end_stream(ctx, call, chunks)
@@ -318,26 +320,30 @@ def _astream_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs:
         for chunk in replayed:
             yield chunk
 
-    return _aiter_in_run(
-        _name_of(instance, "chat_model"),
-        lambda: {"input": _arg(args, kwargs, 0, "input")},
-        _arg(args, kwargs, 1, "config"),
+    return aiter_in_run(
+        name_of(instance, "chat_model"),
+        lambda: {"input": arg(args, kwargs, 0, "input")},
+        arg(args, kwargs, 1, "config"),
         body,
     )
 
 
 def _begin_retrieval(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    named = _safely("read the retrieval", _retrieval_arguments, args, kwargs)
-    return _begin("retrieval", begin_retrieval_call, name, named, instrumentation=_NAME) if named is not None else None
+    named = langchain_safely("read the retrieval", retrieval_arguments, args, kwargs)
+    return (
+        langchain_begin("retrieval", begin_retrieval_call, name, named, instrumentation=NAME)
+        if named is not None
+        else None
+    )
 
 
-def _retriever_wrappers() -> tuple[Callable[..., Any], Callable[..., Any]]:
+def retriever_wrappers() -> tuple[Callable[..., Any], Callable[..., Any]]:
     """Wrappers of ``BaseRetriever.invoke`` and ``BaseRetriever.ainvoke``."""
 
     def invoke(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not _enabled():
             return wrapped(*args, **kwargs)
-        name = _name_of(instance, "retriever")
+        name = name_of(instance, "retriever")
 
         def body() -> Any:
             call = _begin_retrieval(name, args, kwargs)
@@ -348,17 +354,15 @@ def _retriever_wrappers() -> tuple[Callable[..., Any], Callable[..., Any]]:
                 except BaseException as exc:
                     end_call(call, exc=exc)
                     raise
-                return _ran(call, docs, "documents", _documents_plain)
-            return _served_answer(call, "retrieval", name, served, _documents_from)
+                return ran(call, docs, "documents", documents_plain)
+            return served_answer(call, "retrieval", name, served, documents_from)
 
-        return _sync_in_run(
-            name, lambda: {"input": _arg(args, kwargs, 0, "input")}, _arg(args, kwargs, 1, "config"), body
-        )
+        return sync_in_run(name, lambda: {"input": arg(args, kwargs, 0, "input")}, arg(args, kwargs, 1, "config"), body)
 
     def ainvoke(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not _enabled():
             return wrapped(*args, **kwargs)
-        name = _name_of(instance, "retriever")
+        name = name_of(instance, "retriever")
 
         async def body() -> Any:
             call = _begin_retrieval(name, args, kwargs)
@@ -369,11 +373,11 @@ def _retriever_wrappers() -> tuple[Callable[..., Any], Callable[..., Any]]:
                 except BaseException as exc:
                     end_call(call, exc=exc)
                     raise
-                return _ran(call, docs, "documents", _documents_plain)
-            return _served_answer(call, "retrieval", name, served, _documents_from)
+                return ran(call, docs, "documents", documents_plain)
+            return served_answer(call, "retrieval", name, served, documents_from)
 
-        return _async_in_run(
-            name, lambda: {"input": _arg(args, kwargs, 0, "input")}, _arg(args, kwargs, 1, "config"), body
+        return async_in_run(
+            name, lambda: {"input": arg(args, kwargs, 0, "input")}, arg(args, kwargs, 1, "config"), body
         )
 
     return invoke, ainvoke

@@ -1,9 +1,9 @@
 """Implicit runs of the LangChain instrumentor, and how a step it wraps ends.
 
 A LangGraph graph, an LCEL sequence or a legacy chain invoked outside a run (and a model, tool or retriever
-called alone) begins an implicit run (``_sync_in_run``, ``_async_in_run``, ``_iter_in_run``,
-``_aiter_in_run``; ``_entry_wrappers`` patch the top-level invocations); ``_ran`` / ``_served_answer`` end a
-step that ran or that the replay answered. The instrumentor's bookkeeping guards (``_guards``, which carry its
+called alone) begins an implicit run (``sync_in_run``, ``async_in_run``, ``iter_in_run``,
+``aiter_in_run``; ``entry_wrappers`` patch the top-level invocations); ``ran`` / ``served_answer`` end a
+step that ran or that the replay answered. The instrumentor's bookkeeping guards (``guards``, which carry its
 ``tracer_provider=`` binding) are defined here once. Part of :mod:`otel_replay.instrumentation.langchain`.
 
 It must never raise into the host program from its own bookkeeping, swallow or wrap the host's exceptions,
@@ -20,12 +20,12 @@ from typing import Any, Final
 from ..recording import DivergenceStop, ReplayInterrupt, end_call, end_run, in_run
 from ._guarded import Guards
 from ._guarded import enabled as _enabled
-from ._langchain_codecs import _arg
+from ._langchain_codecs import arg
 
-_log = logging.getLogger("otel_replay")
-_guards = Guards("LangChain")
-_warn, _safely, _begin = _guards.warn, _guards.safely, _guards.begin
-_NAME: Final = "langchain"  # otel_replay.step.instrumentation of the steps recorded here
+log = logging.getLogger("otel_replay")
+guards = Guards("LangChain")
+langchain_warn, langchain_safely, langchain_begin = guards.warn, guards.safely, guards.begin
+NAME: Final = "langchain"  # otel_replay.step.instrumentation of the steps recorded here
 
 
 def _unbuildable(kind: str, name: str, exc: BaseException) -> ReplayInterrupt:
@@ -37,14 +37,14 @@ def _unbuildable(kind: str, name: str, exc: BaseException) -> ReplayInterrupt:
     )
 
 
-def _ran(call: Any, output: Any, what: str, plain: Callable[[Any], Any]) -> Any:
+def ran(call: Any, output: Any, what: str, plain: Callable[[Any], Any]) -> Any:
     """Finish a step whose call really ran, recording ``plain(output)``; returns the output."""
     if call is not None:
-        end_call(call, result=_safely(f"encode the {what}", plain, output, default=output))
+        end_call(call, result=langchain_safely(f"encode the {what}", plain, output, default=output))
     return output
 
 
-def _served_answer(
+def served_answer(
     call: Any, kind: str, name: str, served: Any, build: Callable[[Any], Any], end: Callable[..., Any] = end_call
 ) -> Any:
     """What LangChain expects for a call answered from the recording: ``build(recorded value)``, or the
@@ -62,7 +62,7 @@ def _served_answer(
     return value
 
 
-def _name_of(instance: Any, default: str) -> str:
+def name_of(instance: Any, default: str) -> str:
     try:
         name = instance.get_name()
     except Exception:  # noqa: BLE001
@@ -85,7 +85,7 @@ def _run_config(config: Any) -> dict[str, Any] | None:
 
 
 def _implicit_run(name: str, arguments: dict[str, Any], config: Any = None) -> Any:
-    return _guards.begin_run(name, arguments=arguments, config=_run_config(config))
+    return guards.begin_run(name, arguments=arguments, config=_run_config(config))
 
 
 def _begin_implicit(
@@ -95,7 +95,7 @@ def _begin_implicit(
     when a run is current already or none could be begun (the call then runs as it is)."""
     if in_run():
         return None
-    values = _safely("read the input", arguments, default={})
+    values = langchain_safely("read the input", arguments, default={})
     return _implicit_run(name, values, config) if ctx is None else ctx.run(_implicit_run, name, values, config)
 
 
@@ -123,7 +123,7 @@ class _Ending:
             self.ctx.run(end_run, self.handle, **outcome)
 
 
-def _sync_in_run(name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], Any]) -> Any:
+def sync_in_run(name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], Any]) -> Any:
     """``body()`` inside a run: the current one, or an implicit one begun here and ended with its outcome."""
     handle = _begin_implicit(name, arguments, config, None)
     if handle is None:
@@ -133,10 +133,8 @@ def _sync_in_run(name: str, arguments: Callable[[], dict[str, Any]], config: Any
     return ending.result
 
 
-async def _async_in_run(
-    name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], Any]
-) -> Any:
-    """The async twin of :func:`_sync_in_run`: ``body()`` is awaited."""
+async def async_in_run(name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], Any]) -> Any:
+    """The async twin of :func:`sync_in_run`: ``body()`` is awaited."""
     handle = _begin_implicit(name, arguments, config, None)
     if handle is None:
         return await body()
@@ -145,7 +143,7 @@ async def _async_in_run(
     return ending.result
 
 
-def _iterate_in(ctx: contextvars.Context, iterator: Iterator[Any]) -> Iterator[Any]:
+def iterate_in(ctx: contextvars.Context, iterator: Iterator[Any]) -> Iterator[Any]:
     """Yield from ``iterator``, advancing it inside ``ctx``: a run or step kept open across the yields of a
     stream lives there, so the consumer's own context is left as it was between items."""
     try:
@@ -161,8 +159,8 @@ def _iterate_in(ctx: contextvars.Context, iterator: Iterator[Any]) -> Iterator[A
             ctx.run(close)
 
 
-async def _aiterate_in(ctx: contextvars.Context, iterator: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    """The async twin of :func:`_iterate_in`. An awaitable cannot be run inside another context before
+async def aiterate_in(ctx: contextvars.Context, iterator: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """The async twin of :func:`iterate_in`. An awaitable cannot be run inside another context before
     Python 3.11, so each step of ``iterator`` runs in the consumer's context with the values ``ctx`` holds
     that differ from it (the open step, its span as the current OTel context) set before and reset after it:
     the model's own calls see the step (an SDK call inside it is left to it), and none of the step's values is
@@ -201,12 +199,12 @@ def _leave(tokens: list[contextvars.Token[Any]]) -> None:
         try:
             token.var.reset(token)
         except (RuntimeError, ValueError):
-            _log.warning("otel-replay: a LangChain stream's context could not be reset", exc_info=True)
+            log.warning("otel-replay: a LangChain stream's context could not be reset", exc_info=True)
             if token.old_value is not contextvars.Token.MISSING:
                 token.var.set(token.old_value)
 
 
-def _iter_in_run(
+def iter_in_run(
     name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], Iterator[Any]]
 ) -> Iterator[Any]:
     """A generator run inside a run (implicit when none is current, kept in a context of its own); the run
@@ -217,16 +215,16 @@ def _iter_in_run(
         yield from body()
         return
     with _Ending(handle, ctx) as ending:
-        for item in _iterate_in(ctx, ctx.run(body)):
+        for item in iterate_in(ctx, ctx.run(body)):
             ending.result = item
             yield item
 
 
-async def _aiter_in_run(
+async def aiter_in_run(
     name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], AsyncIterator[Any]]
 ) -> AsyncIterator[Any]:
-    """The async twin of :func:`_iter_in_run` (the run's context is entered around each item, see
-    :func:`_aiterate_in`)."""
+    """The async twin of :func:`iter_in_run` (the run's context is entered around each item, see
+    :func:`aiterate_in`)."""
     ctx = contextvars.copy_context()
     handle = _begin_implicit(name, arguments, config, ctx)
     if handle is None:
@@ -234,16 +232,16 @@ async def _aiter_in_run(
             yield item
         return
     with _Ending(handle, ctx) as ending:
-        async for item in _aiterate_in(ctx, body()):
+        async for item in aiterate_in(ctx, body()):
             ending.result = item
             yield item
 
 
-_IN_RUN: Final = (_sync_in_run, _async_in_run, _iter_in_run, _aiter_in_run)
+_IN_RUN: Final = (sync_in_run, async_in_run, iter_in_run, aiter_in_run)
 """How a call runs inside a run, by the shape of the call: invoke, ainvoke, stream, astream."""
 
 
-def _entry_wrappers() -> tuple[Callable[..., Any], ...]:
+def entry_wrappers() -> tuple[Callable[..., Any], ...]:
     """Wrappers of a graph's / chain's top-level invoke, ainvoke, stream, astream: implicit runs only."""
     return tuple(_entry_wrapper(in_run_as) for in_run_as in _IN_RUN)
 
@@ -257,9 +255,9 @@ def _entry_wrapper(in_run_as: Callable[..., Any]) -> Callable[..., Any]:
         if in_run() or not _enabled():
             return wrapped(*args, **kwargs)
         return in_run_as(
-            _name_of(instance, type(instance).__name__),
-            lambda: {"input": _arg(args, kwargs, 0, "input")},
-            _arg(args, kwargs, 1, "config"),
+            name_of(instance, type(instance).__name__),
+            lambda: {"input": arg(args, kwargs, 0, "input")},
+            arg(args, kwargs, 1, "config"),
             lambda: wrapped(*args, **kwargs),
         )
 

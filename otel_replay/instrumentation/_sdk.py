@@ -39,8 +39,8 @@ from . import _sdk_plan, _sdk_replayed
 from ._sdk_api import (
     STREAM_ENVELOPE,
     TRANSPORT_ONLY,
+    ProxyBase,
     SdkApi,
-    _ObjectProxy,
     as_list,
     field,
     is_sentinel,
@@ -77,7 +77,7 @@ def replay_stream_class(sdk_stream: type, *, is_async: bool) -> type:
     return type(sdk_stream.__name__, (mixin, sdk_stream), {"__module__": __name__, "__doc__": mixin.__doc__})
 
 
-class _Switch:
+class Switch:
     """Our ``wrapt`` wrapper around ``wrapper``, switched off by :func:`unwrap`.
 
     Unwrapping restores the class attribute, but a bound method taken while it was wrapped lives on: the
@@ -105,10 +105,10 @@ def wrap(owner: type, name: str, wrapper: Callable[..., Any]) -> None:
     """Wrap ``owner.name`` with ``wrapper`` (a ``wrapt`` wrapper), switched off again by :func:`unwrap`."""
     original = inspect.getattr_static(owner, name, None)
     switch = getattr(original, _SWITCH_ATTR, None)
-    if isinstance(switch, _Switch):
+    if isinstance(switch, Switch):
         switch.wrapper, switch.on = wrapper, True
     else:
-        switch = _Switch(wrapper)
+        switch = Switch(wrapper)
         try:
             setattr(original, _SWITCH_ATTR, switch)
         except (AttributeError, TypeError):  # not a plain function: methods bound before are not switched back
@@ -117,7 +117,7 @@ def wrap(owner: type, name: str, wrapper: Callable[..., Any]) -> None:
 
 
 def _is_ours(obj: Any) -> bool:
-    return isinstance(obj, _PROXY) and isinstance(getattr(obj, "_self_wrapper", None), _Switch)
+    return isinstance(obj, _PROXY) and isinstance(getattr(obj, "_self_wrapper", None), Switch)
 
 
 def _switch_off(proxy: Any) -> None:
@@ -150,13 +150,13 @@ __all__ = [
     "TRANSPORT_ONLY",
     "AsyncRecordingStream",
     "AsyncReplayStreamMixin",
+    "ProxyBase",
     "RecordingStream",
     "ReplayStreamMixin",
     "ReplayedRawResponse",
     "ReplayedRequest",
     "ReplayedResponse",
     "SdkApi",
-    "_ObjectProxy",
     "as_list",
     "create_wrapper",
     "field",
@@ -179,15 +179,15 @@ __all__ = [
 # Instances of these reach the agent's code (and may be recorded as values, as ``module:qualname``): they keep
 # the module name they had before the machinery was split into modules.
 for _moved in (
-    _sdk_plan._RawRecording,
-    _sdk_plan._ClosingResponse,
-    _sdk_plan._RecordingStreamBase,
+    _sdk_plan.RawRecording,
+    _sdk_plan.ClosingResponse,
+    _sdk_plan.RecordingStreamBase,
     RecordingStream,
     AsyncRecordingStream,
     ReplayedRequest,
     ReplayedRawResponse,
     ReplayedResponse,
-    _sdk_replayed._ReplayedItems,
+    _sdk_replayed.ReplayedItems,
     ReplayStreamMixin,
     AsyncReplayStreamMixin,
 ):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import wrapt
 
-_log = logging.getLogger("otel_replay")
+log = logging.getLogger("otel_replay")
 TRANSPORT_ONLY: Final = frozenset(
     {
         "timeout",
@@ -39,9 +39,9 @@ request so its hash (what deterministic replay matches on) does not change with 
 if TYPE_CHECKING:
     from ..runtime import Runtime
 
-    _ObjectProxy = wrapt.ObjectProxy[Any]
+    ProxyBase = wrapt.ObjectProxy[Any]
 else:
-    _ObjectProxy = wrapt.ObjectProxy  # not subscriptable before wrapt 2
+    ProxyBase = wrapt.ObjectProxy  # not subscriptable before wrapt 2
 
 
 STREAM_ENVELOPE: Final = "otel_replay.stream"

@@ -35,11 +35,11 @@ from ..recording import (
 )
 from ._sdk_api import (
     STREAM_ENVELOPE,
+    ProxyBase,
     SdkApi,
-    _log,
-    _ObjectProxy,
     field,
     is_stream_envelope,
+    log,
     plain,
     redact_stream,
     request_of,
@@ -92,7 +92,7 @@ def _refuse_raw_during_replay(api: SdkApi) -> None:
     )
 
 
-class _Plan:
+class Plan:
     """One instrumented SDK call: its (implicit) run, its step, and the context they live in.
 
     A streamed call keeps its step open after ``create`` returns, until the stream ends; its run and step
@@ -143,7 +143,7 @@ class _Plan:
             try:
                 record_context(**self.api.context(request))
             except Exception:  # noqa: BLE001 - never into the host program
-                _log.warning("otel-replay: %s context snapshot failed", self.api.step, exc_info=True)
+                log.warning("otel-replay: %s context snapshot failed", self.api.step, exc_info=True)
 
     @property
     def served(self) -> Any:
@@ -168,17 +168,17 @@ class _Plan:
                     if reasons:
                         self.call.step.span.set_attribute(semconv.GEN_AI_RESPONSE_FINISH_REASONS, reasons)
         except Exception:  # noqa: BLE001 - an odd response loses its finish reasons, never its step's end
-            _log.warning("otel-replay: could not read the finish reasons of %s", self.api.step, exc_info=True)
+            log.warning("otel-replay: could not read the finish reasons of %s", self.api.step, exc_info=True)
         try:
             self.enter(self._end, result, exc)
         except Exception:  # noqa: BLE001
-            _log.warning("otel-replay: could not finish recording %s", self.api.step, exc_info=True)
+            log.warning("otel-replay: could not finish recording %s", self.api.step, exc_info=True)
 
     def finish_chunks(
         self, chunks: list[Any], *, complete: bool, exc: BaseException | None = None, replayed: bool = False
     ) -> None:
         """End a streamed call from the chunks it yielded, as plain data: snapshots taken as each chunk was
-        received (:meth:`_RecordingStreamBase._note`), or the recorded chunks when replayed (not redacted
+        received (:meth:`RecordingStreamBase._note`), or the recorded chunks when replayed (not redacted
         again)."""
         if self.done:
             return
@@ -198,7 +198,7 @@ class _Plan:
                 "usage": field(response, "usage") if isinstance(response, Mapping) else None,
             }
         except Exception:  # noqa: BLE001
-            _log.warning("otel-replay: could not assemble the %s stream", self.api.step, exc_info=True)
+            log.warning("otel-replay: could not assemble the %s stream", self.api.step, exc_info=True)
             envelope = None
         self.finish(result=envelope if exc is None else None, exc=exc)
 
@@ -234,7 +234,7 @@ class _Plan:
 
 def _start(
     api: SdkApi, request: dict[str, Any] | None, args: tuple[Any, ...], kwargs: Mapping[str, Any], stream: bool
-) -> _Plan | None:
+) -> Plan | None:
     """Begin recording one call; None when the call must simply go through (suppressed, raw, or a failure)."""
     try:
         if not is_instrumentation_enabled():
@@ -247,16 +247,16 @@ def _start(
             return None
         if request is None:
             request = request_of(args, kwargs)
-        plan = _Plan(api, stream, raw=raw is not None)
+        plan = Plan(api, stream, raw=raw is not None)
     except Exception:  # noqa: BLE001
-        _log.warning("otel-replay: could not record %s; calling it unrecorded", api.step, exc_info=True)
+        log.warning("otel-replay: could not record %s; calling it unrecorded", api.step, exc_info=True)
         return None
     try:
         plan.enter(plan.begin, request)
     except ReplayInterrupt:
         raise
     except Exception:  # noqa: BLE001
-        _log.warning("otel-replay: could not record %s; calling it unrecorded", api.step, exc_info=True)
+        log.warning("otel-replay: could not record %s; calling it unrecorded", api.step, exc_info=True)
         plan.finish(exc=None)
         return None
     if plan.call is None and plan.run is None:  # inside a step that records it (e.g. a LangChain chat model)
@@ -281,7 +281,7 @@ def overridden(api: SdkApi, kwargs: dict[str, Any]) -> dict[str, Any]:
     return changed
 
 
-def run_sync(api: SdkApi, plan: _Plan, call: Callable[[], Any]) -> Any:
+def run_sync(api: SdkApi, plan: Plan, call: Callable[[], Any]) -> Any:
     """Answer or perform a sync call under ``plan``."""
     if plan.served is not None:
         return _served(plan, async_=False)
@@ -294,7 +294,7 @@ def run_sync(api: SdkApi, plan: _Plan, call: Callable[[], Any]) -> Any:
     return _performed(api, plan, result, RecordingStream)
 
 
-async def run_async(api: SdkApi, plan: _Plan, call: Callable[[], Any]) -> Any:
+async def run_async(api: SdkApi, plan: Plan, call: Callable[[], Any]) -> Any:
     """Answer or perform an async call under ``plan`` (``call()`` returns an awaitable)."""
     if plan.served is not None:
         return _served(plan, async_=True)
@@ -307,7 +307,7 @@ async def run_async(api: SdkApi, plan: _Plan, call: Callable[[], Any]) -> Any:
     return _performed(api, plan, result, AsyncRecordingStream)
 
 
-def _served(plan: _Plan, *, async_: bool) -> Any:
+def _served(plan: Plan, *, async_: bool) -> Any:
     """The recorded answer of a call (its recorded error raised)."""
     served = plan.served
     if served.error is not None:
@@ -316,7 +316,7 @@ def _served(plan: _Plan, *, async_: bool) -> Any:
     return plan.answer(served.value, async_=async_)
 
 
-def _performed(api: SdkApi, plan: _Plan, result: Any, stream_type: Callable[[Any, _Plan], Any]) -> Any:
+def _performed(api: SdkApi, plan: Plan, result: Any, stream_type: Callable[[Any, Plan], Any]) -> Any:
     """A call that really ran: its stream, wrapped to record the chunks, or its response, recorded now."""
     if plan.raw:
         return _performed_raw(api, plan, result, stream_type)
@@ -324,30 +324,30 @@ def _performed(api: SdkApi, plan: _Plan, result: Any, stream_type: Callable[[Any
         try:
             return stream_type(result, plan)
         except Exception:  # noqa: BLE001
-            _log.warning("otel-replay: could not record the %s stream", api.step, exc_info=True)
+            log.warning("otel-replay: could not record the %s stream", api.step, exc_info=True)
             plan.finish(result=None)
             return result
     plan.finish(result=_plain_guarded(api, result))
     return result
 
 
-def _performed_raw(api: SdkApi, plan: _Plan, raw: Any, stream_type: Callable[[Any, _Plan], Any]) -> Any:
+def _performed_raw(api: SdkApi, plan: Plan, raw: Any, stream_type: Callable[[Any, Plan], Any]) -> Any:
     """A ``with_raw_response`` call that really ran: the raw response is parsed to the SDK object (what the
     recording holds; the raw response keeps the parsed object, so the caller's ``parse()`` gets the same one).
     For a stream, the caller's ``parse()`` returns the stream wrapped to record its chunks."""
     try:
         parsed = raw.parse()
     except Exception:  # noqa: BLE001 - the caller's own parse() will meet the same problem
-        _log.warning("otel-replay: could not read the raw %s response", api.step, exc_info=True)
+        log.warning("otel-replay: could not read the raw %s response", api.step, exc_info=True)
         plan.finish(result=None)
         return raw
     if not plan.stream:
         plan.finish(result=_plain_guarded(api, parsed))
         return raw
     try:
-        return _RawRecording(raw, stream_type(parsed, plan))
+        return RawRecording(raw, stream_type(parsed, plan))
     except Exception:  # noqa: BLE001
-        _log.warning("otel-replay: could not record the %s stream", api.step, exc_info=True)
+        log.warning("otel-replay: could not record the %s stream", api.step, exc_info=True)
         plan.finish(result=None)
         return raw
 
@@ -356,7 +356,7 @@ def _plain_guarded(api: SdkApi, result: Any) -> Any:
     try:
         return plain(result)
     except Exception:  # noqa: BLE001
-        _log.warning("otel-replay: could not record the %s response", api.step, exc_info=True)
+        log.warning("otel-replay: could not record the %s response", api.step, exc_info=True)
         return None
 
 
@@ -403,7 +403,7 @@ async def stream_request_async(api: SdkApi, request: dict[str, Any], original: A
     return await run_async(api, plan, lambda: original)
 
 
-class _RawRecording(_ObjectProxy):
+class RawRecording(ProxyBase):
     """The SDK's raw response of a recorded streamed call: ``parse()`` returns the recording stream."""
 
     def __init__(self, wrapped: Any, stream: Any) -> None:
@@ -415,7 +415,7 @@ class _RawRecording(_ObjectProxy):
         return self._self_stream if to is None else self.__wrapped__.parse(to=to)
 
 
-class _ClosingResponse(_ObjectProxy):
+class ClosingResponse(ProxyBase):
     """The stream's HTTP response; closing it (as the SDKs' stream helpers do) also ends the step."""
 
     def __init__(self, wrapped: Any, on_close: Callable[[], None]) -> None:
@@ -437,7 +437,7 @@ class _ClosingResponse(_ObjectProxy):
             self._self_on_close()
 
 
-class _RecordingStreamBase(_ObjectProxy):
+class RecordingStreamBase(ProxyBase):
     """What the sync and async recording streams share: the chunks seen so far and the HTTP response.
 
     Each chunk is noted as plain data (:func:`plain`, the JSON the server sent) when it is received, before the
@@ -445,7 +445,7 @@ class _RecordingStreamBase(_ObjectProxy):
     tool-call argument fragment onto the first chunk's tool call), so objects converted only when the stream
     ends would record what the consumer made of them, not what the API sent."""
 
-    def __init__(self, wrapped: Any, plan: _Plan) -> None:
+    def __init__(self, wrapped: Any, plan: Plan) -> None:
         super().__init__(wrapped)
         self._self_plan = plan
         self._self_chunks: list[Any] = []
@@ -455,18 +455,18 @@ class _RecordingStreamBase(_ObjectProxy):
         try:
             self._self_chunks.append(plain(item))
         except Exception:  # noqa: BLE001 - the step then records no response, never fails the stream
-            _log.warning("otel-replay: could not record a %s stream chunk", self._self_plan.api.step, exc_info=True)
+            log.warning("otel-replay: could not record a %s stream chunk", self._self_plan.api.step, exc_info=True)
             self._self_chunks.append(_UNRECORDED)
 
     @property
     def response(self) -> Any:
         """The SDK stream's HTTP response."""
-        return _ClosingResponse(
+        return ClosingResponse(
             self.__wrapped__.response, lambda: self._self_plan.finish_chunks(self._self_chunks, complete=False)
         )
 
 
-class RecordingStream(_RecordingStreamBase):
+class RecordingStream(RecordingStreamBase):
     """The SDK's own stream, passed through unchanged, noting each chunk; the step ends with the stream."""
 
     def __iter__(self) -> Any:
@@ -502,7 +502,7 @@ class RecordingStream(_RecordingStreamBase):
             self._self_plan.finish_chunks(self._self_chunks, complete=False)
 
 
-class AsyncRecordingStream(_RecordingStreamBase):
+class AsyncRecordingStream(RecordingStreamBase):
     """The SDK's own async stream, passed through unchanged, noting each chunk; the step ends with it."""
 
     def __aiter__(self) -> Any:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ._sdk_api import SdkApi, _log
+from ._sdk_api import SdkApi, log
 
 
 class ReplayedRequest:
@@ -114,7 +114,7 @@ class ReplayedResponse:
         self.close()
 
 
-class _ReplayedItems:
+class ReplayedItems:
     """What the sync and async replayed streams share: the recorded items and ending the step once."""
 
     def __init__(self, items: Iterable[Any], on_done: Callable[[], None]) -> None:
@@ -129,7 +129,7 @@ class _ReplayedItems:
             self._otel_replay_on_done()
 
 
-class ReplayStreamMixin(_ReplayedItems):
+class ReplayStreamMixin(ReplayedItems):
     """A stream that yields recorded chunk objects in order, like the SDK's ``Stream`` (no HTTP behind it).
 
     Mixed into a subclass of the SDK's own ``Stream`` class (see :func:`replay_stream_class`) so that
@@ -157,7 +157,7 @@ class ReplayStreamMixin(_ReplayedItems):
         self._otel_replay_finish()
 
 
-class AsyncReplayStreamMixin(_ReplayedItems):
+class AsyncReplayStreamMixin(ReplayedItems):
     """The async counterpart of :class:`ReplayStreamMixin`."""
 
     def __aiter__(self) -> Any:
@@ -190,4 +190,4 @@ def register_models(load: Callable[[], Iterable[type]], sdk: str) -> None:
     try:
         register_types(load())
     except Exception:  # noqa: BLE001 - an SDK version without one of the models: replays get plain dicts
-        _log.warning("otel-replay: could not register the %s response models", sdk, exc_info=True)
+        log.warning("otel-replay: could not register the %s response models", sdk, exc_info=True)

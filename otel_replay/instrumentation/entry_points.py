@@ -20,7 +20,7 @@ from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
-from . import INSTRUMENTORS, _instrument_one, uninstrument
+from . import INSTRUMENTORS, instrument_one, uninstrument
 
 _classes: dict[str, type] = {}
 
@@ -36,7 +36,7 @@ class DeferredInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return ()
 
     def _instrument(self, **kwargs: Any) -> None:
-        _instrument_one(self.sdk, kwargs, asked=False)
+        instrument_one(self.sdk, kwargs, asked=False)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         uninstrument(self.sdk)

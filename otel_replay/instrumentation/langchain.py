@@ -51,27 +51,27 @@ from . import _lazy
 from ._guarded import RISKS as _RISKS
 from ._guarded import check_risks as _check_risks
 from ._guarded import enabled as _enabled
-from ._langchain_codecs import _arg, _tool_arguments, _tool_output_from, _tool_output_plain
+from ._langchain_codecs import arg, tool_arguments, tool_output_from, tool_output_plain
 from ._langchain_models import (
-    _agenerate_wrapper,
-    _astream_wrapper,
-    _generate_wrapper,
-    _retriever_wrappers,
-    _stream_wrapper,
+    agenerate_wrapper,
+    astream_wrapper,
+    generate_wrapper,
+    retriever_wrappers,
+    stream_wrapper,
 )
 from ._langchain_runs import (
-    _NAME,
-    _async_in_run,
-    _begin,
-    _entry_wrappers,
-    _guards,
-    _log,
-    _name_of,
-    _ran,
-    _safely,
-    _served_answer,
-    _sync_in_run,
-    _warn,
+    NAME,
+    async_in_run,
+    entry_wrappers,
+    guards,
+    langchain_begin,
+    langchain_safely,
+    langchain_warn,
+    log,
+    name_of,
+    ran,
+    served_answer,
+    sync_in_run,
 )
 
 _instruments: Final = ("langchain-core >= 0.3",)
@@ -96,7 +96,7 @@ OPTIONAL_ENTRY_POINTS: Final[tuple[tuple[str, str, str], ...]] = (
 """(module, class, method) of the top-level invocations of packages beside LangChain core that begin an
 implicit run when called outside one: LangGraph graphs, and legacy chains (``AgentExecutor`` is a ``Chain``:
 its whole loop is one run). Patched only when the module's package is installed; the method names are those
-of :func:`_entry_wrappers`."""
+of :func:`entry_wrappers`."""
 
 
 def _installed(module: str) -> bool:
@@ -130,26 +130,26 @@ class _ToolParts:
         self, instrumentor: LangChainInstrumentor, tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
         self.name = str(getattr(tool, "name", None) or type(tool).__name__)
-        self.arguments = _tool_arguments(tool, _arg(args, kwargs, 0, "tool_input"))
+        self.arguments = tool_arguments(tool, arg(args, kwargs, 0, "tool_input"))
         self.risk = instrumentor.risk_of(tool)
         self.function = _tool_function(tool)
         self.tool_call_id = kwargs.get("tool_call_id")
 
     def begin(self) -> Any:
-        return _begin(
+        return langchain_begin(
             "tool",
             begin_tool_call,
             self.name,
             self.arguments,
             risk=self.risk,
             function=self.function,
-            instrumentation=_NAME,
+            instrumentation=NAME,
         )
 
 
 def _served_tool_output(call: Any, parts: Any, served: Any) -> Any:
     """The output LangChain expects for a tool call answered from the recording (or its recorded error)."""
-    return _served_answer(call, "tool", parts.name, served, lambda v: _tool_output_from(v, parts.tool_call_id))
+    return served_answer(call, "tool", parts.name, served, lambda v: tool_output_from(v, parts.tool_call_id))
 
 
 def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., Any], Callable[..., Any]]:
@@ -160,7 +160,7 @@ def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., A
             return wrapped(*args, **kwargs)
 
         def body() -> Any:
-            parts = _safely("read the tool call", _ToolParts, instrumentor, instance, args, kwargs)
+            parts = langchain_safely("read the tool call", _ToolParts, instrumentor, instance, args, kwargs)
             call = parts.begin() if parts is not None else None
             served = call.served if call is not None else None
             if served is None:
@@ -169,12 +169,12 @@ def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., A
                 except BaseException as exc:
                     end_call(call, exc=exc)
                     raise
-                return _ran(call, output, "tool output", _tool_output_plain)
+                return ran(call, output, "tool output", tool_output_plain)
             return _served_tool_output(call, parts, served)
 
-        return _sync_in_run(
-            _name_of(instance, "tool"),
-            lambda: {"input": _arg(args, kwargs, 0, "tool_input")},
+        return sync_in_run(
+            name_of(instance, "tool"),
+            lambda: {"input": arg(args, kwargs, 0, "tool_input")},
             kwargs.get("config"),
             body,
         )
@@ -184,7 +184,7 @@ def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., A
             return wrapped(*args, **kwargs)
 
         async def body() -> Any:
-            parts = _safely("read the tool call", _ToolParts, instrumentor, instance, args, kwargs)
+            parts = langchain_safely("read the tool call", _ToolParts, instrumentor, instance, args, kwargs)
             call = parts.begin() if parts is not None else None
             served = call.served if call is not None else None
             if served is None:
@@ -193,12 +193,12 @@ def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., A
                 except BaseException as exc:
                     end_call(call, exc=exc)
                     raise
-                return _ran(call, output, "tool output", _tool_output_plain)
+                return ran(call, output, "tool output", tool_output_plain)
             return _served_tool_output(call, parts, served)
 
-        return _async_in_run(
-            _name_of(instance, "tool"),
-            lambda: {"input": _arg(args, kwargs, 0, "tool_input")},
+        return async_in_run(
+            name_of(instance, "tool"),
+            lambda: {"input": arg(args, kwargs, 0, "tool_input")},
             kwargs.get("config"),
             body,
         )
@@ -236,7 +236,7 @@ def _register_models() -> None:
             )
         )
     except Exception:  # noqa: BLE001 - a LangChain version without one of them: replays get plain dicts
-        _log.warning("otel-replay: could not register the LangChain message models", exc_info=True)
+        log.warning("otel-replay: could not register the LangChain message models", exc_info=True)
 
 
 class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
@@ -289,23 +289,23 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             if marked is None:
                 return None
             if marked not in _RISKS:
-                _log.warning("otel-replay: tool %r is marked with unknown risk %r; treated as undeclared", name, marked)
+                log.warning("otel-replay: tool %r is marked with unknown risk %r; treated as undeclared", name, marked)
                 return None
             return str(marked)
         except Exception:  # noqa: BLE001
-            _warn("read the tool's risk")
+            langchain_warn("read the tool's risk")
             return None
 
     def _targets(self) -> list[tuple[str, str, str, Callable[..., Any]]]:
         """(module, class, method, wrapper) of every patch of LangChain core."""
         tool_run, tool_arun = _tool_wrappers(self)
-        retriever_invoke, retriever_ainvoke = _retriever_wrappers()
-        invoke, ainvoke, _, _ = _entry_wrappers()
+        retriever_invoke, retriever_ainvoke = retriever_wrappers()
+        invoke, ainvoke, _, _ = entry_wrappers()
         return [
-            (_CHAT, "BaseChatModel", "_generate_with_cache", _generate_wrapper),
-            (_CHAT, "BaseChatModel", "_agenerate_with_cache", _agenerate_wrapper),
-            (_CHAT, "BaseChatModel", "stream", _stream_wrapper),
-            (_CHAT, "BaseChatModel", "astream", _astream_wrapper),
+            (_CHAT, "BaseChatModel", "_generate_with_cache", generate_wrapper),
+            (_CHAT, "BaseChatModel", "_agenerate_with_cache", agenerate_wrapper),
+            (_CHAT, "BaseChatModel", "stream", stream_wrapper),
+            (_CHAT, "BaseChatModel", "astream", astream_wrapper),
             (_TOOLS, "BaseTool", "run", tool_run),
             (_TOOLS, "BaseTool", "arun", tool_arun),
             (_RETRIEVERS, "BaseRetriever", "invoke", retriever_invoke),
@@ -317,13 +317,13 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     @staticmethod
     def _optional_targets(module: str) -> list[tuple[str, str, str, Callable[..., Any]]]:
         """(module, class, method, wrapper) of the :data:`OPTIONAL_ENTRY_POINTS` of ``module``."""
-        entry = dict(zip(("invoke", "ainvoke", "stream", "astream"), _entry_wrappers(), strict=True))
+        entry = dict(zip(("invoke", "ainvoke", "stream", "astream"), entry_wrappers(), strict=True))
         return [(mod, cls, method, entry[method]) for mod, cls, method in OPTIONAL_ENTRY_POINTS if mod == module]
 
     def _instrument(self, **kwargs: Any) -> None:
         if "tool_risks" in kwargs:
             self._tool_risks = _check_risks(kwargs["tool_risks"])
-        _guards.bind(kwargs.get("tracer_provider"))
+        guards.bind(kwargs.get("tracer_provider"))
         self._patched: list[tuple[str, str, str]] = []
         self._patch(self._targets())
         _register_models()
@@ -345,10 +345,10 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             try:
                 wrapt.wrap_function_wrapper(module, f"{cls}.{method}", wrapper)
             except ImportError:  # an installed package without this module (``langchain`` 1.x has no chains)
-                _log.debug("otel-replay: %s is not importable; %s.%s not instrumented", module, cls, method)
+                log.debug("otel-replay: %s is not importable; %s.%s not instrumented", module, cls, method)
                 continue
             except Exception:  # noqa: BLE001 - a LangChain version without this method: skip it
-                _log.warning("otel-replay: cannot instrument %s.%s.%s", module, cls, method, exc_info=True)
+                log.warning("otel-replay: cannot instrument %s.%s.%s", module, cls, method, exc_info=True)
                 continue
             self._patched.append((module, cls, method))
 
@@ -359,6 +359,6 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             try:
                 unwrap(getattr(sys.modules[module], cls), method)
             except Exception:  # noqa: BLE001
-                _log.warning("otel-replay: cannot uninstrument %s.%s.%s", module, cls, method, exc_info=True)
+                log.warning("otel-replay: cannot uninstrument %s.%s.%s", module, cls, method, exc_info=True)
         self._patched = []
-        _guards.bind(None)
+        guards.bind(None)

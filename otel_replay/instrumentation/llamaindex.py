@@ -390,9 +390,9 @@ def _unwrap(owner: Any, method: str) -> None:
 
 
 def _instrument_openai(options: dict[str, Any]) -> None:
-    from . import _instrument_one
+    from . import instrument_one
 
-    _instrument_one("openai", options, asked=False)
+    instrument_one("openai", options, asked=False)
 
 
 class LlamaIndexInstrumentor(BaseInstrumentor):  # type: ignore[misc]

@@ -270,7 +270,7 @@ def responses_context(request: Mapping[str, Any]) -> dict[str, Any]:
     return {"system_rules": request.get("instructions"), "history": items, "tool_results": results or None}
 
 
-def _api(kind: str, capture_context: bool, runtime: ProviderBinding | None = None) -> SdkApi:
+def sdk_api(kind: str, capture_context: bool, runtime: ProviderBinding | None = None) -> SdkApi:
     if kind == "chat":
         return SdkApi(
             provider=PROVIDER,
@@ -327,7 +327,7 @@ class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         runtime = bind_provider(kwargs.get("tracer_provider"))
         for module_name, cls_name, method, kind, is_async in _TARGETS:
             owner = getattr(importlib.import_module(module_name), cls_name)
-            _sdk.wrap(owner, method, _sdk.create_wrapper(_api(kind, capture_context, runtime), is_async=is_async))
+            _sdk.wrap(owner, method, _sdk.create_wrapper(sdk_api(kind, capture_context, runtime), is_async=is_async))
         _sdk.register_models(_response_models, PROVIDER)
 
     def _uninstrument(self, **kwargs: Any) -> None:

@@ -101,7 +101,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger("otel_replay")
-_warn, _safely = guards.warn, guards.safely
+langchain_warn, _safely = guards.warn, guards.safely
 
 _instruments: Final = ("openai-agents >= 0.2",)
 """The SDK versions this instrumentor supports (``opentelemetry-instrument`` checks them)."""
@@ -176,7 +176,7 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 return default
             return str(marked)
         except Exception:  # noqa: BLE001
-            _warn("read the tool's risk")
+            langchain_warn("read the tool's risk")
             return default
 
     def _targets(self) -> list[tuple[str, str, Callable[..., Any]]]:

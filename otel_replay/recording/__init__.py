@@ -32,7 +32,7 @@ from __future__ import annotations
 from ..risk import effective_risk
 from .calls import begin_model_call, begin_retrieval_call, begin_tool_call, end_call
 from .decorators import AgentBlock, agent, model, retriever, tool
-from .encoding import _scrubbed_fields, encode_value
+from .encoding import encode_value, scrubbed_fields
 from .hooks import DivergenceStop, ReplayInterrupt, Served, permit, replaying, unguarded, unguarded_call
 from .lifecycle import begin_run, end_run, in_model_step, in_run
 from .runlevel import (
@@ -56,7 +56,6 @@ __all__ = [
     "OutsideRunWarning",
     "ReplayInterrupt",
     "Served",
-    "_scrubbed_fields",
     "agent",
     "attach_file",
     "begin_model_call",
@@ -84,6 +83,7 @@ __all__ = [
     "record_state",
     "replaying",
     "retriever",
+    "scrubbed_fields",
     "target_span",
     "tool",
     "unguarded",

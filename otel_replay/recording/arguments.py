@@ -1,8 +1,8 @@
 """A call's arguments by parameter name, and fields read from the values an agent passes and returns.
 
-``_ArgNames`` (precomputed per decorated function: the hot path), ``_named_arguments`` /
-``_positional_names`` for any signature, ``_get`` (first present attribute or key of a dict or object),
-``_as_int`` / ``_as_float``, and a function's ``module:qualname`` entrypoint.
+``ArgNames`` (precomputed per decorated function: the hot path), ``named_arguments`` /
+``positional_names`` for any signature, ``first_attr`` (first present attribute or key of a dict or object),
+``as_int`` / ``as_float``, and a function's ``module:qualname`` entrypoint.
 
 It must never call a value it reads (a callable attribute is skipped), encode or record anything.
 """
@@ -16,20 +16,20 @@ from collections.abc import Callable
 from typing import Any
 
 
-def _signature(func: Callable[..., Any]) -> inspect.Signature | None:
+def signature_of(func: Callable[..., Any]) -> inspect.Signature | None:
     try:
         return inspect.signature(func)
     except (TypeError, ValueError):
         return None
 
 
-class _ArgNames:
+class ArgNames:
     """Names a call's arguments by parameter; precomputed per decorated function (this is on the hot path)."""
 
     __slots__ = ("names", "sig", "simple")
 
     def __init__(self, func: Callable[..., Any]) -> None:
-        self.sig = _signature(func)
+        self.sig = signature_of(func)
         params = list(self.sig.parameters.values()) if self.sig is not None else []
         self.simple = self.sig is not None and all(
             p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY) for p in params
@@ -44,10 +44,10 @@ class _ArgNames:
             if self.names and self.names[0] in ("self", "cls"):
                 named.pop(self.names[0], None)
             return named
-        return _named_arguments(self.sig, args, kwargs)
+        return named_arguments(self.sig, args, kwargs)
 
 
-def _named_arguments(sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+def named_arguments(sig: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Parameter name → value for a call (``args[i]`` / ``kwargs`` spill-over when binding fails)."""
     if sig is not None:
         try:
@@ -73,7 +73,7 @@ def _named_arguments(sig: inspect.Signature | None, args: tuple[Any, ...], kwarg
     return named
 
 
-def _positional_names(sig: inspect.Signature | None, count: int) -> list[str]:
+def positional_names(sig: inspect.Signature | None, count: int) -> list[str]:
     names: list[str] = []
     if sig is not None:
         for param in sig.parameters.values():
@@ -86,7 +86,7 @@ def _positional_names(sig: inspect.Signature | None, count: int) -> list[str]:
     return names[:count]
 
 
-def _get(obj: Any, *names: str) -> Any:
+def first_attr(obj: Any, *names: str) -> Any:
     """First present attribute or key among ``names`` (dicts and objects alike), else None."""
     for name in names:
         if isinstance(obj, dict):
@@ -99,7 +99,7 @@ def _get(obj: Any, *names: str) -> Any:
     return None
 
 
-def _as_int(value: Any) -> int | None:
+def as_int(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -107,7 +107,7 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
-def _as_float(value: Any) -> float | None:
+def as_float(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -115,7 +115,7 @@ def _as_float(value: Any) -> float | None:
     return None
 
 
-def _entrypoint_of(func: Callable[..., Any]) -> tuple[str, str | None]:
+def entrypoint_of(func: Callable[..., Any]) -> tuple[str, str | None]:
     """``module:qualname`` of a function, plus the script path when it was defined in ``__main__``."""
     module = getattr(func, "__module__", None) or "?"
     script = None

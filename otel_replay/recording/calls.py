@@ -1,6 +1,6 @@
 """Step calls of the recording API: the tool, retrieval and model steps, begun and ended.
 
-``_tool_begin`` / ``_retrieval_begin`` / ``_model_begin`` encode what a call is sent, open its step and (during a
+``tool_begin`` / ``retrieval_begin`` / ``model_begin`` encode what a call is sent, open its step and (during a
 replay) ask how it is answered; their ``_*_end`` counterparts record the result or exception as the step's
 snapshot, hashes and usage. ``begin_tool_call`` / ``begin_retrieval_call`` / ``begin_model_call`` and
 ``end_call`` are the same for instrumentors that wrap calls they do not own.
@@ -24,25 +24,25 @@ from ..risk import effective_risk
 from ..runtime import Runtime
 from ..semconv import SnapshotKind, StepKind
 from ..snapshots import RawJSON, canonical_json, to_jsonable
-from .arguments import _as_float, _as_int, _get
-from .encoding import _emit_snapshot, _record_exception, _safe_str, _scalar_text, _set_attrs, encode_value
-from .hooks import ReplayInterrupt, _begin_call, _Call
-from .lifecycle import _finish_step, _start_step
-from .state import _guard, _log_failure, _run_now, _Step, current_replay, current_step, replays_running
+from .arguments import as_float, as_int, first_attr
+from .encoding import emit_snapshot, encode_value, record_exception, safe_str, scalar_text, set_attrs
+from .hooks import Call, ReplayInterrupt, begin_call
+from .lifecycle import finish_step, start_step
+from .state import Step, current_replay, current_step, guard, log_failure, replays_running, run_now
 
 
 @dataclass(frozen=True, slots=True)
-class _ToolMeta:
+class ToolMeta:
     name: str
     risk: str
     schema_version: str | None
     function: str | None
 
 
-def _tool_begin(
-    meta: _ToolMeta, named: dict[str, Any], instrumentation: str | None = None, given: Runtime | None = None
-) -> _Call | None:
-    run = _run_now()
+def tool_begin(
+    meta: ToolMeta, named: dict[str, Any], instrumentation: str | None = None, given: Runtime | None = None
+) -> Call | None:
+    run = run_now()
     if run is None:
         if meta.risk in ("write", "high"):
             if current_replay.get() is not None:
@@ -64,7 +64,7 @@ def _tool_begin(
     if run.pending_approvals:  # read without the lock first: most runs record no approvals
         with run.lock:
             approval = run.pending_approvals.pop(meta.name, None)
-    step = _start_step(
+    step = start_step(
         StepKind.TOOL,
         meta.name,
         f"{semconv.SPAN_TOOL} {meta.name}",
@@ -94,15 +94,15 @@ def _tool_begin(
         "approval": approval,
         "call_id": f"call_{step.span.get_span_context().span_id:016x}",
     }
-    return _begin_call(step, state, args_hash)
+    return begin_call(step, state, args_hash)
 
 
-def _tool_end(call: _Call, *, result: Any = None, exc: BaseException | None = None) -> None:
+def _tool_end(call: Call, *, result: Any = None, exc: BaseException | None = None) -> None:
     step, state, (step_token, ctx_token) = call.step, call.state, call.tokens
-    meta: _ToolMeta = state["meta"]
+    meta: ToolMeta = state["meta"]
     rt = step.run.rt
     try:
-        error = _record_exception(rt, step.span, exc, "tool.exception") if exc is not None else None
+        error = record_exception(rt, step.span, exc, "tool.exception") if exc is not None else None
         result_text, n, result_hash = "null", 0, None
         if exc is None:
             result_tree, result_text, n = encode_value(rt, result, "tool.result", ordered=True)
@@ -110,7 +110,7 @@ def _tool_end(call: _Call, *, result: Any = None, exc: BaseException | None = No
         approval = state["approval"] or _approval_of(step)
         if result_hash is not None:
             step.span.set_attribute(semconv.TOOL_RESULT_HASH, result_hash)
-        _emit_snapshot(
+        emit_snapshot(
             step.run,
             step.span,
             SnapshotKind.TOOL,
@@ -131,8 +131,8 @@ def _tool_end(call: _Call, *, result: Any = None, exc: BaseException | None = No
             state["redactions"] + n,
         )
     except Exception:  # noqa: BLE001 - never into the agent
-        _log_failure("tool snapshot")
-    _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
+        log_failure("tool snapshot")
+    finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
 
 
 def _digest_json(digest: str | None) -> RawJSON | None:
@@ -141,7 +141,7 @@ def _digest_json(digest: str | None) -> RawJSON | None:
     return RawJSON(f'"{digest}"') if digest is not None else None
 
 
-def end_call(call: _Call | None, *, result: Any = None, exc: BaseException | None = None) -> None:
+def end_call(call: Call | None, *, result: Any = None, exc: BaseException | None = None) -> None:
     """Finish a step call begun with one of the ``begin_*_call`` functions (or by a decorator): record its
     result or exception and end its span. Does nothing for None (no run was active). Never raises."""
     if call is None:
@@ -149,7 +149,7 @@ def end_call(call: _Call | None, *, result: Any = None, exc: BaseException | Non
     try:
         call.state["end"](call, result=result, exc=exc)
     except Exception:  # noqa: BLE001
-        _log_failure("step end")
+        log_failure("step end")
 
 
 def begin_tool_call(
@@ -161,7 +161,7 @@ def begin_tool_call(
     function: str | None = None,
     instrumentation: str | None = None,
     runtime: Runtime | None = None,
-) -> _Call | None:
+) -> Call | None:
     """Begin a tool step for code that wraps a tool it does not own (instrumentors of agent frameworks).
 
     Returns None outside a run. During a replay, ``call.served`` holds the answer to use instead of calling
@@ -171,11 +171,11 @@ def begin_tool_call(
     span goes to that runtime's tracer instead of the run's (an instrumentor given ``tracer_provider=``;
     ignored during a replay).
     """
-    meta = _ToolMeta(name=name, risk=effective_risk(name, risk), schema_version=schema_version, function=function)
-    return _tool_begin(meta, dict(arguments), instrumentation, runtime)
+    meta = ToolMeta(name=name, risk=effective_risk(name, risk), schema_version=schema_version, function=function)
+    return tool_begin(meta, dict(arguments), instrumentation, runtime)
 
 
-def _approval_of(step: _Step) -> tuple[str, str] | None:
+def _approval_of(step: Step) -> tuple[str, str] | None:
     """An approval recorded while the tool itself was running (recorded on the step's span attributes)."""
     attrs = getattr(step.span, "attributes", None) or {}
     approval_id = attrs.get(semconv.APPROVAL_ID)
@@ -184,11 +184,11 @@ def _approval_of(step: _Step) -> tuple[str, str] | None:
     return None
 
 
-def _retrieval_begin(
+def retrieval_begin(
     retriever_name: str, named: dict[str, Any], instrumentation: str | None = None, given: Runtime | None = None
-) -> _Call | None:
-    top_k = _as_int(_get(named, "top_k", "k", "limit"))
-    step = _start_step(
+) -> Call | None:
+    top_k = as_int(first_attr(named, "top_k", "k", "limit"))
+    step = start_step(
         StepKind.RETRIEVAL,
         retriever_name,
         f"{semconv.SPAN_RETRIEVAL} {retriever_name}",
@@ -204,7 +204,7 @@ def _retrieval_begin(
     if step is None:
         return None
     arguments, text, n = encode_value(step.run.rt, named, "retrieval.args")
-    query = _get(arguments, "query", "q", "question", "text")
+    query = first_attr(arguments, "query", "q", "question", "text")
     if query is None and isinstance(arguments, dict) and arguments:
         query = next(iter(arguments.values()))
     query_text = canonical_json(query)
@@ -214,24 +214,24 @@ def _retrieval_begin(
         "arguments": RawJSON(text),
         "query": RawJSON(query_text),
         "redactions": n,
-        "rewritten_query": RawJSON(canonical_json(_get(arguments, "rewritten_query"))),
-        "filters": RawJSON(canonical_json(_get(arguments, "filters", "filter", "where"))),
-        "top_k": RawJSON(canonical_json(_get(arguments, "top_k", "k", "limit"))),
+        "rewritten_query": RawJSON(canonical_json(first_attr(arguments, "rewritten_query"))),
+        "filters": RawJSON(canonical_json(first_attr(arguments, "filters", "filter", "where"))),
+        "top_k": RawJSON(canonical_json(first_attr(arguments, "top_k", "k", "limit"))),
     }
     content_hash = step.run.rt.redactor.content_hash
     args_hash = content_hash(text)
-    _set_attrs(
+    set_attrs(
         step.span, {semconv.RETRIEVAL_QUERY_HASH: content_hash(query_text), semconv.RETRIEVAL_ARGS_HASH: args_hash}
     )
-    return _begin_call(step, state, args_hash)
+    return begin_call(step, state, args_hash)
 
 
-def _retrieval_end(call: _Call, *, result: Any = None, exc: BaseException | None = None) -> None:
+def _retrieval_end(call: Call, *, result: Any = None, exc: BaseException | None = None) -> None:
     step, state, (step_token, ctx_token) = call.step, call.state, call.tokens
     retriever_name = state["name"]
     rt = step.run.rt
-    with _guard("retrieval snapshot"):
-        error = _record_exception(rt, step.span, exc, "retrieval.exception") if exc is not None else None
+    with guard("retrieval snapshot"):
+        error = record_exception(rt, step.span, exc, "retrieval.exception") if exc is not None else None
         results: list[dict[str, Any]] = []
         returned, n = "null", 0
         if exc is None:
@@ -239,14 +239,14 @@ def _retrieval_end(call: _Call, *, result: Any = None, exc: BaseException | None
             docs = result if isinstance(result, (list, tuple)) else []
             for i, doc in enumerate(docs):
                 results.append(_document(rt, doc, i))
-            _set_attrs(
+            set_attrs(
                 step.span,
                 {
                     semconv.RETRIEVAL_RESULT_COUNT: len(results),
                     semconv.RETRIEVAL_RESULTS_HASH: rt.redactor.content_hash(canonical_json(returned_tree)),
                 },
             )
-        _emit_snapshot(
+        emit_snapshot(
             step.run,
             step.span,
             SnapshotKind.RETRIEVAL,
@@ -263,57 +263,62 @@ def _retrieval_end(call: _Call, *, result: Any = None, exc: BaseException | None
             },
             state["redactions"] + n,
         )
-    _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
+    finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
 
 
 def begin_retrieval_call(
     name: str, arguments: Mapping[str, Any], *, instrumentation: str | None = None, runtime: Runtime | None = None
-) -> _Call | None:
+) -> Call | None:
     """Begin a retrieval step for instrumentors (see :func:`begin_tool_call`); finish with :func:`end_call`."""
-    return _retrieval_begin(name, dict(arguments), instrumentation, runtime)
+    return retrieval_begin(name, dict(arguments), instrumentation, runtime)
 
 
 def _document(rt: Runtime, doc: Any, position: int) -> dict[str, Any]:
-    content = _get(doc, "content", "text", "page_content")
-    metadata = _get(doc, "metadata")
-    citation = _get(doc, "citation", "source", "url", "uri")
+    content = first_attr(doc, "content", "text", "page_content")
+    metadata = first_attr(doc, "metadata")
+    citation = first_attr(doc, "citation", "source", "url", "uri")
     if citation is None and metadata is not None:
-        citation = _get(metadata, "citation", "source", "url")
-    doc_id = _get(doc, "id", "doc_id", "document_id")
+        citation = first_attr(metadata, "citation", "source", "url")
+    doc_id = first_attr(doc, "id", "doc_id", "document_id")
     if doc_id is None and metadata is not None:
-        doc_id = _get(metadata, "id", "doc_id")
+        doc_id = first_attr(metadata, "id", "doc_id")
     fields, _, _ = encode_value(
         rt,
-        {"id": doc_id, "score": _get(doc, "score"), "rerank_score": _get(doc, "rerank_score"), "citation": citation},
+        {
+            "id": doc_id,
+            "score": first_attr(doc, "score"),
+            "rerank_score": first_attr(doc, "rerank_score"),
+            "citation": citation,
+        },
         f"retrieval.results.{position}",
     )
     fields = dict(fields) if isinstance(fields, dict) else {"value": fields}
-    fields["content_hash"] = rt.redactor.content_hash(_safe_str(content)) if content is not None else None
+    fields["content_hash"] = rt.redactor.content_hash(safe_str(content)) if content is not None else None
     detached: dict[str, Any] = json.loads(canonical_json(fields))  # detached from the agent's documents
     return detached
 
 
-def _model_begin(
+def model_begin(
     step_name: str,
     provider: str | None,
     model_name: str | None,
     named: dict[str, Any],
     instrumentation: str | None = None,
     given: Runtime | None = None,
-) -> _Call | None:
-    requested = model_name or _get(named, "model")
+) -> Call | None:
+    requested = model_name or first_attr(named, "model")
     if requested is None:
-        run = _run_now()
+        run = run_now()
         requested = run.config.get("model") if run is not None and run.config else None
     requested = requested if isinstance(requested, str) else None
-    run = _run_now()
+    run = run_now()
     if run is None:
         return None
     # encoded before the span starts, so its hash is one of the span's starting attributes
     _, request, n = encode_value(run.rt, named, "model.request")
     request_hash = run.rt.redactor.content_hash(request)
     prompt_version = (run.config or {}).get("prompt_version")
-    step = _start_step(
+    step = start_step(
         StepKind.MODEL,
         step_name,
         f"{semconv.SPAN_MODEL} {requested or step_name}",
@@ -324,7 +329,7 @@ def _model_begin(
             semconv.GEN_AI_REQUEST_MODEL: requested,
             semconv.STEP_INSTRUMENTATION: instrumentation,
             semconv.MODEL_REQUEST_HASH: request_hash,
-            semconv.MODEL_PROMPT_VERSION: _scalar_text(prompt_version),
+            semconv.MODEL_PROMPT_VERSION: scalar_text(prompt_version),
         },
         given,
     )
@@ -344,16 +349,16 @@ def _model_begin(
     if session is not None and getattr(getattr(session, "mode", None), "value", None) in ("live", "whatif"):
         # What the call would really send, before redaction: a marker here came from the recording.
         state["markers"] = marker_paths(to_jsonable(named))
-    return _begin_call(step, state, request_hash)
+    return begin_call(step, state, request_hash)
 
 
-def _model_end(call: _Call, *, result: Any = None, exc: BaseException | None = None) -> None:
+def _model_end(call: Call, *, result: Any = None, exc: BaseException | None = None) -> None:
     step, state, (step_token, ctx_token) = call.step, call.state, call.tokens
     provider = state["provider"]
     run = step.run
     rt = run.rt
     try:
-        error = _record_exception(rt, step.span, exc, "model.exception") if exc is not None else None
+        error = record_exception(rt, step.span, exc, "model.exception") if exc is not None else None
         response, n, response_hash = "null", 0, None
         if exc is None:
             response_tree, response, n = encode_value(rt, result, "model.response", ordered=True)
@@ -361,9 +366,9 @@ def _model_end(call: _Call, *, result: Any = None, exc: BaseException | None = N
             if call.served is None:
                 _answered(step, response)
         usage = _usage(result) if exc is None else {}
-        response_model = _get(result, "model") if exc is None else None
+        response_model = first_attr(result, "model") if exc is None else None
         finish = _finish_reasons(result) if exc is None else None
-        _set_attrs(
+        set_attrs(
             step.span,
             {
                 semconv.MODEL_RESPONSE_HASH: response_hash,
@@ -379,7 +384,7 @@ def _model_end(call: _Call, *, result: Any = None, exc: BaseException | None = N
             run.output_tokens += usage.get("output_tokens") or 0
             if usage.get("cost_usd") is not None:
                 run.cost_usd = (run.cost_usd or 0.0) + usage["cost_usd"]
-        _emit_snapshot(
+        emit_snapshot(
             run,
             step.span,
             SnapshotKind.MODEL,
@@ -398,11 +403,11 @@ def _model_end(call: _Call, *, result: Any = None, exc: BaseException | None = N
             state["redactions"] + n,
         )
     except Exception:  # noqa: BLE001 - never into the agent
-        _log_failure("model snapshot")
-    _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
+        log_failure("model snapshot")
+    finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
 
 
-def _answered(step: _Step, response: str) -> None:
+def _answered(step: Step, response: str) -> None:
     """Tell the replay session (if any) what a model call it let execute answered: a live replay watches the
     tool calls a live answer asks for (see otel_replay.replay.safety.riskytools)."""
     session = current_replay.get()
@@ -411,7 +416,7 @@ def _answered(step: _Step, response: str) -> None:
         try:
             hook(step, response)
         except Exception:  # noqa: BLE001 - never into the agent
-            _log_failure("replay model answer")
+            log_failure("replay model answer")
 
 
 def begin_model_call(
@@ -422,7 +427,7 @@ def begin_model_call(
     model: str | None = None,
     instrumentation: str | None = None,
     runtime: Runtime | None = None,
-) -> _Call | None:
+) -> Call | None:
     """Begin a model step for instrumentors of model SDKs (see :func:`begin_tool_call`); ``request`` is
     what the SDK was asked (its hash is what deterministic replay matches on). Finish with :func:`end_call`,
     passing the response as plain data (e.g. the SDK object's ``model_dump()``).
@@ -432,22 +437,22 @@ def begin_model_call(
     current = current_step.get()
     if current is not None and current.kind is StepKind.MODEL:
         return None
-    return _model_begin(name, provider, model, dict(request), instrumentation, runtime)
+    return model_begin(name, provider, model, dict(request), instrumentation, runtime)
 
 
 def _usage(response: Any) -> dict[str, Any]:
-    usage = _get(response, "usage")
+    usage = first_attr(response, "usage")
     source = usage if usage is not None else response
     out: dict[str, Any] = {}
-    input_tokens = _as_int(_get(source, "input_tokens", "prompt_tokens"))
-    output_tokens = _as_int(_get(source, "output_tokens", "completion_tokens"))
+    input_tokens = as_int(first_attr(source, "input_tokens", "prompt_tokens"))
+    output_tokens = as_int(first_attr(source, "output_tokens", "completion_tokens"))
     if input_tokens is not None:
         out["input_tokens"] = input_tokens
     if output_tokens is not None:
         out["output_tokens"] = output_tokens
-    cost = _as_float(_get(source, "cost_usd")) if usage is not None else None
+    cost = as_float(first_attr(source, "cost_usd")) if usage is not None else None
     if cost is None:
-        cost = _as_float(_get(response, "cost_usd"))
+        cost = as_float(first_attr(response, "cost_usd"))
     if cost is not None:
         out["cost_usd"] = cost
     return out
@@ -455,10 +460,10 @@ def _usage(response: Any) -> dict[str, Any]:
 
 def _finish_reasons(response: Any) -> list[str] | None:
     reasons: list[str] = []
-    choices = _get(response, "choices")
+    choices = first_attr(response, "choices")
     if isinstance(choices, (list, tuple)):
-        reasons = [str(r) for r in (_get(c, "finish_reason") for c in choices) if r is not None]
-    single = _get(response, "finish_reason", "stop_reason")
+        reasons = [str(r) for r in (first_attr(c, "finish_reason") for c in choices) if r is not None]
+    single = first_attr(response, "finish_reason", "stop_reason")
     if single is not None:
         reasons.append(str(single))
     return reasons or None

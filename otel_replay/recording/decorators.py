@@ -16,13 +16,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal, ParamSpec, TypeVar, cast, overload
 
 from .. import semconv
-from ..risk import _DEFAULT_RISK, RiskLevel, checked_risk, effective_risk
+from ..risk import DEFAULT_RISK, RiskLevel, checked_risk, effective_risk
 from ..snapshots import qualname_of
-from .arguments import _ArgNames, _entrypoint_of, _signature
-from .calls import _model_begin, _retrieval_begin, _tool_begin, _ToolMeta, end_call
-from .hooks import ReplayInterrupt, _answer_of, _Call, unguarded
-from .lifecycle import _AgentMeta, _end_run, _start_run
-from .state import _log, _log_failure, current_replay
+from .arguments import ArgNames, entrypoint_of, signature_of
+from .calls import ToolMeta, end_call, model_begin, retrieval_begin, tool_begin
+from .hooks import Call, ReplayInterrupt, answer_of, unguarded
+from .lifecycle import AgentMeta, finish_run, start_run
+from .state import current_replay, log, log_failure
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -66,14 +66,14 @@ def _wrap(
                     f"replay stopped at {qualname_of(func)}: recording the call failed "
                     f"({type(exc).__name__}: {exc}); nothing was executed"
                 ) from exc
-            _log.warning("otel-replay: could not start recording %s", qualname_of(func), exc_info=True)
+            log.warning("otel-replay: could not start recording %s", qualname_of(func), exc_info=True)
             return None
 
     def finish(handle: Any, result: Any = None, exc: BaseException | None = None) -> None:
         try:
             after(handle, result=result, exc=exc)
         except Exception:  # noqa: BLE001
-            _log.warning("otel-replay: could not finish recording %s", qualname_of(func), exc_info=True)
+            log.warning("otel-replay: could not finish recording %s", qualname_of(func), exc_info=True)
 
     if inspect.iscoroutinefunction(func):
         async_func = cast("Callable[P, Awaitable[Any]]", func)
@@ -83,11 +83,11 @@ def _wrap(
             if overridable is not None:
                 args, kwargs = rewrite(args, kwargs)
             handle = start(args, kwargs)
-            served = handle.served if type(handle) is _Call else None
+            served = handle.served if type(handle) is Call else None
             try:
                 if served is not None:
-                    result = _answer_of(served)
-                elif type(handle) is _Call and handle.live is not None:
+                    result = answer_of(served)
+                elif type(handle) is Call and handle.live is not None:
                     with unguarded(handle):
                         result = await async_func(*args, **kwargs)
                 else:
@@ -106,11 +106,11 @@ def _wrap(
         if overridable is not None:
             args, kwargs = rewrite(args, kwargs)
         handle = start(args, kwargs)
-        served = handle.served if type(handle) is _Call else None
+        served = handle.served if type(handle) is Call else None
         try:
             if served is not None:
-                result = _answer_of(served)
-            elif type(handle) is _Call and handle.live is not None:
+                result = answer_of(served)
+            elif type(handle) is Call and handle.live is not None:
                 with unguarded(handle):
                     result = func(*args, **kwargs)
             else:
@@ -192,13 +192,13 @@ class AgentBlock:
     def __enter__(self) -> AgentBlock:
         handle = None
         try:
-            meta = _AgentMeta(name=self.name or "agent", config=self.config, sig=None, entrypoint="", script=None)
+            meta = AgentMeta(name=self.name or "agent", config=self.config, sig=None, entrypoint="", script=None)
             args = () if self._input is _NO_INPUT else (self._input,)
-            handle = _start_run(meta, args, {})
+            handle = start_run(meta, args, {})
         except ReplayInterrupt:
             raise
         except Exception:  # noqa: BLE001 - never into the agent
-            _log_failure("run start")
+            log_failure("run start")
         self._handles.append(handle)
         if handle is not None:
             run = handle[1].run if handle[0] == "step" else handle[1]
@@ -209,9 +209,9 @@ class AgentBlock:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         handle = self._handles.pop() if self._handles else None
         try:
-            _end_run(handle, result=self.output if exc is None else None, exc=exc)
+            finish_run(handle, result=self.output if exc is None else None, exc=exc)
         except Exception:  # noqa: BLE001
-            _log_failure("run end")
+            log_failure("run end")
         return False
 
     async def __aenter__(self) -> AgentBlock:
@@ -222,9 +222,9 @@ class AgentBlock:
 
 
 def _build_agent(func: Callable[P, R], agent_name: str, config: Any) -> Callable[P, R]:
-    entrypoint, script = _entrypoint_of(func)
-    meta = _AgentMeta(name=agent_name, config=config, sig=_signature(func), entrypoint=entrypoint, script=script)
-    wrapped = _wrap(func, lambda a, k: _start_run(meta, a, k), _end_run)
+    entrypoint, script = entrypoint_of(func)
+    meta = AgentMeta(name=agent_name, config=config, sig=signature_of(func), entrypoint=entrypoint, script=script)
+    wrapped = _wrap(func, lambda a, k: start_run(meta, a, k), finish_run)
     return _mark(wrapped, {"kind": "agent", "name": agent_name, "entrypoint": entrypoint})
 
 
@@ -260,16 +260,16 @@ def agent(
 
 @overload
 def tool(
-    name: Callable[P, R], /, *, risk: RiskLevel | semconv.Risk = _DEFAULT_RISK, schema_version: str | None = None
+    name: Callable[P, R], /, *, risk: RiskLevel | semconv.Risk = DEFAULT_RISK, schema_version: str | None = None
 ) -> Callable[P, R]: ...
 @overload
 def tool(
-    name: str | None = None, *, risk: RiskLevel | semconv.Risk = _DEFAULT_RISK, schema_version: str | None = None
+    name: str | None = None, *, risk: RiskLevel | semconv.Risk = DEFAULT_RISK, schema_version: str | None = None
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 def tool(
     name: str | Callable[..., Any] | None = None,
     *,
-    risk: RiskLevel | semconv.Risk = _DEFAULT_RISK,
+    risk: RiskLevel | semconv.Risk = DEFAULT_RISK,
     schema_version: str | None = None,
 ) -> Any:
     """Mark a function (sync or async) as a tool: each call inside a run records an ``execute_tool`` step.
@@ -282,14 +282,14 @@ def tool(
     checked_risk(risk)
 
     def build(func: Callable[..., Any], tool_name: str) -> Callable[..., Any]:
-        name_args = _ArgNames(func)
-        meta = _ToolMeta(
+        name_args = ArgNames(func)
+        meta = ToolMeta(
             name=tool_name,
             risk=effective_risk(tool_name, declared_risk),
             schema_version=schema_version,
             function=qualname_of(func),
         )
-        wrapped = _wrap(func, lambda args, kwargs: _tool_begin(meta, name_args(args, kwargs)), end_call)
+        wrapped = _wrap(func, lambda args, kwargs: tool_begin(meta, name_args(args, kwargs)), end_call)
         marker = {"kind": "tool", "name": tool_name, "risk": meta.risk, "function": meta.function}
         return _mark(wrapped, {**marker, "schema_version": schema_version})
 
@@ -311,8 +311,8 @@ def retriever(name: str | Callable[..., Any] | None = None) -> Any:
     """
 
     def build(func: Callable[..., Any], retriever_name: str) -> Callable[..., Any]:
-        name_args = _ArgNames(func)
-        wrapped = _wrap(func, lambda args, kwargs: _retrieval_begin(retriever_name, name_args(args, kwargs)), end_call)
+        name_args = ArgNames(func)
+        wrapped = _wrap(func, lambda args, kwargs: retrieval_begin(retriever_name, name_args(args, kwargs)), end_call)
         return _mark(wrapped, {"kind": "retrieval", "name": retriever_name})
 
     return _decorator(name, build)
@@ -335,10 +335,10 @@ def model(
     model_name = model
 
     def build(func: Callable[..., Any], step_name: str) -> Callable[..., Any]:
-        name_args = _ArgNames(func)
+        name_args = ArgNames(func)
         wrapped = _wrap(
             func,
-            lambda args, kwargs: _model_begin(step_name, provider, model_name, name_args(args, kwargs)),
+            lambda args, kwargs: model_begin(step_name, provider, model_name, name_args(args, kwargs)),
             end_call,
             step_name,
         )

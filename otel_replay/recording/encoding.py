@@ -1,8 +1,8 @@
 """Snapshot encoding of the recording API: every value becomes payload, hash or attribute text here.
 
-``encode_value`` / ``_redacted`` (to JSON-able tree, redactor, canonical or ordered JSON), ``_emit_snapshot`` (one
-``otel_replay.snapshot.<kind>`` event per chunk, keyed hash on it), ``_scrubbed_fields`` (the composed fields not
-encoded yet), the redacted exception event (``_record_exception``) and the identity attributes.
+``encode_value`` / ``redacted`` (to JSON-able tree, redactor, canonical or ordered JSON), ``emit_snapshot`` (one
+``otel_replay.snapshot.<kind>`` event per chunk, keyed hash on it), ``scrubbed_fields`` (the composed fields not
+encoded yet), the redacted exception event (``record_exception``) and the identity attributes.
 
 It must never let a value reach a payload, hash, event or attribute before redaction, hash content with
 anything but the redactor's keyed hash, or raise into the agent on a value it cannot print.
@@ -20,11 +20,11 @@ from .. import semconv
 from ..runtime import Runtime
 from ..semconv import SnapshotKind
 from ..snapshots import RawJSON, canonical_json, compose_json, ordered_json, payload_events, qualname_of, to_jsonable
-from .state import _identity, _Run
+from .state import Run, identity_var
 
-_OK = Status(StatusCode.OK)
+STATUS_OK = Status(StatusCode.OK)
 _EVENT_NAMES: Final = {kind: semconv.snapshot_event_name(kind) for kind in SnapshotKind}
-_CUT_MARGIN: Final = 64 * 1024
+CUT_MARGIN: Final = 64 * 1024
 """Characters past the kept head of an over-long string that are scanned with it and then dropped: a secret
 that begins in the head and is shorter than this is seen whole, and what a secret cut at the scanned end leaves
 unrecognised lies in the dropped part."""
@@ -39,11 +39,11 @@ def encode_value(rt: Runtime, value: Any, scope: str, *, ordered: bool = False) 
     for values a replay hands back) and the number of redactions. The tree may share structure with
     ``value`` when it is plain JSON without secrets: use the text for anything kept.
     """
-    tree, n = _redacted(rt, value, scope)
+    tree, n = redacted(rt, value, scope)
     return tree, (ordered_json if ordered else canonical_json)(tree), n
 
 
-def _redacted(rt: Runtime, value: Any, scope: str) -> tuple[Any, int]:
+def redacted(rt: Runtime, value: Any, scope: str) -> tuple[Any, int]:
     """:func:`encode_value` without the JSON text, for callers that only keep the redacted tree (to encode it as part
     of a larger value)."""
     if rt.redactor.is_clean_json(value):  # plain JSON and clean, in one walk: the common case
@@ -60,26 +60,26 @@ def _redacted(rt: Runtime, value: Any, scope: str) -> tuple[Any, int]:
 
 
 def _cut_long_strings(rt: Runtime, value: Any, scope: str, depth: int) -> tuple[Any, int]:
-    """``value`` with each string longer than the snapshot cap plus :data:`_CUT_MARGIN` cut to a scrubbed head,
+    """``value`` with each string longer than the snapshot cap plus :data:`CUT_MARGIN` cut to a scrubbed head,
     and the number of secrets replaced in those heads; ``value`` itself when no string is that long.
 
     Called once a value is known not to be clean plain JSON (the common case never walks it twice). Such a
     string makes its payload a truncation marker anyway, so redacting all of it (every rule over every
     character, several times over) only cost the host program time in proportion to the value. Its first
-    ``max_bytes + _CUT_MARGIN`` characters are scrubbed, the last ``_CUT_MARGIN`` characters of the result are
+    ``max_bytes + CUT_MARGIN`` characters are scrubbed, the last ``CUT_MARGIN`` characters of the result are
     dropped (whatever a secret straddling the scanned end left unrecognised), and a note takes the rest's
     place: ``…[cut: <length> characters, <keyed hash of the whole string>]``, so values that differ past the
     cut still differ. Looks only into plain dicts (values), lists and tuples, :data:`_CUT_DEPTH` levels deep;
     never mutates ``value``.
     """
-    limit = rt.limits.max_bytes + _CUT_MARGIN
+    limit = rt.limits.max_bytes + CUT_MARGIN
     kind = type(value)
     if kind is str:
         if len(value) <= limit:
             return value, 0
         head, n = rt.redactor.scrub_text(value[:limit], scope)
         note = f"…[cut: {len(value)} characters, {rt.redactor.content_hash(value)}]"
-        return head[: max(len(head) - _CUT_MARGIN, 0)] + note, n
+        return head[: max(len(head) - CUT_MARGIN, 0)] + note, n
     if depth >= _CUT_DEPTH or not (kind is dict or kind is list or kind is tuple):
         return value, 0
     deeper = depth + 1 < _CUT_DEPTH
@@ -106,8 +106,8 @@ def _cut_long_strings(rt: Runtime, value: Any, scope: str, depth: int) -> tuple[
     return (items if kind is list else tuple(items)), total
 
 
-def _emit_snapshot(
-    run: _Run,
+def emit_snapshot(
+    run: Run,
     span: trace.Span,
     kind: SnapshotKind,
     payload: dict[str, Any] | RawJSON,
@@ -121,7 +121,7 @@ def _emit_snapshot(
     ``payload`` is an object whose values are plain JSON or :class:`RawJSON`, or a whole payload as RawJSON.
     """
     if not isinstance(payload, RawJSON):
-        payload, n = _scrubbed_fields(run.rt, payload, kind.value)
+        payload, n = scrubbed_fields(run.rt, payload, kind.value)
         redactions += n
     text = payload.text if isinstance(payload, RawJSON) else compose_json(payload)
     if seq is None:
@@ -138,11 +138,11 @@ def _emit_snapshot(
 
 
 _NOT_SCRUBBED: Final = frozenset({RawJSON, type(None), int, float, bool})
-"""Types of composed fields :func:`_scrubbed_fields` leaves alone: text already encoded and redacted (RawJSON),
+"""Types of composed fields :func:`scrubbed_fields` leaves alone: text already encoded and redacted (RawJSON),
 and values that hold no string."""
 
 
-def _scrubbed_fields(rt: Runtime, fields: dict[str, Any], scope: str) -> tuple[dict[str, Any], int]:
+def scrubbed_fields(rt: Runtime, fields: dict[str, Any], scope: str) -> tuple[dict[str, Any], int]:
     """The fields of a composed payload that were not encoded through :func:`encode_value` (names, identity,
     statuses, error and usage objects) redacted: strings inline (they stay strings), containers as trees.
     Returns ``fields`` itself when nothing changed."""
@@ -173,22 +173,22 @@ def _scrubbed_fields(rt: Runtime, fields: dict[str, Any], scope: str) -> tuple[d
     return (out if out is not None else fields), total
 
 
-def _scrub(rt: Runtime, text: str, scope: str) -> str:
+def scrub(rt: Runtime, text: str, scope: str) -> str:
     return rt.redactor.scrub_text(text, scope)[0]
 
 
-def _identity_of(rt: Runtime) -> dict[str, str]:
+def identity_of(rt: Runtime) -> dict[str, str]:
     """The identity in force (tenant, role, session), redacted: it becomes span attributes and input fields."""
-    ident = _identity.get()
+    ident = identity_var.get()
     if not ident:
         return {}
-    return {k: _scrub(rt, v, f"identity.{k}") for k, v in ident.items()}
+    return {k: scrub(rt, v, f"identity.{k}") for k, v in ident.items()}
 
 
-def _record_exception(rt: Runtime, span: trace.Span, exc: BaseException, scope: str) -> dict[str, str]:
+def record_exception(rt: Runtime, span: trace.Span, exc: BaseException, scope: str) -> dict[str, str]:
     """Exception event with a redacted message and stack trace; error status on the span."""
-    message = _scrub(rt, _safe_str(exc), f"{scope}.message")
-    stack = _scrub(rt, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), f"{scope}.stacktrace")
+    message = scrub(rt, safe_str(exc), f"{scope}.message")
+    stack = scrub(rt, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), f"{scope}.stacktrace")
     type_name = qualname_of(type(exc)).replace(":", ".").removeprefix("builtins.")
     span.add_event(
         semconv.EXCEPTION_EVENT,
@@ -203,17 +203,17 @@ def _record_exception(rt: Runtime, span: trace.Span, exc: BaseException, scope: 
     return {"type": type_name, "message": message}
 
 
-def _scalar_text(value: Any) -> str | None:
+def scalar_text(value: Any) -> str | None:
     """A scalar as attribute text; None for anything else (dicts, lists) so no Python repr is stored."""
     return str(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
 
 
-def _safe_str(value: Any) -> str:
+def safe_str(value: Any) -> str:
     try:
         return str(value)
     except Exception:  # noqa: BLE001
         return f"<unprintable {type(value).__qualname__}>"
 
 
-def _set_attrs(span: trace.Span, attrs: dict[str, Any]) -> None:
+def set_attrs(span: trace.Span, attrs: dict[str, Any]) -> None:
     span.set_attributes({k: v for k, v in attrs.items() if v is not None})

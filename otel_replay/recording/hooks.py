@@ -1,6 +1,6 @@
 """Replay-session hooks of the recording API: where a replay answers a step instead of its function.
 
-``replaying(session)`` makes a replay session answer this context's calls; ``_begin_call`` enters a step and
+``replaying(session)`` makes a replay session answer this context's calls; ``begin_call`` enters a step and
 asks that session how the call is answered (``Served``: a recorded value, a mock's, or an exception);
 ``ReplayInterrupt`` / ``DivergenceStop`` stop a replayed agent. They are defined here, low in the layers, so
 instrumentors raise them without importing the replay package.
@@ -20,9 +20,9 @@ from typing import Any, Final
 from .. import semconv
 from ..semconv import StepKind
 from ..snapshots import RawJSON
-from .encoding import _record_exception
-from .lifecycle import _enter_step, _finish_step
-from .state import _Step, current_replay, replays_running
+from .encoding import record_exception
+from .lifecycle import enter_step, finish_step
+from .state import Step, current_replay, replays_running
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +36,10 @@ class Served:
 
 
 @dataclass(eq=False, slots=True)
-class _Call:
+class Call:
     """A step call in progress: its span, what was encoded before the call, and how it is answered."""
 
-    step: _Step
+    step: Step
     state: dict[str, Any]
     tokens: tuple[Any, Any]
     served: Served | None = None
@@ -75,9 +75,9 @@ def replaying(session: Any) -> Iterator[None]:
         current_replay.reset(token)
 
 
-def _begin_call(step: _Step, state: dict[str, Any], key: str | None) -> _Call:
+def begin_call(step: Step, state: dict[str, Any], key: str | None) -> Call:
     """Enter the step and, during a replay, ask the session how the call is answered."""
-    call = _Call(step=step, state=state, tokens=_enter_step(step))
+    call = Call(step=step, state=state, tokens=enter_step(step))
     session = current_replay.get()
     if session is not None:
         try:
@@ -102,9 +102,9 @@ def _begin_call(step: _Step, state: dict[str, Any], key: str | None) -> _Call:
                     f"({type(exc).__name__}: {exc}); nothing was executed"
                 )
             )
-            _record_exception(step.run.rt, step.span, stop, f"{step.kind.value}.replay")
+            record_exception(step.run.rt, step.span, stop, f"{step.kind.value}.replay")
             step.span.set_attribute(semconv.REPLAY_SERVED, "refused")
-            _finish_step(step, failed=True, step_token=call.tokens[0], ctx_token=call.tokens[1])
+            finish_step(step, failed=True, step_token=call.tokens[0], ctx_token=call.tokens[1])
             raise stop from (None if stop is exc else exc)
         step.span.set_attribute(semconv.REPLAY_SERVED, call.served.how if call.served else "executed")
         if call.served is None:
@@ -113,8 +113,8 @@ def _begin_call(step: _Step, state: dict[str, Any], key: str | None) -> _Call:
     return call
 
 
-unguarded_call: ContextVar[_Call | None] = ContextVar("otel_replay_unguarded_call", default=None)
-"""The call whose real execution the replay's side-effect guard lets through (see :attr:`_Call.live`)."""
+unguarded_call: ContextVar[Call | None] = ContextVar("otel_replay_unguarded_call", default=None)
+"""The call whose real execution the replay's side-effect guard lets through (see :attr:`Call.live`)."""
 
 
 _NOTHING: Final[contextlib.AbstractContextManager[None]] = contextlib.nullcontext()
@@ -123,16 +123,16 @@ shared context manager that does nothing, instead of a generator-based one made 
 
 
 def unguarded(call: Any) -> contextlib.AbstractContextManager[None]:
-    """Around the real execution of ``call`` (a :class:`_Call`, or anything else: nothing happens): when the
+    """Around the real execution of ``call`` (a :class:`Call`, or anything else: nothing happens): when the
     replay let it execute with a ``live`` permission, the side-effect guard lets that call's own effects
     through (:mod:`otel_replay.replay.safety.guard` reads it)."""
-    if type(call) is not _Call or call.live is None:
+    if type(call) is not Call or call.live is None:
         return _NOTHING
     return _let_through(call)
 
 
 @contextlib.contextmanager
-def _let_through(call: _Call) -> Iterator[None]:
+def _let_through(call: Call) -> Iterator[None]:
     """:func:`unguarded` for a call the replay lets execute: that call is the one the guard lets through."""
     token = unguarded_call.set(call)
     try:
@@ -145,11 +145,11 @@ def permit(call: Any) -> None:
     """:func:`unguarded` for the rest of the current context, for a step kept in a context of its own while it
     runs (a stream consumed item by item): call it as ``ctx.run(permit, call)``; the permission ends with that
     context and never reaches the consumer's."""
-    if type(call) is _Call and call.live is not None:
+    if type(call) is Call and call.live is not None:
         unguarded_call.set(call)
 
 
-def _answer_of(served: Served) -> Any:
+def answer_of(served: Served) -> Any:
     """The value a served call returns, or the exception it raises."""
     if served.error is not None:
         raise served.error

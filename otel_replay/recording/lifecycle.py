@@ -1,8 +1,8 @@
 """Run and step span lifecycle of the recording API: open, enter, finish and end them.
 
-A run is one trace whose root span is ``invoke_agent {name}`` (``_start_run`` / ``_end_run``, and
-``begin_run`` / ``end_run`` for instrumentors); a call inside a run is a step span (``_start_step`` /
-``_finish_step``) numbered, retried-attempt counted and parented in the run's context. The run's input,
+A run is one trace whose root span is ``invoke_agent {name}`` (``start_run`` / ``finish_run``, and
+``begin_run`` / ``end_run`` for instrumentors); a call inside a run is a step span (``start_step`` /
+``finish_step``) numbered, retried-attempt counted and parented in the run's context. The run's input,
 config and output snapshots are written here.
 
 It must never raise into the agent (bookkeeping runs behind guards; only the agent's own exceptions pass),
@@ -28,25 +28,25 @@ from ..runtime import Runtime
 from ..runtime import get as runtime
 from ..semconv import SnapshotKind, StepKind
 from ..snapshots import RawJSON, canonical_json, compose_json, ordered_json
-from .arguments import _named_arguments, _positional_names
+from .arguments import named_arguments, positional_names
 from .encoding import (
-    _OK,
-    _emit_snapshot,
-    _identity_of,
-    _record_exception,
-    _redacted,
-    _scalar_text,
-    _set_attrs,
+    STATUS_OK,
+    emit_snapshot,
     encode_value,
+    identity_of,
+    record_exception,
+    redacted,
+    scalar_text,
+    set_attrs,
 )
-from .state import _guard, _log_failure, _Run, _run_now, _Step, current_replay, current_run, current_step
+from .state import Run, Step, current_replay, current_run, current_step, guard, log_failure, run_now
 from .threads import carry_begin, carry_end
 
 _INPUT_PARAM_NAMES: Final = ("input", "query", "question", "message", "prompt", "task", "request", "text")
 
 
 @dataclass(frozen=True)
-class _AgentMeta:
+class AgentMeta:
     name: str
     config: Any
     sig: inspect.Signature | None
@@ -54,14 +54,14 @@ class _AgentMeta:
     script: str | None
 
 
-def _start_run(
-    meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any], given: Runtime | None = None
+def start_run(
+    meta: AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any], given: Runtime | None = None
 ) -> tuple[Any, ...] | None:
     """Open the root span of a run (or a nested agent step); None if recording is unavailable. ``given``:
-    the runtime of an instrumentor given ``tracer_provider=`` (see :func:`_start_step`)."""
-    parent_run = _run_now()
+    the runtime of an instrumentor given ``tracer_provider=`` (see :func:`start_step`)."""
+    parent_run = run_now()
     if parent_run is not None:
-        step = _start_step(
+        step = start_step(
             StepKind.AGENT,
             meta.name,
             f"{semconv.SPAN_AGENT} {meta.name}",
@@ -74,13 +74,13 @@ def _start_run(
         )
         if step is None:
             return None
-        with _guard("nested agent input"):
-            fields, n = _input_fields(step.run.rt, meta, args, kwargs, _identity_of(step.run.rt))
-            _emit_snapshot(step.run, step.span, SnapshotKind.INPUT, fields, n)
+        with guard("nested agent input"):
+            fields, n = _input_fields(step.run.rt, meta, args, kwargs, identity_of(step.run.rt))
+            emit_snapshot(step.run, step.span, SnapshotKind.INPUT, fields, n)
         return ("step", step, current_step.set(step), otel_context.attach(trace.set_span_in_context(step.span)))
 
     rt = runtime() if given is None or current_replay.get() is not None else given
-    ident = _identity_of(rt)
+    ident = identity_of(rt)
     ambient = trace.get_current_span().get_span_context()
     links = [Link(ambient)] if ambient.is_valid else []
     session = current_replay.get()
@@ -111,23 +111,23 @@ def _start_run(
         links=links or None,
         start_time=start_ns,
     )
-    run = _Run(run_id=run_id, agent=meta.name, entrypoint=meta.entrypoint, span=span, rt=rt, start_ns=start_ns)
+    run = Run(run_id=run_id, agent=meta.name, entrypoint=meta.entrypoint, span=span, rt=rt, start_ns=start_ns)
     run.input_seq = next(run.snapshot_seq)  # the input snapshot is written last but ordered first
-    try:  # _guard("run start") spelled out: a generator-based context manager costs microseconds per run
+    try:  # guard("run start") spelled out: a generator-based context manager costs microseconds per run
         if session is not None:
-            _set_attrs(span, session.root_attributes())
+            set_attrs(span, session.root_attributes())
             session.run_started(run_id=run_id, span=span)
         _record_config(run, meta.config)
         # Encoded now (the agent may mutate its arguments); written when the run ends, so files attached
         # during the run are part of it.
         run.input_payload, run.input_redactions = _input_fields(rt, meta, args, kwargs, ident)
     except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
-        _log_failure("run start")
+        log_failure("run start")
     try:
         carry_begin()  # threads and pool work started in the run carry it (recording.threads)
         run.carried = True
     except Exception:  # noqa: BLE001
-        _log_failure("run context in threads")
+        log_failure("run context in threads")
     run_token = current_run.set(run)
     step_token = current_step.set(None)
     ctx_token = otel_context.attach(trace.set_span_in_context(span))
@@ -145,7 +145,7 @@ def _pick_input(named_tree: Any) -> Any:
     return None
 
 
-def _record_config(run: _Run, config: Any) -> None:
+def _record_config(run: Run, config: Any) -> None:
     if config is None:
         return
     value = config() if callable(config) and not isinstance(config, type) else config
@@ -154,27 +154,27 @@ def _record_config(run: _Run, config: Any) -> None:
     if isinstance(tree, dict) and tree.get("$type") in ("pydantic", "dataclass"):
         payload = dict(tree["fields"]) if isinstance(tree.get("fields"), dict) else payload
     run.config = payload
-    digest = _emit_snapshot(run, run.span, SnapshotKind.CONFIG, payload, n)
+    digest = emit_snapshot(run, run.span, SnapshotKind.CONFIG, payload, n)
     model = payload.get("model")
     prompt_version = payload.get("prompt_version")
-    _set_attrs(
+    set_attrs(
         run.span,
         {
             semconv.CONFIG_HASH: digest,
-            semconv.CONFIG_PROMPT_VERSION: _scalar_text(prompt_version),
+            semconv.CONFIG_PROMPT_VERSION: scalar_text(prompt_version),
             semconv.GEN_AI_REQUEST_MODEL: model if isinstance(model, str) else None,
         },
     )
 
 
 def _input_fields(
-    rt: Runtime, meta: _AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any], ident: dict[str, str]
+    rt: Runtime, meta: AgentMeta, args: tuple[Any, ...], kwargs: dict[str, Any], ident: dict[str, str]
 ) -> tuple[dict[str, Any], int]:
     """Input snapshot fields of a call, serialised now, and the number of redactions."""
     redactions = 0
     positional: list[Any] = []
-    for name, value in zip(_positional_names(meta.sig, len(args)), args, strict=False):
-        tree, n = _redacted(rt, {name: value}, "input.args")
+    for name, value in zip(positional_names(meta.sig, len(args)), args, strict=False):
+        tree, n = redacted(rt, {name: value}, "input.args")
         positional.append(tree.get(name) if isinstance(tree, dict) else tree)
         redactions += n
     keyword_tree, keyword, n = encode_value(rt, kwargs, "input.kwargs", ordered=True)
@@ -182,7 +182,7 @@ def _input_fields(
     if meta.sig is None and not args and not n and type(keyword_tree) is dict:
         named = keyword_tree  # the named arguments are the keyword ones (begin_run): encoded, nothing redacted
     else:
-        named, _ = _redacted(rt, _named_arguments(meta.sig, args, kwargs), "input")
+        named, _ = redacted(rt, named_arguments(meta.sig, args, kwargs), "input")
     return {
         "entrypoint": meta.entrypoint,
         "script": meta.script,
@@ -196,7 +196,7 @@ def _input_fields(
 
 
 def _output_payload(
-    run: _Run | None, result: Any, error: dict[str, str] | None, rt: Runtime
+    run: Run | None, result: Any, error: dict[str, str] | None, rt: Runtime
 ) -> tuple[dict[str, Any], int]:
     tree, text, n = encode_value(rt, result, "output")
     answer = structured = citations = None
@@ -216,35 +216,35 @@ def _output_payload(
     return {"answer": answer, "structured": structured, "citations": citations, "safety": safety, "error": error}, n
 
 
-def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseException | None = None) -> None:
+def finish_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseException | None = None) -> None:
     if handle is None:
         return
     if handle[0] == "step":
         _, step, step_token, ctx_token = handle
-        with _guard("nested agent end"):
-            error = _record_exception(step.run.rt, step.span, exc, "agent.exception") if exc is not None else None
+        with guard("nested agent end"):
+            error = record_exception(step.run.rt, step.span, exc, "agent.exception") if exc is not None else None
             payload, n = _output_payload(None, result, error, step.run.rt)
-            _emit_snapshot(step.run, step.span, SnapshotKind.OUTPUT, payload, n)
-        _finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
+            emit_snapshot(step.run, step.span, SnapshotKind.OUTPUT, payload, n)
+        finish_step(step, failed=exc is not None, step_token=step_token, ctx_token=ctx_token)
         return
     _, run, run_token, step_token, ctx_token = handle
     rt = run.rt
     run.ended = True  # from now on, a thread the run started records nothing into it
-    try:  # _guard("run end") spelled out (see _start_run)
-        error = _record_exception(rt, run.span, exc, "run.exception") if exc is not None else None
+    try:  # guard("run end") spelled out (see start_run)
+        error = record_exception(rt, run.span, exc, "run.exception") if exc is not None else None
         payload = dict(run.input_payload)
         payload["files"] = list(run.files)
-        _emit_snapshot(
+        emit_snapshot(
             run, run.span, SnapshotKind.INPUT, payload, run.input_redactions, timestamp=run.start_ns, seq=run.input_seq
         )
         out, n = _output_payload(run, result, error, rt)
-        _emit_snapshot(run, run.span, SnapshotKind.OUTPUT, out, n)
+        emit_snapshot(run, run.span, SnapshotKind.OUTPUT, out, n)
         session = current_replay.get()
         if session is not None and session.run_id == run.run_id:
             session.close_root(span=run.span, exc=exc, output_text=compose_json(out))
         with run.lock:
             steps = next(run.step_counter)
-            _set_attrs(
+            set_attrs(
                 run.span,
                 {
                     semconv.RUN_STEP_COUNT: steps,
@@ -254,9 +254,9 @@ def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseExc
                 },
             )
         if exc is None:
-            run.span.set_status(_OK)
+            run.span.set_status(STATUS_OK)
     except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
-        _log_failure("run end")
+        log_failure("run end")
     _detach(ctx_token)
     _reset(current_step, step_token)
     _reset(current_run, run_token)
@@ -266,7 +266,7 @@ def _end_run(handle: tuple[Any, ...] | None, *, result: Any = None, exc: BaseExc
     try:
         run.span.end()
     except Exception:  # noqa: BLE001
-        _log_failure("run span end")
+        log_failure("run span end")
 
 
 def begin_run(
@@ -286,24 +286,24 @@ def begin_run(
     ``tracer_provider=``; ignored during a replay). Returns a handle for :func:`end_run`, or None when recording
     is unavailable. Never raises."""
     try:
-        meta = _AgentMeta(name=name, config=config, sig=None, entrypoint=entrypoint or "", script=script)
-        return _start_run(meta, (), dict(arguments or {}), runtime)
+        meta = AgentMeta(name=name, config=config, sig=None, entrypoint=entrypoint or "", script=script)
+        return start_run(meta, (), dict(arguments or {}), runtime)
     except Exception:  # noqa: BLE001
-        _log_failure("run start")
+        log_failure("run start")
         return None
 
 
 def end_run(handle: Any, *, result: Any = None, exc: BaseException | None = None) -> None:
     """End a run begun with :func:`begin_run`, recording its output or exception. Never raises."""
     try:
-        _end_run(handle, result=result, exc=exc)
+        finish_run(handle, result=result, exc=exc)
     except Exception:  # noqa: BLE001
-        _log_failure("run end")
+        log_failure("run end")
 
 
 def in_run() -> bool:
     """True inside a run (an instrumentor then records steps; outside, it may begin a run of its own)."""
-    return _run_now() is not None
+    return run_now() is not None
 
 
 def in_model_step() -> bool:
@@ -317,7 +317,7 @@ def _detach(token: Any) -> None:
     try:
         otel_context.detach(token)
     except Exception:  # noqa: BLE001
-        _log_failure("context detach")
+        log_failure("context detach")
 
 
 def _reset(var: ContextVar[Any], token: Any) -> None:
@@ -327,13 +327,13 @@ def _reset(var: ContextVar[Any], token: Any) -> None:
         var.set(None)
 
 
-def _start_step(
+def start_step(
     kind: StepKind, name: str, span_name: str, span_kind: SpanKind, attrs: dict[str, Any], given: Runtime | None = None
-) -> _Step | None:
+) -> Step | None:
     """Open a step's span in the current run (None outside one). Its tracer is the run's, or ``given``'s (an
     instrumentor given ``tracer_provider=``: its spans go to that provider) except during a replay, whose
     steps always go where the replay reads them."""
-    run = _run_now()
+    run = run_now()
     if run is None:
         return None
     parent = current_step.get()
@@ -352,10 +352,10 @@ def _start_step(
     span = tracer.start_span(
         span_name, context=trace.set_span_in_context(parent_span), kind=span_kind, attributes=attrs
     )
-    return _Step(run=run, span=span, kind=kind, name=name, index=index, attempt=attempt, attrs=attrs)
+    return Step(run=run, span=span, kind=kind, name=name, index=index, attempt=attempt, attrs=attrs)
 
 
-def _finish_step(step: _Step, *, failed: bool, step_token: Any = None, ctx_token: Any = None) -> None:
+def finish_step(step: Step, *, failed: bool, step_token: Any = None, ctx_token: Any = None) -> None:
     run = step.run
     try:
         parent = getattr(step.span, "parent", None)  # a non-recording span (sampled out) has none
@@ -367,9 +367,9 @@ def _finish_step(step: _Step, *, failed: bool, step_token: Any = None, ctx_token
                 step.attempt,
             )
         if not failed:
-            step.span.set_status(_OK)
+            step.span.set_status(STATUS_OK)
     except Exception:  # noqa: BLE001 - never into the agent
-        _log_failure("step end")
+        log_failure("step end")
     if ctx_token is not None:
         _detach(ctx_token)
     if step_token is not None:
@@ -377,8 +377,8 @@ def _finish_step(step: _Step, *, failed: bool, step_token: Any = None, ctx_token
     try:
         step.span.end()
     except Exception:  # noqa: BLE001
-        _log_failure("step span end")
+        log_failure("step span end")
 
 
-def _enter_step(step: _Step) -> tuple[Any, Any]:
+def enter_step(step: Step) -> tuple[Any, Any]:
     return current_step.set(step), otel_context.attach(trace.set_span_in_context(step.span))

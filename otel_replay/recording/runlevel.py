@@ -33,9 +33,9 @@ from .. import semconv
 from ..runtime import Runtime
 from ..semconv import SnapshotKind, StepKind
 from ..snapshots import RawJSON, canonical_json, to_jsonable
-from .arguments import _get
-from .encoding import _emit_snapshot, _safe_str, _scrub, _set_attrs, encode_value
-from .state import _guard, _identity, _log, _log_failure, _Run, _run_now, current_replay, current_step
+from .arguments import first_attr
+from .encoding import emit_snapshot, encode_value, safe_str, scrub, set_attrs
+from .state import Run, current_replay, current_step, guard, identity_var, log, log_failure, run_now
 
 T = TypeVar("T")
 
@@ -68,11 +68,11 @@ def _warn_outside_run(call: str, stacklevel: int) -> None:
             stacklevel=stacklevel + 1,
         )
     except Exception:  # noqa: BLE001 - a warning filter set to "error": the telemetry path never raises
-        _log.warning("otel-replay: %s called outside a run; nothing recorded", call)
+        log.warning("otel-replay: %s called outside a run; nothing recorded", call)
 
 
-def target_span() -> tuple[_Run, trace.Span] | None:
-    run = _run_now()
+def target_span() -> tuple[Run, trace.Span] | None:
+    run = run_now()
     if run is None:
         return None
     step = current_step.get()
@@ -82,14 +82,14 @@ def target_span() -> tuple[_Run, trace.Span] | None:
 def _snapshot_here(call: str, kind: SnapshotKind, fields: dict[str, Any]) -> None:
     """A snapshot of ``fields`` on the current step, or on the run outside steps; outside a run nothing, and
     ``call`` (the public function) warned about once."""
-    with _guard(f"{kind.value} snapshot"):
+    with guard(f"{kind.value} snapshot"):
         target = target_span()
         if target is None:
             _warn_outside_run(call, stacklevel=3)
             return
         run, span = target
         _, text, n = encode_value(run.rt, fields, kind.value)
-        _emit_snapshot(run, span, kind, RawJSON(text), n)
+        emit_snapshot(run, span, kind, RawJSON(text), n)
 
 
 def record_state(
@@ -144,24 +144,24 @@ def record_approval(approval_id: str, *, status: str, approver: str | None = Non
     call of ``tool`` in this run. An approval recorded in a run never authorises a replay of it. Outside a run
     this records nothing (an :class:`OutsideRunWarning` says so, once).
     """
-    with _guard("approval"):
+    with guard("approval"):
         target = target_span()
         if target is None:
             _warn_outside_run("record_approval", stacklevel=2)
             return
         run, span = target
         status_value = str(status)
-        approval_id = _scrub(run.rt, str(approval_id), "approval.id")
+        approval_id = scrub(run.rt, str(approval_id), "approval.id")
         step = current_step.get()
         attrs = {
             semconv.APPROVAL_ID: approval_id,
             semconv.APPROVAL_STATUS: status_value,
-            semconv.APPROVAL_APPROVER: _scrub(run.rt, str(approver), "approval.approver") if approver else None,
+            semconv.APPROVAL_APPROVER: scrub(run.rt, str(approver), "approval.approver") if approver else None,
             semconv.GEN_AI_TOOL_NAME: tool or (step.name if step is not None and step.kind is StepKind.TOOL else None),
         }
         span.add_event(semconv.EVENT_APPROVAL, {k: v for k, v in attrs.items() if v is not None})
         if step is not None and step.kind is StepKind.TOOL and (tool is None or tool == step.name):
-            _set_attrs(step.span, {semconv.APPROVAL_ID: approval_id, semconv.APPROVAL_STATUS: status_value})
+            set_attrs(step.span, {semconv.APPROVAL_ID: approval_id, semconv.APPROVAL_STATUS: status_value})
         elif tool:
             with run.lock:
                 run.pending_approvals[tool] = (approval_id, status_value)
@@ -170,7 +170,7 @@ def record_approval(approval_id: str, *, status: str, approver: str | None = Non
 def record_safety(result: Any) -> None:
     """Record a guardrail / safety verdict: an ``otel_replay.safety`` event; the last one also lands in the
     run's output snapshot. ``result`` may be a bool, a string verdict, or a dict/object with ``verdict``."""
-    with _guard("safety"):
+    with guard("safety"):
         target = target_span()
         if target is None:
             _warn_outside_run("record_safety", stacklevel=2)
@@ -178,12 +178,12 @@ def record_safety(result: Any) -> None:
         run, span = target
         tree, text, _ = encode_value(run.rt, result, "safety")
         tree = json.loads(text)  # detached from the caller's object
-        verdict = _get(tree, "verdict", "decision", "status") if isinstance(tree, dict) else tree
+        verdict = first_attr(tree, "verdict", "decision", "status") if isinstance(tree, dict) else tree
         if isinstance(verdict, bool):
             verdict = "pass" if verdict else "block"
         elif verdict is None:
             verdict = "unknown"
-        attrs: dict[str, Any] = {semconv.SAFETY_VERDICT: _safe_str(verdict), semconv.SAFETY_PAYLOAD: text}
+        attrs: dict[str, Any] = {semconv.SAFETY_VERDICT: safe_str(verdict), semconv.SAFETY_PAYLOAD: text}
         span.add_event(semconv.EVENT_SAFETY, attrs)
         with run.lock:
             run.safety.append(tree)
@@ -206,8 +206,8 @@ def attach_file(
     reduced to hash, size and media type). Outside a run this records nothing (an :class:`OutsideRunWarning` says
     so, once). Never raises.
     """
-    with _guard("attachment"):
-        run = _run_now()
+    with guard("attachment"):
+        run = run_now()
         if run is None:
             _warn_outside_run("attach_file", stacklevel=2)
             return
@@ -222,8 +222,8 @@ def attach_file(
         rt = run.rt
         cap = rt.limits.attachment_max_bytes
         ref: dict[str, Any] = {
-            "name": _scrub(rt, name, "input.files.name") if name else None,
-            "media_type": _scrub(rt, str(media_type), "input.files.media_type") if media_type else None,
+            "name": scrub(rt, name, "input.files.name") if name else None,
+            "media_type": scrub(rt, str(media_type), "input.files.media_type") if media_type else None,
             "size": len(data),
             "sha256": rt.redactor.content_hash(data),
             "content_text": None,
@@ -234,7 +234,7 @@ def attach_file(
             if text is not None and data.startswith((b"\xff\xfe", b"\xfe\xff")) and _raw_runs_hold_secret(rt, data):
                 text = None  # ASCII behind a byte-order mark is not UTF-16 text: a secret there is kept in neither form
             if text is not None:
-                ref["content_text"] = _scrub(rt, text, "input.files.content")
+                ref["content_text"] = scrub(rt, text, "input.files.content")
             elif store_binary and not _binary_holds_secret(rt, data):
                 ref["content_base64"] = base64.b64encode(data).decode("ascii")
         with run.lock:
@@ -274,13 +274,13 @@ def _raw_runs_hold_secret(rt: Runtime, data: bytes) -> bool:
 @contextlib.contextmanager
 def identity(*, tenant: str | None = None, role: str | None = None, session: str | None = None) -> Iterator[None]:
     """Tenant, role and session for the runs started inside this block (nested blocks override per key)."""
-    merged = dict(_identity.get())
+    merged = dict(identity_var.get())
     merged.update({k: str(v) for k, v in (("tenant", tenant), ("role", role), ("session", session)) if v is not None})
-    token = _identity.set(merged)
+    token = identity_var.set(merged)
     try:
         yield
     finally:
-        _identity.reset(token)
+        identity_var.reset(token)
 
 
 def _drawn(kind: str, fresh: Callable[[], T]) -> T:
@@ -306,7 +306,7 @@ def _drawn(kind: str, fresh: Callable[[], T]) -> T:
                 },
             )
     except Exception:  # noqa: BLE001
-        _log_failure("value")
+        log_failure("value")
     return value
 
 

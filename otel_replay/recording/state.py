@@ -1,10 +1,10 @@
 """Run context of the recording API: the run and step in progress, and the context variables that hold them.
 
-A run's bookkeeping (``_Run``: its root span, runtime, counters, usage totals, pending approvals, attached
-files) and a step's (``_Step``) live in context variables, so nested agents, threads and concurrent asyncio
+A run's bookkeeping (``Run``: its root span, runtime, counters, usage totals, pending approvals, attached
+files) and a step's (``Step``) live in context variables, so nested agents, threads and concurrent asyncio
 tasks each build their own, separate tree. The identity in force and the replay answering this context's
 calls (``current_replay``) are context variables too: each is defined here once, and every other module of
-the recording API imports it from here. ``_guard`` / ``_log_failure`` are how recording bookkeeping fails:
+the recording API imports it from here. ``guard`` / ``log_failure`` are how recording bookkeeping fails:
 logged, never raised.
 
 It must never start or end a span, encode a value, or hold state outside a context variable, except the one
@@ -28,11 +28,11 @@ from opentelemetry import trace
 from ..runtime import Runtime
 from ..semconv import StepKind
 
-_log = logging.getLogger("otel_replay")
+log = logging.getLogger("otel_replay")
 
 
 @dataclass(eq=False)
-class _Run:
+class Run:
     """Bookkeeping of one run (one trace), shared by every step of it across threads and tasks."""
 
     run_id: str
@@ -53,7 +53,7 @@ class _Run:
     cost_usd: float | None = None
     input_seq: int = 0
     ended: bool = False
-    """Set when the run ends: a thread it started that outlives it records nothing into it (see :func:`_run_now`)."""
+    """Set when the run ends: a thread it started that outlives it records nothing into it (see :func:`run_now`)."""
     carried: bool = False
     """Whether this run holds the thread wrappers of :mod:`otel_replay.recording.threads` in place."""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -62,10 +62,10 @@ class _Run:
 
 
 @dataclass(eq=False)
-class _Step:
+class Step:
     """A step in progress: which span it is and what kind."""
 
-    run: _Run
+    run: Run
     span: trace.Span
     kind: StepKind
     name: str
@@ -75,12 +75,12 @@ class _Step:
     """The attributes the step started with (readable even when its span is not recording)."""
 
 
-current_run: ContextVar[_Run | None] = ContextVar("otel_replay_run", default=None)
-current_step: ContextVar[_Step | None] = ContextVar("otel_replay_step", default=None)
-_identity: ContextVar[Mapping[str, str]] = ContextVar("otel_replay_identity", default=MappingProxyType({}))
+current_run: ContextVar[Run | None] = ContextVar("otel_replay_run", default=None)
+current_step: ContextVar[Step | None] = ContextVar("otel_replay_step", default=None)
+identity_var: ContextVar[Mapping[str, str]] = ContextVar("otel_replay_identity", default=MappingProxyType({}))
 
 
-def _run_now() -> _Run | None:
+def run_now() -> Run | None:
     """The run this context records into: None outside a run, and None once the run has ended (a thread or
     pool work item the run started, still running after it, carries a copy of its context: what it records
     then is outside any run, so a decorated step is not recorded and an instrumentor begins a run of its own)."""
@@ -90,12 +90,12 @@ def _run_now() -> _Run | None:
     return run
 
 
-def _log_failure(what: str) -> None:
-    _log.warning("otel-replay: recording %s failed; the run continues unrecorded there", what, exc_info=True)
+def log_failure(what: str) -> None:
+    log.warning("otel-replay: recording %s failed; the run continues unrecorded there", what, exc_info=True)
 
 
 @contextlib.contextmanager
-def _guard(what: str) -> Iterator[None]:
+def guard(what: str) -> Iterator[None]:
     """Log and swallow any failure of recording bookkeeping: the agent must never see it.
 
     (Hot paths spell the same try/except out: a generator-based context manager costs microseconds.)
@@ -103,7 +103,7 @@ def _guard(what: str) -> Iterator[None]:
     try:
         yield
     except Exception:  # noqa: BLE001 - the telemetry path never raises into the host program
-        _log_failure(what)
+        log_failure(what)
 
 
 current_replay: ContextVar[Any] = ContextVar("otel_replay_replay_session", default=None)

@@ -37,9 +37,9 @@ from typing import Any
 
 from .state import current_replay, current_run
 
-_lock = threading.Lock()
+lock = threading.Lock()
 _count = 0
-_originals: dict[str, Any] = {}
+originals: dict[str, Any] = {}
 _markers: list[ContextVar[Any]] = [current_run, current_replay]
 """A context holding a value in any of these is carried (the replay guard adds its own)."""
 
@@ -48,8 +48,8 @@ def _new_lock_in_child() -> None:
     """A child forked while another thread held the lock (a root run starting or ending) would wait for it
     forever at its first run: it gets a fresh one. The count is kept: runs of threads that do not exist in the
     child never end there, so the wrappers stay in place in it (they carry only contexts that hold a run)."""
-    global _lock
-    _lock = threading.Lock()
+    global lock
+    lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -58,7 +58,7 @@ if hasattr(os, "register_at_fork"):
 
 def carry_also(var: ContextVar[Any]) -> None:
     """Carry contexts in which ``var`` is set too (a layer above adds its context variable, once, at import)."""
-    with _lock:
+    with lock:
         if var not in _markers:
             _markers.append(var)
 
@@ -70,23 +70,23 @@ def _worth_carrying() -> bool:
     return False
 
 
-def _thread_start(self: threading.Thread) -> None:
+def thread_start(self: threading.Thread) -> None:
     if _count and _worth_carrying() and getattr(self, "_target", None) is not _cf_thread._worker:
         # The thread's run() (its own or a subclass's) runs inside a copy of the starter's context.
         self.run = functools.partial(contextvars.copy_context().run, self.run)  # type: ignore[method-assign]
-    _originals["start"](self)
+    originals["start"](self)
 
 
-def _pool_submit(self: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+def pool_submit(self: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     if _count and _worth_carrying():
-        return _originals["submit"](self, contextvars.copy_context().run, fn, *args, **kwargs)
-    return _originals["submit"](self, fn, *args, **kwargs)
+        return originals["submit"](self, contextvars.copy_context().run, fn, *args, **kwargs)
+    return originals["submit"](self, fn, *args, **kwargs)
 
 
 def carry_begin() -> None:
     """One more run or replay needs its context carried: the wrappers are installed by the first."""
     global _count
-    with _lock:
+    with lock:
         if _count == 0:
             _wrap()
         _count += 1
@@ -95,7 +95,7 @@ def carry_begin() -> None:
 def carry_end() -> None:
     """That run or replay ended: the wrappers are put back when the last one ends."""
     global _count
-    with _lock:
+    with lock:
         if _count == 0:
             return
         _count -= 1
@@ -123,18 +123,18 @@ def carried() -> int:
 def _wrap() -> None:
     # A wrapper of ours left in place (inert) under someone else's is still in the chain: never wrap twice.
     pool = _cf_thread.ThreadPoolExecutor
-    if "start" not in _originals:
-        _originals["start"] = threading.Thread.start
-        threading.Thread.start = _thread_start  # type: ignore[method-assign]
-    if "submit" not in _originals:
-        _originals["submit"] = pool.submit
-        pool.submit = _pool_submit  # type: ignore[method-assign]
+    if "start" not in originals:
+        originals["start"] = threading.Thread.start
+        threading.Thread.start = thread_start  # type: ignore[method-assign]
+    if "submit" not in originals:
+        originals["submit"] = pool.submit
+        pool.submit = pool_submit  # type: ignore[method-assign]
 
 
 def _unwrap() -> None:
     # Put the originals back only where ours is still the outermost wrapper; otherwise ours stays, inert.
-    if threading.Thread.start is _thread_start:
-        threading.Thread.start = _originals.pop("start")  # type: ignore[method-assign]
+    if threading.Thread.start is thread_start:
+        threading.Thread.start = originals.pop("start")  # type: ignore[method-assign]
     pool = _cf_thread.ThreadPoolExecutor
-    if pool.submit is _pool_submit:
-        pool.submit = _originals.pop("submit")  # type: ignore[method-assign]
+    if pool.submit is pool_submit:
+        pool.submit = originals.pop("submit")  # type: ignore[method-assign]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from .rules import _ANCHORS, _END_ANCHORS, DEFAULT_PATTERNS, DEFAULT_SECRET_KEY_WORDS, _normal_key, _words
+from .rules import ANCHORS, DEFAULT_PATTERNS, DEFAULT_SECRET_KEY_WORDS, END_ANCHORS, key_words, normal_key
 
 
 def _strings(name: str, value: Any) -> tuple[str, ...]:
@@ -31,7 +31,7 @@ def _strings(name: str, value: Any) -> tuple[str, ...]:
     return items
 
 
-def _compile_user_pattern(where: str, source: Any) -> re.Pattern[str]:
+def compile_user_pattern(where: str, source: Any) -> re.Pattern[str]:
     if isinstance(source, re.Pattern):
         pattern = source
     elif isinstance(source, str) and source:
@@ -88,11 +88,11 @@ class RedactionConfig:
         ):
             object.__setattr__(self, name, _strings(name, getattr(self, name)))
         for word in self.extra_key_words:
-            if not _words(word):
+            if not key_words(word):
                 raise ValueError(f"RedactionConfig.extra_key_words: {word!r} has no letters or digits")
-        defaults = {_normal_key(w) for w in DEFAULT_SECRET_KEY_WORDS}
+        defaults = {normal_key(w) for w in DEFAULT_SECRET_KEY_WORDS}
         for word in self.disabled_key_words:
-            if _normal_key(word) not in defaults:
+            if normal_key(word) not in defaults:
                 raise ValueError(
                     f"RedactionConfig.disabled_key_words: {word!r} is not a default key word; "
                     f"known: {', '.join(DEFAULT_SECRET_KEY_WORDS)}"
@@ -113,9 +113,9 @@ class RedactionConfig:
                 )
             if name in DEFAULT_PATTERNS:
                 raise ValueError(f"RedactionConfig.extra_patterns: {name!r} is a default rule name; pick another")
-            pattern = _compile_user_pattern(f"extra_patterns[{name!r}]", source)
+            pattern = compile_user_pattern(f"extra_patterns[{name!r}]", source)
             text = pattern.pattern
-            if text.startswith(_ANCHORS) or text.endswith(_END_ANCHORS):
+            if text.startswith(ANCHORS) or text.endswith(END_ANCHORS):
                 raise ValueError(
                     f"RedactionConfig.extra_patterns[{name!r}]: do not anchor with ^ or $; the "
                     f"pattern is searched inside strings and inside payload JSON"
@@ -125,4 +125,4 @@ class RedactionConfig:
             extra[name] = source
         object.__setattr__(self, "extra_patterns", MappingProxyType(extra))
         for i, source in enumerate(self.allowed_value_patterns):
-            _compile_user_pattern(f"allowed_value_patterns[{i}]", source)
+            compile_user_pattern(f"allowed_value_patterns[{i}]", source)

@@ -12,11 +12,11 @@ import re
 from collections.abc import Iterator
 from typing import Final
 
-_MIN_ENCODED: Final = 6
+MIN_ENCODED: Final = 6
 """Shortest text that can hold an encoded secret worth decoding."""
-_MAX_ENCODED_RUNS: Final = 32
+MAX_ENCODED_RUNS: Final = 32
 """At most this many encoded runs of one text are decoded (bounded work on hostile input)."""
-_MAX_ENCODED_CHARS: Final = 256 * 1024
+MAX_ENCODED_CHARS: Final = 256 * 1024
 """At most this many characters of one text are decoded; runs beyond it are left as they are."""
 _MIN_BASE64: Final = 16
 _PERCENT: Final = re.compile(r"%[0-9A-Fa-f]{2}")
@@ -35,7 +35,7 @@ def _mixed_case(run: str) -> bool:
     return run.lower() != run and run.upper() != run and not run.isalpha()
 
 
-def _encoded_candidate(text: str) -> bool:
+def encoded_candidate(text: str) -> bool:
     """Cheap test: whether ``text`` holds a percent escape or a base64-looking run (mixed case, 16+ chars)."""
     if "%" in text and _PERCENT.search(text):
         return True
@@ -47,7 +47,7 @@ def _encoded_candidate(text: str) -> bool:
     return False
 
 
-def _encoded_runs(text: str) -> Iterator[tuple[int, int, str]]:
+def encoded_runs(text: str) -> Iterator[tuple[int, int, str]]:
     """``(start, end, kind)`` of each percent-encoded run (the non-blank text around ``%XX`` escapes) and each
     base64-looking run of ``text``, in order of kind then position."""
     if "%" in text:
@@ -68,7 +68,7 @@ def _encoded_runs(text: str) -> Iterator[tuple[int, int, str]]:
             yield m.start(), m.end(), "base64"
 
 
-def _percent_decode(run: str) -> tuple[str, list[int] | None] | None:
+def percent_decode(run: str) -> tuple[str, list[int] | None] | None:
     """``run`` with its ``%XX`` escapes decoded (UTF-8), and for ASCII results the offset in ``run`` of each
     decoded character (None when characters and bytes do not line up). None when nothing decodes."""
     data = bytearray()
@@ -95,7 +95,7 @@ def _percent_decode(run: str) -> tuple[str, list[int] | None] | None:
     return text, (offsets if len(text) == len(offsets) else None)
 
 
-def _readable_text(data: bytes) -> str:
+def readable_text(data: bytes) -> str:
     """The readable runs of binary ``data``, one a line: runs of 6 or more printable ASCII characters (tab and
     line breaks included) in the bytes as they are, and in every other byte from the first and from the second
     (UTF-16 text as Office files and Windows APIs store it). A secret after non-UTF-8 bytes (``b"\\xff\\xfe" +
@@ -117,9 +117,9 @@ def _base64_bytes(run: str) -> bytes | None:
         return None
 
 
-def _base64_text(run: str) -> str | None:
+def base64_text(run: str) -> str | None:
     """The text a base64 (or base64url) run decodes to: the text itself when it is printable UTF-8 text, else
-    the readable runs of the bytes (:func:`_readable_text`); None when it is not base64 or nothing in it reads."""
+    the readable runs of the bytes (:func:`readable_text`); None when it is not base64 or nothing in it reads."""
     data = _base64_bytes(run)
     if data is None:
         return None
@@ -130,4 +130,4 @@ def _base64_text(run: str) -> str | None:
     visible = text.replace("\n", "").replace("\r", "").replace("\t", "")
     if visible and visible.isprintable():
         return text
-    return _readable_text(data) or None
+    return readable_text(data) or None

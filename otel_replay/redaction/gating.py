@@ -14,13 +14,13 @@ from typing import Any, Final
 _CARD_TABLE: Final = bytes(48 if 48 <= i <= 57 else 120 if i in (32, 45) else 46 for i in range(256))
 
 
-def _card_hint(text: str) -> bool:
+def card_hint(text: str) -> bool:
     """Cheap test for a run of 13+ digits, or digit groups 4-4-4 / 4-6-5 split by spaces or dashes."""
     mapped = text.encode("utf-8", "surrogatepass").translate(_CARD_TABLE)
     return b"0000x0000x0000" in mapped or b"0000000000000" in mapped or b"0000x000000x00000" in mapped
 
 
-def _reduce_hints(words: Iterable[str]) -> tuple[str, ...]:
+def reduce_hints(words: Iterable[str]) -> tuple[str, ...]:
     """The fewest substrings such that every word contains one (shared 4+ letter prefixes are merged)."""
     hints = set(words)
     changed = True
@@ -43,11 +43,11 @@ def _reduce_hints(words: Iterable[str]) -> tuple[str, ...]:
 _COMMON_FIRST: Final = ' "e:t,aoinsrhl_dcu{}m.fp-gwyb0123456789vkTSACIPMEBRDNLFHOGWUxjqzKVYJXQZ/'
 
 
-_Gated = tuple[tuple[str, tuple[str, ...], tuple[Callable[[str], Any], ...]], ...]
-_LONG_TEXT: Final = 256  # from this length on, compiled searches beat ``in`` (their call costs more, once)
+Gated = tuple[tuple[str, tuple[str, ...], tuple[Callable[[str], Any], ...]], ...]
+LONG_TEXT: Final = 256  # from this length on, compiled searches beat ``in`` (their call costs more, once)
 
 
-def _gated(hints: Iterable[str]) -> _Gated:
+def gated_hints(hints: Iterable[str]) -> Gated:
     """``hints`` grouped under each hint's least frequent character: a text without that character (a
     memchr-fast test) cannot contain any hint of the group, so most hints of most texts are never searched
     for. Each group has its hints for ``in`` (short texts) and compiled searches for long texts: the regex
@@ -73,8 +73,8 @@ def _gated(hints: Iterable[str]) -> _Gated:
     return tuple(gated)
 
 
-def _hinted(text: str, groups: _Gated, long: bool) -> bool:
-    """Whether ``text`` holds a hint of ``groups`` (see :func:`_gated`)."""
+def hinted(text: str, groups: Gated, long: bool) -> bool:
+    """Whether ``text`` holds a hint of ``groups`` (see :func:`gated_hints`)."""
     for gate, hints, searches in groups:
         if gate in text:
             if long:

@@ -11,15 +11,15 @@ import hmac
 import json
 from typing import Any
 
-from .rules import _DIGEST, _FINGERPRINT_HEX, CONTENT_HASH_PREFIX, FINGERPRINT_PREFIX, REDACTED_KEY
-from .state import _RedactorState
+from .rules import CONTENT_HASH_PREFIX, DIGEST, FINGERPRINT_HEX, FINGERPRINT_PREFIX, REDACTED_KEY
+from .state import RedactorState
 
 _canonical = json.JSONEncoder(
     ensure_ascii=False, allow_nan=True, sort_keys=True, separators=(",", ":"), default=repr
 ).encode
 
 
-class _KeyedHashing(_RedactorState):
+class KeyedHashing(RedactorState):
     """The keyed hashing part of :class:`~otel_replay.redaction.Redactor`."""
 
     # ---------------------------------------------------------------------------------------- fingerprint
@@ -31,7 +31,7 @@ class _KeyedHashing(_RedactorState):
         back from it. Strings are hashed as UTF-8.
         """
         data = secret if isinstance(secret, bytes) else str(secret).encode("utf-8", "surrogatepass")
-        return FINGERPRINT_PREFIX + hmac.new(self._key, data, hashlib.sha256).hexdigest()[:_FINGERPRINT_HEX]
+        return FINGERPRINT_PREFIX + hmac.new(self._key, data, hashlib.sha256).hexdigest()[:FINGERPRINT_HEX]
 
     def derive_key(self, label: str) -> bytes:
         """A key for another purpose (the audit MAC, say) derived from the installation key:
@@ -60,7 +60,7 @@ class _KeyedHashing(_RedactorState):
     def is_digest(value: str) -> bool:
         """True for a content hash or a plain hex sha256: library-made text that holds no secret shape, left
         out of the pre-checks (its digit runs would look like card numbers to the cheap test)."""
-        return (len(value) == 64 or len(value) == 76) and _DIGEST.fullmatch(value) is not None
+        return (len(value) == 64 or len(value) == 76) and DIGEST.fullmatch(value) is not None
 
     def marker(self, secret: Any, scope: str) -> dict[str, str]:
         """The object that replaces a secret: ``{"$redacted": <fingerprint>, "scope": <scope>}``.

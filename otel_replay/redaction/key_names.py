@@ -6,11 +6,11 @@ It must never look at the value under a key, or raise (an error judges the key s
 
 from __future__ import annotations
 
-from .hashing import _KeyedHashing
-from .rules import _KEY_CACHE_MAX, _USAGE_FILLER_WORDS, _words
+from .hashing import KeyedHashing
+from .rules import KEY_CACHE_MAX, USAGE_FILLER_WORDS, key_words
 
 
-class _KeyNames(_KeyedHashing):
+class KeyNames(KeyedHashing):
     """The key-name part of :class:`~otel_replay.redaction.Redactor`."""
 
     # ------------------------------------------------------------------------------------------ key names
@@ -31,13 +31,13 @@ class _KeyNames(_KeyedHashing):
             result = self._judge_key(key) if isinstance(key, str) else self._judge_key(str(key))
         except Exception:  # noqa: BLE001 - err on the side of hiding the value
             result = True
-        if len(self._key_cache) >= _KEY_CACHE_MAX:
+        if len(self._key_cache) >= KEY_CACHE_MAX:
             self._key_cache.clear()
         self._key_cache[key] = result
         return result
 
     def _judge_key(self, key: str) -> bool:
-        words = _words(key)
+        words = key_words(key)
         if not words or "_".join(words) in self._safe:
             return False
         if self._is_token_count(words):
@@ -57,7 +57,7 @@ class _KeyNames(_KeyedHashing):
             return False
         if not any(w in usage for w in words):
             return False
-        return all(w in usage or w in _USAGE_FILLER_WORDS or w.isdigit() for w in words)
+        return all(w in usage or w in USAGE_FILLER_WORDS or w.isdigit() for w in words)
 
     @staticmethod
     def _matched(

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from ..files import private_dir, private_file
-from .rules import _KEY_BYTES, _MIN_KEY_BYTES, KEY_FILE_NAME, _log
+from .rules import KEY_BYTES, KEY_FILE_NAME, MIN_KEY_BYTES, log
 
 
 def _read_key_file(path: Path) -> tuple[bytes | None, bool]:
@@ -38,12 +38,12 @@ def _write_key(fd: int, key: bytes) -> None:
         os.fsync(fh.fileno())
 
 
-def _load_or_create_key(home: Path) -> bytes:
+def load_or_create_key(home: Path) -> bytes:
     """Read ``<home>/redaction.key``, creating it (0600, atomically) on first use."""
     private_dir(home)
     path = home / KEY_FILE_NAME
     if not path.exists():
-        key = secrets.token_bytes(_KEY_BYTES)
+        key = secrets.token_bytes(KEY_BYTES)
         tmp = home / f".{KEY_FILE_NAME}.{os.getpid()}.{secrets.token_hex(6)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
@@ -75,9 +75,9 @@ def _load_or_create_key(home: Path) -> bytes:
                 f"(fingerprints recorded with the old key will no longer match)"
             )
         time.sleep(0.01)
-    if len(key_bytes) < _MIN_KEY_BYTES:
-        raise ValueError(f"redaction key {path} is shorter than {_MIN_KEY_BYTES} bytes; delete it to create a new one")
+    if len(key_bytes) < MIN_KEY_BYTES:
+        raise ValueError(f"redaction key {path} is shorter than {MIN_KEY_BYTES} bytes; delete it to create a new one")
     was = private_file(path, label="redaction key ")
     if was is not None:
-        _log.warning("redaction key %s had mode %o; tightened it to 600", path, was)
+        log.warning("redaction key %s had mode %o; tightened it to 600", path, was)
     return key_bytes

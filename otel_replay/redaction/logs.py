@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from .redactor import Redactor
-from .rules import _KEY_BYTES
+from .rules import KEY_BYTES
 
 LOGGER_NAMES: Final[tuple[str, ...]] = (
     "otel_replay",
@@ -53,7 +53,7 @@ def _message_redactor() -> Redactor:
         if current is not None:
             return current
     if not _fallback:
-        _fallback.append(Redactor(key=secrets.token_bytes(_KEY_BYTES)))
+        _fallback.append(Redactor(key=secrets.token_bytes(KEY_BYTES)))
     return _fallback[0]
 
 

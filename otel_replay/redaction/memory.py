@@ -22,11 +22,11 @@ from typing import Any, Final
 from pydantic import BaseModel
 
 from ..snapshots import PLAIN_MAX_DEPTH, TRUNCATED_TAG, TYPE_TAG, qualname_of
-from .rules import REDACTED_KEY, _Suspicious
-from .scanning import _Scanner
+from .rules import REDACTED_KEY, Suspicious
+from .scanning import Scanner
 
 
-def _is_binary(value: dict[Any, Any]) -> bool:
+def is_binary(value: dict[Any, Any]) -> bool:
     """Whether ``value`` is bytes as :func:`~otel_replay.snapshots.to_jsonable` encodes binary:
     ``{"$type": "bytes", "base64": "..."}``."""
     return len(value) == 2 and value.get(TYPE_TAG) == "bytes" and type(value.get("base64")) is str
@@ -49,10 +49,10 @@ _NOT_A_MODEL: Final = (
     _dt.datetime, _dt.date, _dt.time, _dt.timedelta, decimal.Decimal, uuid.UUID, PurePath, complex,
 )  # fmt: skip
 """Types :func:`~otel_replay.snapshots.to_jsonable` encodes before it looks for a pydantic model: a model that
-is also one of them is not encoded as a model, so :meth:`_CleanMemory.jsonable_if_clean` leaves it alone."""
+is also one of them is not encoded as a model, so :meth:`CleanMemory.jsonable_if_clean` leaves it alone."""
 
 
-class _CleanMemory(_Scanner):
+class CleanMemory(Scanner):
     """The pre-check and clean-memory part of :class:`~otel_replay.redaction.Redactor`."""
 
     def suspects(self, text: str) -> bool:
@@ -98,7 +98,7 @@ class _CleanMemory(_Scanner):
         try:
             strings: list[str] = []
             self._gather(tree, strings, 0, False)
-        except Exception:  # noqa: BLE001 - _Suspicious, or anything unexpected: let redact() decide
+        except Exception:  # noqa: BLE001 - Suspicious, or anything unexpected: let redact() decide
             return False
         return self.clean_strings(strings)
 
@@ -111,7 +111,7 @@ class _CleanMemory(_Scanner):
         try:
             strings: list[str] = []
             self._gather(value, strings, 0, True)
-        except Exception:  # noqa: BLE001 - _Suspicious (not plain, or not clean), or anything unexpected
+        except Exception:  # noqa: BLE001 - Suspicious (not plain, or not clean), or anything unexpected
             return False
         return self.clean_strings(strings)
 
@@ -126,22 +126,22 @@ class _CleanMemory(_Scanner):
         try:
             strings: list[str] = []
             tree = self._gather_models(value, strings, 0)
-        except Exception:  # noqa: BLE001 - _Suspicious (not that shape, or not clean), or anything unexpected
+        except Exception:  # noqa: BLE001 - Suspicious (not that shape, or not clean), or anything unexpected
             return False, None
         return (True, tree) if self.clean_strings(strings) else (False, None)
 
     def _gather_models(self, value: Any, strings: list[str], depth: int) -> Any:
         """:meth:`_gather` (``plain``) that also encodes pydantic models as ``to_jsonable`` does (at the same depths),
-        returning the encoded tree; raises :class:`_Suspicious` at anything else."""
+        returning the encoded tree; raises :class:`Suspicious` at anything else."""
         kind = type(value)
         if kind is str or value is None or kind is bool or kind is int or kind is float:
             self._gather(value, strings, depth, True)
             return value
         if depth >= PLAIN_MAX_DEPTH:
-            raise _Suspicious
+            raise Suspicious
         if kind is dict:
             if REDACTED_KEY in value or TYPE_TAG in value or TRUNCATED_TAG in value:
-                raise _Suspicious
+                raise Suspicious
             out = {}
             quiet = self._quiet_keys
             for k, v in value.items():
@@ -152,13 +152,13 @@ class _CleanMemory(_Scanner):
         if kind is list:
             return [self._gather_models(v, strings, depth + 1) for v in value]
         if not isinstance(value, BaseModel) or isinstance(value, _NOT_A_MODEL):
-            raise _Suspicious
+            raise Suspicious
         try:
             dumped = value.model_dump(mode="python")
         except Exception:  # noqa: BLE001 - to_jsonable encodes such a model otherwise
-            raise _Suspicious from None
+            raise Suspicious from None
         if type(dumped) is not dict:
-            raise _Suspicious
+            raise Suspicious
         self._gather(dumped, strings, depth + 1, True)
         name = qualname_of(kind)
         self._gather(name, strings, depth + 1, True)
@@ -177,7 +177,7 @@ class _CleanMemory(_Scanner):
 
     def _gather(self, value: Any, strings: list[str], depth: int, plain: bool) -> None:
         """The strings and keys of a JSON tree not yet known clean, added to ``strings``; raises
-        :class:`_Suspicious` at anything the pre-check cannot vouch for (see :meth:`is_clean`).
+        :class:`Suspicious` at anything the pre-check cannot vouch for (see :meth:`is_clean`).
 
         The one walk of both checks: with ``plain`` it judges a value not yet encoded (:meth:`is_clean_json`)
         and also raises at anything :func:`~otel_replay.snapshots.to_jsonable` would not return unchanged (a
@@ -196,22 +196,22 @@ class _CleanMemory(_Scanner):
             self._gather_number(value)
             return
         if depth >= (PLAIN_MAX_DEPTH if plain else _MAX_GATHER_DEPTH + 1):
-            raise _Suspicious
+            raise Suspicious
         if kind is dict:
             # a marker passed on takes the scope of where it is now
             if REDACTED_KEY in value:
-                raise _Suspicious
+                raise Suspicious
             if plain:
                 if TYPE_TAG in value or TRUNCATED_TAG in value:
-                    raise _Suspicious
+                    raise Suspicious
             else:
                 # a dict in pair form (non-string keys) has its key names among its values, where only the full
                 # walk applies the key-name rule
                 if value.get(TYPE_TAG) == "dict":
-                    raise _Suspicious
-                if _is_binary(value):  # bytes are judged by their readable runs, before they stay base64
+                    raise Suspicious
+                if is_binary(value):  # bytes are judged by their readable runs, before they stay base64
                     if self._base64_secret(value["base64"]) is not None:
-                        raise _Suspicious
+                        raise Suspicious
                     return
             quiet = self._quiet_keys
             clean = self._clean
@@ -247,29 +247,29 @@ class _CleanMemory(_Scanner):
                 ):
                     self._gather(v, strings, depth + 1, plain)
             return
-        raise _Suspicious
+        raise Suspicious
 
     def _gather_number(self, value: int | float) -> None:
-        """:meth:`_gather` for an ``int`` or ``float``: raises :class:`_Suspicious` for a number that could be a
+        """:meth:`_gather` for an ``int`` or ``float``: raises :class:`Suspicious` for a number that could be a
         card number (from 10^12 up, when cards are redacted: the full walk tries the checksum), whether it is an
         ``int`` or a ``float`` (a card number in a float is written with its digits), and for a float that is not
         finite (``to_jsonable`` tags it, so it is neither plain JSON nor what the encoding makes)."""
         if type(value) is float and not math.isfinite(value):
-            raise _Suspicious
+            raise Suspicious
         if value >= 1_000_000_000_000 and self._cards:
-            raise _Suspicious
+            raise Suspicious
 
     def _gather_key(self, key: Any, strings: list[str]) -> None:
-        """:meth:`_gather` for a dict key seen for the first time: raises :class:`_Suspicious` for a secret
+        """:meth:`_gather` for a dict key seen for the first time: raises :class:`Suspicious` for a secret
         key (or one that is not a string), adds a key the pre-check has not passed yet to ``strings``, and
         remembers a key that is neither as quiet (keys recur in every payload: one lookup from then on)."""
         if type(key) is not str:
-            raise _Suspicious
+            raise Suspicious
         secret = self._key_cache.get(key)
         if secret is None:
             secret = self.is_secret_key(key)
         if secret:
-            raise _Suspicious
+            raise Suspicious
         if len(key) >= self._min_len and key not in self._clean:
             known = self._key_scrub_cache.get(key)
             if known is None or known[1]:

@@ -14,31 +14,31 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from .config import RedactionConfig, _compile_user_pattern
-from .gating import _gated, _reduce_hints
-from .keyfile import _load_or_create_key
+from .config import RedactionConfig, compile_user_pattern
+from .gating import gated_hints, reduce_hints
+from .keyfile import load_or_create_key
 from .rules import (
-    _AUTH_SCHEMES,
-    _HINTS,
-    _MIN_KEY_BYTES,
-    _MIN_LENGTH,
-    _NOT_A_VALUE,
-    _PATTERN_SOURCES,
+    AUTH_SCHEMES,
     DEFAULT_NEUTRAL_KEY_WORDS,
     DEFAULT_PATTERNS,
     DEFAULT_SAFE_KEYS,
     DEFAULT_SECRET_KEY_WORDS,
     DEFAULT_USAGE_KEY_WORDS,
-    _normal_key,
-    _Rule,
-    _valid_bearer,
-    _valid_card,
-    _words,
+    HINTS,
+    MIN_KEY_BYTES,
+    MIN_LENGTH,
+    NOT_A_VALUE,
+    PATTERN_SOURCES,
+    Rule,
+    key_words,
+    normal_key,
+    valid_bearer,
+    valid_card,
 )
-from .walker import _Walker
+from .walker import Walker
 
 
-class Redactor(_Walker):
+class Redactor(Walker):
     """Replaces secrets by keyed fingerprints. Build one per installation with :meth:`for_home`.
 
     Thread-safe; every method that the recording path calls (:meth:`redact`, :meth:`scrub_text`,
@@ -50,8 +50,8 @@ class Redactor(_Walker):
 
         Raises ``ValueError`` for a short key or an unusable config.
         """
-        if not isinstance(key, (bytes, bytearray)) or len(key) < _MIN_KEY_BYTES:
-            raise ValueError(f"the redaction key must be at least {_MIN_KEY_BYTES} bytes")
+        if not isinstance(key, (bytes, bytearray)) or len(key) < MIN_KEY_BYTES:
+            raise ValueError(f"the redaction key must be at least {MIN_KEY_BYTES} bytes")
         if config is None:
             config = RedactionConfig()
         elif not isinstance(config, RedactionConfig):
@@ -64,13 +64,13 @@ class Redactor(_Walker):
         self.config: RedactionConfig = config
         """The rules in force (read-only)."""
 
-        disabled = {_normal_key(w) for w in config.disabled_key_words}
-        words = [w for w in DEFAULT_SECRET_KEY_WORDS if _normal_key(w) not in disabled]
+        disabled = {normal_key(w) for w in config.disabled_key_words}
+        words = [w for w in DEFAULT_SECRET_KEY_WORDS if normal_key(w) not in disabled]
         words += list(config.extra_key_words)
         singles: set[str] = set()
         phrases: set[tuple[str, ...]] = set()
         for w in words:
-            parts = _words(w)
+            parts = key_words(w)
             if len(parts) == 1:
                 singles.add(parts[0])
             elif parts:
@@ -81,11 +81,11 @@ class Redactor(_Walker):
         self._neutral = frozenset(DEFAULT_NEUTRAL_KEY_WORDS)
         self._usage = frozenset(DEFAULT_USAGE_KEY_WORDS)
         # The user's own key words win over the usage rule (never over the safe keys, which the user chose).
-        extra = [_words(w) for w in config.extra_key_words]
+        extra = [key_words(w) for w in config.extra_key_words]
         self._extra_singles = frozenset(p[0] for p in extra if len(p) == 1)
         self._extra_suffixes = tuple(sorted(w for w in self._extra_singles if len(w) >= 5))
         self._extra_phrases = tuple(sorted({p for p in extra if len(p) > 1}))
-        self._safe = frozenset(_normal_key(k) for k in (*DEFAULT_SAFE_KEYS, *config.safe_keys))
+        self._safe = frozenset(normal_key(k) for k in (*DEFAULT_SAFE_KEYS, *config.safe_keys))
         # Safe keys as they stand in canonical JSON (and their ``*_details`` objects), for the pre-check.
         self._safe_json_keys = tuple(
             f'"{k.lower()}{suffix}":' for k in (*DEFAULT_SAFE_KEYS, *config.safe_keys) for suffix in ("", "_details")
@@ -108,46 +108,44 @@ class Redactor(_Walker):
                 continue
             usable = [c for c in candidates if any(c in w for w in phrase)]
             key_hints.add(max(usable, key=lambda c: (coverage[c], len(c), c)))
-        self._key_hints = _reduce_hints(key_hints)
-        self._gated_key_hints = _gated(self._key_hints)
+        self._key_hints = reduce_hints(key_hints)
+        self._gated_key_hints = gated_hints(self._key_hints)
 
         self._allowed = frozenset(v.strip() for v in config.allowed_values)
         self._allowed_res = tuple(re.compile(p) for p in config.allowed_value_patterns)
 
-        rules: list[_Rule] = []
+        rules: list[Rule] = []
         for name, source in DEFAULT_PATTERNS.items():
             if name in config.disabled_patterns:
                 continue
             if name == "secret_assignment":  # follows the configured key words, not the default source
                 rules.append(
-                    _Rule(
-                        name, self._assignment_pattern(singles, phrases), None, True, "secret", self._valid_assignment
-                    )
+                    Rule(name, self._assignment_pattern(singles, phrases), None, True, "secret", self._valid_assignment)
                 )
                 continue
             flags = re.DOTALL if name == "private_key" else 0
             pattern = re.compile(source, flags)
-            hints, lower = _HINTS.get(name, (None, False))
+            hints, lower = HINTS.get(name, (None, False))
             group: str | int = "secret" if "secret" in pattern.groupindex else 0
-            validate = _valid_card if name == "card_number" else _valid_bearer if name == "bearer" else None
-            rules.append(_Rule(name, pattern, hints, lower, group, validate))
+            validate = valid_card if name == "card_number" else valid_bearer if name == "bearer" else None
+            rules.append(Rule(name, pattern, hints, lower, group, validate))
         self._custom: list[re.Pattern[str]] = []
         for name, user_source in config.extra_patterns.items():
-            pattern = _compile_user_pattern(name, user_source)
+            pattern = compile_user_pattern(name, user_source)
             self._custom.append(pattern)
             group = "secret" if "secret" in pattern.groupindex else 0
-            rules.append(_Rule(name, pattern, None, False, group, None))
+            rules.append(Rule(name, pattern, None, False, group, None))
         self._rules = tuple(rules)
-        self._shape_hints = _reduce_hints(h for r in rules if r.hints and not r.lower for h in r.hints)
-        self._gated_shape_hints = _gated(self._shape_hints)
-        self._gated_lower_shape_hints = _gated(
+        self._shape_hints = reduce_hints(h for r in rules if r.hints and not r.lower for h in r.hints)
+        self._gated_shape_hints = gated_hints(self._shape_hints)
+        self._gated_lower_shape_hints = gated_hints(
             h
-            for h in _reduce_hints(h for r in rules if r.hints and r.lower for h in r.hints)
+            for h in reduce_hints(h for r in rules if r.hints and r.lower for h in r.hints)
             if not any(k in h for k in self._key_hints)
         )
         self._cards = "card_number" not in config.disabled_patterns
         self._assign = "secret_assignment" not in config.disabled_patterns
-        self._min_len = 0 if self._custom else min((_MIN_LENGTH.get(r.name, 0) for r in rules), default=1 << 30)
+        self._min_len = 0 if self._custom else min((MIN_LENGTH.get(r.name, 0) for r in rules), default=1 << 30)
 
     # -------------------------------------------------------------------------------------- construction
 
@@ -159,7 +157,7 @@ class Redactor(_Walker):
         its key is used); an existing key file readable by group or others is tightened to 0600, or refused
         with ``ValueError`` if that fails. A malformed key file raises ``ValueError``.
         """
-        return cls(key=_load_or_create_key(Path(home).expanduser()), config=config)
+        return cls(key=load_or_create_key(Path(home).expanduser()), config=config)
 
     # ---------------------------------------------------------------------------------- assignment rule
 
@@ -181,9 +179,9 @@ class Redactor(_Walker):
 
     def _valid_assignment(self, m: re.Match[str], text: str) -> bool:
         value = m.group("qsecret") if m.group("qsecret") is not None else m.group("secret")
-        if value is None or value.strip().lower() in _NOT_A_VALUE or value.startswith(("[REDACTED:", "{", "[")):
+        if value is None or value.strip().lower() in NOT_A_VALUE or value.startswith(("[REDACTED:", "{", "[")):
             return False
-        if m.group("qsecret") is None and value.lower() in _AUTH_SCHEMES:
+        if m.group("qsecret") is None and value.lower() in AUTH_SCHEMES:
             return False  # "Authorization: Bearer <token>": the token is the secret, see authorization_header
         key = m.group("key")
         return bool(key) and self.is_secret_key(key)
@@ -193,9 +191,9 @@ class Redactor(_Walker):
 
 
 def _default_assignment_source() -> str:
-    singles = {w for w in DEFAULT_SECRET_KEY_WORDS if len(_words(w)) == 1}
-    phrases = {_words(w) for w in DEFAULT_SECRET_KEY_WORDS if len(_words(w)) > 1}
+    singles = {w for w in DEFAULT_SECRET_KEY_WORDS if len(key_words(w)) == 1}
+    phrases = {key_words(w) for w in DEFAULT_SECRET_KEY_WORDS if len(key_words(w)) > 1}
     return Redactor._assignment_pattern(singles, phrases).pattern
 
 
-_PATTERN_SOURCES["secret_assignment"] = _default_assignment_source()
+PATTERN_SOURCES["secret_assignment"] = _default_assignment_source()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
-_log = logging.getLogger("otel_replay")
+log = logging.getLogger("otel_replay")
 
 REDACTED_KEY: Final = "$redacted"
 """Key of the marker object that replaces a secret: ``{"$redacted": "<fingerprint>", "scope": "<where>"}``."""
@@ -26,16 +26,16 @@ FINGERPRINT_PREFIX: Final = "hmac-sha256:"
 CONTENT_HASH_PREFIX: Final = "hmac-sha256:"
 """Prefix of every content hash (:meth:`Redactor.content_hash`); all 64 hex characters of the HMAC follow it."""
 
-_DIGEST: Final = re.compile(r"(?:hmac-sha256:)?[0-9a-f]{64}")
+DIGEST: Final = re.compile(r"(?:hmac-sha256:)?[0-9a-f]{64}")
 
 KEY_FILE_NAME: Final = "redaction.key"
 """Name of the per-installation HMAC key file inside the otel-replay home (mode 0600)."""
 
-_FINGERPRINT_HEX: Final = 16
-_KEY_BYTES: Final = 32
-_MIN_KEY_BYTES: Final = 16
-_ERROR_FINGERPRINT: Final = "error"
-_KEY_CACHE_MAX: Final = 8192
+FINGERPRINT_HEX: Final = 16
+KEY_BYTES: Final = 32
+MIN_KEY_BYTES: Final = 16
+ERROR_FINGERPRINT: Final = "error"
+KEY_CACHE_MAX: Final = 8192
 
 # --------------------------------------------------------------------------------------------- key names
 
@@ -142,7 +142,7 @@ these, and otherwise only these, ``details``/``detail`` or numbers (``input_toke
 (``access_token``, ``session_token``, ``ephemeral_token``, ``write_token``, ``token_details``), and so does a key
 matching a word of ``RedactionConfig.extra_key_words``."""
 
-_USAGE_FILLER_WORDS: Final = frozenset({"details", "detail", "token", "tokens"})
+USAGE_FILLER_WORDS: Final = frozenset({"details", "detail", "token", "tokens"})
 
 DEFAULT_SAFE_KEYS: Final[tuple[str, ...]] = (
     # request limits
@@ -210,7 +210,7 @@ still scanned for secret shapes."""
 
 # ------------------------------------------------------------------------------------------ value shapes
 
-_PATTERN_SOURCES: Final[dict[str, str]] = {
+PATTERN_SOURCES: Final[dict[str, str]] = {
     # Provider API keys. Anthropic before OpenAI: both start with ``sk-``.
     "anthropic_api_key": r"(?<![A-Za-z0-9_\-])sk-ant-[A-Za-z0-9_\-]{20,}",
     "openai_api_key": r"(?<![A-Za-z0-9_\-])sk-[A-Za-z0-9_\-]{20,}",
@@ -239,7 +239,7 @@ _PATTERN_SOURCES: Final[dict[str, str]] = {
         r"|3[47]\d{2}[ \-]\d{6}[ \-]\d{5})(?!\w)(?!\.\d)"
     ),
 }
-DEFAULT_PATTERNS: Mapping[str, str] = MappingProxyType(_PATTERN_SOURCES)  # completed at the end of the module
+DEFAULT_PATTERNS: Mapping[str, str] = MappingProxyType(PATTERN_SOURCES)  # completed at the end of the module
 """Default value-shape rules, by name. Each is a regular expression searched in every string; when it has a
 group named ``secret`` only that part is replaced (``Bearer <secret>``). ``card_number`` additionally needs
 the Luhn check and a 2-6 leading digit; ``bearer`` needs a digit in the credential or 20+ characters;
@@ -249,7 +249,7 @@ key words and needs the assigned name to pass :meth:`Redactor.is_secret_key`. Na
 
 # Cheap substring hints: a rule runs on a string only if one of its hints occurs in it. ``None`` = always.
 # Hints marked lower are tested against the lower-cased string.
-_HINTS: Final[Mapping[str, tuple[tuple[str, ...], bool]]] = {
+HINTS: Final[Mapping[str, tuple[tuple[str, ...], bool]]] = {
     "anthropic_api_key": (("sk-ant-",), False),
     "openai_api_key": (("sk-",), False),
     "aws_access_key_id": (("AKIA", "ASIA"), False),
@@ -261,11 +261,11 @@ _HINTS: Final[Mapping[str, tuple[tuple[str, ...], bool]]] = {
     "private_key": (("PRIVATE KEY",), False),
     "authorization_header": (("authorization",), True),
     "bearer": (("bearer",), True),
-    "card_number": ((), False),  # see _card_hint
+    "card_number": ((), False),  # see card_hint
     "secret_assignment": ((), True),  # key-word hints and a '=' or ':'
     "url_credentials": (("://",), False),
 }
-_MIN_LENGTH: Final[Mapping[str, int]] = {
+MIN_LENGTH: Final[Mapping[str, int]] = {
     "anthropic_api_key": 27,
     "openai_api_key": 23,
     "aws_access_key_id": 20,
@@ -282,22 +282,22 @@ _MIN_LENGTH: Final[Mapping[str, int]] = {
     "card_number": 13,
 }
 
-_REDACTED_TOKEN: Final = re.compile(r"\[REDACTED:[A-Za-z0-9_.\-]+:(?:hmac-sha256:[0-9a-f]+|error)\]")
-_NOT_A_VALUE: Final = frozenset({"none", "null", "true", "false", "nil", "undefined", "***", "<redacted>"})
-_AUTH_SCHEMES: Final = frozenset({"bearer", "basic", "token", "digest", "negotiate", "apikey", "ntlm"})
+REDACTED_TOKEN: Final = re.compile(r"\[REDACTED:[A-Za-z0-9_.\-]+:(?:hmac-sha256:[0-9a-f]+|error)\]")
+NOT_A_VALUE: Final = frozenset({"none", "null", "true", "false", "nil", "undefined", "***", "<redacted>"})
+AUTH_SCHEMES: Final = frozenset({"bearer", "basic", "token", "digest", "negotiate", "apikey", "ntlm"})
 _WORD: Final = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-_ANCHORS: Final = ("^", "\\A")
-_END_ANCHORS: Final = ("$", "\\Z", "\\z")
+ANCHORS: Final = ("^", "\\A")
+END_ANCHORS: Final = ("$", "\\Z", "\\z")
 
 
-def _words(key: str) -> tuple[str, ...]:
+def key_words(key: str) -> tuple[str, ...]:
     """Lower-case words of a key in any style: ``X-Api-Key``, ``apiKey``, ``API_KEY`` -> ``("x"?, "api", "key")``."""
     return tuple(w.lower() for w in _WORD.findall(key))
 
 
-def _normal_key(key: str) -> str:
+def normal_key(key: str) -> str:
     """A key in one canonical spelling (``maxTokens`` -> ``max_tokens``)."""
-    return "_".join(_words(key))
+    return "_".join(key_words(key))
 
 
 def _luhn(digits: str) -> bool:
@@ -313,12 +313,12 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
-def _is_card_digits(digits: str) -> bool:
+def is_card_digits(digits: str) -> bool:
     return 13 <= len(digits) <= 19 and digits[0] in "23456" and _luhn(digits)
 
 
 @dataclass(frozen=True, slots=True)
-class _Rule:
+class Rule:
     name: str
     pattern: re.Pattern[str]
     hints: tuple[str, ...] | None
@@ -328,7 +328,7 @@ class _Rule:
 
 
 @dataclass(frozen=True, slots=True)
-class _Hit:
+class Hit:
     start: int  # span of the secret (what is replaced)
     end: int
     mstart: int  # span of the whole match (e.g. "Bearer <secret>")
@@ -337,14 +337,14 @@ class _Hit:
     secret: str
 
 
-class _Suspicious(Exception):
+class Suspicious(Exception):
     """Raised inside the fast-path scan when a value needs the full walk."""
 
 
 _MARKER_VALUE: Final = re.compile(r"hmac-sha256:[0-9a-f]{16}|error")
 
 
-def _is_marker(value: dict[Any, Any]) -> bool:
+def is_marker(value: dict[Any, Any]) -> bool:
     """True for a marker this module made (so re-redacting a tree keeps it as it is)."""
     if len(value) != 2 or not isinstance(value.get("scope"), str):
         return False
@@ -355,7 +355,7 @@ def _is_marker(value: dict[Any, Any]) -> bool:
 _PASSED_ON_TOKEN: Final = re.compile(r"\s*\[REDACTED:(?:[A-Za-z0-9_.\-]+:)?(hmac-sha256:[0-9a-f]{16})\]\s*")
 
 
-def _passed_on(text: str) -> str | None:
+def passed_on_text(text: str) -> str | None:
     """The fingerprint of a string that is wholly one redaction token (surrounding whitespace ignored): the inline
     ``[REDACTED:<rule>:<fingerprint>]`` of a recorded text, or ``[REDACTED:<fingerprint>]``, the text a replayed
     redacted value reads as. Under a secret key such a string is a redacted value passed on (a recorded model
@@ -368,11 +368,11 @@ def _passed_on(text: str) -> str | None:
     return m.group(1) if m is not None else None
 
 
-def _valid_card(m: re.Match[str], text: str) -> bool:
+def valid_card(m: re.Match[str], text: str) -> bool:
     digits = "".join(ch for ch in m.group(0) if ch.isdigit())
-    return _is_card_digits(digits)
+    return is_card_digits(digits)
 
 
-def _valid_bearer(m: re.Match[str], text: str) -> bool:
+def valid_bearer(m: re.Match[str], text: str) -> bool:
     token = m.group("secret")
     return len(token) >= 20 or any(ch.isdigit() for ch in token)

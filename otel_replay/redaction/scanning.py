@@ -14,35 +14,35 @@ from collections.abc import Mapping
 from typing import Any
 
 from .encoded import (
-    _MAX_ENCODED_CHARS,
-    _MAX_ENCODED_RUNS,
-    _MIN_ENCODED,
-    _base64_text,
-    _encoded_candidate,
-    _encoded_runs,
-    _percent_decode,
-    _readable_text,
+    MAX_ENCODED_CHARS,
+    MAX_ENCODED_RUNS,
+    MIN_ENCODED,
+    base64_text,
+    encoded_candidate,
+    encoded_runs,
+    percent_decode,
+    readable_text,
 )
-from .gating import _LONG_TEXT, _card_hint, _hinted
-from .key_names import _KeyNames
-from .rules import _DIGEST, _REDACTED_TOKEN, _Hit, _log, _Rule
+from .gating import LONG_TEXT, card_hint, hinted
+from .key_names import KeyNames
+from .rules import DIGEST, REDACTED_TOKEN, Hit, Rule, log
 
 
-class _Scanner(_KeyNames):
+class Scanner(KeyNames):
     """The free-text part of :class:`~otel_replay.redaction.Redactor`."""
 
     def _suspect_text(self, text: str) -> bool:
-        return self._suspect_plain(text) or (len(text) >= _MIN_ENCODED and _encoded_candidate(text))
+        return self._suspect_plain(text) or (len(text) >= MIN_ENCODED and encoded_candidate(text))
 
     def _suspect_plain(self, text: str) -> bool:
         """The substring pre-check of the shape and key-word rules (encoded runs not considered)."""
         lower = text.lower()
-        long = len(text) >= _LONG_TEXT
-        if _hinted(lower, self._gated_key_hints, long) and self._key_hint_beyond_safe_keys(lower):
+        long = len(text) >= LONG_TEXT
+        if hinted(lower, self._gated_key_hints, long) and self._key_hint_beyond_safe_keys(lower):
             return True
-        if _hinted(text, self._gated_shape_hints, long) or _hinted(lower, self._gated_lower_shape_hints, long):
+        if hinted(text, self._gated_shape_hints, long) or hinted(lower, self._gated_lower_shape_hints, long):
             return True
-        if self._cards and len(text) >= 13 and _card_hint(text):
+        if self._cards and len(text) >= 13 and card_hint(text):
             return True
         for pattern in self._custom:
             if pattern.search(text):
@@ -57,11 +57,11 @@ class _Scanner(_KeyNames):
                 lower = lower.replace(key, "")
         return any(hint in lower for hint in self._key_hints)
 
-    def _may_match(self, rule: _Rule, text: str, lower: str | None) -> bool:
+    def _may_match(self, rule: Rule, text: str, lower: str | None) -> bool:
         """Whether ``rule`` can match ``text`` at all, by substring hints (``lower`` is ``text.lower()``)."""
         name = rule.name
         if name == "card_number":
-            return len(text) >= 13 and _card_hint(text)
+            return len(text) >= 13 and card_hint(text)
         if name == "secret_assignment":
             if "=" not in text and ":" not in text:
                 return False
@@ -79,7 +79,7 @@ class _Scanner(_KeyNames):
                 return True
         return False
 
-    def _hits(self, text: str) -> list[_Hit]:
+    def _hits(self, text: str) -> list[Hit]:
         """Secret spans in ``text``, left to right; overlapping spans are merged (nothing is left half-shown).
 
         Spans that fall inside an existing ``[REDACTED:...]`` token are dropped, so scrubbing is idempotent.
@@ -87,7 +87,7 @@ class _Scanner(_KeyNames):
         if len(text) < self._min_len:
             return []
         plain = self._suspect_plain(text)
-        encoded = len(text) >= _MIN_ENCODED and _encoded_candidate(text)
+        encoded = len(text) >= MIN_ENCODED and encoded_candidate(text)
         if not plain and not encoded:
             return []
         found = self._found(text) if plain else []
@@ -116,23 +116,23 @@ class _Scanner(_KeyNames):
 
     def _encoded_found(self, text: str) -> list[tuple[int, int, int, int, str, str | None]]:
         """Secrets inside percent-encoded and base64 runs of ``text``: each run is decoded once (no recursion),
-        within :data:`_MAX_ENCODED_RUNS` runs and :data:`_MAX_ENCODED_CHARS` characters per text, and scanned
+        within :data:`MAX_ENCODED_RUNS` runs and :data:`MAX_ENCODED_CHARS` characters per text, and scanned
         with the shape rules. A percent-encoded secret is replaced where it stands (the encoded characters);
         a base64 run holding a secret is replaced whole. The fingerprint is that of the decoded secret, so an
         encoded secret and the same secret in clear compare equal."""
         found: list[tuple[int, int, int, int, str, str | None]] = []
-        budget = _MAX_ENCODED_CHARS
+        budget = MAX_ENCODED_CHARS
         runs = 0
-        for start, end, kind in _encoded_runs(text):
+        for start, end, kind in encoded_runs(text):
             runs += 1
-            if runs > _MAX_ENCODED_RUNS:
+            if runs > MAX_ENCODED_RUNS:
                 break
             if end - start > budget:
                 continue
             budget -= end - start
             run = text[start:end]
             if kind == "percent":
-                decoded = _percent_decode(run)
+                decoded = percent_decode(run)
                 if decoded is None:
                     continue
                 plain, offsets = decoded
@@ -143,7 +143,7 @@ class _Scanner(_KeyNames):
                         s1, e1 = start + offsets[s0], start + (offsets[e0] if e0 < len(offsets) else len(run))
                     found.append((s1, e1, s1, e1, f"{rule}.percent", plain[s0:e0]))
             else:
-                b64_plain = _base64_text(run)
+                b64_plain = base64_text(run)
                 if b64_plain is None or not self._suspect_plain(b64_plain):
                     continue
                 inner = self._found(b64_plain)
@@ -152,15 +152,15 @@ class _Scanner(_KeyNames):
                     found.append((start, end, start, end, f"{inner[0][4]}.base64", secret))
         return found
 
-    def _merged(self, text: str, found: list[tuple[int, int, int, int, str, str | None]]) -> list[_Hit]:
+    def _merged(self, text: str, found: list[tuple[int, int, int, int, str, str | None]]) -> list[Hit]:
         """Matches sorted and merged into hits (overlaps joined; matches inside existing tokens dropped)."""
         if not found:
             return []
         found.sort(key=lambda f: (f[0], -f[1]))
         tokens: list[tuple[int, int]] = []
         if "[REDACTED:" in text:
-            tokens = [m.span() for m in _REDACTED_TOKEN.finditer(text)]
-        hits: list[_Hit] = []
+            tokens = [m.span() for m in REDACTED_TOKEN.finditer(text)]
+        hits: list[Hit] = []
         for start, end, mstart, mend, name, decoded in found:
             if any(t0 <= start and end <= t1 for t0, t1 in tokens):
                 continue
@@ -168,14 +168,14 @@ class _Scanner(_KeyNames):
                 last = hits[-1]
                 if end <= last.end:  # wholly inside the previous hit
                     continue
-                hits[-1] = _Hit(
+                hits[-1] = Hit(
                     last.start, end, min(mstart, last.mstart), max(mend, last.mend), last.rule, text[last.start : end]
                 )
                 continue
-            hits.append(_Hit(start, end, mstart, mend, name, decoded if decoded is not None else text[start:end]))
+            hits.append(Hit(start, end, mstart, mend, name, decoded if decoded is not None else text[start:end]))
         return hits
 
-    def _secret_span(self, rule: _Rule, m: re.Match[str]) -> tuple[int, int] | None:
+    def _secret_span(self, rule: Rule, m: re.Match[str]) -> tuple[int, int] | None:
         """The part of match ``m`` to replace, or None if the rule's validator rejects it."""
         if m.end() == m.start():
             return None
@@ -204,7 +204,7 @@ class _Scanner(_KeyNames):
                 return text, 0
             return self._replace(text, hits), len(hits)
         except Exception:  # noqa: BLE001 - never leak, never raise
-            _log.warning("redaction failed at %s; masked the whole text", scope, exc_info=True)
+            log.warning("redaction failed at %s; masked the whole text", scope, exc_info=True)
             return "[REDACTED:error]", 1
 
     def scrub_pieces(self, pieces: list[str], scope: str) -> tuple[list[str], int]:
@@ -243,7 +243,7 @@ class _Scanner(_KeyNames):
                 pos = end
             return out, len(hits)
         except Exception:  # noqa: BLE001 - never leak, never raise
-            _log.warning("redaction failed at %s; masked the whole stream", scope, exc_info=True)
+            log.warning("redaction failed at %s; masked the whole stream", scope, exc_info=True)
             return ["[REDACTED:error]"] + [""] * (len(pieces) - 1) if pieces else [], 1
 
     def collect_strings(
@@ -260,7 +260,7 @@ class _Scanner(_KeyNames):
         redactor remembers as clean (see :meth:`clean_strings`) are left out as well."""
         clean = self._clean
         shortest = self._min_len
-        digest = _DIGEST.fullmatch
+        digest = DIGEST.fullmatch
         # keys, then each value by key: an SDK attribute mapping (a read-only view of ``BoundedAttributes``)
         # walks its items view in Python, one generator step and one lookup per item; this is the lookup only
         for key in attributes:
@@ -285,7 +285,7 @@ class _Scanner(_KeyNames):
                 strings.extend(v if type(v) is str else str.__str__(v) for v in value if isinstance(v, str))
         return False
 
-    def _replace(self, text: str, hits: list[_Hit]) -> str:
+    def _replace(self, text: str, hits: list[Hit]) -> str:
         parts: list[str] = []
         pos = 0
         for hit in hits:
@@ -297,10 +297,10 @@ class _Scanner(_KeyNames):
 
     def binary_secret(self, data: bytes) -> str | None:
         """The fingerprint to mask binary ``data`` with when a secret shows in its readable runs (ASCII runs of 6+
-        characters, and UTF-16 text: see :func:`~otel_replay.redaction.encoded._readable_text`), else None: that
+        characters, and UTF-16 text: see :func:`~otel_replay.redaction.encoded.readable_text`), else None: that
         of the secret when there is one, else that of the whole bytes. Used for bytes that are not UTF-8 text,
         before they are encoded (base64) for storage."""
-        hits = self._hits(_readable_text(data))
+        hits = self._hits(readable_text(data))
         if not hits:
             return None
         return self._hit_fingerprint(hits[0]) if len(hits) == 1 else self.fingerprint(data)
@@ -315,7 +315,7 @@ class _Scanner(_KeyNames):
             return None
         return self.binary_secret(data)
 
-    def _hit_fingerprint(self, hit: _Hit) -> str:
+    def _hit_fingerprint(self, hit: Hit) -> str:
         if hit.rule == "card_number":  # "4111 1111 …" and 4111111… are the same card
             return self.fingerprint("".join(ch for ch in hit.secret if ch.isdigit()))
         return self.fingerprint(hit.secret)
@@ -336,7 +336,7 @@ class _Scanner(_KeyNames):
         return hit.rule if hit is not None else None
 
     @staticmethod
-    def _whole(text: str, hits: list[_Hit]) -> _Hit | None:
+    def _whole(text: str, hits: list[Hit]) -> Hit | None:
         """The one hit that covers all of ``text`` but surrounding whitespace, if there is one."""
         if len(hits) != 1:
             return None

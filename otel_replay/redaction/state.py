@@ -11,11 +11,11 @@ import hashlib
 import re
 
 from .config import RedactionConfig
-from .gating import _Gated
-from .rules import _Rule
+from .gating import Gated
+from .rules import Rule
 
 
-class _RedactorState:
+class RedactorState:
     """The attributes ``Redactor.__init__`` sets (see there for their meaning)."""
 
     _key: bytes
@@ -38,14 +38,14 @@ class _RedactorState:
     _clean_chars: int
     _quiet_keys: dict[str, None]
     _key_hints: tuple[str, ...]
-    _gated_key_hints: _Gated
+    _gated_key_hints: Gated
     _allowed: frozenset[str]
     _allowed_res: tuple[re.Pattern[str], ...]
     _custom: list[re.Pattern[str]]
-    _rules: tuple[_Rule, ...]
+    _rules: tuple[Rule, ...]
     _shape_hints: tuple[str, ...]
-    _gated_shape_hints: _Gated
-    _gated_lower_shape_hints: _Gated
+    _gated_shape_hints: Gated
+    _gated_lower_shape_hints: Gated
     _cards: bool
     _assign: bool
     _min_len: int

@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .memory import _CleanMemory, _is_binary
+from .memory import CleanMemory, is_binary
 from .rules import (
-    _ERROR_FINGERPRINT,
-    _KEY_CACHE_MAX,
+    ERROR_FINGERPRINT,
+    KEY_CACHE_MAX,
     REDACTED_KEY,
-    _is_card_digits,
-    _is_marker,
-    _log,
-    _passed_on,
+    is_card_digits,
+    is_marker,
+    log,
+    passed_on_text,
 )
 
 
@@ -37,7 +37,7 @@ def _copy(value: Any) -> Any:
 _CONTAINERS: Final = frozenset({dict, list, tuple})
 
 
-class _Walker(_CleanMemory):
+class Walker(CleanMemory):
     """The value-walking part of :class:`~otel_replay.redaction.Redactor`."""
 
     def scrub_attributes(
@@ -94,7 +94,7 @@ class _Walker(_CleanMemory):
                     out[key] = value
             return (out, count) if count else (None, 0)
         except Exception:  # noqa: BLE001 - never leak, never raise
-            _log.warning("redaction failed at %s; masked every string attribute", scope, exc_info=True)
+            log.warning("redaction failed at %s; masked every string attribute", scope, exc_info=True)
             return {k: ("[REDACTED:error]" if isinstance(v, str) else v) for k, v in attributes.items()}, 1
 
     # ------------------------------------------------------------------------------------------ JSON trees
@@ -120,17 +120,17 @@ class _Walker(_CleanMemory):
             result = self._walk(value, scope, counter, 0)
             return result, counter[0]
         except Exception:  # noqa: BLE001 - never leak, never raise
-            _log.warning("redaction failed at %s; masked the whole value", scope, exc_info=True)
-            return {REDACTED_KEY: _ERROR_FINGERPRINT, "scope": scope}, 1
+            log.warning("redaction failed at %s; masked the whole value", scope, exc_info=True)
+            return {REDACTED_KEY: ERROR_FINGERPRINT, "scope": scope}, 1
 
     def _secret_value(self, value: Any, scope: str, counter: list[int]) -> Any:
         """Replacement of a value found under a secret key."""
         if value is None or isinstance(value, bool) or value == "" or value == {} or value == []:
             return _copy(value)
-        if isinstance(value, dict) and _is_marker(value):
+        if isinstance(value, dict) and is_marker(value):
             return {REDACTED_KEY: value[REDACTED_KEY], "scope": scope}
         if isinstance(value, str):
-            passed_on = _passed_on(value)
+            passed_on = passed_on_text(value)
             if passed_on is not None:  # a redacted value passed on as its token: its fingerprint, not its text's
                 return {REDACTED_KEY: passed_on, "scope": scope}
             stripped = value.strip()
@@ -171,9 +171,9 @@ class _Walker(_CleanMemory):
         if kind is str:
             return self._string(value, scope, counter)
         if kind is dict:
-            if _is_marker(value):  # a redacted value passed on (a replay's input): same fingerprint, new place
+            if is_marker(value):  # a redacted value passed on (a replay's input): same fingerprint, new place
                 return {REDACTED_KEY: value[REDACTED_KEY], "scope": scope}
-            if _is_binary(value):  # bytes that are not UTF-8 text: a secret in their readable runs masks them whole
+            if is_binary(value):  # bytes that are not UTF-8 text: a secret in their readable runs masks them whole
                 fingerprint = self._base64_secret(value["base64"])
                 if fingerprint is not None:
                     counter[0] += 1
@@ -188,7 +188,7 @@ class _Walker(_CleanMemory):
                     cached = self._key_scrub_cache.get(skey)
                     if cached is None:
                         cached = self.scrub_text(skey, scope)
-                        if len(self._key_scrub_cache) >= _KEY_CACHE_MAX:
+                        if len(self._key_scrub_cache) >= KEY_CACHE_MAX:
                             self._key_scrub_cache.clear()
                         self._key_scrub_cache[skey] = cached
                     if cached[1]:
@@ -205,7 +205,7 @@ class _Walker(_CleanMemory):
             items = [self._walk(v, f"{scope}[{i}]", counter, depth + 1) for i, v in enumerate(value)]
             return items if kind is list else tuple(items)
         if kind is int:
-            if self._cards and value >= 1_000_000_000_000 and _is_card_digits(str(value)):
+            if self._cards and value >= 1_000_000_000_000 and is_card_digits(str(value)):
                 counter[0] += 1
                 return self.marker(str(value), scope)
             return value
@@ -235,7 +235,7 @@ class _Walker(_CleanMemory):
         (``4111111111111111.0``), so it is judged as that integer."""
         if self._cards and value >= 1_000_000_000_000 and value.is_integer():
             digits = str(int(value))
-            if _is_card_digits(digits):
+            if is_card_digits(digits):
                 counter[0] += 1
                 return self.marker(digits, scope)
         return value

@@ -53,7 +53,7 @@ BAD_SUFFIX: Final = ".bad"
 
 _BATCH_BYTES: Final = 64 * 1024 * 1024  # claim sealed segments in batches of about this many bytes
 _LOCK_NAME: Final = ".ingest.lock"
-_INSERT_CHUNK_ROWS = 20_000  # rows per INSERT; a crash between chunks leaves a partial insert (recovery handles it)
+INSERT_CHUNK_ROWS = 20_000  # rows per INSERT; a crash between chunks leaves a partial insert (recovery handles it)
 
 
 class IngestTarget(Protocol):
@@ -147,8 +147,8 @@ def _quarantine(path: Path) -> None:
 
 
 def _insert(store: IngestTarget, rows: list[tuple[Any, ...]]) -> None:
-    for start in range(0, len(rows), _INSERT_CHUNK_ROWS):
-        store.insert_rows(rows[start : start + _INSERT_CHUNK_ROWS])
+    for start in range(0, len(rows), INSERT_CHUNK_ROWS):
+        store.insert_rows(rows[start : start + INSERT_CHUNK_ROWS])
         _checkpoint("inserted_chunk")
     _checkpoint("inserted")
 

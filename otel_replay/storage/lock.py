@@ -29,7 +29,7 @@ from ..redaction.logs import scrub_message
 
 __all__ = ["LockHolder", "StoreLock", "read_holder"]
 
-_POLL_S: Final = 0.05
+POLL_S: Final = 0.05
 _HELD_HERE: set[str] = set()  # lock files held by StoreLock objects of this process
 
 
@@ -96,7 +96,7 @@ class StoreLock:
                             f"{self.timeout:g}s. Close that process (or wait for it to finish), or raise "
                             f"{settings.OTEL_REPLAY_LOCK_TIMEOUT} to wait longer"
                         ) from None
-                    time.sleep(_POLL_S)
+                    time.sleep(POLL_S)
             info = {
                 "pid": os.getpid(),
                 "host": socket.gethostname(),

@@ -1,6 +1,6 @@
 """The reads of the :class:`~otel_replay.storage.store.Store`: one trace's spans through the trace-id lookup table,
 several traces at once, a run, the run roots newest first (filters from :mod:`.runlist`), and the span ids
-already stored. ``Store`` takes them from ``_Reads``, its base class; the connection, the queries' plumbing and
+already stored. ``Store`` takes them from ``Reads``, its base class; the connection, the queries' plumbing and
 the writes stay in :mod:`.store`.
 
 Like every query of the store, these never put a value into SQL text (values travel as bound parameters
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 
-class _Reads:
+class Reads:
     """The reads part of :class:`~otel_replay.storage.store.Store`."""
 
     if TYPE_CHECKING:  # defined by Store

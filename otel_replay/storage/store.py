@@ -4,7 +4,7 @@ Why it exists: every reader (CLI, replay engine, tests) and the spool ingest nee
 the Collector exporter's tables: create them, insert rows, find one trace through the trace-id lookup table,
 list run roots. This class owns the connection, the embedded store's file lock and the schema check, so
 nobody else builds SQL against ``otel_traces``. Its reads (spans, traces, runs, run roots) are defined in
-:mod:`.reads`, the base class ``_Reads``.
+:mod:`.reads`, the base class ``Reads``.
 
 Delivery into the store is at least once (an SDK retry, a Collector restart between insert and
 acknowledgement), so a span may be stored as several identical rows; every read here keeps one row per
@@ -48,7 +48,7 @@ from ..files import private_dir
 from ..records import SpanRecord
 from . import ddl
 from .lock import StoreLock
-from .reads import _Reads
+from .reads import Reads
 
 if TYPE_CHECKING:
     from .ingest import IngestReport
@@ -96,7 +96,7 @@ def _scrub(text: str, url: str | None) -> str:
     return text.splitlines()[0] if text else text
 
 
-class Store(_Reads):
+class Store(Reads):
     """An open store (use :meth:`open`); a context manager that closes the connection and releases the lock."""
 
     def __init__(

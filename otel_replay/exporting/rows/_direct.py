@@ -36,8 +36,8 @@ from typing import Any, Final
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from ._otlp import _FIXED64, _dropped, _plain_items, group_spans
-from ._table import _encode_basestring, format_double
+from ._otlp import FIXED64, group_spans, log_dropped, plain_items
+from ._table import encode_json_string, format_double
 
 __all__ = ["rows_from_sdk_spans"]
 
@@ -132,7 +132,7 @@ def _json_of(value: object, out: list[str]) -> bool:
     when it holds NaN or ±Inf (the rest is still checked, since a refused element drops the attribute)."""
     kind = type(value)
     if kind is str:
-        out.append(_encode_basestring(_plain_str(value)))  # type: ignore[arg-type]
+        out.append(encode_json_string(_plain_str(value)))  # type: ignore[arg-type]
         return True
     if kind is bool:
         out.append("true" if value else "false")
@@ -153,7 +153,7 @@ def _json_of(value: object, out: list[str]) -> bool:
             out.append("true" if value else "false")
             return True
         if isinstance(value, str):
-            out.append(_encode_basestring(_plain_str(value)))
+            out.append(encode_json_string(_plain_str(value)))
             return True
         if isinstance(value, int):
             out.append(_int_text(int(value)))
@@ -197,7 +197,7 @@ def _kvlist_json(value: Mapping[Any, Any], out: list[str]) -> bool:
             out.append(",")
         written, ok = entries[text]
         fine = fine and ok
-        out.append(_encode_basestring(text) + ":")
+        out.append(encode_json_string(text) + ":")
         out.extend(written)
     out.append("}")
     return fine
@@ -207,7 +207,7 @@ def _attributes(attributes: object) -> dict[str, str]:
     """An attribute mapping as a Map column value (sorted keys); what the encoder drops is left out (logged)."""
     if not attributes:
         return {}
-    items = _plain_items(attributes)
+    items = plain_items(attributes)
     keys = tuple(items)
     order = _orders.get(keys)
     if order is None:
@@ -223,7 +223,7 @@ def _attributes(attributes: object) -> dict[str, str]:
         try:
             out[key] = _as_string(value)
         except Exception as exc:  # noqa: BLE001 - as the encoder: this attribute alone is left out
-            _dropped(key, exc)
+            log_dropped(key, exc)
     return out
 
 
@@ -247,7 +247,7 @@ def _any_attributes(items: Mapping[Any, Any]) -> dict[str, str]:
                 raise _Refused(f"key of type {type(key).__name__}")
             out[_plain_str(key)] = _as_string(value)
         except Exception as exc:  # noqa: BLE001 - as the encoder: this attribute alone is left out
-            _dropped(key, exc)
+            log_dropped(key, exc)
     if len(out) > 1:
         return dict(sorted(out.items()))
     return out
@@ -257,7 +257,7 @@ def _u64(value: Any) -> int:
     """A fixed64 time as the encoder writes it and the mapper reads it (raises where the encoder raises)."""
     if type(value) is int and 0 <= value <= _U64:
         return value
-    number: int = _FIXED64.unpack(_FIXED64.pack(value))[0]
+    number: int = FIXED64.unpack(FIXED64.pack(value))[0]
     return number
 
 

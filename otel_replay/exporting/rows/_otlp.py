@@ -39,7 +39,7 @@ _VARINT_SMALL: Final = tuple(bytes((i,)) for i in range(128))
 _LENGTHS: Final = _VARINT_SMALL + tuple(bytes(((i & 127) | 128, i >> 7)) for i in range(128, 1 << 12))
 _LENGTHS_END: Final = 1 << 12
 _DOUBLE: Final = struct.Struct("<d")
-_FIXED64: Final = struct.Struct("<Q")
+FIXED64: Final = struct.Struct("<Q")
 _INT64_MIN: Final = -(1 << 63)
 _INT64_MAX: Final = (1 << 63) - 1
 _CACHE_MAX: Final = 4096
@@ -138,7 +138,7 @@ def _key_field(key: str) -> bytes:
     return key_field
 
 
-def _plain_items(attributes: object) -> Any:
+def plain_items(attributes: object) -> Any:
     """The plain dict behind an SDK attribute mapping (``BoundedAttributes``): iterating it directly spares
     a lookup per item; the span has ended, so nothing changes it any more."""
     if type(attributes) is dict:
@@ -147,7 +147,7 @@ def _plain_items(attributes: object) -> Any:
     return inner if type(inner) is dict else attributes
 
 
-def _dropped(key: object, error: Exception) -> None:
+def log_dropped(key: object, error: Exception) -> None:
     _log.warning("otel-replay: attribute %r left out of the exported span: %s", key, error or type(error).__name__)
 
 
@@ -161,7 +161,7 @@ def _attributes(tag: bytes, attributes: object) -> bytes:
     keys = _key_fields
     lengths = _LENGTHS
     end = _LENGTHS_END
-    for key, value in _plain_items(attributes).items():
+    for key, value in plain_items(attributes).items():
         try:
             kind = type(value)
             if kind is str:
@@ -190,7 +190,7 @@ def _attributes(tag: bytes, attributes: object) -> bytes:
             else:
                 pair = (keys.get(key) or _key_field(key)) + _field(b"\x12", _any_value(value))
         except Exception as exc:  # noqa: BLE001 - as the SDK's encoder: this attribute alone is left out
-            _dropped(key, exc)
+            log_dropped(key, exc)
             continue
         n = len(pair)
         parts.append(tag + (lengths[n] if n < end else _varint(n)) + pair)
@@ -224,9 +224,9 @@ def _span(span: ReadableSpan) -> bytes:
         raise ValueError(f"span {span.name[:80]!r} has an unknown kind {span.kind!r}")
     parts.append(b"\x30" + _VARINT_SMALL[kind])
     if span.start_time:
-        parts.append(b"\x39" + _FIXED64.pack(span.start_time))
+        parts.append(b"\x39" + FIXED64.pack(span.start_time))
     if span.end_time:
-        parts.append(b"\x41" + _FIXED64.pack(span.end_time))
+        parts.append(b"\x41" + FIXED64.pack(span.end_time))
     parts.append(_attributes(b"\x4a", getattr(span, "_attributes", None) or span.attributes))
     dropped = span.dropped_attributes
     if dropped:
@@ -234,7 +234,7 @@ def _span(span: ReadableSpan) -> bytes:
     for event in span.events:
         body = []
         if event.timestamp:
-            body.append(b"\x09" + _FIXED64.pack(event.timestamp))
+            body.append(b"\x09" + FIXED64.pack(event.timestamp))
         if event.name:
             body.append(_field(b"\x12", _utf8(event.name)))
         body.append(_attributes(b"\x1a", event.attributes))

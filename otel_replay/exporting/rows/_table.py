@@ -124,7 +124,7 @@ _I64_MAX: Final = (1 << 63) - 1
 _WRAP: Final = 1 << 64
 _SERVICE_NAME: Final = "service.name"
 _by_key = itemgetter(0)
-_encode_basestring = json.encoder.encode_basestring  # escapes like Go (", \\, control chars), leaves UTF-8
+encode_json_string = json.encoder.encode_basestring  # escapes like Go (", \\, control chars), leaves UTF-8
 
 
 # ------------------------------------------------------------------------------------------------ values
@@ -190,7 +190,7 @@ def _json_of(value: AnyValue, out: list[str]) -> None:
             continue
         kind = _which(item, "value")
         if kind == "string_value":
-            append(_encode_basestring(item.string_value))
+            append(encode_json_string(item.string_value))
         elif kind == "int_value":
             append(str(item.int_value))
         elif kind == "bool_value":
@@ -219,7 +219,7 @@ def _json_of(value: AnyValue, out: list[str]) -> None:
             push("}")
             for i in range(len(keys) - 1, -1, -1):
                 push(entries[keys[i]])
-                push(_encode_basestring(keys[i]) + ":")
+                push(encode_json_string(keys[i]) + ":")
                 if i:
                     push(",")
         else:
@@ -230,7 +230,7 @@ def _json_text(value: AnyValue) -> str:
     if _which(value, "value") == "array_value":
         items = value.array_value.values
         if all(_which(item, "value") == "string_value" for item in items):  # fast path: string[] attributes
-            text = "[" + ",".join([_encode_basestring(item.string_value) for item in items]) + "]"
+            text = "[" + ",".join([encode_json_string(item.string_value) for item in items]) + "]"
             if "\u2028" in text or "\u2029" in text:
                 text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
             return text
