@@ -183,6 +183,45 @@ def test_two_recordings_of_the_same_code_diff_as_unchanged(world: FakeLLMServer)
 # ------------------------------------------------------------------------------------ real changes
 
 
+def tool_names(request: dict[str, Any]) -> list[str]:
+    return [t.get("name") or t["function"]["name"] for t in request["tools"]]
+
+
+@pytest.mark.parametrize("mode", ["mock", "deterministic"])
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+def test_the_same_tools_offered_in_another_order_are_the_same_request(
+    world: FakeLLMServer, loop: str, mode: str
+) -> None:
+    """The APIs give a request's tool list no order, and code that builds it from a set or dict changes it from
+    one process to the next: the replay sends the tools reversed and still matches."""
+    agent, func = LOOPS[loop]
+    trace_id = record(agent, func, "What is the weather in Paris?")
+    requests, effects = world.count, va.effects()
+    va.KNOBS["tool_order"] = "reversed"
+    result = orp.replay(trace_id, mode=mode)
+    unchanged(result)
+    assert (world.count, va.effects()) == (requests, effects)
+    assert result.replay is not None
+    recorded, replayed = model_requests(load(trace_id))[0], model_requests(result.replay)[0]
+    assert tool_names(recorded) == ["report_weather", "local_time"]
+    assert tool_names(replayed) == ["local_time", "report_weather"]  # the order really changed
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+def test_a_changed_tool_definition_still_diverges_whatever_the_order(world: FakeLLMServer, loop: str) -> None:
+    agent, func = LOOPS[loop]
+    trace_id = record(agent, func, "What is the weather in Paris?")
+    va.KNOBS.update(tool_order="reversed", tool_note=" Metric units.")
+    result = orp.replay(trace_id, mode="deterministic")
+    assert result.outcome == "diverged"
+    first = result.first_divergence
+    assert first is not None and (first.kind, first.step_index) == ("request", 0)
+    assert first.diff is not None
+    changes = [line for line in first.diff.splitlines() if line[:1] in "+-" and line[:3] not in ("---", "+++")]
+    assert len(changes) == 2 and all("log the report." in c or "Weather of a city." in c for c in changes), changes
+    assert changes[1].rstrip('",').endswith("Metric units."), changes
+
+
 @pytest.mark.parametrize("mode", ["deterministic", "live"])
 def test_changed_system_prompt_diverges_at_the_first_model_step_with_a_readable_diff(
     world: FakeLLMServer, mode: str
@@ -246,6 +285,18 @@ def test_ids_that_do_not_look_volatile_are_compared() -> None:
     assert not volatile.same({"id": 17}, {"id": 18})
     assert not volatile.same({"created": "yesterday"}, {"created": "today"})
     assert volatile.same({"id": "chatcmpl-1", "created": 1}, {"id": "chatcmpl-2", "created": 2})
+
+
+def test_only_lists_of_tool_definitions_lose_their_order() -> None:
+    a, b = {"name": "a", "description": "A"}, {"type": "function", "function": {"name": "b"}}
+    assert volatile.same({"tools": [a, b]}, {"tools": [b, a]})
+    assert volatile.same({"functions": [a, b]}, {"functions": [b, a]})
+    assert not volatile.same({"tools": [a, b]}, {"tools": [b, {**a, "description": "A!"}]})
+    assert not volatile.same({"tools": [a, b]}, {"tools": [b]})
+    # a list of anything else keeps its order, under the same key or any other
+    assert not volatile.same({"tools": ["saw", "hammer"]}, {"tools": ["hammer", "saw"]})
+    assert not volatile.same({"tools": [a, "saw"]}, {"tools": ["saw", a]})
+    assert not volatile.same({"messages": [a, b]}, {"messages": [b, a]})
 
 
 # ------------------------------------------------------------------------------- user-given rules

@@ -23,7 +23,12 @@ from typing import Any
 import otel_replay as orp
 
 SIDE_FILE_ENV = "VOLATILE_SIDE_FILE"
-DEFAULT_KNOBS = {"prompt": "You are a weather assistant. Answer in one line.", "suffix": ""}
+DEFAULT_KNOBS = {
+    "prompt": "You are a weather assistant. Answer in one line.",
+    "suffix": "",
+    "tool_order": "",  # "reversed": the loops offer their tools in the other order (as a set-built list may)
+    "tool_note": "",  # appended to report_weather's description: a changed tool definition
+}
 KNOBS: dict[str, str] = dict(DEFAULT_KNOBS)
 
 WEATHER_TOOL = {
@@ -34,6 +39,23 @@ WEATHER_TOOL = {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
     },
 }
+CLOCK_PARAMETERS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+def offered(weather: dict[str, Any], clock: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool list a loop sends: ``report_weather`` (described with the ``tool_note`` knob) and ``local_time``,
+    in that order, or the other (the ``tool_order`` knob). The fake server calls the first tool offered, so only
+    a recorded answer (mock, deterministic) keeps calling ``report_weather`` after the order changed."""
+    tools = [_noted(weather), clock]
+    return tools[::-1] if KNOBS["tool_order"] == "reversed" else tools
+
+
+def _noted(tool: dict[str, Any]) -> dict[str, Any]:
+    if not KNOBS["tool_note"]:
+        return tool
+    inner = tool.get("function", tool)
+    noted = {**inner, "description": inner["description"] + KNOBS["tool_note"]}
+    return {**tool, "function": noted} if "function" in tool else noted
 
 
 def effects() -> int:
@@ -67,7 +89,20 @@ def _openai_loop(question: str, **extra: Any) -> Any:
     ]
     for _ in range(4):
         completion = client.chat.completions.create(
-            model="gpt-4o-mini", messages=messages, tools=[WEATHER_TOOL], **extra
+            model="gpt-4o-mini",
+            messages=messages,
+            tools=offered(
+                WEATHER_TOOL,
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "local_time",
+                        "description": "Local time in a city.",
+                        "parameters": CLOCK_PARAMETERS,
+                    },
+                },
+            ),
+            **extra,
         )
         message = completion.choices[0].message
         if not message.tool_calls:
@@ -115,7 +150,10 @@ def responses_loop(question: str) -> str:
     }
     items: list[Any] = [{"role": "user", "content": question}]
     for _ in range(4):
-        response = client.responses.create(model="gpt-4o-mini", instructions=KNOBS["prompt"], input=items, tools=[tool])
+        clock = {"type": "function", "name": "local_time", "description": "Local time.", "parameters": CLOCK_PARAMETERS}
+        response = client.responses.create(
+            model="gpt-4o-mini", instructions=KNOBS["prompt"], input=items, tools=offered(tool, clock)
+        )
         calls = [i for i in response.output if i.type == "function_call"]
         if not calls:
             return response.output_text
@@ -150,7 +188,13 @@ def anthropic_loop(question: str) -> str:
     messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
     for _ in range(4):
         message = client.messages.create(
-            model="claude-fake", max_tokens=256, system=KNOBS["prompt"], messages=messages, tools=tools
+            model="claude-fake",
+            max_tokens=256,
+            system=KNOBS["prompt"],
+            messages=messages,
+            tools=offered(
+                tools[0], {"name": "local_time", "description": "Local time.", "input_schema": CLOCK_PARAMETERS}
+            ),
         )
         uses = [b for b in message.content if b.type == "tool_use"]
         if not uses:

@@ -28,8 +28,16 @@ the other holds as ``null`` not counting as a difference.
 A redaction marker and a string that is wholly one inline token of the same fingerprint are one redacted value in
 two forms (:func:`aligned`); a marker is otherwise compared whole.
 
+Tool lists are sets: the providers' APIs give the order of the tool definitions of a request no meaning (OpenAI
+chat completions' ``tools`` and legacy ``functions``, the Responses API's ``tools``, Anthropic's ``tools``), and
+frameworks build them from dicts and sets whose order changes from one process to the next (a hash seed is
+enough). :func:`normalise` puts a list under one of :data:`UNORDERED_LISTS` whose every item is a tool definition
+(a dict with a ``name``, or a ``function`` holding one) in one canonical order. A changed definition still
+differs; a list of anything else (a user's ``{"tools": ["saw", "hammer"]}``) keeps its order.
+
 This module must never change a stored run, never hide a change of any value no rule names (a changed system
-prompt or tool result always differs), and never read more of a redaction marker than its fingerprint.
+prompt, tool definition or tool result always differs), and never read more of a redaction marker than its
+fingerprint.
 """
 
 from __future__ import annotations
@@ -214,13 +222,39 @@ def normalise(value: Any, *, rules: tuple[VolatileRule, ...] | None = None) -> A
     return _walk(value, None, indexed)
 
 
+UNORDERED_LISTS: Final = frozenset({"tools", "functions"})
+"""Request keys whose list of tool definitions has no order in the providers' APIs (see the module docstring)."""
+
+
+def _tool_definition(item: Any) -> bool:
+    if not isinstance(item, dict):
+        return False
+    function = item.get("function")
+    return isinstance(item.get("name"), str) or (isinstance(function, dict) and isinstance(function.get("name"), str))
+
+
+def _canonical_order(items: list[Any]) -> list[Any]:
+    """Tool definitions in one order whatever order they came in: by their canonical JSON."""
+
+    def key(item: Any) -> str:
+        try:
+            return canonical_json(item)
+        except (TypeError, ValueError):
+            return repr(item)
+
+    return sorted(items, key=key)
+
+
 def _walk(value: Any, key: str | None, indexed: _Indexed) -> Any:
     if isinstance(value, dict):
         if REDACTED_TAG in value or TRUNCATED_TAG in value:
             return value
         return {k: _walk(value[k], k if isinstance(k, str) else None, indexed) for k in sorted(value, key=str)}
     if isinstance(value, (list, tuple)):
-        return [_walk(v, None, indexed) for v in value]
+        items = list(value)
+        if key in UNORDERED_LISTS and len(items) > 1 and all(_tool_definition(item) for item in items):
+            items = _canonical_order(items)
+        return [_walk(v, None, indexed) for v in items]
     return indexed.replace(key, value)
 
 
