@@ -405,12 +405,6 @@ def _replay(
     def unconfined(weaker: sandbox.Enforcement) -> None:
         session.sandbox = weaker.text
 
-    def confined(fn: Callable[[], Any]) -> Any:
-        """``fn`` (the agent's import, then its call) in a thread the kernel confines first, see sandbox.run."""
-        return sandbox.run(
-            fn, enforcement, allow_paths=allowed_paths, allow_addresses=allowed_addresses, on_unconfined=unconfined
-        )
-
     def load() -> Callable[..., Any]:
         try:
             with guard.agent_call(session):  # what the module does at import is the agent's code too
@@ -418,12 +412,16 @@ def _replay(
         except ReplayRefused as exc:
             raise _import_refusal(exc, session) from None
 
-    with instrumented(original):
+    # the agent's import, then its call, on one thread the kernel confines first (see sandbox.Confinement)
+    confinement = sandbox.Confinement(
+        enforcement, allow_paths=allowed_paths, allow_addresses=allowed_addresses, on_unconfined=unconfined
+    )
+    with instrumented(original), confinement:
         fresh = bool(module_name) and module_name not in sys.modules
-        func = confined(load)
+        func = confinement.call(load)
         if fresh and session.sandbox.startswith("landlock"):
             sandbox.note_confined_import(module_name)
-        result = _run_replay(session, original, func, store, confined)
+        result = _run_replay(session, original, func, store, confinement.call)
     return dataclasses.replace(result, not_firewalled=unfirewalled) if unfirewalled else result
 
 

@@ -3,6 +3,7 @@ cannot see, or see too late.
 
 ``book`` writes through resources its module opens at import (a ledger file, a SQLite database, a TCP
 connection, each named by an environment variable when the module is imported), from an undecorated helper.
+``count_entries`` reads through a per-thread SQLite connection its module opens at import.
 ``native`` writes a file and starts a process through libc with ``ctypes``. ``vacuum`` has SQLite copy an
 in-memory database to a file (``VACUUM INTO``), which SQLite does in C with no audit event. The tests copy this
 file into a project folder of their own and record and replay it in fresh processes, as a user would.
@@ -15,6 +16,7 @@ import ctypes
 import os
 import socket
 import sqlite3
+import threading
 
 import otel_replay as orp
 
@@ -23,6 +25,10 @@ DB = sqlite3.connect(os.environ["ADV_DB"], check_same_thread=False) if os.enviro
 if DB is not None:
     DB.execute("CREATE TABLE IF NOT EXISTS ledger (entry TEXT)")
     DB.commit()
+_CONNECTIONS = threading.local()
+"""Per-thread connections, as a thread-safe data layer keeps them; the importing thread's is opened at import."""
+_CONNECTIONS.catalogue = sqlite3.connect(os.environ["ADV_CATALOGUE"]) if os.environ.get("ADV_CATALOGUE") else None
+# opened with SQLite's default check_same_thread=True: usable only on the importing thread
 _peer = os.environ.get("ADV_PEER")
 PEER = (
     socket.create_connection((_peer.rpartition(":")[0], int(_peer.rpartition(":")[2])), timeout=10) if _peer else None
@@ -61,6 +67,16 @@ def native_effects(target: str, marker: str) -> None:
         libc.write(fd, b"written by libc", 15)
         libc.close(fd)
     libc.system(f"touch {marker}".encode())
+
+
+def _entries() -> int:
+    """The undecorated helper: reads through this thread's connection, the one the module opened at import."""
+    return int(_CONNECTIONS.catalogue.execute("SELECT count(*) FROM ledger").fetchone()[0])
+
+
+@orp.agent("catalogue-reader")
+def count_entries(entry: str) -> str:
+    return f"{lookup(entry)}: {_entries()} entries"
 
 
 @orp.agent("native-writer")

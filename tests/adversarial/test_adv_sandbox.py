@@ -105,6 +105,16 @@ def replay(
     return run(project, home, args, OTEL_REPLAY_SANDBOX=sandbox, **env)
 
 
+ARCHIVE_INSERT, ATTACH, VACUUM = 'conn.execute("INSERT INTO ledger', 'conn.execute("ATTACH', 'conn.execute("VACUUM'
+
+
+def line_of(text: str) -> int:
+    """The line of ``adv_sandbox_agents.py`` holding ``text``: the agent's frame a divergence names."""
+    lines = (HERE / "adv_sandbox_agents.py").read_text(encoding="utf-8").splitlines()
+    (number,) = [n for n, line in enumerate(lines, 1) if text in line]
+    return number
+
+
 def expected_sandbox(mode: str) -> str:
     return f"landlock ABI {landlock.abi()}" if mode == "auto" and KERNEL else "audit hooks only"
 
@@ -250,7 +260,7 @@ def test_a_c_extension_write_the_agent_ignores_is_still_reported(
         effects = [d["reason"] for d in document["divergences"] if d["kind"] == "side_effect"]
         assert effects == [
             f"unrecorded side effect: file write (sqlite3 ATTACH or VACUUM INTO): {target} "
-            "(in vacuum() at adv_sandbox_agents.py:" + ("86)" if how == "attach" else "90)")
+            f"(in vacuum() at adv_sandbox_agents.py:{line_of(ATTACH if how == 'attach' else VACUUM)})"
         ], effects
         assert document["agent_error"] is None  # the agent went on as in the recording
         assert not target.exists()
@@ -278,11 +288,36 @@ def test_an_existing_database_is_read_but_never_written(project: Path, home: Pat
         assert done.returncode == 1 and document["outcome"] == "diverged", done.stdout
         assert effects == [
             f"unrecorded side effect: file write (sqlite3 INSERT): {database} (in archive() at adv_sandbox_agents.py:"
-            "104)"
+            f"{line_of(ARCHIVE_INSERT)})"
         ], effects
     else:
         assert done.returncode == 0 and document["outcome"] == "matched", (done.stdout, done.stderr)
     assert rows(database) == before
+
+
+@pytest.mark.parametrize("mode", ["mock", "deterministic"])
+def test_a_database_opened_at_import_is_used_on_the_thread_that_opened_it(
+    project: Path, home: Path, outside: Path, mode: str
+) -> None:
+    """The replay imports the agent and calls it on one confined thread, as the recording did on one thread:
+    per-thread state made at import (a thread-local SQLite connection, opened with SQLite's default same-thread
+    check) is there in the call, and the replay matches (on two threads the read fails and the replay would
+    diverge on unchanged code). Under the audit hooks alone the open at import is refused, with the ways out."""
+    database = outside / "catalogue.db"
+    with contextlib.closing(sqlite3.connect(database)) as conn:
+        conn.execute("CREATE TABLE ledger (entry TEXT)")
+        conn.executemany("INSERT INTO ledger VALUES (?)", [("a",), ("b",)])
+        conn.commit()
+    env = {"ADV_CATALOGUE": str(database)}
+    trace_id = record(project, home, "count_entries('x')", **env)
+    done = replay(project, home, trace_id, "auto", "--mode", mode, "--json", **env)
+    if expected_sandbox("auto") == "audit hooks only":
+        assert done.returncode == 2 and "file write (sqlite3.connect)" in done.stderr, done.stderr
+    else:
+        document = json.loads(done.stdout)
+        assert (done.returncode, document["outcome"]) == (0, "matched"), (document["divergences"], done.stderr)
+        assert document["agent_error"] is None and document["sandbox"] == expected_sandbox("auto")
+    assert rows(database) == ["a", "b"]
 
 
 def test_require_refuses_what_the_kernel_cannot_confine(project: Path, home: Path, outside: Path) -> None:

@@ -5,11 +5,12 @@ case, a lab worker's replay, ``replay-tool --mode mock``) promises that nothing 
 audit-hook guard (:mod:`otel_replay.replay.safety.guard`) sees what Python sees and names it; below Python (``ctypes``,
 a C extension, a descriptor opened before the replay) it sees nothing. Where the kernel offers Linux Landlock,
 the engine therefore runs the agent's import and call in a fresh thread that confines itself first
-(:func:`run`): from then on that thread and all it starts can change files only under the temp folder,
-otel-replay's home, the embedded store and the paths the person replaying allowed (``--allow-path``), connect
-only to the TCP ports of the store, the export endpoints and the allowed addresses (``--allow-address``; by
-port, the guard checks the address), bind none, and execute nothing. The host program's other threads are
-untouched, and the confinement ends with the thread, so an in-process replay leaves its caller as it was.
+(:class:`Confinement`: the import and the call on that one thread): from then on that thread and all it starts
+can change files only under the temp folder, otel-replay's home, the embedded store and the paths the person
+replaying allowed (``--allow-path``), connect only to the TCP ports of the store, the export endpoints and the
+allowed addresses (``--allow-address``; by port, the guard checks the address), bind none, and execute nothing.
+The host program's other threads are untouched, and the confinement ends with the thread, so an in-process
+replay leaves its caller as it was.
 
 ``OTEL_REPLAY_SANDBOX`` chooses: ``auto`` (default) confines where the kernel can, ``require`` refuses an
 offline replay it cannot confine, ``off`` keeps the guard alone. :class:`Enforcement` says what ran; every
@@ -27,7 +28,9 @@ happen, and never let an offline replay run unconfined under ``require``.
 from __future__ import annotations
 
 import contextvars
+import functools
 import os
+import queue
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -192,6 +195,93 @@ def note_confined_import(module_name: str | None) -> None:
             _confined_imports.add(module_name)
 
 
+class Confinement:
+    """One thread the kernel confines, serving every call a replay confines: the agent's import, then its call,
+    run one after the other on the same thread, as they ran in the recording. Code that keeps per-thread state
+    from its import (a SQLite connection opened at import checks that it is used on the thread that opened it;
+    thread-local clients and caches) then sees one thread, not two.
+
+    Without ``enforcement.abi`` the calls run right here. When the kernel refuses the confinement after all,
+    ``on_unconfined`` learns the weaker enforcement and the calls run here, unconfined; under ``require`` the
+    replay is refused instead. Use it as a context manager: the thread ends with the block."""
+
+    def __init__(
+        self,
+        enforcement: Enforcement,
+        *,
+        allow_paths: Sequence[str] = (),
+        allow_addresses: Sequence[str] = (),
+        on_unconfined: Callable[[Enforcement], Any] | None = None,
+    ) -> None:
+        self._enforcement = enforcement
+        self._writable = [*exempt_roots(), os.devnull, *allow_paths]
+        self._ports = allowed_ports(allow_addresses)
+        self._on_unconfined = on_unconfined
+        self._unconfined = enforcement.abi < 1
+        self._work: queue.SimpleQueue[tuple[Callable[[], Any], dict[str, Any], threading.Event] | None] = (
+            queue.SimpleQueue()
+        )
+        self._thread: threading.Thread | None = None
+        self._refusal: landlock.LandlockError | None = None
+
+    def __enter__(self) -> Confinement:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if self._thread is not None:
+            self._work.put(None)  # the thread ends after its current call
+            if exc_type is None:  # an interrupt (Ctrl-C) does not wait for the agent's call to end
+                self._thread.join()
+            self._thread = None
+
+    def _serve(self, confined: threading.Event) -> None:
+        try:
+            landlock.restrict_thread(writable=self._writable, ports=self._ports, version=self._enforcement.abi)
+        except landlock.LandlockError as exc:
+            self._refusal = exc
+            confined.set()
+            return
+        confined.set()
+        while (item := self._work.get()) is not None:
+            fn, outcome, done = item
+            try:
+                outcome["value"] = fn()
+            except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+                outcome["error"] = exc
+            finally:
+                done.set()
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """``fn()`` in the caller's context (variables as they are now), on the confined thread."""
+        if self._thread is None and not self._unconfined:
+            confined = threading.Event()
+            self._thread = threading.Thread(
+                target=self._serve, args=(confined,), name="otel-replay-sandbox", daemon=True
+            )
+            self._thread.start()
+            confined.wait()
+            if self._refusal is not None:
+                self._thread.join()
+                self._thread = None
+                if settings.resolve_sandbox() == "require":
+                    raise ReplayRefused(
+                        f"{settings.OTEL_REPLAY_SANDBOX}=require: the kernel refused the sandbox "
+                        f"({self._refusal}); nothing ran"
+                    )
+                self._unconfined = True
+                if self._on_unconfined is not None:
+                    self._on_unconfined(Enforcement(abi=0, guarded=self._enforcement.guarded))
+        if self._unconfined:
+            return fn()
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+        self._work.put((functools.partial(contextvars.copy_context().run, fn), outcome, done))
+        done.wait()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]  # type: ignore[no-any-return]
+
+
 def run(
     fn: Callable[[], T],
     enforcement: Enforcement,
@@ -200,40 +290,8 @@ def run(
     allow_addresses: Sequence[str] = (),
     on_unconfined: Callable[[Enforcement], Any] | None = None,
 ) -> T:
-    """Call ``fn`` (in this thread's context) confined by ``enforcement``: in a fresh thread that confines itself
-    first when ``enforcement.abi`` is set, else right here. When the kernel refuses the confinement after all,
-    ``on_unconfined`` learns the weaker enforcement and ``fn`` runs unconfined; under ``require`` the replay is
-    refused instead."""
-    if enforcement.abi < 1:
-        return fn()
-    writable = [*exempt_roots(), os.devnull, *allow_paths]
-    ports = allowed_ports(allow_addresses)
-    context = contextvars.copy_context()
-    outcome: dict[str, Any] = {}
-
-    def confined() -> None:
-        try:
-            landlock.restrict_thread(writable=writable, ports=ports, version=enforcement.abi)
-        except landlock.LandlockError as exc:
-            outcome["unconfined"] = exc
-            return
-        try:
-            outcome["value"] = context.run(fn)
-        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=confined, name="otel-replay-sandbox", daemon=True)
-    worker.start()
-    worker.join()
-    if "unconfined" in outcome:
-        if settings.resolve_sandbox() == "require":
-            raise ReplayRefused(
-                f"{settings.OTEL_REPLAY_SANDBOX}=require: the kernel refused the sandbox "
-                f"({outcome['unconfined']}); nothing ran"
-            )
-        if on_unconfined is not None:
-            on_unconfined(Enforcement(abi=0, guarded=enforcement.guarded))
-        return fn()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]  # type: ignore[no-any-return]
+    """``fn`` alone on a :class:`Confinement` of its own (see there)."""
+    with Confinement(
+        enforcement, allow_paths=allow_paths, allow_addresses=allow_addresses, on_unconfined=on_unconfined
+    ) as confinement:
+        return confinement.call(fn)

@@ -123,13 +123,15 @@ def replay_tool(
     def unconfined(weaker: sandbox.Enforcement) -> None:
         shown["text"] = weaker.text
 
-    def confined(fn: Callable[[], Any]) -> Any:
-        return sandbox.run(fn, enforcement, on_unconfined=unconfined)
+    # the tool's import and its call on one confined thread (see sandbox.Confinement)
+    confinement = sandbox.Confinement(enforcement, on_unconfined=unconfined)
+    confined = confinement.call
 
     from ...storage.store import open_given  # the store (and the rows encoder) load only when a store is used
 
     opened, close_store = open_given(store)
     instrumenting = contextlib.ExitStack()
+    instrumenting.enter_context(confinement)
     try:
         original = opened.load_run(tid)
         try:
