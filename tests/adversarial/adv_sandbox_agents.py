@@ -3,10 +3,11 @@ cannot see, or see too late.
 
 ``book`` writes through resources its module opens at import (a ledger file, a SQLite database, a TCP
 connection, each named by an environment variable when the module is imported), from an undecorated helper.
-``count_entries`` reads through a per-thread SQLite connection its module opens at import.
-``native`` writes a file and starts a process through libc with ``ctypes``. ``vacuum`` has SQLite copy an
-in-memory database to a file (``VACUUM INTO``), which SQLite does in C with no audit event. The tests copy this
-file into a project folder of their own and record and replay it in fresh processes, as a user would.
+``count_entries`` reads through a per-thread SQLite connection its module opens at import. ``arrow_note``
+writes a file from C++ (pyarrow). ``native`` writes a file and starts a process through libc with ``ctypes``.
+``vacuum`` has SQLite copy an in-memory database to a file (``VACUUM INTO``), which SQLite does in C with no
+audit event. The tests copy this file into a project folder of their own and record and replay it in fresh
+processes, as a user would.
 """
 
 from __future__ import annotations
@@ -84,6 +85,19 @@ def native(target: str, marker: str) -> str:
     answer = lookup(target)
     with contextlib.suppress(OSError):  # as code on a read-only system would: carry on
         native_effects(target, marker)
+    return answer
+
+
+@orp.agent("arrow-writer")
+def arrow_note(target: str) -> str:
+    """Writes a CSV file through pyarrow's C++ file system, which raises no Python audit event; a failed write is
+    ignored (``ArrowIOError`` is an ``OSError``), as best-effort export code would."""
+    import pyarrow as pa
+    import pyarrow.csv
+
+    answer = lookup(target)
+    with contextlib.suppress(OSError):
+        pyarrow.csv.write_csv(pa.table({"note": [answer]}), target)
     return answer
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import fork_server
 import pytest
+from pytest_children import UNRELATED_PLUGINS
 
 import otel_replay as orp
 from otel_replay.replay.safety import landlock
@@ -214,6 +215,75 @@ def test_writes_and_spawns_through_libc_never_happen_and_are_named(
         assert effects and effects[0].startswith("unrecorded side effect: native call (ctypes): open()"), effects
         assert "native_effects() at adv_sandbox_agents.py:" in effects[0]  # the agent frame that made it
         assert not target.exists() and not marker.exists()
+
+
+@pytest.mark.parametrize("sandbox", MODES)
+def test_a_write_no_audit_hook_sees_is_stopped_by_the_kernel(
+    project: Path, home: Path, outside: Path, sandbox: str
+) -> None:
+    """pyarrow writes a file from C++: no Python audit event sees it, so only the kernel can stop it. Under the
+    sandbox the file is never written (the agent ignores the failed write, and the replay cannot name it: one
+    of the gaps ``dry`` lists); under the audit hooks alone it is written, and the result and ``dry`` say that
+    this enforcement does not cover code below Python."""
+    target = outside / "notes.csv"
+    trace_id = record(project, home, f"arrow_note({str(target)!r})")
+    assert target.read_text(encoding="utf-8").splitlines()[1:] == [f'"{str(target).upper()}"']  # it works for real
+    target.unlink()
+    done = replay(project, home, trace_id, sandbox, "--mode", "mock", "--json")
+    document = json.loads(done.stdout)
+    assert document["sandbox"] == expected_sandbox(sandbox), document["sandbox"]
+    dry = json.loads(replay(project, home, trace_id, sandbox, "--mode", "dry", "--json").stdout)
+    not_covered = dry["readiness"]["sandbox"]["not_covered"]
+    if expected_sandbox(sandbox) == "audit hooks only":
+        assert target.exists()  # what the weaker enforcement cannot stop, and says so
+        assert any("code below Python" in gap for gap in not_covered), not_covered
+    else:
+        assert not target.exists(), "the kernel sandbox let a C++ write through"
+        assert any("inside a C extension" in gap for gap in not_covered), not_covered
+
+
+@pytest.mark.parametrize("entry", ["case-run", "pytest", "lab"])
+def test_cases_pytest_and_lab_workers_run_the_agent_in_the_kernel_sandbox(
+    project: Path, home: Path, outside: Path, entry: str
+) -> None:
+    """The same C++ write through a regression case (``case run``), the pytest plugin and a lab worker: the kernel
+    stops it there too (under the audit hooks alone, where the kernel offers no sandbox, it is written)."""
+    target = outside / "notes.csv"
+    trace_id = record(project, home, f"arrow_note({str(target)!r})")
+    target.unlink()
+    cases = project / "cases"
+    if entry != "lab":
+        exported = run(
+            project, home, ["-m", "otel_replay.cli", "case", "export", trace_id, "-o", "cases/arrow.case.json"]
+        )
+        assert exported.returncode == 0, exported.stderr
+    if entry == "case-run":
+        done = run(project, home, ["-m", "otel_replay.cli", "case", "run", str(cases), "--json"])
+        assert json.loads(done.stdout)["passed"] == 1, done.stdout
+    elif entry == "pytest":
+        done = run(
+            project,
+            home,
+            [
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                *UNRELATED_PLUGINS,
+                "--otel-replay-cases",
+                str(cases),
+                str(cases),
+            ],
+        )
+        assert "1 passed" in done.stdout, done.stdout + done.stderr
+    else:
+        done = run(project, home, ["-m", "otel_replay.cli", "lab", "--trace-id", trace_id, "--json"])
+        assert json.loads(done.stdout)["summary"]["totals"]["replays"] == 1, done.stdout
+    if expected_sandbox("auto") == "audit hooks only":
+        assert target.exists()
+    else:
+        assert not target.exists(), f"{entry} let a C++ write through the kernel sandbox"
 
 
 @pytest.mark.parametrize("sandbox", MODES)
