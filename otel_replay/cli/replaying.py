@@ -185,6 +185,8 @@ def replay_tool_command(
             console.print(Text(f"refused: {result.refusal}", style="red"))
         console.print(f"recorded: {preview(result.recorded_error or result.recorded_result, 160)}")
         console.print(f"now:      {preview(result.error or result.result, 160)}")
+        if result.sandbox:
+            console.print(f"sandbox: {result.sandbox}")
         versions = result.schema_version
         if versions["recorded"] != versions["current"]:
             console.print(

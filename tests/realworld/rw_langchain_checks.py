@@ -146,6 +146,7 @@ def assert_replay_tool(world: RealWorld, shape: Shape, recorded: Recorded) -> No
     env = zero_code_env(recorded.zero_code)
     mock = world.cli_json("replay-tool", recorded.trace_id, "--step", "1", "--app", shape.tool_app, extra_env=env)
     assert (mock["tool"], mock["outcome"]) == ("send_postcard", "matched")
+    assert mock["sandbox"].startswith(("landlock ABI", "audit hooks only")), mock["sandbox"]  # an offline replay
     assert len(world.effects()) == recorded.effects
     refused = world.cli_json(
         "replay-tool",
@@ -177,6 +178,6 @@ def assert_replay_tool(world: RealWorld, shape: Shape, recorded: Recorded) -> No
         "--approve",
         extra_env=env,
     )
-    assert live["outcome"] == "matched", live
+    assert (live["outcome"], live["sandbox"]) == ("matched", "none"), live
     assert world.effects() == [EFFECT] * (recorded.effects + 1)
     assert world.server.count == recorded.requests

@@ -183,6 +183,7 @@ def replay_tool(
             mocks=None,
             actor=actor or "",
             reason=reason,
+            sandbox=shown["text"],  # the tool's module was imported already, on the confined thread
         )
         session.recorded = [recorded]
         spans: list[ReadableSpan] = []
