@@ -290,3 +290,26 @@ def test_refusals_are_one_line_and_exit_2(
 def test_unknown_mode_is_a_one_line_error(world: dict[str, Any]) -> None:
     out = cli(world, "replay", world["ids"]["matrix-agent"], "--mode", "bogus")
     assert_one_line_error(out, "bogus")
+
+
+def test_dry_replays_are_audited_but_listed_only_when_asked_for(world: dict[str, Any]) -> None:
+    """A dry replay is a run with no step: ``runs`` leaves it out unless ``--kind dry``, ``--kind replay`` or
+    ``--all`` asks for it, and the audit lists it like any replay."""
+    matrix = world["ids"]["matrix-agent"]
+    out = cli(world, "replay", matrix, "--mode", "dry", "--json")
+    assert out.returncode == 0, out.stderr
+    dry = json.loads(out.stdout)["replay_trace_id"]
+
+    def listed(*args: str) -> set[str]:
+        out = cli(world, "runs", "--json", "--limit", "1000", *args)
+        assert out.returncode == 0, out.stderr
+        return {r["trace_id"] for r in json.loads(out.stdout)}
+
+    assert matrix in listed() and dry not in listed()
+    assert dry in listed("--kind", "replay")  # every replay, as the audit reads them
+    assert listed("--kind", "dry") >= {dry} and matrix not in listed("--kind", "dry")
+    assert listed("--all") >= {dry, matrix}
+    audit = cli(world, "audit", "--json")
+    assert audit.returncode == 0, audit.stderr
+    assert [row["mode"] for row in json.loads(audit.stdout) if row["replay_trace_id"] == dry] == ["dry"]
+    assert_one_line_error(cli(world, "runs", "--kind", "replay", "--all"), "--kind or --all")

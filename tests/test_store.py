@@ -205,7 +205,7 @@ def test_run_rows_filters_and_orders_newest_first(home):
         for listing in (store.runs, store.run_rows):
             with pytest.raises(TypeError, match="no run filter named 'agnet'"):
                 listing(agnet="alpha")  # type: ignore[call-arg]
-            with pytest.raises(ValueError, match="kind must be 'original' or 'replay', got 'both'"):
+            with pytest.raises(ValueError, match="kind must be 'original', 'replay', 'dry' or 'all', got 'both'"):
                 listing(kind="both")
 
 

@@ -13,7 +13,18 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from ..wording import plural
-from .app import HTML_HELP, STORE_HELP, app, handled, nothing_stored, open_store, out_console, print_json, write_html
+from .app import (
+    HTML_HELP,
+    STORE_HELP,
+    app,
+    fail,
+    handled,
+    nothing_stored,
+    open_store,
+    out_console,
+    print_json,
+    write_html,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -35,6 +46,7 @@ class KindFilter(str, Enum):
 
     original = "original"
     replay = "replay"
+    dry = "dry"
 
 
 # -------------------------------------------------------------------------------------------------- runs
@@ -67,13 +79,19 @@ def runs_table(summaries: list[RunSummary]) -> Table:
 def runs_command(
     agent: str | None = typer.Option(None, "--agent", help="Only runs of this agent."),
     status: StatusFilter | None = typer.Option(None, "--status", help="Only runs that ended ok / in error."),
-    kind: KindFilter | None = typer.Option(None, "--kind", help="Only original runs, or only replays."),
+    kind: KindFilter | None = typer.Option(
+        None, "--kind", help="Only original runs, only replays (dry ones included), or only dry replays."
+    ),
+    every: bool = typer.Option(False, "--all", help="Every run, dry replays included."),
     limit: int = typer.Option(50, "--limit", min=1, max=100000, help="At most this many runs."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
     store_url: str | None = typer.Option(None, "--store", help=STORE_HELP),
     lab: str | None = typer.Option(None, "--lab", metavar="ID", help="Only the replays of this lab (otel-replay lab)."),
 ) -> None:
-    """List recorded runs (originals and replays), newest first."""
+    """List recorded runs (originals and replays), newest first. Dry replays (audited, with no step) are listed
+    only with --kind dry, --kind replay or --all."""
+    if every and kind is not None:
+        fail("give --kind or --all, not both")
     if nothing_stored(store_url):
         summaries: list[RunSummary] = []
     else:
@@ -81,7 +99,7 @@ def runs_command(
             summaries = store.runs(
                 agent=agent,
                 status=status.value if status else None,
-                kind=kind.value if kind else None,
+                kind="all" if every else kind.value if kind else None,
                 limit=limit,
                 lab=lab,
             )

@@ -37,7 +37,8 @@ class RunFilter(TypedDict, total=False):
 
     ``agent`` matches ``gen_ai.agent.name``, the span name's agent part, the whole span name or
     ``traceloop.workflow.name``; ``status`` is ``ok`` or ``error`` (both status spellings); ``kind`` is
-    ``original`` (also runs without the attribute) or ``replay``; ``session`` matches ``otel_replay.session.id``;
+    ``original`` (also runs without the attribute), ``replay`` (dry ones included), ``dry`` or ``all``, and
+    left out lists every run but dry replays; ``session`` matches ``otel_replay.session.id``;
     ``lab`` matches ``otel_replay.replay.lab_id`` (a lab's replays); ``tags`` are root-span attributes that must
     hold exactly these values; ``since_ns`` / ``until_ns`` bound the run's start (nanoseconds since the epoch,
     ``until_ns`` excluded); ``limit`` counts runs (:data:`DEFAULT_LIMIT` when left out).
@@ -53,6 +54,10 @@ class RunFilter(TypedDict, total=False):
     since_ns: int | None
     until_ns: int | None
 
+
+KINDS: Final = (None, "original", "replay", "dry", "all")
+"""The ``kind`` filters: None (every run but dry replays), ``original``, ``replay`` (every replay, dry ones
+included: what the audit reads), ``dry`` (the dry replays: audited, with no step), ``all``."""
 
 DEFAULT_LIMIT: Final = 50
 """The runs a listing returns when its filter gives no ``limit``."""
@@ -106,13 +111,16 @@ def run_filter(criteria: RunFilter) -> tuple[list[str], dict[str, Any], int]:
     if until_ns is not None:
         where.append("Timestamp < fromUnixTimestamp64Nano({until_ns:Int64})")
         params["until_ns"] = int(until_ns)
-    if kind is not None:
-        if kind not in ("original", "replay"):
-            raise ValueError(f"kind must be 'original' or 'replay', got {kind!r}")
-        where.append(
-            "if(SpanAttributes[{kind_key:String}] = '', 'original', SpanAttributes[{kind_key:String}]) = {kind:String}"
-        )
+    if kind not in KINDS:
+        raise ValueError(f"kind must be 'original', 'replay', 'dry' or 'all', got {kind!r}")
+    kind_of = "if(SpanAttributes[{kind_key:String}] = '', 'original', SpanAttributes[{kind_key:String}])"
+    dry = "(SpanAttributes[{kind_key:String}] = 'replay' AND SpanAttributes[{mode_key:String}] = 'dry')"
+    if kind in ("original", "replay"):
+        where.append(f"{kind_of} = {{kind:String}}")
         params.update(kind_key=semconv.RUN_KIND, kind=kind)
+    elif kind != "all":  # None: every run but dry replays; "dry": those only
+        where.append(dry if kind == "dry" else f"NOT {dry}")
+        params.update(kind_key=semconv.RUN_KIND, mode_key=semconv.REPLAY_MODE)
     return where, params, limit
 
 
