@@ -53,6 +53,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "rule for entrypoints read from case files does not apply to it.",
     )
     group.addoption(
+        "--otel-replay-allow-path",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="A file or folder the cases' code may change (repeatable), as case run --allow-path.",
+    )
+    group.addoption(
+        "--otel-replay-allow-address",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="A HOST:PORT the cases' code may connect to (repeatable), as case run --allow-address.",
+    )
+    group.addoption(
         "--otel-replay-allow-side-effects",
         action="store_true",
         default=False,
@@ -140,6 +154,8 @@ class CaseItem(pytest.Item):
             entrypoint=self.config.option.otel_replay_app,
             root=self.config.rootpath,
             allow_side_effects=bool(self.config.getoption("otel_replay_allow_side_effects", False)),
+            allow_paths=self.config.getoption("otel_replay_allow_path", []),
+            allow_addresses=self.config.getoption("otel_replay_allow_address", []),
         )
         if not result.passed:
             raise CaseFailed(describe_failure(result))

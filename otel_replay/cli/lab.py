@@ -25,6 +25,7 @@ from .app import (
     print_json,
     without_dataframes,
 )
+from .outcome import ALLOW_ADDRESS_HELP, ALLOW_PATH_HELP
 
 if TYPE_CHECKING:
     from ..lab.model import LabResult
@@ -110,6 +111,8 @@ def lab_command(
     ),
     actor: str | None = typer.Option(None, "--actor", help="Who runs the lab (default: the OS user)."),
     reason: str | None = typer.Option(None, "--reason", help="Why (required for whatif and --tool-live)."),
+    allow_path: list[str] = typer.Option([], "--allow-path", metavar="PATH", help=ALLOW_PATH_HELP),
+    allow_address: list[str] = typer.Option([], "--allow-address", metavar="HOST:PORT", help=ALLOW_ADDRESS_HELP),
     scorers: list[str] = typer.Option([], "--scorers", metavar="MODULE", help="Import user scorers from MODULE."),
     fail_if: list[str] = typer.Option([], "--fail-if", metavar="EXPR", help="Exit 1 when EXPR holds (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="Print the lab result as one JSON document."),
@@ -164,6 +167,8 @@ def lab_command(
                 reason=reason,
                 actor=actor,
                 approvals=approve,
+                allow_paths=allow_path,
+                allow_addresses=allow_address,
                 scorers=scorers,
                 fail_if=fail_if,
                 store=store_url,

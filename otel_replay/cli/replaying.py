@@ -210,6 +210,8 @@ def replay_session_command(
     app_spec: str | None = typer.Option(None, "--app", help="Entrypoint module:function to run instead."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     store_url: str | None = typer.Option(None, "--store", help=STORE_HELP),
+    allow_path: list[str] = typer.Option([], "--allow-path", metavar="PATH", help=ALLOW_PATH_HELP),
+    allow_address: list[str] = typer.Option([], "--allow-address", metavar="HOST:PORT", help=ALLOW_ADDRESS_HELP),
 ) -> None:
     """Replay every run of one conversation in order; a diff per turn and the first turn that diverged."""
     from ..replay.scopes import replay_session
@@ -225,6 +227,8 @@ def replay_session_command(
             reason=reason,
             store=store_url,
             entrypoint=app_spec,
+            allow_paths=allow_path,
+            allow_addresses=allow_address,
         )
     if as_json:
         print_json(result.to_dict())

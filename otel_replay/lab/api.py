@@ -26,6 +26,7 @@ from ..errors import ReplayRefused
 from ..exporting import setup
 from ..exporting.spool import OTEL_REPLAY_SPOOL_FSYNC, SpoolExporter
 from ..replay.matching.policy import ToolFault
+from ..replay.safety import sandbox
 from ..replay.safety.approvals import Approvals
 from ..replay.session import os_user as _os_user
 from . import audit, gates, scoring, summary
@@ -81,6 +82,8 @@ def lab(
     reason: str | None = None,
     actor: str | None = None,
     approvals: Sequence[str] = (),
+    allow_paths: Sequence[str] = (),
+    allow_addresses: Sequence[str] = (),
     scorers: Sequence[str] = (),
     fail_if: Sequence[str] = (),
     store: Any = None,
@@ -98,6 +101,9 @@ def lab(
     tools answered from the recording per ``tool_match`` (``strict``/``sequence``) except those in
     ``tool_live`` (which need ``approvals`` for write/high tools, as live replays do); ``inject`` tool faults
     (``TOOL:error=KIND[:p=P]`` texts or :class:`~otel_replay.replay.matching.policy.ToolFault`), drawn from ``seed``.
+
+    ``allow_paths`` / ``allow_addresses``: what every replay's code may change or connect to, as for
+    :func:`~otel_replay.replay` (checked here, recorded in each replay's audit).
 
     ``mode``: ``deterministic`` (default), ``whatif`` (models called for real; needs ``reason``) or ``mock``.
     ``baseline`` replays the cohort with the unchanged candidate first; ``repeats`` repeats each lane.
@@ -153,6 +159,8 @@ def lab(
         reason=scrub(reason, "replay")[0] if reason else None,
         actor=scrub(actor, "replay")[0] if actor else None,
         approvals=tuple(approvals),
+        allow_paths=tuple(sandbox.check_paths(allow_paths)),
+        allow_addresses=tuple(sandbox.check_addresses(allow_addresses)),
         scorers=tuple(scorers),
     )
     if cohort_spec.status is not None and cohort_spec.status not in ("ok", "error"):
@@ -255,6 +263,8 @@ def _task(spec: LabSpec, lane: str, worker_setup: Any) -> dict[str, Any]:
         "reason": spec.reason or f"lab {spec.lab_id}",
         "actor": spec.actor,
         "approvals": list(spec.approvals),
+        "allow_paths": list(spec.allow_paths),
+        "allow_addresses": list(spec.allow_addresses),
         "setup": worker_setup,
     }
 

@@ -123,6 +123,10 @@ class LabSpec:
     reason: str | None = None
     actor: str | None = None
     approvals: tuple[str, ...] = ()
+    allow_paths: tuple[str, ...] = ()
+    """``--allow-path``: files or folders every replay's code may change (each replay's audit records them)."""
+    allow_addresses: tuple[str, ...] = ()
+    """``--allow-address``: ``HOST:PORT`` every replay's code may connect to."""
     scorers: tuple[str, ...] = ()
     """Modules of user scorers (``--scorers MODULE``), imported in the lab process and in every worker."""
 

@@ -167,12 +167,15 @@ def replay_items(task: Mapping[str, Any]) -> Iterator[PairResult]:
             reason=task.get("reason"),
             actor=task.get("actor"),
             approvals=task.get("approvals") or (),
+            allow_paths=task.get("allow_paths") or (),
+            allow_addresses=task.get("allow_addresses") or (),
         )
 
 
 def chunk_text(task: Mapping[str, Any], items: Sequence[Mapping[str, Any]]) -> str:
     """The JSON text of one chunk: ``task`` (mode, policy as :func:`policy_dict`, lane, app, reason, actor,
-    approvals, the worker setup) with ``items`` (:func:`original_item` plus ``repeat``), each as JSON text."""
+    approvals, allowed paths and addresses, the worker setup) with ``items`` (:func:`original_item` plus
+    ``repeat``), each as JSON text."""
     return json.dumps({**task, "items": [json.dumps(item, default=str) for item in items]}, default=str)
 
 
@@ -187,6 +190,8 @@ def replay_one(
     reason: str | None,
     actor: str | None,
     approvals: Sequence[str],
+    allow_paths: Sequence[str] = (),
+    allow_addresses: Sequence[str] = (),
 ) -> PairResult:
     """One cohort run replayed and paired with its original; a run that cannot be replayed is an ``error`` pair."""
     try:
@@ -202,6 +207,8 @@ def replay_one(
             reason=reason,
             actor=actor,
             approvals=list(approvals),
+            allow_paths=allow_paths,
+            allow_addresses=allow_addresses,
         )
         return scoring.pair_result(original, result, lane=lane, repeat=repeat)  # type: ignore[arg-type]
     except OtelReplayError as exc:

@@ -197,6 +197,38 @@ def test_allowing_the_one_path_lets_it_through_and_the_audit_records_it(
     assert replayed.attributes.get("otel_replay.replay.sandbox") == document["sandbox"]
 
 
+@pytest.mark.parametrize("entry", ["replay-session", "pytest", "lab"])
+def test_every_offline_command_takes_the_one_path_to_allow(
+    project: Path, home: Path, outside: Path, entry: str
+) -> None:
+    """The import refusal names ``--allow-path``: ``replay-session``, the pytest plugin
+    (``--otel-replay-allow-path``) and ``lab`` take it too. Without it the agent's module, which opens its ledger
+    at import, cannot be imported; with it the replay runs and writes only there."""
+    ledger = outside / "ledger.txt"
+    code = (
+        "import adv_sandbox_agents as a, otel_replay as orp\nwith orp.identity(session='desk-7'):\n    a.book('first')"
+    )
+    assert run(project, home, ["-c", code + "\norp.flush()"], ADV_LEDGER=str(ledger)).returncode == 0
+    with orp.Store.open() as store:
+        trace_id = store.runs(limit=1)[0].trace_id
+    cli = ["-m", "otel_replay.cli"]
+    if entry == "pytest":
+        exported = run(project, home, [*cli, "case", "export", trace_id, "-o", "cases/book.case.json"])
+        assert exported.returncode == 0, exported.stderr
+    commands = {
+        "replay-session": [*cli, "replay-session", "desk-7", "--mode", "mock", "--json"],
+        "pytest": ["-m", "pytest", "-q", "-p", "no:cacheprovider", *UNRELATED_PLUGINS, "--otel-replay-cases", "cases"],
+        "lab": [*cli, "lab", "--trace-id", trace_id, "--json", "--fail-if", "errors > 0"],
+    }
+    allow = {"pytest": "--otel-replay-allow-path"}.get(entry, "--allow-path")
+    refused = run(project, home, commands[entry], ADV_LEDGER=str(ledger))
+    assert refused.returncode != 0 and "--allow-path" in refused.stdout + refused.stderr, refused.stdout
+    assert ledger.read_text(encoding="utf-8") == "first\n"
+    done = run(project, home, [*commands[entry], allow, str(ledger)], ADV_LEDGER=str(ledger))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ledger.read_text(encoding="utf-8") == "first\nfirst\n"  # what the person replaying allowed
+
+
 @pytest.mark.parametrize("sandbox", MODES)
 def test_writes_and_spawns_through_libc_never_happen_and_are_named(
     project: Path, home: Path, outside: Path, sandbox: str

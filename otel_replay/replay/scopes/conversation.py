@@ -57,10 +57,12 @@ def replay_session(
     store: Any = None,
     entrypoint: str | None = None,
     mocks: Mapping[str, Any] | None = None,
+    allow_paths: Sequence[str] = (),
+    allow_addresses: Sequence[str] = (),
 ) -> SessionReplayResult:
     """Replay every original run of conversation ``session_id`` in the order they ran. Each turn replays
     against the state the earlier replayed turns left behind (the agent's own memory); a refused turn ends
-    the conversation replay."""
+    the conversation replay. ``allow_paths`` / ``allow_addresses`` hold for every turn, as for :func:`replay`."""
     if not session_id or not str(session_id).strip():
         raise ReplayRefused("a session id is required")
     budget = Approvals.of(approvals)  # one budget for the whole conversation: NAME is one call in all turns
@@ -82,6 +84,8 @@ def replay_session(
                 store=opened,
                 entrypoint=entrypoint,
                 mocks=mocks,
+                allow_paths=allow_paths,
+                allow_addresses=allow_addresses,
             )
             turns.append(result)
             if result.outcome == "refused":
