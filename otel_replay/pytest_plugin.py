@@ -136,6 +136,11 @@ class CaseFailed(Exception):
     """A case's requirements did not hold."""
 
 
+class CaseNote(UserWarning):
+    """What a case's replay could not promise or had to change (its ``notes``: an agent module imported before the
+    kernel sandbox, values replayed as plain dicts), shown in pytest's warnings summary."""
+
+
 class CaseItem(pytest.Item):
     """One regression case replayed against the code under test."""
 
@@ -157,6 +162,13 @@ class CaseItem(pytest.Item):
             allow_paths=self.config.getoption("otel_replay_allow_path", []),
             allow_addresses=self.config.getoption("otel_replay_allow_address", []),
         )
+        if result.replay is not None:
+            import warnings
+
+            from .terminal import clean
+
+            for note in result.replay.notes:
+                warnings.warn(CaseNote(f"{self.case.name}: {clean(str(note))}"), stacklevel=1)
         if not result.passed:
             raise CaseFailed(describe_failure(result))
 

@@ -7,6 +7,7 @@ import importlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -18,6 +19,7 @@ import pytest
 from pytest_children import UNRELATED_PLUGINS
 
 from otel_replay.cases import case_document, write_case
+from otel_replay.replay.safety import landlock
 from otel_replay.testing import capture
 
 AGENT = """
@@ -203,6 +205,21 @@ def test_a_case_naming_an_entrypoint_from_another_module_fails_with_the_reason(p
     out = pytest_run(project, f"--otel-replay-cases={other}", str(other))
     assert out.returncode == 1, out.stdout + out.stderr
     assert "is not defined in plugin_desk" in out.stdout and "--app" in out.stdout, out.stdout
+
+
+def test_a_case_whose_agent_a_test_imported_first_says_what_it_cannot_promise(project: Path, tmp_path: Path) -> None:
+    """A unit test imported the agent module before its case ran: what the module opened at import is outside the
+    kernel sandbox, and pytest's warnings summary says so for that case (the replay's note)."""
+    copy = tmp_path / "project"
+    shutil.copytree(project, copy)
+    (copy / "tests" / "test_agent_unit.py").write_text("import plugin_desk\n\n\ndef test_imported():\n    pass\n")
+    out = pytest_run(copy, "-k", "imported or lookup", "-p", "no:randomly")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert outcome(out) == {"passed": 2, "deselected": 3}, out.stdout
+    if landlock.abi() > 0:
+        assert "CaseNote: b_lookup: the agent's module 'plugin_desk' was imported before this replay" in out.stdout
+    else:  # no kernel sandbox, nothing it could have promised
+        assert "CaseNote" not in out.stdout
 
 
 def test_a_broken_case_file_is_a_collection_error_naming_it(project: Path, tmp_path: Path) -> None:
