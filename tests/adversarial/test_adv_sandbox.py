@@ -25,7 +25,9 @@ import pytest
 from pytest_children import UNRELATED_PLUGINS
 
 import otel_replay as orp
-from otel_replay.replay.safety import landlock
+from otel_replay.errors import ReplayRefused
+from otel_replay.replay.safety import landlock, sandbox
+from otel_replay.semconv import ReplayMode
 
 HERE = Path(__file__).resolve().parent
 KERNEL = landlock.abi() > 0
@@ -473,3 +475,43 @@ def test_a_live_replay_from_step_n_replays_the_steps_before_n_offline(project: P
     live_part = replay(project, home, trace_id, "auto", *args, "--from-step", "1")
     assert live_part.returncode == 0, live_part.stdout
     assert target.read_text(encoding="utf-8") == "between\nbetween\n"  # after step 0: the live part
+
+
+def test_require_refuses_an_offline_replay_where_the_kernel_offers_no_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel without Landlock (macOS, an old kernel, a container that forbids it), as ``landlock.abi`` reports
+    it: ``require`` refuses every offline mode before anything runs, ``auto`` falls back to the audit hooks, and a
+    live replay is unaffected."""
+    monkeypatch.setattr(landlock, "abi", lambda: 0)
+    monkeypatch.setenv("OTEL_REPLAY_SANDBOX", "require")
+    for mode in (ReplayMode.DRY, ReplayMode.MOCK, ReplayMode.DETERMINISTIC):
+        with pytest.raises(ReplayRefused, match="this system offers no Landlock sandbox"):
+            sandbox.plan(mode, allow_side_effects=False)
+    assert sandbox.plan(ReplayMode.LIVE, allow_side_effects=False).text == "none"
+    monkeypatch.setenv("OTEL_REPLAY_SANDBOX", "auto")
+    assert sandbox.plan(ReplayMode.MOCK, allow_side_effects=False).text == "audit hooks only"
+
+
+@pytest.mark.parametrize("setting", ["auto", "require"])
+def test_a_kernel_that_refuses_the_confinement_after_all(monkeypatch: pytest.MonkeyPatch, setting: str) -> None:
+    """The kernel offered Landlock but refused the ruleset (a seccomp filter, a lost capability): under ``auto``
+    the replay learns it runs under the audit hooks alone and its calls run unconfined; under ``require`` it is
+    refused before the agent's first line."""
+
+    def refuse(**_: object) -> None:
+        raise landlock.LandlockError("landlock_restrict_self: Operation not permitted")
+
+    monkeypatch.setattr(landlock, "restrict_thread", refuse)
+    monkeypatch.setenv("OTEL_REPLAY_SANDBOX", setting)
+    learned: list[str] = []
+    ran: list[str] = []
+    with sandbox.Confinement(
+        sandbox.Enforcement(abi=7, guarded=True), on_unconfined=lambda weaker: learned.append(weaker.text)
+    ) as confinement:
+        if setting == "require":
+            with pytest.raises(ReplayRefused, match="the kernel refused the sandbox"):
+                confinement.call(lambda: ran.append("agent"))
+            assert ran == [] and learned == []
+        else:
+            assert confinement.call(lambda: ran.append("import") or 1) == 1
+            confinement.call(lambda: ran.append("call"))
+            assert learned == ["audit hooks only"] and ran == ["import", "call"]
