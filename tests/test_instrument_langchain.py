@@ -48,6 +48,7 @@ import otel_replay as orp
 from otel_replay import semconv
 from otel_replay.instrumentation.langchain import LangChainInstrumentor
 from otel_replay.recording import in_run
+from otel_replay.risk import effective_risk
 from otel_replay.storage.store import Store
 
 SIDE_FILE_ENV = "LC_TEST_SETTLEMENTS"
@@ -599,6 +600,31 @@ def test_tool_risk_from_map_metadata_and_name(lc: dict[str, Any]) -> None:
     ]
     with pytest.raises(ValueError, match="risk must be one of"):
         LangChainInstrumentor(tool_risks={"x": "dangerous"})
+
+
+def test_handoff_tools_of_multi_agent_frameworks_are_not_risky_by_their_name(lc: dict[str, Any]) -> None:
+    """``transfer_to_…`` tools that langgraph-supervisor and langgraph-swarm generate route inside the graph:
+    ``read``, not ``high`` by the name rule; a declared risk still wins, and a user's ``transfer_funds`` stays
+    high."""
+    from langgraph_supervisor import create_handoff_tool as supervisor_handoff
+    from langgraph_swarm import create_handoff_tool as swarm_handoff
+
+    instrumentor: LangChainInstrumentor = lc["instrumentor"]
+    routing = [supervisor_handoff(agent_name="flight_assistant"), swarm_handoff(agent_name="Bob")]
+    assert [t.name for t in routing] == ["transfer_to_flight_assistant", "transfer_to_bob"]
+    assert [instrumentor.risk_of(t) for t in routing] == ["read", "read"]
+    assert effective_risk("transfer_to_flight_assistant", None) == "high"  # what the name alone would say
+    declared = supervisor_handoff(agent_name="payments")
+    declared.metadata = {**(declared.metadata or {}), "otel_replay_risk": "write"}
+    assert instrumentor.risk_of(declared) == "write"
+
+    @tool
+    def transfer_funds(account: str, amount: int) -> str:
+        """Move money between accounts."""
+        return "moved"
+
+    assert instrumentor.risk_of(transfer_funds) is None
+    assert effective_risk(transfer_funds.name, instrumentor.risk_of(transfer_funds)) == "high"
 
 
 def test_suppressed_instrumentation_records_nothing(lc: dict[str, Any]) -> None:

@@ -19,6 +19,8 @@ MODULES = {
     "langgraph": "langgraph.prebuilt",
     "langchain-openai": "langchain_openai",
     "langchain-classic": "langchain_classic.agents",
+    "langgraph-supervisor": "langgraph_supervisor",
+    "langgraph-swarm": "langgraph_swarm",
     "openai-agents": "agents",
     "smolagents": "smolagents",
     "llama-index-core": "llama_index.core",

@@ -78,6 +78,9 @@ _instruments: Final = ("langchain-core >= 0.3",)
 """Packages this instrumentor needs (``opentelemetry-instrument`` checks them); LangGraph is optional."""
 RISK_METADATA_KEY: Final = "otel_replay_risk"
 """Key in a tool's ``metadata`` (or prefix ``otel_replay_risk:`` of one of its ``tags``) that marks its risk."""
+HANDOFF_METADATA_KEY: Final = "__handoff_destination"
+"""Key in the ``metadata`` of the handoff tools ``langgraph-supervisor`` and ``langgraph-swarm`` generate
+(``transfer_to_<agent>``): routing inside the graph, risk ``read`` unless declared otherwise."""
 _CHAT: Final = "langchain_core.language_models.chat_models"
 _TOOLS: Final = "langchain_core.tools.base"
 _RETRIEVERS: Final = "langchain_core.retrievers"
@@ -268,8 +271,9 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             _check_risks(options["tool_risks"])
 
     def risk_of(self, tool: Any) -> str | None:
-        """The declared risk of a LangChain tool: from ``tool_risks``, else its metadata or tags; None when
-        undeclared (the recorder then applies its name heuristic). Never raises."""
+        """The declared risk of a LangChain tool: from ``tool_risks``, else its metadata or tags, else ``read`` for a
+        handoff tool a multi-agent framework generated (:data:`HANDOFF_METADATA_KEY`); None when undeclared (the
+        recorder then applies its name heuristic, which would make ``transfer_to_…`` high). Never raises."""
         try:
             name = str(getattr(tool, "name", "") or "")
             if name in self._tool_risks:
@@ -287,7 +291,9 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                     None,
                 )
             if marked is None:
-                return None
+                # a framework's own handoff tool routes inside the graph: not risky by its name
+                handoff = isinstance(metadata, Mapping) and HANDOFF_METADATA_KEY in metadata
+                return "read" if handoff else None
             if marked not in _RISKS:
                 log.warning("otel-replay: tool %r is marked with unknown risk %r; treated as undeclared", name, marked)
                 return None
