@@ -44,6 +44,8 @@ class FakeLLMServer(DemoLLMServer):
         tool_args: dict[str, Any] | None = None,
         tool_args_for: dict[str, dict[str, Any]] | None = None,
         volatile_ids: bool = False,
+        prefer_tools: tuple[str, ...] = (),
+        per_agent_tools: bool = False,
     ) -> None:
         self.tool_args = dict(TOOL_ARGS if tool_args is None else tool_args)
         """The arguments of the scripted tool call (streamed in pieces, like every text)."""
@@ -51,6 +53,12 @@ class FakeLLMServer(DemoLLMServer):
         """Arguments per tool name; a tool not named here gets :attr:`tool_args`."""
         self.volatile_ids = volatile_ids
         """Whether ids, ``created`` and ``system_fingerprint`` change with every request."""
+        self.prefer_tools = prefer_tools
+        """Tool names the model calls first when offered, whatever their order in the request (a multi-agent
+        graph offers its handoff tools in the order of a Python set)."""
+        self.per_agent_tools = per_agent_tools
+        """Chat completions call a tool until the conversation holds a result of one of the tools *offered*, not
+        of any tool: each agent of a multi-agent graph calls its own tools once, after the handoffs."""
         self.chat_texts: dict[str, list[str]] = {}
         """Chat-completion answers scripted per key found in the first user text, one per assistant turn."""
         self._serial = itertools.count(1)
@@ -93,7 +101,28 @@ class FakeLLMServer(DemoLLMServer):
 
     def tool_call(self, tools: Any, name_of: Any) -> tuple[str, dict[str, Any]]:
         name, _ = super().tool_call(tools, name_of)
+        offered = {str(name_of(t)) for t in tools} if isinstance(tools, list) else set()
+        name = next((p for p in self.prefer_tools if p in offered), name)
         return name, self.tool_args_for.get(name, self.tool_args)
+
+    def tool_result(self, messages: list[dict[str, Any]], tools: Any) -> Any:
+        if not self.per_agent_tools:
+            return super().tool_result(messages, tools)
+        offered = {t["function"]["name"] for t in tools} if isinstance(tools, list) else set()
+        called = {
+            call.get("id"): call.get("function", {}).get("name")
+            for m in messages
+            if m.get("role") == "assistant"
+            for call in m.get("tool_calls") or []
+        }
+        return next(
+            (
+                m.get("content")
+                for m in reversed(messages)
+                if m.get("role") == "tool" and (not offered or called.get(m.get("tool_call_id")) in offered)
+            ),
+            None,
+        )
 
     def scripted_text(self, messages: list[dict[str, Any]]) -> str | None:
         """The scripted answer for a conversation whose first user text holds a key of ``chat_texts``: the

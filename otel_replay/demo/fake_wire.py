@@ -55,13 +55,18 @@ class ChatWire:
         one may script answers)."""
         return None
 
+    def tool_result(self, messages: list[dict[str, Any]], tools: Any) -> Any:
+        """The tool result this answer reports on (the last tool message's content), or None when the model
+        should call a tool first. A server built on this one may decide otherwise."""
+        return next((m.get("content") for m in reversed(messages) if m.get("role") == "tool"), None)
+
     # ------------------------------------------------------------------------------------------ chat
 
     def answer_chat(self, h: Any, body: dict[str, Any]) -> None:
         """Answer one ``/chat/completions`` request on handler ``h``: one JSON body, or server-sent events with
         ``stream``."""
         messages = body.get("messages") or []
-        tool_result = next((m.get("content") for m in reversed(messages) if m.get("role") == "tool"), None)
+        tool_result = self.tool_result(messages, body.get("tools"))
         user = next((text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
         terse = terse_answer(body, user)
         call = body.get("tools") and tool_result is None and terse is None

@@ -13,6 +13,7 @@ guess a value the recording does not hold (a recording it cannot rebuild raises,
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 from collections.abc import Mapping
@@ -239,6 +240,89 @@ def tool_output_from(value: Any, tool_call_id: Any) -> Any:
     if isinstance(message, ToolMessage) and message.tool_call_id != tool_call_id:
         message.tool_call_id = str(tool_call_id)
     return message
+
+
+def with_replayed_message_ids(value: Any, tool_input: Any) -> Any:
+    """A recorded tool result that carries the graph's messages (a handoff's ``Command(update={"messages":
+    ...})`` or its ``Send`` arguments) with the recorded message ids replaced by the replay's own.
+
+    Message ids are volatile (LangGraph gives the user's message a fresh uuid, LangChain each answer a fresh
+    run id), and LangGraph merges messages by id: a recorded message with its recorded id would be added next
+    to the replay's copy instead of replacing it. The recorded messages are paired, in order, with the messages
+    of the state the replay's tool call was given (``tool_input["state"]["messages"]``, or under ``"args"`` of
+    a tool call: LangGraph's injected state) for as long as each pair is the same message (type and content);
+    each recorded id of a pair maps to the replay's id, and every message of ``value`` with a mapped id gets a
+    copy with the replay's id. Anything else, and a value with no messages or a call with no state, is
+    returned as it is."""
+    current = _state_messages(tool_input)
+    recorded = _first_messages(value)
+    if not current or not recorded:
+        return value
+    mapping: dict[Any, Any] = {}
+    for old, new in zip(recorded, current, strict=False):
+        if type(old) is not type(new) or getattr(old, "content", None) != getattr(new, "content", None):
+            break
+        if getattr(old, "id", None) and getattr(new, "id", None) and old.id != new.id:
+            mapping[old.id] = new.id
+    return _map_ids(value, mapping) if mapping else value
+
+
+def _state_messages(tool_input: Any) -> list[Any]:
+    """The messages of the injected state in a tool's input: the arguments themselves, or a tool call's."""
+    args = tool_input.get("args", tool_input) if isinstance(tool_input, Mapping) else None
+    state = args.get("state") if isinstance(args, Mapping) else None
+    messages = state.get("messages") if isinstance(state, Mapping) else None
+    return list(messages) if isinstance(messages, (list, tuple)) else []
+
+
+def _first_messages(value: Any, depth: int = 0) -> list[Any]:
+    """The first list of LangChain messages inside a Command, Send, dict or list (or [])."""
+    from langchain_core.messages import BaseMessage
+
+    if depth > 6:
+        return []
+    if isinstance(value, (list, tuple)):
+        if value and all(isinstance(m, BaseMessage) for m in value):
+            return list(value)
+        children: Any = value
+    elif isinstance(value, Mapping):
+        children = value.values()
+    else:
+        children = [getattr(value, name, None) for name in ("update", "goto", "arg")]
+    for child in children:
+        found = _first_messages(child, depth + 1)
+        if found:
+            return found
+    return []
+
+
+def _map_ids(value: Any, mapping: Mapping[Any, Any], depth: int = 0) -> Any:
+    """``value`` with every LangChain message whose id ``mapping`` names copied with the mapped id; Commands,
+    Sends, dicts, lists and tuples rebuilt around them; everything else as it is."""
+    from langchain_core.messages import BaseMessage
+
+    if depth > 8:
+        return value
+    if isinstance(value, BaseMessage):
+        new = mapping.get(value.id)
+        return value.model_copy(update={"id": new}) if new is not None else value
+    if isinstance(value, list):
+        return [_map_ids(v, mapping, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_map_ids(v, mapping, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return {k: _map_ids(v, mapping, depth + 1) for k, v in value.items()}
+    try:
+        from langgraph.types import Command, Send
+    except ImportError:
+        return value
+    if isinstance(value, Command):
+        return dataclasses.replace(
+            value, update=_map_ids(value.update, mapping, depth + 1), goto=_map_ids(value.goto, mapping, depth + 1)
+        )
+    if isinstance(value, Send):
+        return Send(value.node, _map_ids(value.arg, mapping, depth + 1))
+    return value
 
 
 def retrieval_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -51,7 +51,7 @@ from . import _lazy
 from ._guarded import RISKS as _RISKS
 from ._guarded import check_risks as _check_risks
 from ._guarded import enabled as _enabled
-from ._langchain_codecs import arg, tool_arguments, tool_output_from, tool_output_plain
+from ._langchain_codecs import arg, tool_arguments, tool_output_from, tool_output_plain, with_replayed_message_ids
 from ._langchain_models import (
     agenerate_wrapper,
     astream_wrapper,
@@ -150,9 +150,16 @@ class _ToolParts:
         )
 
 
-def _served_tool_output(call: Any, parts: Any, served: Any) -> Any:
-    """The output LangChain expects for a tool call answered from the recording (or its recorded error)."""
-    return served_answer(call, "tool", parts.name, served, lambda v: tool_output_from(v, parts.tool_call_id))
+def _served_tool_output(call: Any, parts: Any, served: Any, tool_input: Any) -> Any:
+    """The output LangChain expects for a tool call answered from the recording (or its recorded error), the
+    graph's messages in it carrying the replay's message ids (a handoff's ``Command``)."""
+    return served_answer(
+        call,
+        "tool",
+        parts.name,
+        served,
+        lambda v: tool_output_from(with_replayed_message_ids(v, tool_input), parts.tool_call_id),
+    )
 
 
 def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., Any], Callable[..., Any]]:
@@ -173,7 +180,7 @@ def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., A
                     end_call(call, exc=exc)
                     raise
                 return ran(call, output, "tool output", tool_output_plain)
-            return _served_tool_output(call, parts, served)
+            return _served_tool_output(call, parts, served, arg(args, kwargs, 0, "tool_input"))
 
         return sync_in_run(
             name_of(instance, "tool"),
@@ -197,7 +204,7 @@ def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., A
                     end_call(call, exc=exc)
                     raise
                 return ran(call, output, "tool output", tool_output_plain)
-            return _served_tool_output(call, parts, served)
+            return _served_tool_output(call, parts, served, arg(args, kwargs, 0, "tool_input"))
 
         return async_in_run(
             name_of(instance, "tool"),
@@ -210,8 +217,9 @@ def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., A
 
 
 def _register_models() -> None:
-    """Register LangChain's messages and Document, so a recorded value holding one (a tool result, a graph's
-    input) is rebuilt in a replay with ``model_validate`` (see :mod:`otel_replay.revival`); never raises."""
+    """Register LangChain's messages and Document, and LangGraph's ``Command`` and ``Send`` when LangGraph is
+    installed, so a recorded value holding one (a tool result, a handoff, a graph's input) is rebuilt in a replay
+    (see :mod:`otel_replay.revival`); never raises."""
     from ..revival import register_types
 
     try:
@@ -240,6 +248,11 @@ def _register_models() -> None:
         )
     except Exception:  # noqa: BLE001 - a LangChain version without one of them: replays get plain dicts
         log.warning("otel-replay: could not register the LangChain message models", exc_info=True)
+    try:  # what a LangGraph tool returns to steer the graph (a handoff): rebuilt, not handed back as a dict
+        from langgraph.types import Command, Send
+    except ImportError:  # LangChain without LangGraph
+        return
+    register_types((Command, Send))
 
 
 class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
