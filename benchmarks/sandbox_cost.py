@@ -2,11 +2,11 @@
 
 Two measurements, both printed as ratios of figures taken in the same run:
 
-1. The sandbox's own fixed cost per replay: twice (a replay confines the agent's import, then its call)
-   ``sandbox.run`` of an empty function under the Landlock enforcement
-   the kernel offers (a fresh thread that builds a ruleset, adds the rules for the temp folder, the home, the
-   store and the export ports, sets ``no_new_privs`` and confines itself), against the same empty function
-   called directly. Median over ``--calls`` calls.
+1. The sandbox's own fixed cost per replay: a ``sandbox.Confinement`` under the Landlock enforcement the kernel
+   offers (a fresh thread that builds a ruleset, adds the rules for the temp folder, the home, the store and the
+   export ports, sets ``no_new_privs`` and confines itself) running two empty functions (a replay's import,
+   then its call, on that one thread), against the same empty function called directly. Median over
+   ``--calls`` calls.
 2. A ``--steps``-step mock replay (the run of ``benchmarks/replay_mock.py``'s agent) with
    ``OTEL_REPLAY_SANDBOX=auto`` against ``off``, alternating, ``--rounds`` each: the whole replay's wall time with
    and without the sandbox. On a shared 2-core machine the difference of two medians of about a second is mostly
@@ -37,13 +37,15 @@ from otel_replay.storage.store import Store
 
 
 def fixed_cost(calls: int) -> tuple[float, float]:
-    """Median seconds of ``sandbox.run`` of an empty function confined, and of the plain call."""
+    """Median seconds of a confinement serving two empty functions (the agent's import, then its call), and of
+    the plain call."""
     enforcement = sandbox.plan(ReplayMode.MOCK, allow_side_effects=False, setting="require")
     confined, plain = [], []
     for _ in range(calls):
         start = time.perf_counter()
-        sandbox.run(lambda: None, enforcement)  # a replay confines two threads: the agent's import, then its call
-        sandbox.run(lambda: None, enforcement)
+        with sandbox.Confinement(enforcement) as confinement:  # a replay: the agent's import, then its call
+            confinement.call(lambda: None)
+            confinement.call(lambda: None)
         confined.append(time.perf_counter() - start)
         start = time.perf_counter()
         (lambda: None)()

@@ -280,18 +280,3 @@ class Confinement:
         if "error" in outcome:
             raise outcome["error"]
         return outcome["value"]  # type: ignore[no-any-return]
-
-
-def run(
-    fn: Callable[[], T],
-    enforcement: Enforcement,
-    *,
-    allow_paths: Sequence[str] = (),
-    allow_addresses: Sequence[str] = (),
-    on_unconfined: Callable[[Enforcement], Any] | None = None,
-) -> T:
-    """``fn`` alone on a :class:`Confinement` of its own (see there)."""
-    with Confinement(
-        enforcement, allow_paths=allow_paths, allow_addresses=allow_addresses, on_unconfined=on_unconfined
-    ) as confinement:
-        return confinement.call(fn)
