@@ -256,9 +256,20 @@ def _entry_wrapper(in_run_as: Callable[..., Any]) -> Callable[..., Any]:
             return wrapped(*args, **kwargs)
         return in_run_as(
             name_of(instance, type(instance).__name__),
-            lambda: {"input": arg(args, kwargs, 0, "input")},
+            lambda: entry_arguments(args, kwargs),
             arg(args, kwargs, 1, "config"),
             lambda: wrapped(*args, **kwargs),
         )
 
     return wrapper
+
+
+def entry_arguments(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments an implicit run records for ``invoke(input, config)``: the input, and the config's
+    ``configurable`` values when there are some (a checkpointer's ``thread_id``), so a replay calls the graph
+    as it was called (a graph compiled with a checkpointer refuses a call without its thread id)."""
+    values = {"input": arg(args, kwargs, 0, "input")}
+    kept = _run_config(arg(args, kwargs, 1, "config")) or {}
+    if kept.get("configurable"):
+        values["config"] = {"configurable": kept["configurable"]}
+    return values
