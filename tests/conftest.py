@@ -151,8 +151,8 @@ SLOW_MODULES = {
     "test_rw_agent_executor.py": 17.0,
     "test_rw_smolagents.py": 12.0,
     "test_rw_llamaindex.py": 19.0,
-    "test_rw_supervisor.py": 35.0,
-    "test_rw_swarm.py": 35.0,
+    "test_rw_supervisor.py": 12.0,
+    "test_rw_swarm.py": 10.0,
     "test_adv_undeclared_tools.py": 45.0,
 }
 """Modules that run first too (besides :data:`SLOW_FIRST`'s), with about the seconds of wall their tests took in
