@@ -153,6 +153,7 @@ SLOW_MODULES = {
     "test_rw_llamaindex.py": 19.0,
     "test_rw_supervisor.py": 12.0,
     "test_rw_swarm.py": 10.0,
+    "test_rw_pydantic_ai.py": 9.0,
     "test_adv_undeclared_tools.py": 45.0,
 }
 """Modules that run first too (besides :data:`SLOW_FIRST`'s), with about the seconds of wall their tests took in

@@ -1,9 +1,9 @@
 """Auto-instrumentation of the SDKs agents are built on: OpenAI, Anthropic, LangChain / LangGraph, the OpenAI
-Agents SDK, smolagents and LlamaIndex.
+Agents SDK, smolagents, LlamaIndex and Pydantic AI.
 
 Each instrumentor is an OpenTelemetry ``BaseInstrumentor``; its entry point under ``opentelemetry_instrumentor``
 (``otel_replay_openai``, ``otel_replay_anthropic``, ``otel_replay_langchain``, ``otel_replay_openai_agents``,
-``otel_replay_smolagents``, ``otel_replay_llamaindex``) names a light stand-in of
+``otel_replay_smolagents``, ``otel_replay_llamaindex``, ``otel_replay_pydantic_ai``) names a light stand-in of
 :mod:`otel_replay.instrumentation.entry_points` that arms it, so ``opentelemetry-instrument python app.py`` finds
 them; :func:`instrument` does the same from code. Each SDK
 is an optional extra (``pip install otel-replay[openai]``); an instrumentor whose SDK is not installed is
@@ -41,6 +41,7 @@ INSTRUMENTORS: Final[dict[str, str]] = {
     "openai_agents": "otel_replay.instrumentation.openai_agents:OpenAIAgentsInstrumentor",
     "smolagents": "otel_replay.instrumentation.smolagents:SmolagentsInstrumentor",
     "llamaindex": "otel_replay.instrumentation.llamaindex:LlamaIndexInstrumentor",
+    "pydantic_ai": "otel_replay.instrumentation.pydantic_ai:PydanticAIInstrumentor",
 }
 """SDK name → ``module:class`` of its instrumentor."""
 
@@ -65,9 +66,13 @@ _warned: set[str] = set()
 _armed: dict[str, tuple[dict[str, Any], object]] = {}  # SDK name → (instrument() options, post-import hook)
 
 
+_EXTRA_NAMES: Final[dict[str, str]] = {"pydantic_ai": "pydantic-ai"}
+"""SDK name → the name of its otel-replay extra where it differs and is not a distribution name to check."""
+
+
 def extra_of(name: str) -> str:
     """The otel-replay extra that installs the SDK ``name`` (``pip install 'otel-replay[<extra>]'``)."""
-    return EXTRAS.get(name, name)
+    return _EXTRA_NAMES.get(name) or EXTRAS.get(name, name)
 
 
 def _version_conflict(instrumentor: Any) -> bool:

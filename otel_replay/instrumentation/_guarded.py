@@ -135,3 +135,16 @@ def plain_json(value: Any, depth: int = 0) -> bool:
     if type(value) is dict:
         return all(type(k) is str and plain_json(v, depth + 1) for k, v in value.items())
     return False
+
+
+def turn_on_openai(options: Mapping[str, Any]) -> bool:
+    """Turn the OpenAI instrumentor on, for a framework whose models call the ``openai`` client (smolagents,
+    Pydantic AI), when it is installed and off; True when this did it (the framework's instrumentor then turns it
+    off again with itself)."""
+    from . import instrument, instrumented
+
+    if instrumented("openai"):
+        return False
+    provider = options.get("tracer_provider")
+    extra = {"tracer_provider": provider} if provider is not None else {}
+    return "openai" in instrument("openai", **extra)

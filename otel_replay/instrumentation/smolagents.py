@@ -51,7 +51,7 @@ from .. import semconv
 from ..recording import begin_tool_call, end_call, end_run, in_run
 from ..snapshots import qualname_of
 from ._guarded import RISKS as _RISKS
-from ._guarded import Guards, main_script, plain_json
+from ._guarded import Guards, main_script, plain_json, turn_on_openai
 from ._guarded import check_risks as _check_risks
 from ._guarded import enabled as _enabled
 
@@ -306,7 +306,7 @@ class SmolagentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 )
                 continue
             self._patched.append((module, target))
-        self._openai_added = bool(_safely("instrument the openai client", _instrument_openai, kwargs, default=False))
+        self._openai_added = bool(_safely("instrument the openai client", turn_on_openai, kwargs, default=False))
 
     def _uninstrument(self, **kwargs: Any) -> None:
         for module, target in reversed(getattr(self, "_patched", [])):
@@ -322,15 +322,3 @@ class SmolagentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
             _safely("uninstrument the openai client", uninstrument, "openai")
             self._openai_added = False
-
-
-def _instrument_openai(options: Mapping[str, Any]) -> bool:
-    """Turn the OpenAI instrumentor on (smolagents' OpenAI models call the ``openai`` client) when it is
-    installed and off; True when this did it."""
-    from . import instrument, instrumented
-
-    if instrumented("openai"):
-        return False
-    provider = options.get("tracer_provider")
-    extra = {"tracer_provider": provider} if provider is not None else {}
-    return "openai" in instrument("openai", **extra)

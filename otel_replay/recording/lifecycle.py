@@ -39,6 +39,7 @@ from .encoding import (
     scalar_text,
     set_attrs,
 )
+from .results import run_output
 from .state import Run, Step, current_replay, current_run, current_step, guard, log_failure, run_now
 from .threads import carry_begin, carry_end
 
@@ -198,7 +199,7 @@ def _input_fields(
 def _output_payload(
     run: Run | None, result: Any, error: dict[str, str] | None, rt: Runtime
 ) -> tuple[dict[str, Any], int]:
-    tree, text, n = encode_value(rt, result, "output")
+    tree, text, n = encode_value(rt, run_output(result), "output")
     answer = structured = citations = None
     if isinstance(tree, str):
         answer = tree

@@ -1,0 +1,45 @@
+"""A Pydantic AI agent as its docs write one (``Agent("openai:...")``, ``@agent.tool_plain`` tools, ``run_sync``),
+recorded with one line: ``orp.instrument()`` turns on every installed SDK, Pydantic AI included; its tools carry
+no otel-replay decorator. ``RW_ZERO_CODE=1`` leaves the line out (``opentelemetry-instrument``).
+
+``book_table`` has a real side effect (a line appended to ``$RW_OUTBOX/bookings.txt``) and declares its risk in
+the tool's metadata, as the docs show; ``list_tables`` only reads. ``RW_INSTRUCTIONS`` changes the agent's
+instructions, as a developer would.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import otel_replay as orp
+
+if os.environ.get("RW_ZERO_CODE") != "1":
+    orp.instrument()
+
+from pydantic_ai import Agent
+
+agent = Agent(
+    "openai:gpt-4o-mini",
+    name="restaurant-desk",
+    instructions=os.environ.get("RW_INSTRUCTIONS", "Book a table with the book_table tool when asked."),
+)
+
+
+@agent.tool_plain(metadata={"otel_replay_risk": "write"})
+def book_table(name: str, seats: int) -> str:
+    """Book a table for ``seats`` people under ``name``."""
+    with open(Path(os.environ["RW_OUTBOX"]) / "bookings.txt", "a") as outbox:
+        outbox.write(f"{name}: {seats}\n")
+    return f"booked a table for {seats} under {name}"
+
+
+@agent.tool_plain
+def list_tables() -> list[str]:
+    """The free tables."""
+    return ["t1", "t4"]
+
+
+if __name__ == "__main__":
+    print(agent.run_sync(sys.argv[1] if len(sys.argv) > 1 else "a table for 2 under Ada, please").output)
