@@ -4,7 +4,8 @@ no otel-replay decorator. ``RW_ZERO_CODE=1`` leaves the line out (``opentelemetr
 
 ``book_table`` has a real side effect (a line appended to ``$RW_OUTBOX/bookings.txt``) and declares its risk in
 the tool's metadata, as the docs show; ``list_tables`` only reads. ``RW_INSTRUCTIONS`` changes the agent's
-instructions, as a developer would.
+instructions, as a developer would; ``RW_PYDANTIC_OTEL=1`` turns on Pydantic AI's own OpenTelemetry
+instrumentation (``Agent.instrument_all()``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ if os.environ.get("RW_ZERO_CODE") != "1":
     orp.instrument()
 
 from pydantic_ai import Agent
+
+if os.environ.get("RW_PYDANTIC_OTEL") == "1":  # Pydantic AI's own OpenTelemetry spans, on the global provider
+    Agent.instrument_all()
 
 agent = Agent(
     "openai:gpt-4o-mini",

@@ -56,3 +56,12 @@ def test_tools_without_decorators_are_steps_and_every_mode_replays(desk: RealWor
     first = changed["first_divergence"]
     assert (first["kind"], first["step_index"]) == ("request", 0)
     assert '+  "instructions": "Be terse.",' in first["diff"], first["diff"]
+
+    # Pydantic AI's own OpenTelemetry instrumentation on as well: its spans add no run and no step
+    again = world.run_agent(SCRIPT, extra_env={"RW_PYDANTIC_OTEL": "1"})
+    assert again.returncode == 0, again.stderr
+    originals = [r for r in world.cli_json("runs") if r["kind"] == "original"]
+    assert [(r["agent"], r["step_count"]) for r in originals] == [("restaurant-desk", 3)] * 2, originals
+    newest = originals[0]["trace_id"]
+    mock = world.cli_json("replay", newest, "--mode", "mock", "--app", APP, extra_env={"RW_PYDANTIC_OTEL": "1"})
+    assert mock["outcome"] == "matched", mock["divergences"]
