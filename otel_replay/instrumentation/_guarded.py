@@ -1,4 +1,6 @@
-"""The bookkeeping guards the framework instrumentors (LangChain, the OpenAI Agents SDK) share.
+"""The bookkeeping guards the framework instrumentors (LangChain, the OpenAI Agents SDK, smolagents, LlamaIndex,
+Pydantic AI) share, and :class:`FrameworkInstrumentor`, the patching part of those that wrap a fixed table of
+methods (smolagents, Pydantic AI).
 
 Why it exists: an instrumentor's own work around a call (reading arguments, beginning and ending steps) must
 never reach the host program; each failure is logged once with the framework's name and the call goes ahead
@@ -19,10 +21,12 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final
 
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+import wrapt
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
 
 from .. import semconv
 from ..recording import ReplayInterrupt, begin_run, current_replay
@@ -148,3 +152,76 @@ def turn_on_openai(options: Mapping[str, Any]) -> bool:
     provider = options.get("tracer_provider")
     extra = {"tracer_provider": provider} if provider is not None else {}
     return "openai" in instrument("openai", **extra)
+
+
+class FrameworkInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """The shared part of an instrumentor that wraps a fixed table of methods of a framework whose models call the
+    ``openai`` client: the ``tool_risks`` option, each method of :meth:`wrappers` wrapped with wrapt (one that
+    cannot be is said and skipped) and put back, and the OpenAI instrumentor turned on with it (and off again
+    when this turned it on). A subclass sets :attr:`guards`, :attr:`framework` and :attr:`instruments`, and
+    gives :meth:`wrappers`."""
+
+    guards: Guards
+    """The framework's guards (its ``tracer_provider=`` binding)."""
+    framework: str = ""
+    """The framework's name in messages."""
+    instruments: tuple[str, ...] = ()
+    """The framework versions supported (``opentelemetry-instrument`` checks them)."""
+
+    def __init__(self, *, tool_risks: Mapping[str, str] | None = None) -> None:
+        if tool_risks is not None or not hasattr(self, "_tool_risks"):
+            self._tool_risks: dict[str, str] = check_risks(tool_risks)
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        """The framework requirement checked by ``instrument()`` and ``opentelemetry-instrument``."""
+        return self.instruments
+
+    def check_options(self, **options: Any) -> None:
+        """Raise ValueError for options :meth:`instrument` would refuse, without instrumenting."""
+        if "tool_risks" in options:
+            check_risks(options["tool_risks"])
+
+    def wrappers(self) -> list[tuple[str, str, Callable[..., Any]]]:
+        """``(module, "Class.method", wrapper)`` of every method to wrap."""
+        raise NotImplementedError
+
+    def prepare(self) -> None:
+        """Work to do before the methods are wrapped (registering types); never raises."""
+
+    def _instrument(self, **kwargs: Any) -> None:
+        if "tool_risks" in kwargs:
+            self._tool_risks = check_risks(kwargs["tool_risks"])
+        self.guards.bind(kwargs.get("tracer_provider"))
+        self.prepare()
+        self._patched: list[tuple[str, str]] = []
+        for module, target, wrapper in self.wrappers():
+            try:
+                wrapt.wrap_function_wrapper(module, target, wrapper)
+            except Exception:  # noqa: BLE001 - a version without this boundary: skip it, say so
+                _log.warning(
+                    "otel-replay: cannot instrument %s.%s of %s; those calls are not recorded",
+                    module,
+                    target,
+                    self.framework,
+                    exc_info=True,
+                )
+                continue
+            self._patched.append((module, target))
+        self._openai_added = bool(
+            self.guards.safely("instrument the openai client", turn_on_openai, kwargs, default=False)
+        )
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        for module, target in reversed(getattr(self, "_patched", [])):
+            owner_name, _, method = target.rpartition(".")
+            try:
+                unwrap(getattr(sys.modules[module], owner_name), method)
+            except Exception:  # noqa: BLE001
+                _log.warning("otel-replay: cannot uninstrument %s.%s", module, target, exc_info=True)
+        self._patched = []
+        self.guards.bind(None)
+        if getattr(self, "_openai_added", False):
+            from . import uninstrument
+
+            self.guards.safely("uninstrument the openai client", uninstrument, "openai")
+            self._openai_added = False

@@ -37,20 +37,14 @@ Process-wide state: the methods it wraps, whether it turned the OpenAI instrumen
 from __future__ import annotations
 
 import logging
-import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
-
-import wrapt
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
 
 from ..recording import begin_tool_call, end_call, end_run, in_run
 from ..recording.results import register_result
 from ..snapshots import qualname_of
 from ._guarded import RISKS as _RISKS
-from ._guarded import Guards, main_script, plain_json, turn_on_openai
-from ._guarded import check_risks as _check_risks
+from ._guarded import FrameworkInstrumentor, Guards, main_script, plain_json
 from ._guarded import enabled as _enabled
 
 __all__ = ["RISK_METADATA_KEY", "PydanticAIInstrumentor"]
@@ -211,7 +205,7 @@ def _tool_wrapper(instrumentor: PydanticAIInstrumentor) -> Any:
 # -------------------------------------------------------------------------------------- instrumentor
 
 
-class PydanticAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class PydanticAIInstrumentor(FrameworkInstrumentor):
     """Records Pydantic AI runs (``Agent.run`` / ``run_sync``) and function tool calls as otel-replay runs and
     tool steps, and answers the tools from the recording during a replay.
 
@@ -221,18 +215,9 @@ class PydanticAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     with it, unless it is on already. Bad values raise ValueError. A singleton, like every ``BaseInstrumentor``.
     """
 
-    def __init__(self, *, tool_risks: Mapping[str, str] | None = None) -> None:
-        if tool_risks is not None or not hasattr(self, "_tool_risks"):
-            self._tool_risks: dict[str, str] = _check_risks(tool_risks)
-
-    def instrumentation_dependencies(self) -> Collection[str]:
-        """The Pydantic AI requirement checked by ``instrument()`` and ``opentelemetry-instrument``."""
-        return _instruments
-
-    def check_options(self, **options: Any) -> None:
-        """Raise ValueError for options :meth:`instrument` would refuse, without instrumenting."""
-        if "tool_risks" in options:
-            _check_risks(options["tool_risks"])
+    guards = guards
+    framework = "Pydantic AI"
+    instruments = _instruments
 
     def risk_of(self, name: str, metadata: Any) -> str | None:
         """The declared risk of a tool: ``tool_risks`` by its name, else its metadata's ``otel_replay_risk``,
@@ -249,42 +234,15 @@ class PydanticAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             guards.warn("read the tool's risk")
             return None
 
-    def _instrument(self, **kwargs: Any) -> None:
-        if "tool_risks" in kwargs:
-            self._tool_risks = _check_risks(kwargs["tool_risks"])
-        guards.bind(kwargs.get("tracer_provider"))
+    def prepare(self) -> None:
+        """A run that returns an ``AgentRunResult`` records its output (see :func:`_register_result`)."""
         guards.safely("register the run result", _register_result)
+
+    def wrappers(self) -> list[tuple[str, str, Callable[..., Any]]]:
+        """``AbstractAgent.run`` and ``run_sync``, ``FunctionToolset.call_tool``."""
         wrappers = {
             "AbstractAgent.run": _run_wrapper,
             "AbstractAgent.run_sync": _run_sync_wrapper,
             "FunctionToolset.call_tool": _tool_wrapper(self),
         }
-        self._patched: list[tuple[str, str]] = []
-        for module, target in _TARGETS:
-            try:
-                wrapt.wrap_function_wrapper(module, target, wrappers[target])
-            except Exception:  # noqa: BLE001 - a version without this boundary: skip it, say so
-                _log.warning(
-                    "otel-replay: cannot instrument %s.%s of Pydantic AI; those calls are not recorded",
-                    module,
-                    target,
-                    exc_info=True,
-                )
-                continue
-            self._patched.append((module, target))
-        self._openai_added = bool(guards.safely("instrument the openai client", turn_on_openai, kwargs, default=False))
-
-    def _uninstrument(self, **kwargs: Any) -> None:
-        for module, target in reversed(getattr(self, "_patched", [])):
-            owner_name, _, method = target.rpartition(".")
-            try:
-                unwrap(getattr(sys.modules[module], owner_name), method)
-            except Exception:  # noqa: BLE001
-                _log.warning("otel-replay: cannot uninstrument %s.%s", module, target, exc_info=True)
-        self._patched = []
-        guards.bind(None)
-        if getattr(self, "_openai_added", False):
-            from . import uninstrument
-
-            guards.safely("uninstrument the openai client", uninstrument, "openai")
-            self._openai_added = False
+        return [(module, target, wrappers[target]) for module, target in _TARGETS]
