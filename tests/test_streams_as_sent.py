@@ -347,9 +347,12 @@ def test_replayed_chunks_are_fresh_objects_and_leave_the_recording_alone() -> No
     assert envelope == before
 
 
-def test_a_langchain_stream_is_recorded_as_the_model_yielded_it(server: WireServer, capture_home: Path) -> None:
-    """LangChain's chat model step merges the streamed chunks when the stream ends: from copies taken as they
-    were yielded, not the objects the consumer went on to change."""
+@pytest.mark.parametrize("is_async", [False, True], ids=["stream", "astream"])
+def test_a_langchain_stream_is_recorded_as_the_model_yielded_it(
+    server: WireServer, capture_home: Path, is_async: bool
+) -> None:
+    """LangChain's chat model step merges the streamed chunks when the stream ends (``stream`` and ``astream``):
+    from copies taken as they were yielded, not the objects the consumer went on to change."""
     from langchain_openai import ChatOpenAI
 
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -360,15 +363,27 @@ def test_a_langchain_stream_is_recorded_as_the_model_yielded_it(server: WireServ
             model="gpt-4o-mini", base_url=BASE_URLS["openai"], api_key="sk-test", max_retries=0, streaming=True
         ).bind_tools([tool])
         first = None
+
+        def consume(chunk: Any) -> None:  # as LlamaIndex does: the tool arguments appended onto the first chunk
+            nonlocal first
+            if first is None and chunk.tool_call_chunks:
+                first = chunk
+            elif first is not None:
+                for part in chunk.tool_call_chunks:
+                    first.tool_call_chunks[0]["args"] += part["args"] or ""
+            chunk.content = str(chunk.content) + "~"
+            chunk.response_metadata.clear()
+
+        async def consume_async() -> None:
+            async for chunk in model.astream("What is the weather in Paris?"):
+                consume(chunk)
+
         with capture(home=capture_home) as recorded:
-            for chunk in model.stream("What is the weather in Paris?"):
-                if first is None and chunk.tool_call_chunks:
-                    first = chunk
-                elif first is not None:
-                    for part in chunk.tool_call_chunks:
-                        first.tool_call_chunks[0]["args"] += part["args"] or ""
-                chunk.content = str(chunk.content) + "~"
-                chunk.response_metadata.clear()
+            if is_async:
+                asyncio.run(consume_async())
+            else:
+                for chunk in model.stream("What is the weather in Paris?"):
+                    consume(chunk)
     finally:
         orp.uninstrument("langchain")
     assert first is not None and first.tool_call_chunks[0]["args"] == json.dumps(TOOL_ARGS)  # changed in place
