@@ -407,24 +407,45 @@ def _change_helper_event(event: Any, n: int) -> None:
         _mutate(event, n, n)
 
 
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
 @pytest.mark.parametrize("api", APIS)
-def test_stream_helpers_record_the_wire(server: WireServer, capture_home: Path, api: str) -> None:
-    """``chat.completions.stream``, ``responses.stream`` and ``messages.stream`` read the same recorded stream:
-    what the consumer does to the events they hand over does not reach the recording either."""
+def test_stream_helpers_record_the_wire(server: WireServer, capture_home: Path, api: str, is_async: bool) -> None:
+    """``chat.completions.stream``, ``responses.stream`` and ``messages.stream`` (sync and async clients) read the
+    same recorded stream: what the consumer does to the events they hand over does not reach the recording
+    either."""
     request = _request(api, True)
-    with capture(home=capture_home) as recorded:
+    if api == "chat":
+        request.pop("stream_options")
+        for tool in request["tools"]:  # the helper parses tool calls, and only those of strict tools
+            tool["function"]["strict"] = True
+            tool["function"]["parameters"] = {**tool["function"]["parameters"], "additionalProperties": False}
+
+    def helper_of(client: Any) -> Any:
         if api == "messages":
-            client: Any = anthropic.Anthropic(base_url=BASE_URLS["anthropic"], api_key="sk-test", max_retries=0)
-            helper = client.messages.stream(**request)
+            return client.messages.stream(**request)
+        return client.chat.completions.stream(**request) if api == "chat" else client.responses.stream(**request)
+
+    async def consume_async() -> None:
+        if api == "messages":
+            client: Any = anthropic.AsyncAnthropic(base_url=BASE_URLS["anthropic"], api_key="sk-test", max_retries=0)
         else:
-            client = openai.OpenAI(base_url=BASE_URLS["openai"], api_key="sk-test", max_retries=0)
-            if api == "chat":
-                request.pop("stream_options")
-                helper = client.chat.completions.stream(**request)
-            else:
-                helper = client.responses.stream(**request)
-        with helper as events:
-            for n, event in enumerate(events):
+            client = openai.AsyncOpenAI(base_url=BASE_URLS["openai"], api_key="sk-test", max_retries=0)
+        async with helper_of(client) as events:
+            n = 0
+            async for event in events:
                 _change_helper_event(event, n)
+                n += 1
+
+    with capture(home=capture_home) as recorded:
+        if is_async:
+            asyncio.run(consume_async())
+        else:
+            if api == "messages":
+                client: Any = anthropic.Anthropic(base_url=BASE_URLS["anthropic"], api_key="sk-test", max_retries=0)
+            else:
+                client = openai.OpenAI(base_url=BASE_URLS["openai"], api_key="sk-test", max_retries=0)
+            with helper_of(client) as events:
+                for n, event in enumerate(events):
+                    _change_helper_event(event, n)
     (run,) = recorded.runs()
     assert _recorded_chunks(run) == server.wire[-1]
