@@ -29,7 +29,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
 
 from .. import semconv
-from ..recording import ReplayInterrupt, begin_run, current_replay
+from ..recording import ReplayInterrupt, begin_run, current_replay, end_call
 from ..runtime import ProviderBinding, bind_provider
 
 _log = logging.getLogger("otel_replay")
@@ -117,6 +117,17 @@ class Guards:
         except Exception:  # noqa: BLE001
             self.warn("begin an implicit run")
             return None
+
+
+def answered(step: Any) -> Any:
+    """The answer of a step the replay answered (``step.served``): the recorded error raised, or the recorded
+    value returned, the step ended with it either way."""
+    served = step.served
+    if served.error is not None:
+        end_call(step, exc=served.error)
+        raise served.error
+    end_call(step, result=served.value)
+    return served.value
 
 
 def main_script() -> str | None:

@@ -48,7 +48,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from ..recording import ReplayInterrupt, begin_tool_call, end_call, end_run, in_run
 from . import _lazy
 from ._guarded import RISKS as _RISKS
-from ._guarded import Guards, main_script, plain_json
+from ._guarded import Guards, answered, main_script, plain_json
 from ._guarded import check_risks as _check_risks
 from ._guarded import enabled as _enabled
 
@@ -301,11 +301,7 @@ def _tool_wrappers(instrumentor: LlamaIndexInstrumentor) -> tuple[Callable[..., 
             if call is not None:
                 end_call(call, result=_safely("encode the tool output", _recordable_output, result))
             return result
-        if served.error is not None:
-            end_call(call, exc=served.error)
-            raise served.error
-        end_call(call, result=served.value)
-        return _tool_output(parts.name, served.value, args, kwargs)
+        return _tool_output(parts.name, answered(call), args, kwargs)
 
     async def async_body(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], parts: _ToolParts) -> Any:
         call = _begin_tool(parts)
@@ -319,11 +315,7 @@ def _tool_wrappers(instrumentor: LlamaIndexInstrumentor) -> tuple[Callable[..., 
             if call is not None:
                 end_call(call, result=_safely("encode the tool output", _recordable_output, result))
             return result
-        if served.error is not None:
-            end_call(call, exc=served.error)
-            raise served.error
-        end_call(call, result=served.value)
-        return _tool_output(parts.name, served.value, args, kwargs)
+        return _tool_output(parts.name, answered(call), args, kwargs)
 
     def sync_in_run(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], parts: _ToolParts) -> Any:
         if in_run():

@@ -44,7 +44,7 @@ from ..recording import begin_tool_call, end_call, end_run, in_run
 from ..recording.results import register_result
 from ..snapshots import qualname_of
 from ._guarded import RISKS as _RISKS
-from ._guarded import FrameworkInstrumentor, Guards, main_script, plain_json
+from ._guarded import FrameworkInstrumentor, Guards, answered, main_script, plain_json
 from ._guarded import enabled as _enabled
 
 __all__ = ["RISK_METADATA_KEY", "PydanticAIInstrumentor"]
@@ -191,11 +191,7 @@ def _tool_wrapper(instrumentor: PydanticAIInstrumentor) -> Any:
                     raise
                 end_call(step, result=result if plain_json(result) else guards.safely("encode the result", str, result))
                 return result
-            if served.error is not None:
-                end_call(step, exc=served.error)
-                raise served.error
-            end_call(step, result=served.value)
-            return served.value
+            return answered(step)
 
         return call()
 

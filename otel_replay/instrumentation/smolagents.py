@@ -48,7 +48,7 @@ from .. import semconv
 from ..recording import begin_tool_call, end_call, end_run, in_run
 from ..snapshots import qualname_of
 from ._guarded import RISKS as _RISKS
-from ._guarded import FrameworkInstrumentor, Guards, main_script, plain_json
+from ._guarded import FrameworkInstrumentor, Guards, answered, main_script, plain_json
 from ._guarded import enabled as _enabled
 
 __all__ = ["RISK_ATTRIBUTE", "SmolagentsInstrumentor", "declare_risk"]
@@ -232,11 +232,7 @@ def _tool_wrapper(instrumentor: SmolagentsInstrumentor) -> Callable[..., Any]:
                 raise
             end_call(call, result=result if plain_json(result) else _safely("encode the output", str, result))
             return result
-        if served.error is not None:
-            end_call(call, exc=served.error)
-            raise served.error
-        end_call(call, result=served.value)
-        return served.value
+        return answered(call)
 
     return wrapper
 
