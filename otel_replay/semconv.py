@@ -454,6 +454,19 @@ GEN_AI_DATA_SOURCE_ID: Final = "gen_ai.data_source.id"
 GEN_AI_REQUEST_TOP_K: Final = "gen_ai.request.top_k"
 """int. ``top_k`` a retrieval asked for, when given."""
 
+MCP_METHOD_NAME: Final = "mcp.method.name"
+"""string. The MCP method of a step recorded from an MCP client session (``tools/call``, ``resources/read``)."""
+
+MCP_PROTOCOL_VERSION: Final = "mcp.protocol.version"
+"""string. The MCP protocol version the session negotiated, when its handshake was seen."""
+
+MCP_RESOURCE_URI: Final = "mcp.resource.uri"
+"""string. The resource a ``resources/read`` step read."""
+
+MCP_SERVER: Final = "otel_replay.mcp.server"
+"""string. The MCP server a step's call went to: ``stdio: <command> <arguments>`` (paths by their last part) or
+``http: <scheme>://<host>[:<port>]<path>`` (no credentials, query or fragment), redacted like any value."""
+
 # The standard exception event of the OTel trace conventions (messages and stack traces are redacted).
 EXCEPTION_EVENT: Final = "exception"
 """Event name of an exception raised in a run or step (OTel convention; message and stack trace redacted)."""

@@ -79,6 +79,13 @@ def _render_dry(result: ReplayResult, console: SafeConsole) -> None:
                 style="yellow",
             )
         )
+    for server in readiness.get("servers") or []:
+        console.print(
+            Text(
+                f"MCP server {server.get('server')} (steps {', '.join(map(str, server.get('steps', [])))}): not "
+                "started by mock and deterministic replays (answered from the recording); started by a live one"
+            )
+        )
     enforcement = readiness.get("sandbox") or {}
     if enforcement:
         console.print(Text(f"sandbox of mock and deterministic replays: {enforcement.get('enforcement')}"))

@@ -1,11 +1,11 @@
 """Auto-instrumentation of the SDKs agents are built on: OpenAI, Anthropic, LangChain / LangGraph, the OpenAI
-Agents SDK, smolagents, LlamaIndex and Pydantic AI.
+Agents SDK, smolagents, LlamaIndex, Pydantic AI and the MCP client.
 
 Each instrumentor is an OpenTelemetry ``BaseInstrumentor``; its entry point under ``opentelemetry_instrumentor``
 (``otel_replay_openai``, ``otel_replay_anthropic``, ``otel_replay_langchain``, ``otel_replay_openai_agents``,
-``otel_replay_smolagents``, ``otel_replay_llamaindex``, ``otel_replay_pydantic_ai``) names a light stand-in of
-:mod:`otel_replay.instrumentation.entry_points` that arms it, so ``opentelemetry-instrument python app.py`` finds
-them; :func:`instrument` does the same from code. Each SDK
+``otel_replay_smolagents``, ``otel_replay_llamaindex``, ``otel_replay_pydantic_ai``, ``otel_replay_mcp``) names a
+light stand-in of :mod:`otel_replay.instrumentation.entry_points` that arms it, so ``opentelemetry-instrument
+python app.py`` finds them; :func:`instrument` does the same from code. Each SDK
 is an optional extra (``pip install otel-replay[openai]``); an instrumentor whose SDK is not installed is
 skipped, never an error at import time. When an SDK is installed (or asked for by name) but its
 instrumentation cannot load or does not fit the installed version, that is said once per SDK and process as a
@@ -42,6 +42,7 @@ INSTRUMENTORS: Final[dict[str, str]] = {
     "smolagents": "otel_replay.instrumentation.smolagents:SmolagentsInstrumentor",
     "llamaindex": "otel_replay.instrumentation.llamaindex:LlamaIndexInstrumentor",
     "pydantic_ai": "otel_replay.instrumentation.pydantic_ai:PydanticAIInstrumentor",
+    "mcp": "otel_replay.instrumentation.mcp:MCPInstrumentor",
 }
 """SDK name → ``module:class`` of its instrumentor."""
 
@@ -58,9 +59,9 @@ _SDK_MODULES: Final[dict[str, str]] = {
 _EXTRA_MODULES: Final = ("wrapt", "opentelemetry.instrumentation")
 """Modules every instrumentor needs beyond otel-replay's own dependencies (each SDK's extra brings them)."""
 
-EXTRAS: Final[dict[str, str]] = {"openai_agents": "openai-agents"}
-"""SDK name → the name of its otel-replay extra where the two differ (for these SDKs it is also the name of
-the SDK's distribution, checked because a project of its own may well use their module name: ``agents``)."""
+EXTRAS: Final[dict[str, str]] = {"openai_agents": "openai-agents", "mcp": "mcp"}
+"""SDK name → its distribution, checked because a project of its own may well use the SDK's module name
+(``agents``, ``mcp``); also the name of the SDK's otel-replay extra."""
 
 _warned: set[str] = set()
 _armed: dict[str, tuple[dict[str, Any], object]] = {}  # SDK name → (instrument() options, post-import hook)

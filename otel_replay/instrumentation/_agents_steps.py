@@ -211,6 +211,17 @@ def _tool_function(tool: Any, func: Any) -> str | None:
     return None
 
 
+def _mcp_recorded(tool: Any) -> bool:
+    """Whether ``tool`` is one of an MCP server's, and the MCP instrumentor records its calls (with the
+    server's annotations) itself."""
+    origin = getattr(getattr(tool, "_tool_origin", None), "type", None)
+    if getattr(origin, "value", origin) != "mcp":
+        return False
+    from . import instrumented
+
+    return bool(instrumented("mcp"))
+
+
 class _ToolParts:
     __slots__ = ("arguments", "decorated", "function", "name", "risk")
 
@@ -219,7 +230,8 @@ class _ToolParts:
         self.arguments = _parsed_arguments(raw_arguments)
         func = wrapped_callable(tool)
         marker = getattr(func, "__otel_replay__", None)
-        self.decorated = isinstance(marker, dict) and marker.get("kind") == "tool"
+        # an @otel_replay.tool function, and an MCP tool the MCP instrumentor records, record themselves
+        self.decorated = (isinstance(marker, dict) and marker.get("kind") == "tool") or _mcp_recorded(tool)
         self.risk = instrumentor.risk_of(tool)
         self.function = _tool_function(tool, func)
 

@@ -33,7 +33,16 @@ from ..risk import effective_risk
 from .calls import begin_model_call, begin_retrieval_call, begin_tool_call, end_call
 from .decorators import AgentBlock, agent, model, retriever, tool
 from .encoding import encode_value, scrubbed_fields
-from .hooks import DivergenceStop, ReplayInterrupt, Served, permit, replaying, unguarded, unguarded_call
+from .hooks import (
+    DivergenceStop,
+    ReplayInterrupt,
+    Served,
+    interrupt_in,
+    permit,
+    replaying,
+    unguarded,
+    unguarded_call,
+)
 from .lifecycle import begin_run, end_run, in_model_step, in_run
 from .runlevel import (
     OutsideRunWarning,
@@ -72,6 +81,7 @@ __all__ = [
     "identity",
     "in_model_step",
     "in_run",
+    "interrupt_in",
     "model",
     "new_uuid",
     "now",

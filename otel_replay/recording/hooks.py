@@ -63,6 +63,17 @@ class DivergenceStop(ReplayInterrupt):
     package; :mod:`otel_replay.replay.session` re-exports it."""
 
 
+def interrupt_in(exc: BaseException, depth: int = 0) -> ReplayInterrupt | None:
+    """The :class:`ReplayInterrupt` that ``exc`` is, or that an exception group holds (asyncio and anyio task
+    groups, as the ``mcp`` client's transports use, wrap what their body raised in a group), else None."""
+    if isinstance(exc, ReplayInterrupt):
+        return exc
+    inner = getattr(exc, "exceptions", None)
+    if depth > 16 or not isinstance(inner, tuple):
+        return None
+    return next((found for e in inner if isinstance(e, BaseException) and (found := interrupt_in(e, depth + 1))), None)
+
+
 @contextlib.contextmanager
 def replaying(session: Any) -> Iterator[None]:
     """Make ``session`` answer the calls made in this context (used by the replay engine)."""

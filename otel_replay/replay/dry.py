@@ -115,7 +115,23 @@ def readiness(run: Run, *, entrypoint: str | None = None) -> dict[str, Any]:
         "risky_tools": risky_tools,
         # the agent runs code its model wrote (a smolagents CodeAgent): see the not_firewalled tools
         "executes_code": code_tools(run) is not None,
+        "servers": servers(run),
     }
+
+
+def servers(run: Run) -> list[dict[str, Any]]:
+    """The MCP servers the run's calls went to (``otel_replay.mcp.server`` of its steps), in order of first use,
+    each with its steps: processes and connections a live replay starts again, and that a mock or deterministic
+    replay does not start (their calls are answered from the recording)."""
+    found: dict[str, list[int]] = {}
+    for step in run.steps:
+        server = step.attributes.get(semconv.MCP_SERVER)
+        if isinstance(server, str) and server:
+            found.setdefault(server, []).append(step.index)
+    return [
+        {"server": server, "steps": steps, "offline": "answered from the recording, not started", "live": "started"}
+        for server, steps in found.items()
+    ]
 
 
 def record_dry(session: ReplaySession, original: Run, report: dict[str, Any]) -> str:

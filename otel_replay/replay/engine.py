@@ -26,7 +26,7 @@ from .. import revival, semconv
 from .._gc import gc_frozen, gc_paused
 from ..errors import ReplayRefused as ReplayRefused  # re-exported: otel_replay.replay.engine.ReplayRefused
 from ..exporting import setup
-from ..recording import ReplayInterrupt, agent, identity, replaying
+from ..recording import ReplayInterrupt, agent, identity, interrupt_in, replaying
 from ..runs import Run
 from ..semconv import ReplayMode
 from . import volatile
@@ -548,6 +548,10 @@ def _run_replay(
             stopped = stop
         except Exception as exc:  # noqa: BLE001 - the agent raising is a result, compared with the original
             raised = agent_exception(exc, scrub=lambda text: scrubbed_text(text) or "")
+        except BaseException as exc:  # a task group's group around the replay's stop (asyncio, anyio, mcp)
+            stopped = interrupt_in(exc)
+            if stopped is None:
+                raise
         setup.flush()
     audit_journal.finished(journal, session, outcome=None if session.run_id is not None else "refused")
     if session.run_id is None:
