@@ -68,7 +68,15 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.instrumentation.utils import unwrap
 
 from .. import semconv
-from ..recording import begin_retrieval_call, begin_tool_call, current_replay, effective_risk, encode_value, end_call
+from ..recording import (
+    DivergenceStop,
+    begin_retrieval_call,
+    begin_tool_call,
+    current_replay,
+    effective_risk,
+    encode_value,
+    end_call,
+)
 from . import _lazy
 from ._guarded import Guards, check_risks
 from ._guarded import enabled as _enabled
@@ -126,6 +134,9 @@ class _Session:
 
 
 _sessions: weakref.WeakKeyDictionary[Any, _Session] = weakref.WeakKeyDictionary()
+_inside: contextvars.ContextVar[bool] = contextvars.ContextVar("otel_replay_mcp_inside", default=False)
+"""True while a recorded MCP call runs: the calls the session makes for it (``call_tool`` lists the tools to
+check the result against their output schema) are part of that step, not steps of their own."""
 _server_now: contextvars.ContextVar[str | None] = contextvars.ContextVar("otel_replay_mcp_server", default=None)
 """The server of the transport entered last in this context (read when a session is made on its streams)."""
 
@@ -186,13 +197,20 @@ def _rebuilt(method: str, value: Any) -> Any:
 
 
 def _served(call: Any, method: str) -> Any:
-    """The answer of a call the replay answered: the recorded error raised, or the recorded result rebuilt."""
+    """The answer of a call the replay answered: the recorded error raised, or the recorded result rebuilt. A
+    recorded result that is not one of the method's type stops the replay (it cannot be answered)."""
     served = call.served
     if served.error is not None:
         end_call(call, exc=served.error)
         raise served.error
     end_call(call, result=served.value)
-    return _rebuilt(method, served.value)
+    try:
+        return _rebuilt(method, served.value)
+    except Exception as exc:  # noqa: BLE001 - a damaged or hostile recording: never handed to the agent
+        raise DivergenceStop(
+            f"replay stopped: the recorded result of MCP {_METHODS.get(method, 'tools/call')} is no "
+            f"{_RESULT_TYPES.get(method)} ({type(exc).__name__}); nothing was executed"
+        ) from None
 
 
 def _mark(call: Any, session: Any, info: _Session | None, method: str, extra: Mapping[str, Any] | None = None) -> None:
@@ -236,7 +254,7 @@ def _retrieval_wrapper(method: str) -> Callable[..., Any]:
     mcp_method = _METHODS[method]
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if not _enabled():
+        if not _enabled() or _inside.get():
             return wrapped(*args, **kwargs)
 
         async def call() -> Any:
@@ -250,11 +268,14 @@ def _retrieval_wrapper(method: str) -> Callable[..., Any]:
             if step is not None and step.served is not None:
                 result = _served(step, method)
             else:
+                token = _inside.set(True)
                 try:
                     result = await wrapped(*args, **kwargs)
                 except BaseException as exc:
                     end_call(step, exc=exc)
                     raise
+                finally:
+                    _inside.reset(token)
                 if step is not None:
                     end_call(step, result=guards.safely("encode the result", _plain, result))
             if method == "list_tools":
@@ -270,7 +291,7 @@ def _tool_wrapper(instrumentor: MCPInstrumentor) -> Callable[..., Any]:
     """Wrapper of ``ClientSession.call_tool(name, arguments=None, ...)``: a tool step named after the tool."""
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if not _enabled():
+        if not _enabled() or _inside.get():
             return wrapped(*args, **kwargs)
         name = str(args[0] if args else kwargs.get("name"))
         given = args[1] if len(args) > 1 else kwargs.get("arguments")
@@ -283,11 +304,14 @@ def _tool_wrapper(instrumentor: MCPInstrumentor) -> Callable[..., Any]:
             guards.safely("mark the step", _mark, step, instance, info, "tools/call")
             if step is not None and step.served is not None:
                 return _served(step, "call_tool")
+            token = _inside.set(True)
             try:
                 result = await wrapped(*args, **kwargs)
             except BaseException as exc:
                 end_call(step, exc=exc)
                 raise
+            finally:
+                _inside.reset(token)
             if step is not None:
                 end_call(step, result=guards.safely("encode the result", _plain, result))
             return result
