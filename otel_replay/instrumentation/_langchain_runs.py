@@ -89,11 +89,16 @@ def _implicit_run(name: str, arguments: dict[str, Any], config: Any = None) -> A
 
 
 def _begin_implicit(
-    name: str, arguments: Callable[[], dict[str, Any]], config: Any, ctx: contextvars.Context | None
+    name: str,
+    arguments: Callable[[], dict[str, Any]],
+    config: Any,
+    ctx: contextvars.Context | None,
+    nested: bool = False,
 ) -> Any:
     """The handle of an implicit run begun for a call (in ``ctx`` when given: a stream's own context), or None
-    when a run is current already or none could be begun (the call then runs as it is)."""
-    if in_run():
+    when a run is current already or none could be begun (the call then runs as it is). ``nested``: inside a
+    run, the call is an ``agent`` step of it (a LangGraph subgraph: an agent of a multi-agent graph)."""
+    if in_run() and not nested:
         return None
     values = langchain_safely("read the input", arguments, default={})
     return _implicit_run(name, values, config) if ctx is None else ctx.run(_implicit_run, name, values, config)
@@ -123,9 +128,12 @@ class _Ending:
             self.ctx.run(end_run, self.handle, **outcome)
 
 
-def sync_in_run(name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], Any]) -> Any:
-    """``body()`` inside a run: the current one, or an implicit one begun here and ended with its outcome."""
-    handle = _begin_implicit(name, arguments, config, None)
+def sync_in_run(
+    name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], Any], nested: bool = False
+) -> Any:
+    """``body()`` inside a run: the current one, or an implicit one begun here and ended with its outcome
+    (``nested``: inside a run, an agent step of it)."""
+    handle = _begin_implicit(name, arguments, config, None, nested)
     if handle is None:
         return body()
     with _Ending(handle) as ending:
@@ -133,9 +141,11 @@ def sync_in_run(name: str, arguments: Callable[[], dict[str, Any]], config: Any,
     return ending.result
 
 
-async def async_in_run(name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], Any]) -> Any:
+async def async_in_run(
+    name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], Any], nested: bool = False
+) -> Any:
     """The async twin of :func:`sync_in_run`: ``body()`` is awaited."""
-    handle = _begin_implicit(name, arguments, config, None)
+    handle = _begin_implicit(name, arguments, config, None, nested)
     if handle is None:
         return await body()
     with _Ending(handle) as ending:
@@ -205,12 +215,16 @@ def _leave(tokens: list[contextvars.Token[Any]]) -> None:
 
 
 def iter_in_run(
-    name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], Iterator[Any]]
+    name: str,
+    arguments: Callable[[], dict[str, Any]],
+    config: Any,
+    body: Callable[[], Iterator[Any]],
+    nested: bool = False,
 ) -> Iterator[Any]:
     """A generator run inside a run (implicit when none is current, kept in a context of its own); the run
     ends when the generator is exhausted or closed, its output being the last item."""
     ctx = contextvars.copy_context()
-    handle = _begin_implicit(name, arguments, config, ctx)
+    handle = _begin_implicit(name, arguments, config, ctx, nested)
     if handle is None:
         yield from body()
         return
@@ -221,12 +235,16 @@ def iter_in_run(
 
 
 async def aiter_in_run(
-    name: str, arguments: Callable[[], dict[str, Any]], config: Any, body: Callable[[], AsyncIterator[Any]]
+    name: str,
+    arguments: Callable[[], dict[str, Any]],
+    config: Any,
+    body: Callable[[], AsyncIterator[Any]],
+    nested: bool = False,
 ) -> AsyncIterator[Any]:
     """The async twin of :func:`iter_in_run` (the run's context is entered around each item, see
     :func:`aiterate_in`)."""
     ctx = contextvars.copy_context()
-    handle = _begin_implicit(name, arguments, config, ctx)
+    handle = _begin_implicit(name, arguments, config, ctx, nested)
     if handle is None:
         async for item in body():
             yield item
@@ -241,24 +259,96 @@ _IN_RUN: Final = (sync_in_run, async_in_run, iter_in_run, aiter_in_run)
 """How a call runs inside a run, by the shape of the call: invoke, ainvoke, stream, astream."""
 
 
-def entry_wrappers() -> tuple[Callable[..., Any], ...]:
-    """Wrappers of a graph's / chain's top-level invoke, ainvoke, stream, astream: implicit runs only."""
-    return tuple(_entry_wrapper(in_run_as) for in_run_as in _IN_RUN)
+def entry_wrappers(nested: bool = False) -> tuple[Callable[..., Any], ...]:
+    """Wrappers of a graph's / chain's top-level invoke, ainvoke, stream, astream: implicit runs only, and with
+    ``nested`` (LangGraph graphs) an agent step for each invocation inside a run (a subgraph)."""
+    return tuple(_entry_wrapper(in_run_as, nested) for in_run_as in _IN_RUN)
 
 
-def _entry_wrapper(in_run_as: Callable[..., Any]) -> Callable[..., Any]:
+_graph_now: contextvars.ContextVar[Any] = contextvars.ContextVar("otel_replay_langgraph_now", default=None)
+"""The LangGraph graph whose invocation runs in this context: its own inner calls (``invoke`` runs ``stream``)
+are no agent steps of their own."""
+
+
+def _as_current(instance: Any, in_run_as: Callable[..., Any], call: Callable[[], Any]) -> Callable[[], Any]:
+    """``call`` (an invocation of the graph ``instance``, of the shape of ``in_run_as``) with the graph as
+    :data:`_graph_now` wherever its body runs (a coroutine's or generator's body, not where it is made)."""
+    if in_run_as is sync_in_run:
+
+        def sync() -> Any:
+            token = _graph_now.set(instance)
+            try:
+                return call()
+            finally:
+                _graph_now.reset(token)
+
+        return sync
+    if in_run_as is async_in_run:
+
+        async def coroutine() -> Any:
+            token = _graph_now.set(instance)
+            try:
+                return await call()
+            finally:
+                _graph_now.reset(token)
+
+        return coroutine
+    if in_run_as is iter_in_run:
+
+        def generator() -> Iterator[Any]:
+            token = _graph_now.set(instance)
+            try:
+                yield from call()
+            finally:
+                try:
+                    _graph_now.reset(token)
+                except ValueError:  # closed from another context: nothing of this one to undo there
+                    pass
+
+        return generator
+
+    async def agenerator() -> AsyncIterator[Any]:
+        token = _graph_now.set(instance)
+        try:
+            async for item in call():
+                yield item
+        finally:
+            try:
+                _graph_now.reset(token)
+            except ValueError:  # closed from another context: nothing of this one to undo there
+                pass
+
+    return agenerator
+
+
+def _entry_wrapper(in_run_as: Callable[..., Any], nested: bool) -> Callable[..., Any]:
     """The wrapper of one top-level invocation: outside a run (and with the instrumentor enabled), the call runs
     inside an implicit run as ``in_run_as`` runs it, named after the graph or chain, its input the first
-    argument and its config the second."""
+    argument and its config the second. With ``nested`` (LangGraph graphs), an invocation inside a run by another
+    graph is an agent step of the run, named after the graph, its input the first argument: each agent of a
+    multi-agent graph (a supervisor's workers, a swarm's agents, any subgraph) holds its own model and tool
+    steps. A graph called inside a run by other code (an ``@orp.agent`` function) is not one."""
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if in_run() or not _enabled():
+        if not _enabled():
+            return wrapped(*args, **kwargs)
+        inside = in_run()
+        body: Callable[[], Any] = lambda: wrapped(*args, **kwargs)  # noqa: E731
+        if nested:
+            current = _graph_now.get()
+            body = _as_current(instance, in_run_as, body)
+            if inside and current is None:  # a graph called by the run's own code: its subgraphs are agents
+                return body()
+            if inside and current is instance:  # the graph's own inner call (invoke runs stream)
+                return wrapped(*args, **kwargs)
+        elif inside:
             return wrapped(*args, **kwargs)
         return in_run_as(
             name_of(instance, type(instance).__name__),
-            lambda: entry_arguments(args, kwargs),
+            (lambda: {"input": arg(args, kwargs, 0, "input")}) if inside else (lambda: entry_arguments(args, kwargs)),
             arg(args, kwargs, 1, "config"),
-            lambda: wrapped(*args, **kwargs),
+            body,
+            inside,
         )
 
     return wrapper

@@ -336,7 +336,8 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     @staticmethod
     def _optional_targets(module: str) -> list[tuple[str, str, str, Callable[..., Any]]]:
         """(module, class, method, wrapper) of the :data:`OPTIONAL_ENTRY_POINTS` of ``module``."""
-        entry = dict(zip(("invoke", "ainvoke", "stream", "astream"), entry_wrappers(), strict=True))
+        # a LangGraph graph invoked inside a run is a subgraph: an agent step of the run
+        entry = dict(zip(("invoke", "ainvoke", "stream", "astream"), entry_wrappers(module == _LANGGRAPH), strict=True))
         return [(mod, cls, method, entry[method]) for mod, cls, method in OPTIONAL_ENTRY_POINTS if mod == module]
 
     def _instrument(self, **kwargs: Any) -> None:

@@ -21,12 +21,15 @@ from conftest import RealWorld
 SCRIPT = "rw_supervisor_agent.py"
 APP = "rw_supervisor_agent:supervisor.invoke"
 HANDOFFS = ("transfer_to_flight_assistant", "transfer_to_hotel_assistant")
-STEPS = [
+STEPS = [  # each agent (the supervisor's own included) is an agent step holding its model and tool steps
+    ("agent", "supervisor"),
     ("model", "ChatOpenAI"),  # the supervisor hands off
     ("tool", "transfer_to_flight_assistant"),
+    ("agent", "flight_assistant"),
     ("model", "ChatOpenAI"),  # the flight assistant books
     ("tool", "book_flight"),
     ("model", "ChatOpenAI"),  # and answers; the graph hands back
+    ("agent", "supervisor"),
     ("model", "ChatOpenAI"),  # the supervisor answers
 ]
 BOOKED = "Successfully booked a flight from BOS to JFK."
@@ -72,7 +75,7 @@ def test_a_supervisor_run_replays_in_every_mode_whatever_the_order_of_its_handof
     assert [(s["kind"], s["name"]) for s in shown["steps"]] == STEPS
     risks = {s["name"]: s["attributes"].get("otel_replay.tool.risk") for s in shown["steps"] if s["kind"] == "tool"}
     assert risks == {"transfer_to_flight_assistant": "read", "book_flight": "write"}  # a handoff is not risky
-    recorded_order = _tool_names(world, trace_id, 0)
+    recorded_order = _tool_names(world, trace_id, 1)
     assert sorted(recorded_order) == sorted(HANDOFFS)
     # a hash seed under which the set of agents iterates the other way round than in the recording's process
     other = next(
@@ -94,7 +97,7 @@ def test_a_supervisor_run_replays_in_every_mode_whatever_the_order_of_its_handof
     for result in (mock, deterministic):
         assert result["outcome"] == "matched", result["divergences"]
     assert (world.server.count, world.effects()) == (requests, [BOOKED])  # offline: no request, no booking
-    assert _tool_names(world, deterministic["replay_trace_id"], 0) == recorded_order[::-1]  # really reordered
+    assert _tool_names(world, deterministic["replay_trace_id"], 1) == recorded_order[::-1]  # really reordered
 
     refused = replay("live", "--reason", "verify", ok=(2,))
     assert "book_flight" in refused["refusal"] and "transfer_to" not in refused["refusal"], refused["refusal"]
@@ -104,5 +107,5 @@ def test_a_supervisor_run_replays_in_every_mode_whatever_the_order_of_its_handof
 
     changed = replay("deterministic", ok=(1,), RW_SUPERVISOR_PROMPT="You manage two assistants. Be brief.")
     first = changed["first_divergence"]
-    assert (first["kind"], first["step_index"]) == ("request", 0)
+    assert (first["kind"], first["step_index"]) == ("request", 1)
     assert '+      "content": "You manage two assistants. Be brief.",' in first["diff"], first["diff"]

@@ -14,9 +14,11 @@ from conftest import RealWorld
 
 SCRIPT = "rw_swarm_agent.py"
 APP = "rw_swarm_agent:app.invoke"
-STEPS = [
+STEPS = [  # each agent of the swarm is an agent step holding its own model and tool steps
+    ("agent", "Alice"),
     ("model", "ChatOpenAI"),  # Alice hands off
     ("tool", "transfer_to_bob"),
+    ("agent", "Bob"),
     ("model", "ChatOpenAI"),  # Bob sends the postcard
     ("tool", "send_postcard"),
     ("model", "ChatOpenAI"),  # and answers
@@ -60,5 +62,5 @@ def test_a_swarm_handoff_replays_in_every_mode(swarm: RealWorld) -> None:
     assert world.effects() == [SENT, SENT]
     changed = replay("deterministic", ok=(1,), RW_BOB_PROMPT="You are Bob, you speak like a poet.")
     first = changed["first_divergence"]
-    assert (first["kind"], first["step_index"]) == ("request", 2), first  # Bob's first request
+    assert (first["kind"], first["step_index"]) == ("request", 4), first  # Bob's first request
     assert '+      "content": "You are Bob, you speak like a poet.",' in first["diff"], first["diff"]
