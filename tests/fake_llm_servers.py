@@ -211,6 +211,18 @@ class FakeLLMServer(DemoLLMServer):
                     },
                 )
             )
+            frames.append(  # as the API sends them: the arguments in deltas, then whole in the done event
+                (
+                    "response.function_call_arguments.delta",
+                    {
+                        "type": "response.function_call_arguments.delta",
+                        "item_id": item_id,
+                        "output_index": 0,
+                        "delta": item["arguments"],
+                        "sequence_number": next(seq),
+                    },
+                )
+            )
             frames.append(
                 (
                     "response.function_call_arguments.done",

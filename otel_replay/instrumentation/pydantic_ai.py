@@ -5,8 +5,8 @@ replayed in every mode without touching its code: its ``@agent.tool_plain`` / ``
 ``Tool(...)`` / ``FunctionToolset`` tools go through the same firewall as ``@otel_replay.tool`` functions. Two
 boundaries are wrapped:
 
-* runs: ``AbstractAgent.run`` (awaited) and ``AbstractAgent.run_sync`` begin an implicit run when none is
-  current: one run per call, named after the agent (``Agent(name=...)``, else ``"Agent"``), its input
+* runs: ``AbstractAgent.run`` (awaited), ``AbstractAgent.run_sync`` and ``iter`` begin an implicit run when none
+  is current: one run per call, named after the agent (``Agent(name=...)``, else ``"Agent"``), its input
   ``{"user_prompt": ...}`` (so ``--app module:agent.run_sync`` calls it again), its output the run's
   ``output`` (the text, or a structured output as plain data). ``run_sync`` runs ``run`` inside: one run;
 * tools: ``FunctionToolset.call_tool`` (every function tool of every agent, whatever the decorator) is a tool
@@ -23,8 +23,9 @@ Risk of a tool: ``tool_risks={name: risk}`` given to :meth:`PydanticAIInstrument
 "write"})``), else the recorder's name rule (``send_…``, ``delete_…`` are ``high``). A tool whose function is
 an ``@otel_replay.tool`` records itself.
 
-Not covered yet: ``run_stream`` and ``iter`` (their model and tool calls are recorded as steps only inside a
-run begun otherwise, ``@otel_replay.agent``), MCP toolsets and other toolsets' own ``call_tool``.
+``AbstractAgent.iter`` (and ``Agent.iter``, which overrides it) outside a run begins one too, from entering the
+context manager to leaving it: ``iter`` itself, and ``run_stream`` / ``run_stream_sync`` / ``run_stream_events``,
+which run it. Not covered yet: MCP toolsets and other toolsets' own ``call_tool``.
 
 What it must never do: raise into the host program from its own bookkeeping (every failure is logged and the
 real call goes ahead), swallow or wrap the host's exceptions, run a tool the replay answered, or import
@@ -36,8 +37,9 @@ Process-wide state: the methods it wraps, whether it turned the OpenAI instrumen
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
 from ..recording import begin_tool_call, end_call, end_run, in_run
@@ -62,6 +64,8 @@ _NAME: Final = "pydantic_ai"  # otel_replay.step.instrumentation of the steps re
 _TARGETS: Final = (
     ("pydantic_ai.agent.abstract", "AbstractAgent.run"),
     ("pydantic_ai.agent.abstract", "AbstractAgent.run_sync"),
+    ("pydantic_ai.agent.abstract", "AbstractAgent.iter"),
+    ("pydantic_ai.agent", "Agent.iter"),
     ("pydantic_ai.toolsets.function", "FunctionToolset.call_tool"),
 )
 
@@ -124,6 +128,31 @@ def _run_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dic
         return result
 
     return run()
+
+
+def _iter_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``agent.iter(...)`` (an async context manager; ``run_stream``, ``run_stream_sync`` and
+    ``run_stream_events`` run it too) outside a run: one implicit run from entering it to leaving it, its output
+    the ``AgentRun``'s result (None when the caller left before the end)."""
+    if in_run() or not _enabled():
+        return wrapped(*args, **kwargs)
+    return _iter_run(instance, wrapped, args, kwargs)
+
+
+@contextlib.asynccontextmanager
+async def _iter_run(agent: Any, wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+    handle = _begin(agent, args, kwargs)  # in the caller's context: its loop over the run's nodes is in the run
+    if handle is None:
+        async with wrapped(*args, **kwargs) as agent_run:
+            yield agent_run
+        return
+    try:
+        async with wrapped(*args, **kwargs) as agent_run:
+            yield agent_run
+    except BaseException as exc:
+        end_run(handle, exc=exc)
+        raise
+    end_run(handle, result=getattr(agent_run, "result", None))
 
 
 def _register_result() -> None:
@@ -235,10 +264,13 @@ class PydanticAIInstrumentor(FrameworkInstrumentor):
         guards.safely("register the run result", _register_result)
 
     def wrappers(self) -> list[tuple[str, str, Callable[..., Any]]]:
-        """``AbstractAgent.run`` and ``run_sync``, ``FunctionToolset.call_tool``."""
+        """``AbstractAgent.run``, ``run_sync`` and ``iter`` (and ``Agent.iter``, which overrides it),
+        ``FunctionToolset.call_tool``."""
         wrappers = {
             "AbstractAgent.run": _run_wrapper,
             "AbstractAgent.run_sync": _run_sync_wrapper,
+            "AbstractAgent.iter": _iter_wrapper,
+            "Agent.iter": _iter_wrapper,
             "FunctionToolset.call_tool": _tool_wrapper(self),
         }
         return [(module, target, wrappers[target]) for module, target in _TARGETS]

@@ -65,3 +65,33 @@ def test_tools_without_decorators_are_steps_and_every_mode_replays(desk: RealWor
     newest = originals[0]["trace_id"]
     mock = world.cli_json("replay", newest, "--mode", "mock", "--app", APP, extra_env={"RW_PYDANTIC_OTEL": "1"})
     assert mock["outcome"] == "matched", mock["divergences"]
+
+
+@pytest.mark.parametrize(("shape", "app"), [("run_stream", "ask_stream"), ("iter", "ask_iter")])
+def test_run_stream_and_iter_are_runs_and_replay(desk: RealWorld, shape: str, app: str) -> None:
+    world = desk
+    out = world.run_agent(SCRIPT, extra_env={"RW_SHAPE": shape})
+    assert out.returncode == 0, out.stderr
+    assert "booked a table for 2 under Ada" in out.stdout
+    assert world.effects() == [BOOKED]
+    (run,) = world.cli_json("runs")  # one run from entering the context manager to leaving it
+    assert (run["agent"], run["status"]) == ("restaurant-desk", "ok")
+    shown = world.cli_json("show", run["trace_id"])
+    assert [(s["kind"], s["name"]) for s in shown["steps"]] == [
+        ("model", "openai.responses"),
+        ("tool", "book_table"),
+        ("model", "openai.responses"),
+    ]
+    requests = world.server.count
+    for mode in ("mock", "deterministic"):
+        result = world.cli_json(
+            "replay",
+            run["trace_id"],
+            "--mode",
+            mode,
+            "--app",
+            f"rw_pydantic_ai_agent:{app}",
+            extra_env={"RW_SHAPE": shape},
+        )
+        assert result["outcome"] == "matched", (mode, result["divergences"])
+    assert (world.server.count, world.effects()) == (requests, [BOOKED])
