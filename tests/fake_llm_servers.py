@@ -7,7 +7,7 @@ On top of the demo server's chat completions (see its module for the scripted an
 SSE wire formats, and:
 
 * other tool-call arguments with ``FakeLLMServer(tool_args=...)``, per tool name with ``tool_args_for={name:
-  args}``;
+  args}``; several tool calls in one chat completion (parallel tool calls) with ``parallel_tools=(name, ...)``;
 * a chat completion whose first user text holds a key of ``chat_texts`` gets the text scripted for it, turn
   by turn (``chat_texts={key: [first answer, second answer, ...]}``: a code agent's code blobs, say);
 * the model ``missing-model`` (:data:`MISSING_MODEL`) gets HTTP 404 with the API's error body;
@@ -46,6 +46,7 @@ class FakeLLMServer(DemoLLMServer):
         volatile_ids: bool = False,
         prefer_tools: tuple[str, ...] = (),
         per_agent_tools: bool = False,
+        parallel_tools: tuple[str, ...] = (),
     ) -> None:
         self.tool_args = dict(TOOL_ARGS if tool_args is None else tool_args)
         """The arguments of the scripted tool call (streamed in pieces, like every text)."""
@@ -59,6 +60,9 @@ class FakeLLMServer(DemoLLMServer):
         self.per_agent_tools = per_agent_tools
         """Chat completions call a tool until the conversation holds a result of one of the tools *offered*, not
         of any tool: each agent of a multi-agent graph calls its own tools once, after the handoffs."""
+        self.parallel_tools = parallel_tools
+        """Tool names a chat completion calls all at once (parallel tool calls, in this order) when it calls tools
+        and every one of them is offered."""
         self.chat_texts: dict[str, list[str]] = {}
         """Chat-completion answers scripted per key found in the first user text, one per assistant turn."""
         self._serial = itertools.count(1)
@@ -104,6 +108,12 @@ class FakeLLMServer(DemoLLMServer):
         offered = {str(name_of(t)) for t in tools} if isinstance(tools, list) else set()
         name = next((p for p in self.prefer_tools if p in offered), name)
         return name, self.tool_args_for.get(name, self.tool_args)
+
+    def tool_calls(self, tools: Any, name_of: Any) -> list[tuple[str, dict[str, Any]]]:
+        offered = {str(name_of(t)) for t in tools} if isinstance(tools, list) else set()
+        if self.parallel_tools and set(self.parallel_tools) <= offered:
+            return [(name, self.tool_args_for.get(name, self.tool_args)) for name in self.parallel_tools]
+        return super().tool_calls(tools, name_of)
 
     def tool_result(self, messages: list[dict[str, Any]], tools: Any) -> Any:
         if not self.per_agent_tools:

@@ -50,6 +50,11 @@ class ChatWire:
 
         def tool_call(self, tools: Any, name_of: Any) -> tuple[str, dict[str, Any]]: ...
 
+    def tool_calls(self, tools: Any, name_of: Any) -> list[tuple[str, dict[str, Any]]]:
+        """The tool calls of an answer that calls tools: one here (a server built on this one may ask for
+        several at once, as parallel tool calls)."""
+        return [self.tool_call(tools, name_of)]
+
     def scripted_text(self, messages: list[dict[str, Any]]) -> str | None:
         """The answer scripted for this conversation, replacing the usual one (none here: a server built on this
         one may script answers)."""
@@ -84,18 +89,19 @@ class ChatWire:
             "model": body.get("model", "gpt-fake"),
             "system_fingerprint": self.make_id("fp_fake"),
         }
-        name, args = self.tool_call(body.get("tools"), lambda t: t["function"]["name"])
-        call_id = self.make_id("call_fake_1")
-        tool_call: dict[str, Any] = {
-            "id": call_id,
-            "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args)},
-        }
+        tool_calls: list[dict[str, Any]] = [
+            {
+                "id": self.make_id(f"call_fake_{i + 1}"),
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+            for i, (name, args) in enumerate(self.tool_calls(body.get("tools"), lambda t: t["function"]["name"]))
+        ]
         finish = "tool_calls" if call else "stop"
         if not body.get("stream"):
             message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
             if call:
-                message["tool_calls"] = [tool_call]
+                message["tool_calls"] = tool_calls
             h.send_json(
                 200,
                 {
@@ -117,47 +123,21 @@ class ChatWire:
             )
         ]
         if call:
-            args = tool_call["function"]["arguments"]
-            frames.append(
-                (
-                    None,
-                    {
-                        **chunk,
-                        "choices": [
-                            {
-                                "index": 0,
-                                "finish_reason": None,
-                                "delta": {
-                                    "tool_calls": [
-                                        {
-                                            "index": 0,
-                                            "id": call_id,
-                                            "type": "function",
-                                            "function": {"name": name, "arguments": ""},
-                                        }
-                                    ]
-                                },
-                            }
-                        ],
-                    },
-                )
-            )
-            for piece in split_text(args):
+            for index, tool_call in enumerate(tool_calls):
+                function = {"name": tool_call["function"]["name"], "arguments": ""}
+                opened = {"index": index, "id": tool_call["id"], "type": "function", "function": function}
                 frames.append(
                     (
                         None,
                         {
                             **chunk,
-                            "choices": [
-                                {
-                                    "index": 0,
-                                    "finish_reason": None,
-                                    "delta": {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]},
-                                }
-                            ],
+                            "choices": [{"index": 0, "finish_reason": None, "delta": {"tool_calls": [opened]}}],
                         },
                     )
                 )
+                for piece in split_text(tool_call["function"]["arguments"]):
+                    delta = {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+                    frames.append((None, {**chunk, "choices": [{"index": 0, "finish_reason": None, "delta": delta}]}))
         else:
             for piece in split_text(text or ""):
                 frames.append(
