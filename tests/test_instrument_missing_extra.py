@@ -30,11 +30,12 @@ def test_a_missing_extra_is_said_once_per_sdk_on_stderr(tmp_path: Path) -> None:
         ("smolagents", "smolagents"),
         ("llamaindex", "llamaindex"),
         ("pydantic_ai", "pydantic-ai"),
+        ("mcp", "mcp"),
     ):
         said = [line for line in lines if line.startswith(f"otel-replay: {sdk} calls are not recorded")]
         assert len(said) == 1, out.stderr  # once, although instrument() ran three times
         assert f"pip install 'otel-replay[{extra}]'" in said[0] and "wrapt" in said[0]
-    assert len(lines) == 7, out.stderr
+    assert len(lines) == 8, out.stderr
 
 
 def test_nothing_is_said_when_every_extra_is_there(tmp_path: Path) -> None:
@@ -43,6 +44,6 @@ def test_nothing_is_said_when_every_extra_is_there(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == (
-        "['anthropic', 'langchain', 'llamaindex', 'openai', 'openai_agents', 'pydantic_ai', 'smolagents']"
+        "['anthropic', 'langchain', 'llamaindex', 'mcp', 'openai', 'openai_agents', 'pydantic_ai', 'smolagents']"
     )
     assert "not recorded" not in out.stderr

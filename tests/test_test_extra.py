@@ -26,6 +26,7 @@ MODULES = {
     "llama-index-core": "llama_index.core",
     "llama-index-llms-openai": "llama_index.llms.openai",
     "pydantic-ai-slim": "pydantic_ai",
+    "mcp": "mcp.server.mcpserver",
     "wrapt": "wrapt",
     "opentelemetry-instrumentation": "opentelemetry.instrumentation",
     "opentelemetry-instrumentation-openai-v2": "opentelemetry.instrumentation.openai_v2",
