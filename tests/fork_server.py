@@ -112,6 +112,17 @@ PRELOAD = (
     "openai.resources.chat",
     "langchain_core.tracers.stdout",
     "langchain_core.tracers.run_collector",
+    # the SDKs of the other realworld agents: multi-agent LangGraph, Pydantic AI, MCP (not smolagents or
+    # LlamaIndex: they read OPENBLAS_NUM_THREADS at import, which the server sets, so no call could use it)
+    "langgraph_supervisor",
+    "langgraph_swarm",
+    "pydantic_ai",
+    "pydantic_ai.models.openai",
+    "mcp",
+    "mcp.client.stdio",
+    "agents.mcp",
+    "otel_replay.instrumentation.pydantic_ai",
+    "otel_replay.instrumentation.mcp",
 )
 """What the server imports before it forks: the CLI, the SDKs of the suite's agents, the modules that
 ``instrument()``, the SDKs' first client and most commands import on first use (about 0.4 s of CPU per forked

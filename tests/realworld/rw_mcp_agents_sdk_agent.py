@@ -1,8 +1,9 @@
 """The OpenAI Agents SDK's MCP example (``examples/mcp/filesystem_example``) with the support desk's stdio MCP server
 (``rw_mcp_server.py``): ``MCPServerStdio`` as an async context manager, the agent given ``mcp_servers=[server]``,
 ``Runner.run``. Recorded with one line (``orp.instrument()``: the Agents SDK, the openai client and the MCP
-client). ``main(input)`` is what a replay calls (``--app rw_mcp_agents_sdk_agent:main``). ``RW_INSTRUCTIONS``
-changes the agent's instructions, as a developer would.
+client); ``RW_ZERO_CODE=1`` leaves the line out. ``main(input)`` is what a replay calls
+(``--app rw_mcp_agents_sdk_agent:main``). ``RW_INSTRUCTIONS`` changes the agent's instructions, as a developer
+would.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from pathlib import Path
 
 import otel_replay as orp
 
-orp.instrument()  # before the SDKs are imported: they are patched as they load
+if os.environ.get("RW_ZERO_CODE") != "1":  # 1: under opentelemetry-instrument, with no otel-replay line
+    orp.instrument()  # before the SDKs are imported: they are patched as they load
 
-from agents import Agent, Runner  # noqa: E402
-from agents.mcp import MCPServerStdio  # noqa: E402
+from agents import Agent, Runner
+from agents.mcp import MCPServerStdio
 
 SERVER = str(Path(__file__).with_name("rw_mcp_server.py"))
 

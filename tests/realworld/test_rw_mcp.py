@@ -77,9 +77,16 @@ def test_mcp_calls_are_steps_and_every_mode_replays_without_the_server(desk: Rea
     assert "+Be terse." in first["diff"], first["diff"]
 
 
-def test_agents_sdk_mcp_server_stdio_replays_without_the_server(desk: RealWorld, tmp_path: Path) -> None:
+@pytest.mark.parametrize("zero_code", [False, True], ids=["one-line", "zero-code"])
+def test_agents_sdk_mcp_server_stdio_replays_without_the_server(
+    desk: RealWorld, tmp_path: Path, zero_code: bool
+) -> None:
+    """The Agents SDK's ``MCPServerStdio``, recorded with one line or under ``opentelemetry-instrument`` (the entry
+    points of the Agents SDK, the openai client and the MCP client)."""
     world = desk
-    out = world.run_agent("rw_mcp_agents_sdk_agent.py")
+    out = world.run_agent(
+        "rw_mcp_agents_sdk_agent.py", zero_code=zero_code, extra_env={"RW_ZERO_CODE": str(int(zero_code))}
+    )
     assert out.returncode == 0, out.stderr
     assert world.effects() == [FILED]
     (run,) = world.cli_json("runs")
