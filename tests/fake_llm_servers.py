@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import json
 import secrets
+import threading
 from typing import Any
 
 from otel_replay.demo.fake_llm import CREATED, TOOL_ARGS, TOOL_NAME
@@ -65,6 +66,9 @@ class FakeLLMServer(DemoLLMServer):
         and every one of them is offered."""
         self.chat_texts: dict[str, list[str]] = {}
         """Chat-completion answers scripted per key found in the first user text, one per assistant turn."""
+        self.rendezvous: threading.Barrier | None = None
+        """When set, each request waits at it before it is answered: concurrent calls of an agent are then in
+        flight together, whatever the scheduling (their recorded steps overlap)."""
         self._serial = itertools.count(1)
         super().__init__()
 
@@ -74,6 +78,9 @@ class FakeLLMServer(DemoLLMServer):
         return f"http://127.0.0.1:{self.port}"
 
     def route(self, h: Any, path: str, body: dict[str, Any]) -> None:
+        rendezvous = self.rendezvous
+        if rendezvous is not None:  # answer only when every party's request is in: their calls overlap in time
+            rendezvous.wait(timeout=30)
         if body.get("model") == MISSING_MODEL:
             h.send_json(
                 404,

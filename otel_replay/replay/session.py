@@ -54,6 +54,12 @@ from .values import RecordedValues
 _LOOKAHEAD = 8
 """How many recorded steps ahead a call may match before it counts as an extra call."""
 
+
+def _overlap(a: Step, b: Step) -> bool:
+    """Whether two recorded steps ran at the same time (their spans overlap)."""
+    return a.start_ns < b.start_ns + b.duration_ns and b.start_ns < a.start_ns + a.duration_ns
+
+
 _HASH_ATTR = {
     "tool": semconv.TOOL_ARGS_HASH,
     "model": semconv.MODEL_REQUEST_HASH,
@@ -124,6 +130,8 @@ class ReplaySession:
             by_order.add("model")
         self.recorded: list[Step] = [s for s in self._all if s.kind not in by_order]
         self.cursor = 0
+        """The first position of :attr:`recorded` not answered yet (positions after it may be: see _match)."""
+        self._consumed: set[int] = set()
         self.notes: list[str] = []
         """Things the user should know that are not divergences (an override with no place to go), each once."""
         self.divergences: list[Divergence] = []
@@ -238,7 +246,7 @@ class ReplaySession:
             self._whatif_model(name, markers)
             return None
         with self._lock:
-            recorded = self._match(kind, name)
+            recorded = self._match(kind, name, key, sent)
         if kind == "tool":
             self._note_schema(recorded, step)
         if recorded is not None:
@@ -441,22 +449,44 @@ class ReplaySession:
     def _before_from_step(self, recorded: Step) -> bool:
         return self.from_step is not None and recorded.index < self.from_step
 
-    def _match(self, kind: str, name: str) -> Step | None:
+    def _match(self, kind: str, name: str, key: str | None = None, sent: str | None = None) -> Step | None:
         """The recorded step this call corresponds to, by kind, name and order; skipped ones are missing.
 
         The search looks a bounded distance ahead: a call whose name only appears much later is an extra call
-        here, not proof that every recorded call in between went missing."""
-        for j in range(self.cursor, min(len(self.recorded), self.cursor + _LOOKAHEAD + 1)):
+        here, not proof that every recorded call in between went missing. Calls that ran at the same time in the
+        recording (their spans overlap: parallel branches of a graph, tools run in threads, concurrent tasks)
+        may come in another order in the replay: among those, the one that sends the same as this call is taken
+        (``key``, ``sent``), and a skipped one that overlapped the step taken is not missing yet (a sibling
+        still running may make it); it is missing when the replay ends without it."""
+        window = self._window()
+        for pos, j in enumerate(window):
             candidate = self.recorded[j]
-            if candidate.kind == kind and candidate.name == name:
-                for missing in self.recorded[self.cursor : j]:
+            if candidate.kind != kind or candidate.name != name:
+                continue
+            siblings = [
+                k
+                for k in window[pos + 1 :]
+                if self.recorded[k].kind == kind
+                and self.recorded[k].name == name
+                and _overlap(self.recorded[k], candidate)
+            ]
+            if siblings and key is not None and not self._sends_same(candidate, kind, key, sent):
+                j = next((k for k in siblings if self._sends_same(self.recorded[k], kind, key, sent)), j)
+            chosen = self.recorded[j]
+            for i in window:
+                if i >= j:
+                    break
+                missing = self.recorded[i]
+                if not _overlap(missing, chosen):  # concurrent with the step taken: not missing yet
                     self._diverge(
                         missing.index,
                         "missing_call",
                         f"the replay did not make the recorded {missing.kind} call {missing.name!r}",
                     )
-                self.cursor = j + 1
-                return candidate
+                    self._consumed.add(i)
+            self._consumed.add(j)
+            self._advance()
+            return chosen
         here = self.recorded[self.cursor].index if self.cursor < len(self.recorded) else None
         closest = self._closest(kind, name)
         where = (
@@ -471,6 +501,25 @@ class ReplaySession:
             f"the replay made a {kind} call {name!r} the recording does not have here ({where}{nearest})",
         )
         return None
+
+    def _window(self) -> list[int]:
+        """Positions of the recorded steps not answered yet, from the cursor, as far as the look-ahead goes."""
+        window: list[int] = []
+        for j in range(self.cursor, len(self.recorded)):
+            if j in self._consumed:
+                continue
+            window.append(j)
+            if len(window) > _LOOKAHEAD:
+                break
+        return window
+
+    def _advance(self) -> None:
+        while self.cursor < len(self.recorded) and self.cursor in self._consumed:
+            self.cursor += 1
+
+    def _sends_same(self, recorded: Step, kind: str, key: str, sent: str | None) -> bool:
+        attr = _HASH_ATTR.get(kind)
+        return attr is not None and tape.sends_same(recorded, attr, key, sent, self.volatile_rules)
 
     def _closest(self, kind: str, name: str) -> int | None:
         here = self.recorded[self.cursor].index if self.cursor < len(self.recorded) else None
@@ -520,12 +569,16 @@ class ReplaySession:
         """The agent returned (or stopped): recorded calls never made are missing calls."""
         if completed:
             with self._lock:
-                for missing in self.recorded[self.cursor :]:
+                for i in range(self.cursor, len(self.recorded)):
+                    if i in self._consumed:
+                        continue
+                    missing = self.recorded[i]
                     self._diverge(
                         missing.index,
                         "missing_call",
                         f"the replay did not make the recorded {missing.kind} call {missing.name!r}",
                     )
+                self._consumed.update(range(len(self.recorded)))
                 self.cursor = len(self.recorded)
         for unused in self.tape.finish() if self.tape is not None else ():
             if completed:
