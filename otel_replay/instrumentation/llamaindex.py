@@ -62,7 +62,7 @@ _safely, _begin = guards.safely, guards.begin
 
 _NAME: Final = "llamaindex"  # otel_replay.step.instrumentation of the steps recorded here
 
-_instruments: Final = ("llama-index-core >= 0.12",)
+_instruments: Final = ("llama-index-core >= 0.14",)
 """The LlamaIndex versions this instrumentor supports (``opentelemetry-instrument`` checks them)."""
 
 RISK_ATTRIBUTE: Final = "otel_replay_risk"

@@ -24,7 +24,7 @@ from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from .. import semconv
 from ..errors import ReplayRefused
-from ..recording import DivergenceStop, ReplayInterrupt, Served
+from ..recording import DivergenceStop, Served, interrupt_in
 from ..runs import Run, Step
 from ..semconv import ReplayMode
 from . import volatile
@@ -595,12 +595,13 @@ class ReplaySession:
 
     def close_root(self, *, span: trace.Span, exc: BaseException | None, output_text: str) -> None:
         """Called as the replay's root span ends: final checks, then the outcome on the span."""
-        self.finish(completed=not isinstance(exc, ReplayInterrupt))
-        if self.watch is not None and not isinstance(exc, ReplayInterrupt):
+        stop = interrupt_in(exc) if exc is not None else None  # also inside a task group's exception group
+        self.finish(completed=stop is None)
+        if self.watch is not None and stop is None:
             for tool in self.watch.unanswered():
                 self._refuse_undeclared(tool, carried=False)
-        if isinstance(exc, ReplayInterrupt) and not self.divergences:  # stopped without a recorded reason
-            self._diverge(None, "unanswerable", str(exc))
+        if stop is not None and not self.divergences:  # stopped without a recorded reason
+            self._diverge(None, "unanswerable", str(stop))
         self.compare_output(output_text)
         for d in self.divergences:
             attrs: dict[str, str | int] = {semconv.DIVERGENCE_KIND: d.kind, semconv.DIVERGENCE_REASON: d.reason}
