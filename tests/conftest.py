@@ -40,6 +40,10 @@ pytest_plugins = ("skip_check",)
 
 TESTS = Path(__file__).resolve().parent
 
+# The Agents SDK reads this at import: the agents of the suite run with it (no model data in the SDK's own logs),
+# and so does every fork server started from this environment (tests/fork_server.py), so their children match.
+os.environ.setdefault("OPENAI_AGENTS_DONT_LOG_MODEL_DATA", "1")
+
 
 def _cache_the_suites_rewritten_modules() -> None:
     """Let pytest cache the rewritten modules of tests/ even where bytecode writing is off.
