@@ -160,7 +160,7 @@ def _annotated_risk(annotations: Any) -> str:
         return "write"
     if getattr(annotations, "read_only_hint", None) is True or getattr(annotations, "readOnlyHint", None) is True:
         return "read"
-    if getattr(annotations, "destructive_hint", None) is True or getattr(annotations, "destructiveHint", None):
+    if getattr(annotations, "destructive_hint", None) is True or getattr(annotations, "destructiveHint", None) is True:
         return "high"
     return "write"
 
@@ -187,13 +187,12 @@ def _plain(result: Any) -> Any:
 
 def _rebuilt(method: str, value: Any) -> Any:
     """A recorded result as the ``mcp`` type ``method`` returns (the type comes from the method, never from the
-    data); a value that does not fit is handed back as it was recorded."""
-    type_name = _RESULT_TYPES.get(method)
-    if type_name is None or not isinstance(value, Mapping):
-        return value
+    data); ValueError (pydantic's, or ours) when the value is not one."""
     import mcp.types
 
-    return getattr(mcp.types, type_name).model_validate(value)
+    if not isinstance(value, Mapping):
+        raise ValueError(f"a {type(value).__name__}, not an object")
+    return getattr(mcp.types, _RESULT_TYPES[method]).model_validate(value)
 
 
 def _served(call: Any, method: str) -> Any:
@@ -203,14 +202,17 @@ def _served(call: Any, method: str) -> Any:
     if served.error is not None:
         end_call(call, exc=served.error)
         raise served.error
-    end_call(call, result=served.value)
     try:
-        return _rebuilt(method, served.value)
+        rebuilt = _rebuilt(method, served.value)
     except Exception as exc:  # noqa: BLE001 - a damaged or hostile recording: never handed to the agent
-        raise DivergenceStop(
+        stop = DivergenceStop(
             f"replay stopped: the recorded result of MCP {_METHODS.get(method, 'tools/call')} is no "
-            f"{_RESULT_TYPES.get(method)} ({type(exc).__name__}); nothing was executed"
-        ) from None
+            f"{_RESULT_TYPES[method]} ({type(exc).__name__}); nothing was executed"
+        )
+        end_call(call, exc=stop)
+        raise stop from None
+    end_call(call, result=served.value)
+    return rebuilt
 
 
 def _mark(call: Any, session: Any, info: _Session | None, method: str, extra: Mapping[str, Any] | None = None) -> None:

@@ -21,9 +21,10 @@ import otel_replay as orp
 from otel_replay.instrumentation import uninstrument
 from otel_replay.storage.store import Store
 
-HOSTILE = {
+HOSTILE: dict[str, Any] = {
     "not the type": {"content": "not a list of blocks", "isError": "maybe"},
     "names a class": {"$type": "dataclass", "class": "os:system", "fields": {"command": "touch /tmp/owned"}},
+    "a text": "order A-1: delivered",
 }
 
 
