@@ -229,3 +229,27 @@ def test_uninstrument_puts_the_client_back(mcp_on: None) -> None:
         mcp.client.stdio.stdio_client, "_self_wrapper"
     )
     orp.instrument("mcp")
+
+
+@orp.agent("mcp-unrecorded")
+async def ask_templates() -> int:
+    """A call the instrumentor does not record (``list_resource_templates``): its replay reaches the stand-in."""
+    async with (
+        mcp.client.streamable_http.streamable_http_client(URL["http"]) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        return len((await session.list_resource_templates()).resource_templates)
+
+
+def test_a_call_the_recording_cannot_answer_is_refused_by_the_stand_in_and_never_matched(mcp_on: None) -> None:
+    with _Served("http") as base:
+        URL["http"] = f"{base}/mcp"
+        assert asyncio.run(ask_templates()) == 0
+    run = _last_run("mcp-unrecorded")
+    assert run.steps == ()
+    result = orp.replay(run.trace_id, mode="mock", entrypoint="test_instrument_mcp:ask_templates")
+    assert result.outcome == "diverged"
+    (unanswerable,) = [d for d in result.divergences if d.kind == "unanswerable"]
+    assert "resources/templates/list has no recorded step" in unanswerable.reason
+    assert result.agent_error is not None  # the client got the stand-in's error: nothing was made up

@@ -411,7 +411,7 @@ async def _stand_in(server: str | None) -> AsyncIterator[Any]:
     async def answer() -> None:
         async with from_client_receive:
             async for message in from_client_receive:
-                reply = _answer_offline(replay, server, message)
+                reply = _answer_offline(replay, message)
                 if reply is not None:
                     await to_client_send.send(SessionMessage(reply))
 
@@ -429,7 +429,7 @@ async def _stand_in(server: str | None) -> AsyncIterator[Any]:
             _server_now.reset(token)
 
 
-def _answer_offline(replay: Any, server: str | None, message: Any) -> Any:
+def _answer_offline(replay: Any, message: Any) -> Any:
     """The stand-in's reply to one message of the client (None for a notification or a response)."""
     from mcp.types import jsonrpc_message_adapter
 
@@ -451,9 +451,10 @@ def _answer_offline(replay: Any, server: str | None, message: Any) -> Any:
     elif method == "server/discover":  # refused like a server of the handshake era: the client falls back
         reply["error"] = {"code": -32601, "message": "Method not found"}
     else:
+        # the server's description stays out: its arguments are not redacted here
         reason = (
-            f"MCP {method} was called outside the replayed run (server {server or 'unknown'}): an offline replay "
-            "answers MCP calls only from the run's recorded steps and starts no server"
+            f"MCP {method} has no recorded step to answer it (made outside the replayed run, or a method "
+            "otel-replay does not record): an offline replay starts no MCP server"
         )
         diverge = getattr(replay, "_diverge", None)
         if diverge is not None:
