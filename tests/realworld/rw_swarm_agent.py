@@ -5,7 +5,8 @@ with a checkpointer, on ``ChatOpenAI``. One change to the README: Bob has a tool
 ``$RW_OUTBOX/postcards.txt``.
 
 Recorded with one line, ``orp.instrument(tool_risks=...)``; ``RW_ZERO_CODE=1`` leaves it out.
-``RW_BOB_PROMPT`` changes Bob's prompt, as a developer would.
+``RW_BOB_PROMPT`` changes Bob's prompt, as a developer would. Several questions as arguments are the turns of one
+conversation (one thread of the checkpointer), recorded inside ``orp.identity(session=$RW_SESSION)``.
 """
 
 from __future__ import annotations
@@ -65,4 +66,9 @@ def ask(question: str, thread_id: str = "1") -> str:
 
 
 if __name__ == "__main__":
-    print(ask(sys.argv[1] if len(sys.argv) > 1 else "i'd like to speak to Bob"))
+    if len(sys.argv) > 2:  # a conversation: one turn per argument, one session, one checkpointer thread
+        with orp.identity(session=os.environ.get("RW_SESSION", "conversation-1")):
+            for question in sys.argv[1:]:
+                print(ask(question))
+    else:
+        print(ask(sys.argv[1] if len(sys.argv) > 1 else "i'd like to speak to Bob"))

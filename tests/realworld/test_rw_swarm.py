@@ -81,3 +81,23 @@ def test_zero_code_recording_has_the_same_steps_and_replays_offline(swarm: RealW
     result = world.cli_json("replay", run["trace_id"], "--mode", "deterministic", "--app", APP)
     assert result["outcome"] == "matched", result["divergences"]
     assert (world.server.count, world.effects()) == (requests, [SENT])
+
+
+def test_a_later_turn_replays_with_the_checkpointers_memory_through_replay_session(swarm: RealWorld) -> None:
+    """Two turns of one conversation (one checkpointer thread): the second starts at Bob, whom the first handed
+    to. Replayed on its own, the second turn meets an empty memory (another process) and diverges; replayed with
+    ``replay-session``, the turns run in order in one process and both match, with no request and no postcard."""
+    world = swarm
+    out = world.run_agent(SCRIPT, "i'd like to speak to Bob", "and now?", extra_env={"RW_SESSION": "chat-7"})
+    assert out.returncode == 0, out.stderr
+    assert world.effects() == [SENT]
+    runs = sorted(world.cli_json("runs"), key=lambda r: r["started_at"])
+    assert len(runs) == 2
+    second = world.cli_json("show", runs[1]["trace_id"])
+    assert [(s["kind"], s["name"]) for s in second["steps"]] == [("agent", "Bob"), ("model", "ChatOpenAI")]
+    requests = world.server.count
+    alone = world.cli_json("replay", runs[1]["trace_id"], "--mode", "mock", "--app", APP, ok=(1,))
+    assert alone["outcome"] == "diverged"  # Alice answers: the memory of the first turn is not there
+    session = world.cli_json("replay-session", "chat-7", "--mode", "mock", "--app", APP)
+    assert [t["outcome"] for t in session["turns"]] == ["matched", "matched"], session
+    assert (world.server.count, world.effects()) == (requests, [SENT])
