@@ -63,7 +63,7 @@ class FakeLLMServer(DemoLLMServer):
         of any tool: each agent of a multi-agent graph calls its own tools once, after the handoffs."""
         self.parallel_tools = parallel_tools
         """Tool names a chat completion calls all at once (parallel tool calls, in this order) when it calls tools
-        and every one of them is offered."""
+        and every one of them is offered; once the conversation holds a tool result, it answers instead."""
         self.chat_texts: dict[str, list[str]] = {}
         """Chat-completion answers scripted per key found in the first user text, one per assistant turn."""
         self.rendezvous: threading.Barrier | None = None
@@ -123,6 +123,13 @@ class FakeLLMServer(DemoLLMServer):
         return super().tool_calls(tools, name_of)
 
     def tool_result(self, messages: list[dict[str, Any]], tools: Any) -> Any:
+        offered = {t["function"]["name"] for t in tools} if isinstance(tools, list) else set()
+        if self.parallel_tools and set(self.parallel_tools) <= offered:
+            # once the conversation holds a tool result (its parallel calls', or the agents' it handed off to
+            # handing back), it answers
+            done = next((m.get("content") for m in reversed(messages) if m.get("role") == "tool"), None)
+            if done is not None:
+                return done
         if not self.per_agent_tools:
             return super().tool_result(messages, tools)
         offered = {t["function"]["name"] for t in tools} if isinstance(tools, list) else set()

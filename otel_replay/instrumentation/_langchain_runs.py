@@ -104,6 +104,13 @@ def _begin_implicit(
     return _implicit_run(name, values, config) if ctx is None else ctx.run(_implicit_run, name, values, config)
 
 
+def control_flow(exc: BaseException) -> bool:
+    """Whether ``exc`` is LangGraph's control flow rather than a failure: a ``GraphBubbleUp`` (``ParentCommand``,
+    a subgraph handing off to its parent graph; ``GraphInterrupt``), recognised by its class's name and module so
+    LangGraph is not imported here."""
+    return any(cls.__name__ == "GraphBubbleUp" and cls.__module__.startswith("langgraph") for cls in type(exc).__mro__)
+
+
 class _Ending:
     """Ends an implicit run with the outcome of a ``with`` block: ``result`` as last set, or the exception the
     block raised. For a stream (``ctx`` given, the context the run was begun in and is ended in), a stream closed
@@ -121,7 +128,10 @@ class _Ending:
 
     def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
         closed = self.ctx is not None and isinstance(exc, GeneratorExit)
-        outcome: dict[str, Any] = {"result": self.result} if exc is None or closed else {"exc": exc}
+        # LangGraph's own control flow (a handoff to the parent graph, an interrupt) ends an agent as it meant to:
+        # not a failure, and its exception (holding the whole state) is not one to record
+        handed = exc is not None and control_flow(exc)
+        outcome: dict[str, Any] = {"result": self.result} if exc is None or closed or handed else {"exc": exc}
         if self.ctx is None:
             end_run(self.handle, **outcome)
         else:

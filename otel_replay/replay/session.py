@@ -114,6 +114,8 @@ class ReplaySession:
         """A replay from step N: True once the recorded step N-1 was answered or a call at or past step N was
         made (what the agent does from then on is the live part)."""
         self._all: list[Step] = [s for s in original.steps if s.kind != semconv.StepKind.AGENT.value]
+        self._by_span: dict[str, Step] = {s.span_id: s for s in original.steps if s.span_id}
+        """Every recorded step (nested agents too) by its span id: the tree :meth:`_concurrent` walks."""
         self.tape: tape.ToolTape | None = None
         """A policy replay's tool tape (mock, deterministic, whatif): tool calls answered from it, see
         :mod:`otel_replay.replay.matching.tape`."""
@@ -454,10 +456,10 @@ class ReplaySession:
 
         The search looks a bounded distance ahead: a call whose name only appears much later is an extra call
         here, not proof that every recorded call in between went missing. Calls that ran at the same time in the
-        recording (their spans overlap: parallel branches of a graph, tools run in threads, concurrent tasks)
+        recording (:meth:`_concurrent`: parallel branches of a graph, tools run in threads, concurrent tasks)
         may come in another order in the replay: among those, the one that sends the same as this call is taken
-        (``key``, ``sent``), and a skipped one that overlapped the step taken is not missing yet (a sibling
-        still running may make it); it is missing when the replay ends without it."""
+        (``key``, ``sent``), and a skipped one concurrent with the step taken is not missing yet (a branch still
+        running may make it); it is missing when the replay ends without it."""
         window = self._window()
         for pos, j in enumerate(window):
             candidate = self.recorded[j]
@@ -468,7 +470,7 @@ class ReplaySession:
                 for k in window[pos + 1 :]
                 if self.recorded[k].kind == kind
                 and self.recorded[k].name == name
-                and _overlap(self.recorded[k], candidate)
+                and self._concurrent(self.recorded[k], candidate)
             ]
             if siblings and key is not None and not self._sends_same(candidate, kind, key, sent):
                 j = next((k for k in siblings if self._sends_same(self.recorded[k], kind, key, sent)), j)
@@ -477,7 +479,7 @@ class ReplaySession:
                 if i >= j:
                     break
                 missing = self.recorded[i]
-                if not _overlap(missing, chosen):  # concurrent with the step taken: not missing yet
+                if not self._concurrent(missing, chosen):  # concurrent with the step taken: not missing yet
                     self._diverge(
                         missing.index,
                         "missing_call",
@@ -501,6 +503,30 @@ class ReplaySession:
             f"the replay made a {kind} call {name!r} the recording does not have here ({where}{nearest})",
         )
         return None
+
+    def _path(self, step: Step) -> list[Step]:
+        """``step`` and its recorded ancestors (nested agents), innermost first."""
+        path = [step]
+        while path[-1].parent_span_id in self._by_span and len(path) < 64:
+            path.append(self._by_span[path[-1].parent_span_id])
+        return path
+
+    def _concurrent(self, a: Step, b: Step) -> bool:
+        """Whether two recorded steps ran in branches that ran at the same time: below their nearest common
+        ancestor, the two steps (or nested agents) that hold them overlapped in time. Two steps of one agent run
+        one after the other unless their own spans overlap (tools run in threads, gathered tasks); the steps of
+        two agents that ran side by side (parallel branches of a graph) are concurrent, whenever each ran."""
+        path_a, path_b = self._path(a), self._path(b)
+        where_b = {s.span_id: i for i, s in enumerate(path_b)}
+        head_a, head_b = path_a[-1], path_b[-1]  # no common ancestor step: the run's root holds both
+        for i, step in enumerate(path_a):
+            j = where_b.get(step.span_id)
+            if j is not None:
+                if i == 0 or j == 0:  # one holds the other
+                    return False
+                head_a, head_b = path_a[i - 1], path_b[j - 1]
+                break
+        return _overlap(head_a, head_b)
 
     def _window(self) -> list[int]:
         """Positions of the recorded steps not answered yet, from the cursor, as far as the look-ahead goes."""

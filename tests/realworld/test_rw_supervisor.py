@@ -73,6 +73,8 @@ def test_a_supervisor_run_replays_in_every_mode_whatever_the_order_of_its_handof
     trace_id, requests = run["trace_id"], world.server.count
     shown = world.cli_json("show", trace_id)
     assert [(s["kind"], s["name"]) for s in shown["steps"]] == STEPS
+    # an agent that hands off (LangGraph's ParentCommand, its control flow) ended as it meant to: not failed
+    assert {s["status"] for s in shown["steps"]} == {"ok"}, [(s["name"], s["status"]) for s in shown["steps"]]
     risks = {s["name"]: s["attributes"].get("otel_replay.tool.risk") for s in shown["steps"] if s["kind"] == "tool"}
     assert risks == {"transfer_to_flight_assistant": "read", "book_flight": "write"}  # a handoff is not risky
     recorded_order = _tool_names(world, trace_id, 1)
