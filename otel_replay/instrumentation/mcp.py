@@ -251,6 +251,22 @@ def _arguments(method: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
     return {"cursor": cursor} if cursor is not None else {}
 
 
+async def _through(step: Any, wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The real call of a step the replay did not answer (or of no step), its result or exception recorded; the
+    session's own calls for it are no steps (:data:`_inside`)."""
+    token = _inside.set(True)
+    try:
+        result = await wrapped(*args, **kwargs)
+    except BaseException as exc:
+        end_call(step, exc=exc)
+        raise
+    finally:
+        _inside.reset(token)
+    if step is not None:
+        end_call(step, result=guards.safely("encode the result", _plain, result))
+    return result
+
+
 def _retrieval_wrapper(method: str) -> Callable[..., Any]:
     """Wrapper of one of the session's read calls (a coroutine function): a retrieval step ``mcp <method>``."""
     mcp_method = _METHODS[method]
@@ -270,16 +286,7 @@ def _retrieval_wrapper(method: str) -> Callable[..., Any]:
             if step is not None and step.served is not None:
                 result = _served(step, method)
             else:
-                token = _inside.set(True)
-                try:
-                    result = await wrapped(*args, **kwargs)
-                except BaseException as exc:
-                    end_call(step, exc=exc)
-                    raise
-                finally:
-                    _inside.reset(token)
-                if step is not None:
-                    end_call(step, result=guards.safely("encode the result", _plain, result))
+                result = await _through(step, wrapped, args, kwargs)
             if method == "list_tools":
                 guards.safely("note the tools' risks", _note_tools, instance, result)
             return result
@@ -306,17 +313,7 @@ def _tool_wrapper(instrumentor: MCPInstrumentor) -> Callable[..., Any]:
             guards.safely("mark the step", _mark, step, instance, info, "tools/call")
             if step is not None and step.served is not None:
                 return _served(step, "call_tool")
-            token = _inside.set(True)
-            try:
-                result = await wrapped(*args, **kwargs)
-            except BaseException as exc:
-                end_call(step, exc=exc)
-                raise
-            finally:
-                _inside.reset(token)
-            if step is not None:
-                end_call(step, result=guards.safely("encode the result", _plain, result))
-            return result
+            return await _through(step, wrapped, args, kwargs)
 
         return call()
 

@@ -58,6 +58,21 @@ class RealWorld:
             command, capture_output=True, text=True, env={**self.env, **(extra_env or {})}, cwd=HERE, timeout=180
         )
 
+    def record_zero_code(self, script: str) -> tuple[str, dict[str, Any]]:
+        """Run ``script`` under ``opentelemetry-instrument`` with no otel-replay line (``RW_ZERO_CODE=1``): the trace
+        id of the one run it recorded, and that run's ``show --json``."""
+        out = self.run_agent(script, zero_code=True, extra_env={"RW_ZERO_CODE": "1"})
+        assert out.returncode == 0, out.stderr
+        (run,) = self.cli_json("runs")
+        return run["trace_id"], self.cli_json("show", run["trace_id"])
+
+    def assert_replays_offline(self, trace_id: str, app: str) -> None:
+        """A deterministic replay of ``trace_id`` (``--app app``) matches, with no request and no effect."""
+        requests, effects = self.server.count, self.effects()
+        result = self.cli_json("replay", trace_id, "--mode", "deterministic", "--app", app)
+        assert result["outcome"] == "matched", result["divergences"]
+        assert (self.server.count, self.effects()) == (requests, effects)
+
     def cli(self, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         """``otel-replay <args>`` in this world (working directory: ``tests/realworld``)."""
         if runs_in_process(args):  # the same main(), without a second of interpreter start-up

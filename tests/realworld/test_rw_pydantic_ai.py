@@ -100,18 +100,12 @@ def test_run_stream_and_iter_are_runs_and_replay(desk: RealWorld, shape: str, ap
 def test_zero_code_recording_has_the_same_steps_and_replays_offline(desk: RealWorld) -> None:
     """Under ``opentelemetry-instrument`` with no otel-replay line (the entry points of Pydantic AI and of the
     openai client): the same run, ``book_table`` ``write`` from its metadata, and an offline replay matches."""
-    world = desk
-    out = world.run_agent(SCRIPT, zero_code=True, extra_env={"RW_ZERO_CODE": "1"})
-    assert out.returncode == 0, out.stderr
-    (run,) = world.cli_json("runs")
-    shown = world.cli_json("show", run["trace_id"])
+    trace_id, shown = desk.record_zero_code(SCRIPT)
     steps = [(s["kind"], s["name"], s["attributes"].get("otel_replay.tool.risk")) for s in shown["steps"]]
     assert steps == [
         ("model", "openai.responses", None),
         ("tool", "book_table", "write"),
         ("model", "openai.responses", None),
     ]
-    requests = world.server.count
-    result = world.cli_json("replay", run["trace_id"], "--mode", "deterministic", "--app", APP)
-    assert result["outcome"] == "matched", result["divergences"]
-    assert (world.server.count, world.effects()) == (requests, [BOOKED])
+    assert desk.effects() == [BOOKED]
+    desk.assert_replays_offline(trace_id, APP)

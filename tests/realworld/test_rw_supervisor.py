@@ -117,15 +117,9 @@ def test_zero_code_recording_has_the_same_steps_and_replays_offline(supervised: 
     """Under ``opentelemetry-instrument`` with no otel-replay line: the same run, the handoff ``read``, the booking
     tool ``read`` too (no ``tool_risks`` given, and "book" is no word of the name rule: the one line is how the
     docs declare it), and an offline replay matches."""
-    world = supervised
-    out = world.run_agent(SCRIPT, zero_code=True, extra_env={"RW_ZERO_CODE": "1"})
-    assert out.returncode == 0, out.stderr
-    (run,) = world.cli_json("runs")
-    shown = world.cli_json("show", run["trace_id"])
+    trace_id, shown = supervised.record_zero_code(SCRIPT)
     assert [(s["kind"], s["name"]) for s in shown["steps"]] == STEPS
     risks = {s["name"]: s["attributes"].get("otel_replay.tool.risk") for s in shown["steps"] if s["kind"] == "tool"}
     assert risks == {"transfer_to_flight_assistant": "read", "book_flight": "read"}
-    requests = world.server.count
-    result = world.cli_json("replay", run["trace_id"], "--mode", "deterministic", "--app", APP)
-    assert result["outcome"] == "matched", result["divergences"]
-    assert (world.server.count, world.effects()) == (requests, [BOOKED])
+    assert supervised.effects() == [BOOKED]
+    supervised.assert_replays_offline(trace_id, APP)

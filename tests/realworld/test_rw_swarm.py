@@ -69,18 +69,12 @@ def test_a_swarm_handoff_replays_in_every_mode(swarm: RealWorld) -> None:
 def test_zero_code_recording_has_the_same_steps_and_replays_offline(swarm: RealWorld) -> None:
     """Under ``opentelemetry-instrument`` with no otel-replay line: the same run, ``send_postcard`` ``high`` by the
     name rule, and an offline replay matches."""
-    world = swarm
-    out = world.run_agent(SCRIPT, zero_code=True, extra_env={"RW_ZERO_CODE": "1"})
-    assert out.returncode == 0, out.stderr
-    (run,) = world.cli_json("runs")
-    shown = world.cli_json("show", run["trace_id"])
+    trace_id, shown = swarm.record_zero_code(SCRIPT)
     assert [(s["kind"], s["name"]) for s in shown["steps"]] == STEPS
     risks = {s["name"]: s["attributes"].get("otel_replay.tool.risk") for s in shown["steps"] if s["kind"] == "tool"}
     assert risks == {"transfer_to_bob": "read", "send_postcard": "high"}
-    requests = world.server.count
-    result = world.cli_json("replay", run["trace_id"], "--mode", "deterministic", "--app", APP)
-    assert result["outcome"] == "matched", result["divergences"]
-    assert (world.server.count, world.effects()) == (requests, [SENT])
+    assert swarm.effects() == [SENT]
+    swarm.assert_replays_offline(trace_id, APP)
 
 
 def test_a_later_turn_replays_with_the_checkpointers_memory_through_replay_session(swarm: RealWorld) -> None:
