@@ -165,6 +165,36 @@ def turn_on_openai(options: Mapping[str, Any]) -> bool:
     return "openai" in instrument("openai", **extra)
 
 
+def patch(
+    framework: str, module: str, target: str, wrapper: Callable[..., Any], patched: list[tuple[str, str]]
+) -> None:
+    """Wrap ``module``'s ``target`` (``"Class.method"`` or a function's name) with ``wrapper`` and note it in
+    ``patched``; a version without this boundary is said (those calls go unrecorded) and skipped."""
+    try:
+        wrapt.wrap_function_wrapper(module, target, wrapper)
+    except Exception:  # noqa: BLE001 - a version without this boundary: skip it, say so
+        _log.warning(
+            "otel-replay: cannot instrument %s.%s of %s; those calls are not recorded",
+            module,
+            target,
+            framework,
+            exc_info=True,
+        )
+        return
+    patched.append((module, target))
+
+
+def unpatch(patched: list[tuple[str, str]]) -> None:
+    """Put back what :func:`patch` wrapped, last first; one that cannot be put back is said."""
+    for module, target in reversed(patched):
+        owner_name, _, method = target.rpartition(".")
+        try:
+            owner = sys.modules[module]
+            unwrap(getattr(owner, owner_name) if owner_name else owner, method)
+        except Exception:  # noqa: BLE001
+            _log.warning("otel-replay: cannot uninstrument %s.%s", module, target, exc_info=True)
+
+
 class FrameworkInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """The shared part of an instrumentor that wraps a fixed table of methods of a framework whose models call the
     ``openai`` client: the ``tool_risks`` option, each method of :meth:`wrappers` wrapped with wrapt (one that
@@ -206,29 +236,13 @@ class FrameworkInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self.prepare()
         self._patched: list[tuple[str, str]] = []
         for module, target, wrapper in self.wrappers():
-            try:
-                wrapt.wrap_function_wrapper(module, target, wrapper)
-            except Exception:  # noqa: BLE001 - a version without this boundary: skip it, say so
-                _log.warning(
-                    "otel-replay: cannot instrument %s.%s of %s; those calls are not recorded",
-                    module,
-                    target,
-                    self.framework,
-                    exc_info=True,
-                )
-                continue
-            self._patched.append((module, target))
+            patch(self.framework, module, target, wrapper, self._patched)
         self._openai_added = bool(
             self.guards.safely("instrument the openai client", turn_on_openai, kwargs, default=False)
         )
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        for module, target in reversed(getattr(self, "_patched", [])):
-            owner_name, _, method = target.rpartition(".")
-            try:
-                unwrap(getattr(sys.modules[module], owner_name), method)
-            except Exception:  # noqa: BLE001
-                _log.warning("otel-replay: cannot uninstrument %s.%s", module, target, exc_info=True)
+        unpatch(getattr(self, "_patched", []))
         self._patched = []
         self.guards.bind(None)
         if getattr(self, "_openai_added", False):

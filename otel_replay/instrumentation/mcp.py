@@ -57,15 +57,12 @@ import json
 import logging
 import math
 import os
-import sys
 import weakref
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
-import wrapt
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
 
 from .. import semconv
 from ..recording import (
@@ -78,7 +75,7 @@ from ..recording import (
     end_call,
 )
 from . import _lazy
-from ._guarded import Guards, check_risks
+from ._guarded import Guards, check_risks, patch, unpatch
 from ._guarded import enabled as _enabled
 
 __all__ = ["STAND_IN_NAME", "MCPInstrumentor"]
@@ -496,17 +493,7 @@ class MCPInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return max(annotated, named, key=order.index)
 
     def _wrap(self, module: str, target: str, wrapper: Callable[..., Any]) -> None:
-        try:
-            wrapt.wrap_function_wrapper(module, target, wrapper)
-        except Exception:  # noqa: BLE001 - a version without this boundary: skip it, say so
-            _log.warning(
-                "otel-replay: cannot instrument %s.%s of MCP; those calls are not recorded",
-                module,
-                target,
-                exc_info=True,
-            )
-            return
-        self._patched.append((module, target))
+        patch("MCP", module, target, wrapper, self._patched)
 
     def _agents(self, module: Any) -> None:
         """The Agents SDK's MCP servers (its ``agents.mcp.server`` has just been imported, or was already)."""
@@ -529,12 +516,6 @@ class MCPInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _uninstrument(self, **kwargs: Any) -> None:
         _lazy.cancel(getattr(self, "_agents_hook", None))
-        for module, target in reversed(getattr(self, "_patched", [])):
-            owner_name, _, method = target.rpartition(".")
-            try:
-                owner = sys.modules[module]
-                unwrap(getattr(owner, owner_name) if owner_name else owner, method)
-            except Exception:  # noqa: BLE001
-                _log.warning("otel-replay: cannot uninstrument %s.%s", module, target, exc_info=True)
+        unpatch(getattr(self, "_patched", []))
         self._patched = []
         guards.bind(None)

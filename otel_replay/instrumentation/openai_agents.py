@@ -48,13 +48,10 @@ and the ``tracer_provider=`` binding it gives the wrappers' guards.
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final
 
-import wrapt
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
 
 from ._agents_steps import (
     HANDOFF_TO_ATTR,
@@ -82,6 +79,7 @@ from ._agents_tracing import (
 )
 from ._guarded import RISKS as _RISKS
 from ._guarded import check_risks as _check_risks
+from ._guarded import patch, unpatch
 
 __all__ = [
     "HANDOFF_TO_ATTR",
@@ -213,17 +211,7 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         guards.bind(kwargs.get("tracer_provider"))
         self._patched: list[tuple[str, str]] = []
         for module, target, wrapper in self._targets():
-            try:
-                wrapt.wrap_function_wrapper(module, target, wrapper)
-            except Exception:  # noqa: BLE001 - an SDK version without this boundary: skip it, say so
-                _log.warning(
-                    "otel-replay: cannot instrument %s.%s of the OpenAI Agents SDK; those calls are not recorded",
-                    module,
-                    target,
-                    exc_info=True,
-                )
-                continue
-            self._patched.append((module, target))
+            patch("the OpenAI Agents SDK", module, target, wrapper, self._patched)
         self._set_aside: list[Any] | None = None
         self._bridged = False
         if mode != "off":
@@ -254,13 +242,7 @@ class OpenAIAgentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self._bridged = False
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        for module, target in reversed(getattr(self, "_patched", [])):
-            owner_name, _, method = target.rpartition(".")
-            try:
-                owner = sys.modules[module]
-                unwrap(getattr(owner, owner_name) if owner_name else owner, method)
-            except Exception:  # noqa: BLE001
-                _log.warning("otel-replay: cannot uninstrument %s.%s", module, target, exc_info=True)
+        unpatch(getattr(self, "_patched", []))
         self._patched = []
         guards.bind(None)
         if getattr(self, "_bridged", False):
