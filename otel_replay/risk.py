@@ -15,7 +15,7 @@ import functools
 import re
 from typing import Final, Literal, TypeAlias, cast
 
-__all__ = ["RISK_LEVELS", "RiskLevel", "checked_risk", "effective_risk"]
+__all__ = ["RISK_LEVELS", "RiskLevel", "checked_risk", "effective_risk", "step_risk"]
 
 RiskLevel: TypeAlias = Literal["read", "write", "high"]
 """The risks a tool can declare (``otel_replay.tool(risk=...)``): ``read`` is replayed live, ``write`` and
@@ -32,6 +32,12 @@ def checked_risk(risk: object) -> RiskLevel:
         return risk
     levels = ", ".join(f"{level!r}" for level in RISK_LEVELS)
     raise ValueError(f"risk must be one of {levels}, got {risk!r}")
+
+
+def step_risk(kind: str, risk: str | None) -> str | None:
+    """The risk a recorded or replayed tool-call step of ``kind`` carries, given its ``otel_replay.tool.risk``
+    attribute: that attribute, except that a handoff (a framework's routing tool) declaring none is ``read``."""
+    return "read" if risk is None and kind == "handoff" else risk
 
 
 class _UndeclaredRisk(str):

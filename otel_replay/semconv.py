@@ -1,4 +1,4 @@
-"""The otel-replay semantic convention, v1: every span, event and attribute name the project writes or reads.
+"""The otel-replay semantic convention, v2: every span, event and attribute name the project writes or reads.
 
 This module is the single source of names. Code never spells an attribute key inline; it imports it from
 here. ``docs/semconv.md`` documents every constant (type, meaning, example) and a test keeps the two in
@@ -15,11 +15,18 @@ from __future__ import annotations
 from enum import Enum
 from typing import Final
 
-SCHEMA_VERSION: Final = "1.1"
+SCHEMA_VERSION: Final = "2.0"
 """Version of this convention written on every run root span and snapshot event (``major.minor``)."""
 
-SCHEMA_MAJOR: Final = 1
-"""Major version readers understand; a recording with another major is refused by replay."""
+SCHEMA_MAJOR: Final = 2
+"""Major version this recorder writes."""
+
+READABLE_MAJORS: Final = frozenset({1, 2})
+"""Major versions readers understand (a 1.x recording reads and replays unchanged); a recording with another
+major is refused by replay."""
+
+READABLE_TEXT: Final = " or ".join(f"{major}.x" for major in sorted(READABLE_MAJORS))
+""":data:`READABLE_MAJORS` as said in messages (``1.x or 2.x``)."""
 
 
 class StrEnum(str, Enum):
@@ -45,6 +52,19 @@ class StepKind(StrEnum):
     TOOL = "tool"
     RETRIEVAL = "retrieval"
     AGENT = "agent"
+    HANDOFF = "handoff"
+    """A multi-agent framework's own routing tool (``transfer_to_…``): the model hands the conversation to
+    another agent. Recorded like a tool call (its ``tool`` snapshot), without a risk unless one was declared.
+    Since 2.0; a 1.x recording has these as ``tool`` steps."""
+
+
+TOOL_CALL_KINDS: Final = frozenset({StepKind.TOOL.value, StepKind.HANDOFF.value})
+"""Step kinds that answer a tool call the model made: matched, answered from the recording and diffed as tool
+calls, each with a ``tool`` snapshot."""
+
+STEP_SNAPSHOT: Final = {"model": "model", "tool": "tool", "retrieval": "retrieval", "handoff": "tool"}
+"""Step kind → the snapshot kind that holds what the step was called with and returned (an ``agent`` step has
+none of its own)."""
 
 
 class SnapshotKind(StrEnum):
@@ -274,7 +294,12 @@ STEP_INSTRUMENTATION: Final = "otel_replay.step.instrumentation"
 absent on steps of decorated functions. A replay instruments these SDKs before it runs the agent. Since 1.1."""
 
 TOOL_RISK: Final = "otel_replay.tool.risk"
-"""string, :class:`Risk`. Declared risk of the tool."""
+"""string, :class:`Risk`. Declared risk of the tool. Absent on a handoff step that declares none (routing:
+treated as ``read``)."""
+
+HANDOFF_TO: Final = "otel_replay.handoff.to"
+"""string. On a handoff step: the name of the agent the conversation is handed to. Since 2.0 (1.x wrote
+``…openai_agents.handoff.to`` on the OpenAI Agents SDK's handoffs)."""
 
 TOOL_FUNCTION: Final = "otel_replay.tool.function"
 """string. ``module:qualname`` of the tool function, so one tool call can be replayed on its own."""
@@ -410,8 +435,6 @@ OPENAI_AGENTS_SPAN_ERROR: Final = "otel_replay.openai_agents.span.error"
 OPENAI_AGENTS_TRACE_ID: Final = "otel_replay.openai_agents.trace_id"
 """string. On the run root: the id of the OpenAI Agents SDK's own trace of the run."""
 
-OPENAI_AGENTS_HANDOFF_TO: Final = "otel_replay.openai_agents.handoff.to"
-"""string. On a handoff step of the OpenAI Agents SDK: the name of the agent the conversation was handed to."""
 
 # ----------------------------------------------------------------------------- GenAI keys written alongside
 

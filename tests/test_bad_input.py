@@ -549,7 +549,7 @@ VERSIONS = {
     "\u00b2.0": "re-record",
     "1" * 5000 + ".0": "re-record",
 }
-"""Convention versions no 1.x reader takes, and what the refusal tells the user to do."""
+"""Convention versions no reader of this version takes, and what the refusal tells the user to do."""
 
 
 def _with_version(records: list[SpanRecord], version: str) -> list[SpanRecord]:

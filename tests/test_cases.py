@@ -322,10 +322,10 @@ def _rewrite(path: Path, target: Path, convention: str, *, spans: bool) -> Path:
 
 
 def test_a_case_of_an_older_minor_convention_still_runs(world: dict[str, Any], tmp_path: Path) -> None:
-    """A 1.0 recording (before ``otel_replay.step.instrumentation``) runs under this 1.x reader, as does one
-    from a newer minor (readers ignore what they do not know)."""
+    """A 1.0 recording (before ``otel_replay.step.instrumentation``) and a 1.1 one run under this 2.x reader, as
+    does one from a newer minor (readers ignore what they do not know)."""
     path = export(world, "desk-agent", "desk-versions", "--expect", "output")
-    for version in ("1.0", "1.9"):
+    for version in ("1.0", "1.1", "2.9"):
         old = _rewrite(path, tmp_path / f"v{version}.case.json", version, spans=True)
         assert f'"stringValue": "{version}"' in old.read_text()
         result = run_case(load_case(old))
@@ -336,7 +336,7 @@ def test_a_case_of_an_older_minor_convention_still_runs(world: dict[str, Any], t
     ("convention", "needle"),
     [
         ("0.9", "re-record the run"),
-        ("2.0", "upgrade otel-replay"),
+        ("3.0", "upgrade otel-replay"),
     ],
 )
 def test_a_case_of_another_major_convention_fails_with_what_to_do(
@@ -345,7 +345,7 @@ def test_a_case_of_another_major_convention_fails_with_what_to_do(
     path = export(world, "desk-agent", "desk-major")
     for spans in (False, True):
         bad = _rewrite(path, tmp_path / f"c{convention}-{spans}.case.json", convention, spans=spans)
-        if spans:  # the document says 1.x but its spans were written by another major
+        if spans:  # the document says 2.x but its spans were written by another major
             document = json.loads(bad.read_text())
             document["convention"] = semconv.SCHEMA_VERSION
             bad.write_text(json.dumps(document))

@@ -602,29 +602,51 @@ def test_tool_risk_from_map_metadata_and_name(lc: dict[str, Any]) -> None:
         LangChainInstrumentor(tool_risks={"x": "dangerous"})
 
 
-def test_handoff_tools_of_multi_agent_frameworks_are_not_risky_by_their_name(lc: dict[str, Any]) -> None:
-    """``transfer_to_…`` tools that langgraph-supervisor and langgraph-swarm generate route inside the graph:
-    ``read``, not ``high`` by the name rule; a declared risk still wins, and a user's ``transfer_funds`` stays
-    high."""
+def test_handoff_tools_of_multi_agent_frameworks_are_handoff_steps_without_a_risk(lc: dict[str, Any]) -> None:
+    """``transfer_to_…`` tools that langgraph-supervisor and langgraph-swarm generate route inside the graph: each
+    call is a ``handoff`` step naming its target, with no risk (not ``high`` by the name rule); a declared risk is
+    recorded on it, and a user's ``transfer_funds`` stays a ``high`` tool."""
     from langgraph_supervisor import create_handoff_tool as supervisor_handoff
     from langgraph_swarm import create_handoff_tool as swarm_handoff
 
     instrumentor: LangChainInstrumentor = lc["instrumentor"]
-    routing = [supervisor_handoff(agent_name="flight_assistant"), swarm_handoff(agent_name="Bob")]
-    assert [t.name for t in routing] == ["transfer_to_flight_assistant", "transfer_to_bob"]
-    assert [instrumentor.risk_of(t) for t in routing] == ["read", "read"]
+    to_flights, to_bob = supervisor_handoff(agent_name="flight_assistant"), swarm_handoff(agent_name="Bob")
+    assert [t.name for t in (to_flights, to_bob)] == ["transfer_to_flight_assistant", "transfer_to_bob"]
     assert effective_risk("transfer_to_flight_assistant", None) == "high"  # what the name alone would say
-    declared = supervisor_handoff(agent_name="payments")
+    declared = swarm_handoff(agent_name="payments")
     declared.metadata = {**(declared.metadata or {}), "otel_replay_risk": "write"}
-    assert instrumentor.risk_of(declared) == "write"
 
     @tool
     def transfer_funds(account: str, amount: int) -> str:
         """Move money between accounts."""
         return "moved"
 
-    assert instrumentor.risk_of(transfer_funds) is None
-    assert effective_risk(transfer_funds.name, instrumentor.risk_of(transfer_funds)) == "high"
+    def call(t: Any, n: int) -> Any:
+        asked = AIMessage(content="", tool_calls=[{"name": t.name, "args": {}, "id": f"c{n}"}])
+        return t.invoke({"type": "tool_call", "name": t.name, "args": {"state": {"messages": [asked]}}, "id": f"c{n}"})
+
+    @orp.agent("lc-handoffs")
+    def route() -> str:
+        assert call(to_flights, 1).goto == "flight_assistant"
+        assert call(to_bob, 2).goto == "Bob"
+        assert call(declared, 3).goto == "payments"
+        return str(transfer_funds.invoke({"account": "A1", "amount": 5}))
+
+    assert route() == "moved"
+    orp.flush()
+    with Store.open() as store:
+        (summary,) = store.runs(agent="lc-handoffs")
+        steps = store.load_run(summary.trace_id).steps
+    assert [(s.kind, s.name) for s in steps] == [
+        ("handoff", "transfer_to_flight_assistant"),
+        ("handoff", "transfer_to_bob"),
+        ("handoff", "transfer_to_payments"),
+        ("tool", "transfer_funds"),
+    ]
+    assert [s.attributes.get(semconv.HANDOFF_TO) for s in steps] == ["flight_assistant", "Bob", "payments", None]
+    assert [s.attributes.get(semconv.TOOL_RISK) for s in steps] == [None, None, "write", "high"]
+    assert [s.snapshots["tool"]["risk"] for s in steps] == [None, None, "write", "high"]
+    assert instrumentor.risk_of(to_bob) is None
 
 
 def test_suppressed_instrumentation_records_nothing(lc: dict[str, Any]) -> None:

@@ -35,7 +35,7 @@ from otel_replay.instrumentation.openai_agents import (
     OtelReplayTracingProcessor,
     declare_risk,
 )
-from otel_replay.recording import in_run
+from otel_replay.recording import begin_tool_call, in_run
 from otel_replay.storage.store import Store
 
 NOTES_ENV = "OA_TEST_NOTES"
@@ -362,22 +362,51 @@ def test_tool_risk_from_the_map_the_tool_and_a_stacked_otel_replay_tool(oa: dict
         OpenAIAgentsInstrumentor(tracing="upload")
 
 
-def test_a_handoff_is_a_read_step_replayed_without_its_callback(oa: dict[str, Any]) -> None:
+def test_a_handoff_is_a_handoff_step_replayed_without_its_callback(oa: dict[str, Any]) -> None:
     answer, run = record(ask_triage("I was billed twice"), "triage")
     assert answer.startswith("The weather: ")
     assert [(s.kind, s.name) for s in run.steps] == [
         ("model", "openai.responses"),
-        ("tool", "transfer_to_billing"),
+        ("handoff", "transfer_to_billing"),
         ("model", "openai.responses"),
     ]
     handoff_step = run.steps[1]
-    assert handoff_step.attributes[semconv.TOOL_RISK] == "read"  # not the name heuristic's "transfer"
+    assert semconv.TOOL_RISK not in handoff_step.attributes  # routing: not the name heuristic's "transfer"
+    assert handoff_step.attributes[semconv.HANDOFF_TO] == "billing"
     assert handoff_step.snapshots["tool"]["result"] == {"agent": "billing"}
     assert CALLS == {"on_handoff": 1}
     CALLS.clear()
     result = orp.replay(run.trace_id, mode="deterministic", entrypoint="test_instrument_openai_agents:ask_triage")
     assert result.outcome == "matched", result.divergences
     assert CALLS == {}
+    live = orp.replay(
+        run.trace_id, mode="live", reason="handoff", entrypoint="test_instrument_openai_agents:ask_triage"
+    )
+    assert live.outcome == "matched", (live.refusal, live.divergences)  # routing needs no approval
+    assert CALLS == {"on_handoff": 1}
+
+
+def test_a_handoff_recorded_as_a_tool_step_by_convention_1_replays(
+    oa: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Convention 1.x recorded a handoff as a ``tool`` step with risk ``read``: today's handoff steps are answered
+    from it, in every offline mode and live without an approval."""
+    import otel_replay.instrumentation._agents_steps as steps
+
+    def as_in_1x(name: str, arguments: Any, **options: Any) -> Any:
+        if options.pop("handoff_to", None) is not None:
+            options["risk"] = "read"
+        return begin_tool_call(name, arguments, **options)
+
+    monkeypatch.setattr(steps, "begin_tool_call", as_in_1x)
+    _, run = record(ask_triage("I was billed twice"), "triage")
+    monkeypatch.undo()
+    assert [(s.kind, s.attributes.get(semconv.TOOL_RISK)) for s in run.steps][1] == ("tool", "read")
+    for mode in ("mock", "deterministic", "live"):
+        result = orp.replay(
+            run.trace_id, mode=mode, reason="1.x", entrypoint="test_instrument_openai_agents:ask_triage"
+        )
+        assert result.outcome == "matched", (mode, result.refusal, result.divergences)
 
 
 def test_the_sdk_tracing_is_bridged_into_the_run_and_silent_during_replays(oa: dict[str, Any]) -> None:

@@ -185,9 +185,9 @@ def version_problem(what: str, version: Any, current: str) -> str | None:
             f"string such as {current!r}; export the case again with `otel-replay case export`"
         )
     major = _schema_major(version)
-    if major == semconv.SCHEMA_MAJOR:
+    if major in semconv.READABLE_MAJORS:
         return None
-    if major is not None and major > semconv.SCHEMA_MAJOR:
+    if major is not None and major > max(semconv.READABLE_MAJORS):
         return (
             f"{what} was recorded with convention {version}, newer than this otel-replay reads "
             f"({current}): upgrade otel-replay to run it"

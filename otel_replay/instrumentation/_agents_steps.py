@@ -34,7 +34,7 @@ guards = Guards("OpenAI Agents SDK")
 """The guards of every wrapper here; the instrumentor binds its ``tracer_provider=`` on it."""
 _safely, _begin = guards.safely, guards.begin
 
-HANDOFF_TO_ATTR: Final = semconv.OPENAI_AGENTS_HANDOFF_TO
+HANDOFF_TO_ATTR: Final = semconv.HANDOFF_TO
 """Attribute of a handoff step: the name of the agent the handoff hands over to."""
 
 _NAME: Final = "openai_agents"  # otel_replay.step.instrumentation of the steps recorded here
@@ -344,15 +344,16 @@ def tool_wrapper(instrumentor: RiskSource) -> Callable[..., Any]:
 
 
 def _handoff_invoker(instrumentor: RiskSource, handoff: Any, original: Callable[..., Any]) -> Callable[..., Any]:
-    """``on_invoke_handoff`` of ``handoff``, recorded as a tool step and answered in a replay."""
+    """``on_invoke_handoff`` of ``handoff``, recorded as a handoff step and answered in a replay."""
 
     async def invoke(ctx: Any, input_json: Any = None, *rest: Any, **options: Any) -> Any:
         if not _enabled() or not instrumentor.is_instrumented_by_opentelemetry or not in_run():
             return await original(ctx, input_json, *rest, **options)
         name = str(getattr(handoff, "tool_name", None) or "handoff")
         arguments = _safely("read the handoff", _parsed_arguments, input_json or "", default={})
-        risk = instrumentor.risk_of(handoff, default="read")
-        call = _begin("handoff", begin_tool_call, name, arguments, risk=risk, instrumentation=_NAME)
+        risk = instrumentor.risk_of(handoff)  # None: routing, no risk recorded
+        to = str(getattr(handoff, "agent_name", None) or "")
+        call = _begin("handoff", begin_tool_call, name, arguments, risk=risk, instrumentation=_NAME, handoff_to=to)
         served = call.served if call is not None else None
         if served is None:
             try:
@@ -360,10 +361,10 @@ def _handoff_invoker(instrumentor: RiskSource, handoff: Any, original: Callable[
             except BaseException as exc:
                 end_call(call, exc=exc)
                 raise
-            to = getattr(agent, "name", None)
-            if call is not None:
-                _safely("note the handoff target", call.step.span.set_attribute, HANDOFF_TO_ATTR, str(to))
-            end_call(call, result={"agent": to})
+            target_name = getattr(agent, "name", None)
+            if call is not None and target_name is not None and str(target_name) != to:
+                _safely("note the handoff target", call.step.span.set_attribute, HANDOFF_TO_ATTR, str(target_name))
+            end_call(call, result={"agent": target_name})
             return agent
         if served.error is not None:
             end_call(call, exc=served.error)

@@ -126,8 +126,16 @@ def _tool_function(tool: Any) -> str | None:
     return qualname_of(func) if obj is func else None
 
 
+def _handoff_to(tool: Any) -> str | None:
+    """The agent a multi-agent framework's generated handoff tool hands to (:data:`HANDOFF_METADATA_KEY`), else
+    None (a tool of the user's)."""
+    metadata = getattr(tool, "metadata", None)
+    to = metadata.get(HANDOFF_METADATA_KEY) if isinstance(metadata, Mapping) else None
+    return str(to) if to is not None else None
+
+
 class _ToolParts:
-    __slots__ = ("arguments", "function", "name", "risk", "tool_call_id")
+    __slots__ = ("arguments", "function", "handoff_to", "name", "risk", "tool_call_id")
 
     def __init__(
         self, instrumentor: LangChainInstrumentor, tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -135,6 +143,7 @@ class _ToolParts:
         self.name = str(getattr(tool, "name", None) or type(tool).__name__)
         self.arguments = tool_arguments(tool, arg(args, kwargs, 0, "tool_input"))
         self.risk = instrumentor.risk_of(tool)
+        self.handoff_to = _handoff_to(tool)
         self.function = _tool_function(tool)
         self.tool_call_id = kwargs.get("tool_call_id")
 
@@ -147,6 +156,7 @@ class _ToolParts:
             risk=self.risk,
             function=self.function,
             instrumentation=NAME,
+            handoff_to=self.handoff_to,
         )
 
 
@@ -284,9 +294,10 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             _check_risks(options["tool_risks"])
 
     def risk_of(self, tool: Any) -> str | None:
-        """The declared risk of a LangChain tool: from ``tool_risks``, else its metadata or tags, else ``read`` for a
-        handoff tool a multi-agent framework generated (:data:`HANDOFF_METADATA_KEY`); None when undeclared (the
-        recorder then applies its name heuristic, which would make ``transfer_to_…`` high). Never raises."""
+        """The declared risk of a LangChain tool: from ``tool_risks``, else its metadata or tags; None when
+        undeclared (the recorder then applies its name heuristic, except to a handoff tool a multi-agent framework
+        generated, :data:`HANDOFF_METADATA_KEY`, which is recorded as a handoff step without a risk). Never
+        raises."""
         try:
             name = str(getattr(tool, "name", "") or "")
             if name in self._tool_risks:
@@ -304,9 +315,7 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                     None,
                 )
             if marked is None:
-                # a framework's own handoff tool routes inside the graph: not risky by its name
-                handoff = isinstance(metadata, Mapping) and HANDOFF_METADATA_KEY in metadata
-                return "read" if handoff else None
+                return None
             if marked not in _RISKS:
                 log.warning("otel-replay: tool %r is marked with unknown risk %r; treated as undeclared", name, marked)
                 return None

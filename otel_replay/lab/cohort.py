@@ -136,5 +136,5 @@ def called_tools(cohort: Cohort, store: Any, *, chunk: int = 25) -> list[str]:
                 run = original_run(item)
             except (OtelReplayError, ValueError, TypeError, KeyError, IndexError):  # an error pair when replayed
                 continue
-            names.update(step.name for step in run.steps if step.kind == "tool" and step.name)
+            names.update(step.name for step in run.steps if step.kind in semconv.TOOL_CALL_KINDS and step.name)
     return sorted(names)

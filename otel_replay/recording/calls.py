@@ -37,6 +37,15 @@ class ToolMeta:
     risk: str
     schema_version: str | None
     function: str | None
+    handoff_to: str | None = None
+    """Set for a handoff (a framework's routing tool): the agent it hands to; the step's kind is ``handoff``."""
+    risk_declared: bool = True
+    """False for a handoff whose risk nobody declared: no ``otel_replay.tool.risk`` is written (it routes)."""
+
+    @property
+    def recorded_risk(self) -> str | None:
+        """The risk written on the step and its snapshot (None for an undeclared handoff)."""
+        return self.risk if self.risk_declared else None
 
 
 def tool_begin(
@@ -65,7 +74,7 @@ def tool_begin(
         with run.lock:
             approval = run.pending_approvals.pop(meta.name, None)
     step = start_step(
-        StepKind.TOOL,
+        StepKind.TOOL if meta.handoff_to is None else StepKind.HANDOFF,
         meta.name,
         f"{semconv.SPAN_TOOL} {meta.name}",
         SpanKind.INTERNAL,
@@ -73,7 +82,8 @@ def tool_begin(
             semconv.GEN_AI_OPERATION_NAME: semconv.SPAN_TOOL,
             semconv.GEN_AI_TOOL_NAME: meta.name,
             semconv.GEN_AI_TOOL_TYPE: "function",
-            semconv.TOOL_RISK: meta.risk,
+            semconv.TOOL_RISK: meta.recorded_risk,
+            semconv.HANDOFF_TO: meta.handoff_to or None,
             semconv.TOOL_SCHEMA_VERSION: meta.schema_version,
             semconv.TOOL_FUNCTION: meta.function,
             semconv.TOOL_ARGS_HASH: args_hash,
@@ -119,7 +129,7 @@ def _tool_end(call: Call, *, result: Any = None, exc: BaseException | None = Non
                 # made here from the span id ("call_" + 16 hex digits): spliced in, not pre-checked as a new string
                 "call_id": RawJSON(f'"{state["call_id"]}"'),
                 "schema_version": meta.schema_version,
-                "risk": meta.risk,
+                "risk": meta.recorded_risk,
                 "arguments": RawJSON(state["arguments"]),
                 "args_hash": _digest_json(state["args_hash"]),
                 "approval_id": approval[0] if approval else None,
@@ -161,6 +171,7 @@ def begin_tool_call(
     function: str | None = None,
     instrumentation: str | None = None,
     runtime: Runtime | None = None,
+    handoff_to: str | None = None,
 ) -> Call | None:
     """Begin a tool step for code that wraps a tool it does not own (instrumentors of agent frameworks).
 
@@ -169,9 +180,21 @@ def begin_tool_call(
     replay forbids the call. Always finish with :func:`end_call`. ``instrumentation`` names the instrumentor
     (``otel_replay.step.instrumentation``), so a replay instruments that SDK again. ``runtime``: the step's
     span goes to that runtime's tracer instead of the run's (an instrumentor given ``tracer_provider=``;
-    ignored during a replay).
+    ignored during a replay). ``handoff_to``: the call is a multi-agent framework's own routing tool handing the
+    conversation to that agent (a ``handoff`` step): the name rule does not apply, and without a declared
+    ``risk`` it is routing (``read``), with no risk recorded.
     """
-    meta = ToolMeta(name=name, risk=effective_risk(name, risk), schema_version=schema_version, function=function)
+    if handoff_to is not None:
+        meta = ToolMeta(
+            name=name,
+            risk=risk or "read",
+            schema_version=schema_version,
+            function=function,
+            handoff_to=handoff_to,
+            risk_declared=risk is not None,
+        )
+    else:
+        meta = ToolMeta(name=name, risk=effective_risk(name, risk), schema_version=schema_version, function=function)
     return tool_begin(meta, dict(arguments), instrumentation, runtime)
 
 

@@ -12,16 +12,13 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from .. import semconv
 from ..recording import DivergenceStop, Served
 from ..runs import Step
 from .reviving import revive, revive_exception
 
-_ANSWER_KEY: Final = {
-    "tool": ("tool", "result"),
-    "model": ("model", "response"),
-    "retrieval": ("retrieval", "returned"),
-}
-"""Step kind → the (snapshot kind, field) holding what the call returned."""
+_ANSWER_FIELD: Final = {"tool": "result", "model": "response", "retrieval": "returned"}
+"""Snapshot kind → the field holding what the call returned."""
 
 
 def captured(payload: Mapping[str, Any]) -> bool:
@@ -37,7 +34,8 @@ def captured(payload: Mapping[str, Any]) -> bool:
 def recorded_answer(recorded: Step, diverge: Callable[..., None]) -> Served:
     """What step ``recorded`` returned (or raised), as the call's answer; ``diverge(index, kind, reason)``
     reports why the recording cannot answer before the replay stops."""
-    snapshot_kind, field = _ANSWER_KEY[recorded.kind]
+    snapshot_kind = semconv.STEP_SNAPSHOT.get(recorded.kind, "")
+    field = _ANSWER_FIELD.get(snapshot_kind, "")
     # One pass over the step's snapshots (asked at every answered call): the payload is the last one of its kind,
     # as ``Step.snapshots`` reads it, and every damaged one of that kind is kept.
     payload: Any = None

@@ -37,9 +37,9 @@ def readiness(run: Run, *, entrypoint: str | None = None) -> dict[str, Any]:
     person replaying gave (``--app``), which stands in for a run that recorded none; it is not imported here."""
     problems = list(run.problems)
     major = semconv.schema_major(run.schema_version or "")
-    if major != semconv.SCHEMA_MAJOR:
+    if major not in semconv.READABLE_MAJORS:
         problems.append(
-            f"recorded with convention {run.schema_version!r}; this otel-replay reads {semconv.SCHEMA_MAJOR}.x"
+            f"recorded with convention {run.schema_version!r}; this otel-replay reads {semconv.READABLE_TEXT}"
         )
     inp = run.snapshots.get("input")
     missing: list[str] = []
@@ -47,12 +47,13 @@ def readiness(run: Run, *, entrypoint: str | None = None) -> dict[str, Any]:
     for step in run.steps:
         if step.kind == "agent":
             continue
-        if step.kind not in step.snapshots:
+        snapshot = semconv.STEP_SNAPSHOT.get(step.kind, step.kind)
+        if snapshot not in step.snapshots:
             dangling.append(step.index)
-            missing.append(f"step {step.index} ({step.kind} {step.name}) has no {step.kind} snapshot")
+            missing.append(f"step {step.index} ({step.kind} {step.name}) has no {snapshot} snapshot")
         elif any(s.truncated or not s.intact for s in step.snapshot_list):
             missing.append(f"step {step.index} ({step.kind} {step.name}) has a truncated or damaged snapshot")
-        elif isinstance(step.snapshots.get(step.kind), dict) and not captured(step.snapshots[step.kind]):
+        elif isinstance(step.snapshots.get(snapshot), dict) and not captured(step.snapshots[snapshot]):
             missing.append(f"step {step.index} ({step.kind} {step.name}) was recorded without its content")
     redacted_inputs = has_marker({"args": (inp or {}).get("args"), "kwargs": (inp or {}).get("kwargs")})
     # every write/high tool of the recording (a missing risk counts as high), declared now or not
@@ -63,13 +64,13 @@ def readiness(run: Run, *, entrypoint: str | None = None) -> dict[str, Any]:
     schema_versions = {
         s.name: s.attributes.get(semconv.TOOL_SCHEMA_VERSION)
         for s in run.steps
-        if s.kind == "tool" and s.attributes.get(semconv.TOOL_SCHEMA_VERSION)
+        if s.kind in semconv.TOOL_CALL_KINDS and s.attributes.get(semconv.TOOL_SCHEMA_VERSION)
     }
     mock_blockers = [] if inp else ["no input snapshot: the entrypoint cannot be called again"]
     if not (entrypoint or run.entrypoint):
         mock_blockers.append("no entrypoint recorded: pass --app module:function")
     mock_blockers += missing
-    if major != semconv.SCHEMA_MAJOR:
+    if major not in semconv.READABLE_MAJORS:
         mock_blockers.append("unknown convention version")
     deterministic_blockers = mock_blockers + [
         f"model step {i} was recorded without its request content" for i in models_without_request
@@ -108,7 +109,7 @@ def readiness(run: Run, *, entrypoint: str | None = None) -> dict[str, Any]:
             "deterministic": {"ready": not deterministic_blockers, "missing": deterministic_blockers},
             "live": {"ready": not live_blockers, "missing": live_blockers, "needs_approval": approvals},
         },
-        "dangling_tool_calls": [i for i in dangling if run.step(i).kind == "tool"],
+        "dangling_tool_calls": [i for i in dangling if run.step(i).kind in semconv.TOOL_CALL_KINDS],
         "redacted_inputs": redacted_inputs,
         "tool_schema_versions": schema_versions,
         "state_walk": states,

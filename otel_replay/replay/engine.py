@@ -328,10 +328,10 @@ def _replay(
     mocks = callable_mocks(mocks)
     actor, reason = scrubbed_text(actor or os_user()), scrubbed_text(reason)
     major = semconv.schema_major(original.schema_version or "")
-    if major != semconv.SCHEMA_MAJOR:
+    if major not in semconv.READABLE_MAJORS:
         raise ReplayRefused(
             f"run {tid} was recorded with convention {original.schema_version!r}; this otel-replay replays "
-            f"{semconv.SCHEMA_MAJOR}.x: upgrade otel-replay or export the run with the version that wrote it"
+            f"{semconv.READABLE_TEXT}: upgrade otel-replay or export the run with the version that wrote it"
         )
     if from_step is not None and original.steps and from_step > max(s.index for s in original.steps) + 1:
         raise ReplayRefused(

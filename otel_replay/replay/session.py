@@ -67,6 +67,12 @@ _HASH_ATTR = {
 }
 
 
+def _matched_kind(kind: str) -> str:
+    """The kind a step is matched and answered as: a handoff is the tool call it is (and a 1.x recording has
+    it as a ``tool`` step)."""
+    return "tool" if kind in semconv.TOOL_CALL_KINDS else kind
+
+
 class ReplaySession:
     """Matches and answers the calls of one replay; collects divergences and what was executed."""
 
@@ -130,7 +136,7 @@ class ReplaySession:
         by_order = {"tool"} if self.tape is not None else set()
         if mode is ReplayMode.WHATIF:
             by_order.add("model")
-        self.recorded: list[Step] = [s for s in self._all if s.kind not in by_order]
+        self.recorded: list[Step] = [s for s in self._all if _matched_kind(s.kind) not in by_order]
         self.cursor = 0
         """The first position of :attr:`recorded` not answered yet (positions after it may be: see _match)."""
         self._consumed: set[int] = set()
@@ -235,7 +241,7 @@ class ReplaySession:
         ``key`` is the call's hash, ``arguments`` its arguments as JSON (for a mock), ``sent`` what it sends as
         JSON (a model's request, else its arguments), shown as a diff when it differs from the recording.
         ``markers``: paths of the redaction markers a live model call would really send (it is refused)."""
-        kind = step.kind.value
+        kind = _matched_kind(step.kind.value)
         name = step.name
         self._check_tool_results(kind, name, sent)
         if self.watch is not None:
@@ -404,7 +410,7 @@ class ReplaySession:
         """What a call the session let execute may do under the side-effect guard (asked by the recorder):
         ``network`` for a whatif model call (its connection to the model), ``all`` for a tool the policy
         runs live (as in a live replay), else None (the guard as it is)."""
-        kind = step.kind.value
+        kind = _matched_kind(step.kind.value)
         if kind == "model" and self.mode is ReplayMode.WHATIF:
             return "network"
         if kind == "tool" and self.tape is not None and step.name in self.tape.policy.tools_live:
@@ -463,12 +469,12 @@ class ReplaySession:
         window = self._window()
         for pos, j in enumerate(window):
             candidate = self.recorded[j]
-            if candidate.kind != kind or candidate.name != name:
+            if _matched_kind(candidate.kind) != kind or candidate.name != name:
                 continue
             siblings = [
                 k
                 for k in window[pos + 1 :]
-                if self.recorded[k].kind == kind
+                if _matched_kind(self.recorded[k].kind) == kind
                 and self.recorded[k].name == name
                 and self._concurrent(self.recorded[k], candidate)
             ]
@@ -549,7 +555,7 @@ class ReplaySession:
 
     def _closest(self, kind: str, name: str) -> int | None:
         here = self.recorded[self.cursor].index if self.cursor < len(self.recorded) else None
-        same = [s.index for s in self._all if s.kind == kind and s.name == name]
+        same = [s.index for s in self._all if _matched_kind(s.kind) == kind and s.name == name]
         if same and here is not None:
             return min(same, key=lambda i: abs(i - here))
         if same:

@@ -24,7 +24,7 @@ HANDOFFS = ("transfer_to_flight_assistant", "transfer_to_hotel_assistant")
 STEPS = [  # each agent (the supervisor's own included) is an agent step holding its model and tool steps
     ("agent", "supervisor"),
     ("model", "ChatOpenAI"),  # the supervisor hands off
-    ("tool", "transfer_to_flight_assistant"),
+    ("handoff", "transfer_to_flight_assistant"),
     ("agent", "flight_assistant"),
     ("model", "ChatOpenAI"),  # the flight assistant books
     ("tool", "book_flight"),
@@ -75,8 +75,12 @@ def test_a_supervisor_run_replays_in_every_mode_whatever_the_order_of_its_handof
     assert [(s["kind"], s["name"]) for s in shown["steps"]] == STEPS
     # an agent that hands off (LangGraph's ParentCommand, its control flow) ended as it meant to: not failed
     assert {s["status"] for s in shown["steps"]} == {"ok"}, [(s["name"], s["status"]) for s in shown["steps"]]
-    risks = {s["name"]: s["attributes"].get("otel_replay.tool.risk") for s in shown["steps"] if s["kind"] == "tool"}
-    assert risks == {"transfer_to_flight_assistant": "read", "book_flight": "write"}  # a handoff is not risky
+    risks = {
+        s["name"]: s["attributes"].get("otel_replay.tool.risk")
+        for s in shown["steps"]
+        if s["kind"] in ("tool", "handoff")
+    }
+    assert risks == {"transfer_to_flight_assistant": None, "book_flight": "write"}  # a handoff has no risk
     recorded_order = _tool_names(world, trace_id, 1)
     assert sorted(recorded_order) == sorted(HANDOFFS)
     # a hash seed under which the set of agents iterates the other way round than in the recording's process
@@ -114,12 +118,16 @@ def test_a_supervisor_run_replays_in_every_mode_whatever_the_order_of_its_handof
 
 
 def test_zero_code_recording_has_the_same_steps_and_replays_offline(supervised: RealWorld) -> None:
-    """Under ``opentelemetry-instrument`` with no otel-replay line: the same run, the handoff ``read``, the booking
-    tool ``read`` too (no ``tool_risks`` given, and "book" is no word of the name rule: the one line is how the
-    docs declare it), and an offline replay matches."""
+    """Under ``opentelemetry-instrument`` with no otel-replay line: the same run, the handoff without a risk, the
+    booking tool ``read`` too (no ``tool_risks`` given, and "book" is no word of the name rule: the one line is how
+    the docs declare it), and an offline replay matches."""
     trace_id, shown = supervised.record_zero_code(SCRIPT)
     assert [(s["kind"], s["name"]) for s in shown["steps"]] == STEPS
-    risks = {s["name"]: s["attributes"].get("otel_replay.tool.risk") for s in shown["steps"] if s["kind"] == "tool"}
-    assert risks == {"transfer_to_flight_assistant": "read", "book_flight": "read"}
+    risks = {
+        s["name"]: s["attributes"].get("otel_replay.tool.risk")
+        for s in shown["steps"]
+        if s["kind"] in ("tool", "handoff")
+    }
+    assert risks == {"transfer_to_flight_assistant": None, "book_flight": "read"}
     assert supervised.effects() == [BOOKED]
     supervised.assert_replays_offline(trace_id, APP)

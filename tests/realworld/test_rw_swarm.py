@@ -17,7 +17,7 @@ APP = "rw_swarm_agent:app.invoke"
 STEPS = [  # each agent of the swarm is an agent step holding its own model and tool steps
     ("agent", "Alice"),
     ("model", "ChatOpenAI"),  # Alice hands off
-    ("tool", "transfer_to_bob"),
+    ("handoff", "transfer_to_bob"),
     ("agent", "Bob"),
     ("model", "ChatOpenAI"),  # Bob sends the postcard
     ("tool", "send_postcard"),
@@ -44,8 +44,12 @@ def test_a_swarm_handoff_replays_in_every_mode(swarm: RealWorld) -> None:
     trace_id, requests = run["trace_id"], world.server.count
     shown = world.cli_json("show", trace_id)
     assert [(s["kind"], s["name"]) for s in shown["steps"]] == STEPS
-    risks = {s["name"]: s["attributes"].get("otel_replay.tool.risk") for s in shown["steps"] if s["kind"] == "tool"}
-    assert risks == {"transfer_to_bob": "read", "send_postcard": "write"}
+    risks = {
+        s["name"]: s["attributes"].get("otel_replay.tool.risk")
+        for s in shown["steps"]
+        if s["kind"] in ("tool", "handoff")
+    }
+    assert risks == {"transfer_to_bob": None, "send_postcard": "write"}
 
     def replay(mode: str, *args: str, ok: tuple[int, ...] = (0,), **env: str) -> dict[str, Any]:
         return world.cli_json("replay", trace_id, "--mode", mode, "--app", APP, *args, ok=ok, extra_env=env)
@@ -71,8 +75,12 @@ def test_zero_code_recording_has_the_same_steps_and_replays_offline(swarm: RealW
     name rule, and an offline replay matches."""
     trace_id, shown = swarm.record_zero_code(SCRIPT)
     assert [(s["kind"], s["name"]) for s in shown["steps"]] == STEPS
-    risks = {s["name"]: s["attributes"].get("otel_replay.tool.risk") for s in shown["steps"] if s["kind"] == "tool"}
-    assert risks == {"transfer_to_bob": "read", "send_postcard": "high"}
+    risks = {
+        s["name"]: s["attributes"].get("otel_replay.tool.risk")
+        for s in shown["steps"]
+        if s["kind"] in ("tool", "handoff")
+    }
+    assert risks == {"transfer_to_bob": None, "send_postcard": "high"}
     assert swarm.effects() == [SENT]
     swarm.assert_replays_offline(trace_id, APP)
 

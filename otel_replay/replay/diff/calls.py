@@ -19,7 +19,6 @@ from .result import SectionDiff
 from .values import (
     RETRIEVAL_KIND,
     RETRIEVAL_SNAPSHOT,
-    TOOL_KIND,
     TOOL_SNAPSHOT,
     a_b,
     listed,
@@ -111,8 +110,8 @@ def _label(entry: dict[str, Any], side: str) -> str:
 
 
 def tools_section(a: Run, b: Run) -> SectionDiff:
-    ca = [_Call.of(s) for s in a.steps if s.kind == TOOL_KIND]
-    cb = [_Call.of(s) for s in b.steps if s.kind == TOOL_KIND]
+    ca = [_Call.of(s) for s in a.steps if s.kind in semconv.TOOL_CALL_KINDS]
+    cb = [_Call.of(s) for s in b.steps if s.kind in semconv.TOOL_CALL_KINDS]
     names_a, names_b = [c.step.name for c in ca], [c.step.name for c in cb]
     if names_a == names_b:  # the common case (a faithful replay): no alignment needed, and difflib is O(n^2) here
         opcodes: Sequence[tuple[str, int, int, int, int]] = [("equal", 0, len(ca), 0, len(cb))] if ca else []

@@ -18,7 +18,6 @@ from .. import volatile
 _LIST_LIMIT: Final = 3  # items named in a one-line summary before "…"
 
 # Enum values read once: the diff compares them for every step and snapshot of both runs.
-TOOL_KIND: Final = semconv.StepKind.TOOL.value
 MODEL_KIND: Final = semconv.StepKind.MODEL.value
 RETRIEVAL_KIND: Final = semconv.StepKind.RETRIEVAL.value
 TOOL_SNAPSHOT: Final = semconv.SnapshotKind.TOOL.value

@@ -112,7 +112,7 @@ class ToolTape:
         self.rules = rules
         self._calls: dict[str, list[Step]] = {}
         for step in steps:
-            if step.kind == "tool":
+            if step.kind in semconv.TOOL_CALL_KINDS:
                 self._calls.setdefault(step.name, []).append(step)
         self._taken: set[int] = set()
         self._faulted: set[int] = set()

@@ -221,7 +221,7 @@ def replay_code_tools(run: Run) -> frozenset[str] | None:
     taken) must not count as unanswered."""
     tools = code_tools(run)
     if tools and _truthy((getattr(run, "attributes", None) or {}).get(semconv.RUN_EXECUTES_CODE)):
-        tools = tools - {s.name for s in getattr(run, "steps", ()) if s.kind == "tool"}
+        tools = tools - {s.name for s in getattr(run, "steps", ()) if s.kind in semconv.TOOL_CALL_KINDS}
     return tools or None
 
 
@@ -232,10 +232,10 @@ def not_firewalled(run: Run) -> list[str]:
     steps = sorted(run.steps, key=lambda s: s.index)
     tools = code_tools(run)
     unanswered: set[str] = set()
-    later_tools: Counter[str] = Counter(s.name for s in steps if s.kind == "tool")
+    later_tools: Counter[str] = Counter(s.name for s in steps if s.kind in semconv.TOOL_CALL_KINDS)
     pending: Counter[str] = Counter()
     for step in steps:
-        if step.kind == "tool":
+        if step.kind in semconv.TOOL_CALL_KINDS:
             later_tools[step.name] -= 1
             if pending[step.name] > 0:
                 pending[step.name] -= 1

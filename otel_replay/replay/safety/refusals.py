@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from ... import semconv
 from ...recording import ReplayInterrupt
+from ...risk import step_risk
 
 
 class ApprovalRequired(ReplayInterrupt):
@@ -38,18 +39,24 @@ def higher_risk(*risks: str | None) -> str:
 
 
 def recorded_risks(session: Any, name: str, recorded: Any) -> list[str | None]:
-    """The risk the recording gives tool ``name``: its matched step's, else every same-named tool step's."""
+    """The risk the recording gives tool ``name``: its matched step's, else every same-named tool or handoff
+    step's (a handoff that declared none routes: ``read``)."""
     if recorded is not None:
-        return [recorded.attributes.get(semconv.TOOL_RISK)]
-    steps = session.original.steps
-    return [s.attributes.get(semconv.TOOL_RISK) for s in steps if s.kind == "tool" and s.name == name]
+        return [step_risk(recorded.kind, recorded.attributes.get(semconv.TOOL_RISK))]
+    return [
+        step_risk(s.kind, s.attributes.get(semconv.TOOL_RISK))
+        for s in session.original.steps
+        if s.kind in semconv.TOOL_CALL_KINDS and s.name == name
+    ]
 
 
 def live_tool(session: Any, step: Any, name: str, recorded: Any) -> None:
     """A tool about to execute for real: a write/high one takes one approval or the replay stops."""
     # From the step itself, not its span: a sampled-out span has no attributes; unknown means high.
     # The recording's risk counts too: current code (or --app) can never lower a recorded high to read.
-    risk = higher_risk(step.attrs.get(semconv.TOOL_RISK), *recorded_risks(session, name, recorded))
+    risk = higher_risk(
+        step_risk(step.kind.value, step.attrs.get(semconv.TOOL_RISK)), *recorded_risks(session, name, recorded)
+    )
     if risk in ("write", "high"):
         budget = session.approval_budget
         denied = budget.take(name)

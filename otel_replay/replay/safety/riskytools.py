@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ... import semconv
+from ...risk import step_risk
 from ...runs import Run
 from ..matching.toolcalls import requested_calls, result_ids
 from . import trust
@@ -69,9 +70,9 @@ def recorded_risky(run: Run, from_step: int | None = None) -> dict[str, RiskyToo
     with ``from_step`` only the calls at or after it (earlier ones are answered from the recording)."""
     found: dict[str, RiskyTool] = {}
     for step in sorted(run.steps, key=lambda s: s.index):
-        if step.kind != "tool" or (from_step is not None and step.index < from_step):
+        if step.kind not in semconv.TOOL_CALL_KINDS or (from_step is not None and step.index < from_step):
             continue
-        risk = higher_risk(step.attributes.get(semconv.TOOL_RISK))
+        risk = higher_risk(step_risk(step.kind, step.attributes.get(semconv.TOOL_RISK)))
         if risk not in _RISKY:
             continue
         seen = found.get(step.name)
