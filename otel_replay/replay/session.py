@@ -13,6 +13,7 @@ recording cannot answer is a divergence, never a silent guess.
 
 from __future__ import annotations
 
+import bisect
 import json
 import threading
 import uuid
@@ -122,6 +123,11 @@ class ReplaySession:
         self._all: list[Step] = [s for s in original.steps if s.kind != semconv.StepKind.AGENT.value]
         self._by_span: dict[str, Step] = {s.span_id: s for s in original.steps if s.span_id}
         """Every recorded step (nested agents too) by its span id: the tree :meth:`_concurrent` walks."""
+        self._models: dict[str, list[int]] = {}
+        """The indices of the recorded model steps under each parent span, in order (see :meth:`_one_batch`)."""
+        for s in sorted(self._all, key=lambda s: s.index):
+            if s.kind == "model":
+                self._models.setdefault(s.parent_span_id, []).append(s.index)
         self.tape: tape.ToolTape | None = None
         """A policy replay's tool tape (mock, deterministic, whatif): tool calls answered from it, see
         :mod:`otel_replay.replay.matching.tape`."""
@@ -521,7 +527,10 @@ class ReplaySession:
         """Whether two recorded steps ran in branches that ran at the same time: below their nearest common
         ancestor, the two steps (or nested agents) that hold them overlapped in time. Two steps of one agent run
         one after the other unless their own spans overlap (tools run in threads, gathered tasks); the steps of
-        two agents that ran side by side (parallel branches of a graph) are concurrent, whenever each ran."""
+        two agents that ran side by side (parallel branches of a graph) are concurrent, whenever each ran. So are
+        the tool calls of one model answer (:meth:`_one_batch`), however short."""
+        if self._one_batch(a, b):
+            return True
         path_a, path_b = self._path(a), self._path(b)
         where_b = {s.span_id: i for i, s in enumerate(path_b)}
         head_a, head_b = path_a[-1], path_b[-1]  # no common ancestor step: the run's root holds both
@@ -533,6 +542,18 @@ class ReplaySession:
                 head_a, head_b = path_a[i - 1], path_b[j - 1]
                 break
         return _overlap(head_a, head_b)
+
+    def _one_batch(self, a: Step, b: Step) -> bool:
+        """Whether two recorded tool calls answer one model answer: tool or handoff steps of one agent with no
+        model call of that agent between them. A framework runs the calls of one answer in an order of its own
+        (LangGraph's ``ToolNode`` maps them over a thread pool, the Agents SDK gathers them), so calls too short
+        to overlap in time may still come in either order."""
+        if a.parent_span_id != b.parent_span_id or not {a.kind, b.kind} <= semconv.TOOL_CALL_KINDS:
+            return False
+        low, high = sorted((a.index, b.index))
+        models = self._models.get(a.parent_span_id, [])
+        after = bisect.bisect_right(models, low)
+        return after == len(models) or models[after] > high
 
     def _window(self) -> list[int]:
         """Positions of the recorded steps not answered yet, from the cursor, as far as the look-ahead goes."""
