@@ -29,13 +29,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import inspect
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel
 
-from .snapshots import qualname_of
+from .snapshots import encode_by_slots, qualname_of
 
 T = TypeVar("T", bound=type)
 
@@ -53,25 +54,53 @@ def register_type(cls: T) -> T:
     """Let replays rebuild recorded values of ``cls``; returns ``cls``, so it also works as a class decorator.
 
     ``cls`` is a pydantic model (rebuilt with ``cls.model_validate(fields)``), a dataclass (rebuilt with
-    ``cls(**fields)``) or a subclass of ``Exception`` (a recorded exception of that class is raised again as
-    ``cls(message)``). A recorded value of a class that was never registered is handed back as the plain
-    dict it was recorded as, and the replay notes it. Raises TypeError for anything else.
+    ``cls(**fields)``), a slotted value class whose constructor takes each of its ``__slots__`` by keyword
+    (recorded by its slots and rebuilt with ``cls(**fields)``, such as LangGraph's ``Send``) or a subclass of
+    ``Exception`` (a recorded exception of that class is raised again as ``cls(message)``). A recorded value of
+    a class that was never registered is handed back as the plain dict it was recorded as, and the replay notes
+    it. Raises TypeError for anything else.
     """
     if not isinstance(cls, type):
         raise TypeError(f"register_type takes a class, got {type(cls).__name__}")
     is_model = issubclass(cls, BaseModel)
     is_exception = issubclass(cls, Exception)
-    if not (is_model or is_exception or dataclasses.is_dataclass(cls)):
+    slots = None if is_model or is_exception or dataclasses.is_dataclass(cls) else _keyword_slots(cls)
+    if not (is_model or is_exception or dataclasses.is_dataclass(cls) or slots):
         raise TypeError(
-            f"register_type takes a dataclass, a pydantic model or an exception class; "
+            f"register_type takes a dataclass, a pydantic model, a slotted value class or an exception class; "
             f"{cls.__qualname__} is none of them"
         )
     name = qualname_of(cls)
     with _lock:
+        if slots:
+            encode_by_slots(cls, slots)
         _REGISTRY[name] = cls
         if is_exception:
             _EXCEPTIONS[name.replace(":", ".").removeprefix("builtins.")] = cls
     return cls
+
+
+def _keyword_slots(cls: type) -> tuple[str, ...] | None:
+    """The ``__slots__`` of ``cls`` and its bases when ``cls`` keeps no ``__dict__`` and its constructor takes
+    each of them by keyword, else None."""
+    names: list[str] = []
+    for klass in reversed(cls.__mro__[:-1]):  # without object
+        declared = klass.__dict__.get("__slots__")
+        if declared is None:
+            return None  # a class in the chain without __slots__: instances have a __dict__
+        for slot in (declared,) if isinstance(declared, str) else declared:
+            if slot not in ("__dict__", "__weakref__") and slot not in names:
+                names.append(slot)
+    if not names:
+        return None
+    try:
+        parameters = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return None
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    fits = all(takes_any or (n in parameters and parameters[n].kind in keyword) for n in names)
+    return tuple(names) if fits else None
 
 
 def register_types(classes: Iterable[Any]) -> None:
@@ -98,7 +127,7 @@ def rebuild(cls: type, fields: dict[str, Any]) -> Any:
     """A registered class rebuilt from its recorded fields: by its kind, never by the tag the data gives."""
     if issubclass(cls, BaseModel):
         return cls.model_validate(fields)
-    if dataclasses.is_dataclass(cls):
+    if dataclasses.is_dataclass(cls) or _keyword_slots(cls):
         return cls(**fields)
     raise TypeError(f"{cls.__qualname__} is not rebuilt from fields")
 

@@ -130,6 +130,16 @@ def module_for(name: str) -> list[str]:
     return [name, *(alias for alias, original in _MODULE_ALIASES.items() if original == name)]
 
 
+_SLOTTED: dict[type, tuple[str, ...]] = {}
+"""Classes registered as slotted value classes (:func:`otel_replay.register_type`): encoded by their slots."""
+
+
+def encode_by_slots(cls: type, slots: tuple[str, ...]) -> None:
+    """Encode values of ``cls`` (a class with ``__slots__`` and no dataclass fields, such as LangGraph's
+    ``Send``) as the fields ``slots`` hold, tagged ``dataclass``, instead of by their ``repr``."""
+    _SLOTTED[cls] = slots
+
+
 def qualname_of(obj: Any) -> str:
     """``module:qualname`` of a class or function."""
     module = getattr(obj, "__module__", "?")
@@ -273,6 +283,10 @@ def _encode(value: Any, depth: int, active: set[int]) -> Any:  # noqa: C901 - on
                 return {TYPE_TAG: "pydantic", "class": qualname_of(kind), "fields": fields}
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             fields = {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}
+            return {TYPE_TAG: "dataclass", "class": qualname_of(kind), "fields": _encode(fields, depth + 1, active)}
+        slots = _SLOTTED.get(kind)
+        if slots is not None:
+            fields = {name: getattr(value, name, None) for name in slots}
             return {TYPE_TAG: "dataclass", "class": qualname_of(kind), "fields": _encode(fields, depth + 1, active)}
         return {TYPE_TAG: "object", "class": qualname_of(kind), "repr": _safe_repr(value)}
     finally:

@@ -250,21 +250,32 @@ def with_replayed_message_ids(value: Any, tool_input: Any) -> Any:
     run id), and LangGraph merges messages by id: a recorded message with its recorded id would be added next
     to the replay's copy instead of replacing it. The recorded messages are paired, in order, with the messages
     of the state the replay's tool call was given (``tool_input["state"]["messages"]``, or under ``"args"`` of
-    a tool call: LangGraph's injected state) for as long as each pair is the same message (type and content);
+    a tool call: LangGraph's injected state) for as long as each pair is the same message (type, content and
+    tool calls: a parallel handoff sends each agent a copy of the model's answer holding only its own call,
+    under an id of its own, which keeps that id);
     each recorded id of a pair maps to the replay's id, and every message of ``value`` with a mapped id gets a
-    copy with the replay's id. Anything else, and a value with no messages or a call with no state, is
+    copy with the replay's id. A ``Command`` also gets LangGraph's own ``Command.PARENT`` back (the recording
+    holds its text, and ``ToolNode`` merges parallel handoffs only for the constant itself). Anything else is
     returned as it is."""
     current = _state_messages(tool_input)
-    recorded = _first_messages(value)
-    if not current or not recorded:
-        return value
+    recorded = _first_messages(value) if current else []
     mapping: dict[Any, Any] = {}
     for old, new in zip(recorded, current, strict=False):
-        if type(old) is not type(new) or getattr(old, "content", None) != getattr(new, "content", None):
+        if (
+            type(old) is not type(new)
+            or getattr(old, "content", None) != getattr(new, "content", None)
+            or _calls(old) != _calls(new)
+        ):
             break
         if getattr(old, "id", None) and getattr(new, "id", None) and old.id != new.id:
             mapping[old.id] = new.id
-    return _map_ids(value, mapping) if mapping else value
+    return _map_ids(value, mapping)
+
+
+def _calls(message: Any) -> list[tuple[Any, Any]]:
+    """The tool calls of a message, by name and arguments."""
+    calls = getattr(message, "tool_calls", None) or []
+    return [(c.get("name"), c.get("args")) for c in calls if isinstance(c, Mapping)]
 
 
 def _state_messages(tool_input: Any) -> list[Any]:
@@ -297,8 +308,9 @@ def _first_messages(value: Any, depth: int = 0) -> list[Any]:
 
 
 def _map_ids(value: Any, mapping: Mapping[Any, Any], depth: int = 0) -> Any:
-    """``value`` with every LangChain message whose id ``mapping`` names copied with the mapped id; Commands,
-    Sends, dicts, lists and tuples rebuilt around them; everything else as it is."""
+    """``value`` with every LangChain message whose id ``mapping`` names copied with the mapped id; Commands
+    (with LangGraph's own ``Command.PARENT``), Sends, dicts, lists and tuples rebuilt around them; everything
+    else as it is."""
     from langchain_core.messages import BaseMessage
 
     if depth > 8:
@@ -318,7 +330,10 @@ def _map_ids(value: Any, mapping: Mapping[Any, Any], depth: int = 0) -> Any:
         return value
     if isinstance(value, Command):
         return dataclasses.replace(
-            value, update=_map_ids(value.update, mapping, depth + 1), goto=_map_ids(value.goto, mapping, depth + 1)
+            value,
+            graph=Command.PARENT if value.graph == Command.PARENT else value.graph,
+            update=_map_ids(value.update, mapping, depth + 1),
+            goto=_map_ids(value.goto, mapping, depth + 1),
         )
     if isinstance(value, Send):
         return Send(value.node, _map_ids(value.arg, mapping, depth + 1))

@@ -425,6 +425,52 @@ def test_register_type_takes_only_dataclasses_models_and_exceptions() -> None:
             orp.register_type(bad)  # type: ignore[arg-type]
 
 
+class _Route:
+    """A slotted value class (like LangGraph's ``Send``): no ``__dict__``, its constructor takes its slots."""
+
+    __slots__ = ("arg", "node")
+
+    def __init__(self, node: str, arg: object = None) -> None:
+        self.node, self.arg = node, arg
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Route) and (self.node, self.arg) == (other.node, other.arg)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _Sealed:
+    """Slotted, but its constructor does not take its slots: not rebuilt from recorded fields."""
+
+    __slots__ = ("secret",)
+
+    def __init__(self) -> None:
+        self.secret = "s"
+
+
+class _Open(_Route):
+    """A subclass without ``__slots__``: its instances keep a ``__dict__`` the fields would not cover."""
+
+
+def test_a_registered_slotted_value_class_is_recorded_by_its_slots_and_rebuilt() -> None:
+    from otel_replay.replay.reviving import revive
+    from otel_replay.snapshots import to_jsonable
+
+    unregistered = to_jsonable(_Route("hotel", {"n": 1}))
+    assert unregistered["$type"] == "object"  # before registration: its repr, as any object
+    assert revive(unregistered) == unregistered  # and a replay never rebuilds it
+    orp.register_type(_Route)
+    tree = to_jsonable({"goto": [_Route("hotel", {"n": 1})]})
+    assert tree["goto"][0]["$type"] == "dataclass"
+    assert tree["goto"][0]["fields"] == {"arg": {"n": 1}, "node": "hotel"}
+    assert revive(tree) == {"goto": [_Route("hotel", {"n": 1})]}
+    forged = {"$type": "dataclass", "class": "subprocess:Popen", "fields": {"args": ["true"]}}
+    assert revive(forged) == {"args": ["true"]}  # a name no code registered stays data
+    for bad in (_Sealed, _Open):
+        with pytest.raises(TypeError):
+            orp.register_type(bad)
+
+
 def test_recorded_exceptions_rebuild_only_builtin_registered_and_project_classes(
     home: Path, marks: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
