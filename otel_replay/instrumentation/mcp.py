@@ -155,11 +155,19 @@ def _annotated_risk(annotations: Any) -> str:
     """``read`` for ``readOnlyHint``, ``high`` for ``destructiveHint``, else ``write``."""
     if annotations is None:
         return "write"
-    if getattr(annotations, "read_only_hint", None) is True or getattr(annotations, "readOnlyHint", None) is True:
+    if _hint(annotations, "read_only_hint", "readOnlyHint"):
         return "read"
-    if getattr(annotations, "destructive_hint", None) is True or getattr(annotations, "destructiveHint", None) is True:
+    if _hint(annotations, "destructive_hint", "destructiveHint"):
         return "high"
     return "write"
+
+
+def _hint(annotations: Any, name: str, name_1x: str) -> bool:
+    """Whether a ``ToolAnnotations`` hint is set: mcp 2's snake-case field, or where the class has none, the
+    camel-case one of mcp 1 (never both: a client library that wraps the class warns on the old name)."""
+    if hasattr(annotations, name):
+        return getattr(annotations, name, None) is True
+    return getattr(annotations, name_1x, None) is True
 
 
 def _note_tools(session: Any, result: Any) -> None:
@@ -210,6 +218,22 @@ def _served(call: Any, method: str) -> Any:
         raise stop from None
     end_call(call, result=served.value)
     return rebuilt
+
+
+def _absorb_listing(session: Any, result: Any, complete: bool) -> None:
+    """Let the session take a tool listing the replay answered as it takes one from its server: it keeps each
+    tool's output schema, and checks a later ``tools/call`` result against it (``validate_tool_result``, which
+    the fastmcp client calls) without listing the tools again, as it did while recording. mcp 2.3's
+    ``_absorb_tool_listing``; before it, its output-schema cache."""
+    absorb = getattr(session, "_absorb_tool_listing", None)
+    if callable(absorb):
+        absorb(result, complete=complete)
+        return
+    schemas = getattr(session, "_tool_output_schemas", None)
+    if isinstance(schemas, dict):
+        for tool in getattr(result, "tools", None) or ():
+            schema = getattr(tool, "output_schema", getattr(tool, "outputSchema", None))
+            schemas[tool.name] = schema
 
 
 def _mark(call: Any, session: Any, info: _Session | None, method: str, extra: Mapping[str, Any] | None = None) -> None:
@@ -282,6 +306,9 @@ def _retrieval_wrapper(method: str) -> Callable[..., Any]:
             guards.safely("mark the step", _mark, step, instance, info, mcp_method, {semconv.MCP_RESOURCE_URI: uri})
             if step is not None and step.served is not None:
                 result = _served(step, method)
+                if method == "list_tools":
+                    complete = "cursor" not in arguments and getattr(result, "next_cursor", None) is None
+                    guards.safely("let the session take the listing", _absorb_listing, instance, result, complete)
             else:
                 result = await _through(step, wrapped, args, kwargs)
             if method == "list_tools":

@@ -109,3 +109,48 @@ def test_agents_sdk_mcp_server_stdio_replays_without_the_server(
     live = replay("live", "--reason", "verify", "--approve", "file_ticket")
     assert live["outcome"] == "matched", live["divergences"]
     assert world.effects() == [FILED, FILED]
+
+
+@pytest.mark.parametrize("zero_code", [False, True], ids=["one-line", "zero-code"])
+def test_pydantic_ai_mcp_toolset_replays_without_the_server(desk: RealWorld, tmp_path: Path, zero_code: bool) -> None:
+    """Pydantic AI's ``MCPToolset`` over stdio (the fastmcp client on the MCP SDK's session): the MCP calls are
+    the MCP client's steps, not a second tool step of Pydantic AI's, and a replay lets the session take the
+    recorded tool listing as it took the server's (the fastmcp client checks each result against the listed
+    output schema: without the listing it would list the tools again, a call the recording does not have)."""
+    world = desk
+    out = world.run_agent(
+        "rw_mcp_pydantic_ai_agent.py", zero_code=zero_code, extra_env={"RW_ZERO_CODE": str(int(zero_code))}
+    )
+    assert out.returncode == 0, out.stderr
+    assert world.effects() == [FILED]
+    (run,) = world.cli_json("runs")
+    assert (run["agent"], run["status"]) == ("mcp-support-desk", "ok")
+    trace_id, requests = run["trace_id"], world.server.count
+    shown = world.cli_json("show", trace_id)
+    steps = [(s["kind"], s["name"], s["attributes"].get("otel_replay.step.instrumentation")) for s in shown["steps"]]
+    assert steps == [
+        ("retrieval", "mcp tools/list", "mcp"),
+        ("model", "openai.responses", "openai"),
+        ("tool", "file_ticket", "mcp"),
+        ("model", "openai.responses", "openai"),
+    ], steps
+    app = "rw_mcp_pydantic_ai_agent:agent.run_sync"
+
+    def replay(mode: str, *args: str, ok: tuple[int, ...] = (0,), **env: str) -> dict[str, Any]:
+        return world.cli_json("replay", trace_id, "--mode", mode, "--app", app, *args, ok=ok, extra_env=env)
+
+    (listed,) = replay("dry")["readiness"]["servers"]
+    assert listed["steps"] == [0, 2]
+    for mode in ("mock", "deterministic"):
+        result = replay(mode)
+        assert result["outcome"] == "matched", (mode, result["divergences"])
+    assert (world.server.count, world.effects()) == (requests, [FILED])
+    assert len((tmp_path / "traceparents.txt").read_text().split()) == 1  # no server started offline
+    assert "file_ticket" in replay("live", "--reason", "verify", ok=(2,))["refusal"]
+    live = replay("live", "--reason", "verify", "--approve", "file_ticket")
+    assert live["outcome"] == "matched", live["divergences"]
+    assert world.effects() == [FILED, FILED]
+    changed = replay("deterministic", ok=(1,), RW_INSTRUCTIONS="Be terse.")
+    first = changed["first_divergence"]
+    assert (first["kind"], first["step_index"]) == ("request", 1)
+    assert "Be terse." in first["diff"], first["diff"]
