@@ -152,6 +152,11 @@ RUN_OUTPUT_TOKENS: Final = "otel_replay.run.output_tokens"
 RUN_COST_USD: Final = "otel_replay.run.cost_usd"
 """double. Sum of the model steps' reported cost in US dollars, set when the run ends and known."""
 
+RUN_BOUNDARY: Final = "otel_replay.run.boundary"
+"""string. On the root of a run that no function call bounds: ``mcp_session`` for a run an MCP client session
+began at its first recorded call outside any run and ended when it closed (no entrypoint, input or output of
+its own; a replay needs ``--app`` and does not compare outputs). Absent on every other run. Since 2.0."""
+
 RUN_EXECUTES_CODE: Final = "otel_replay.run.executes_code"
 """boolean. Set (true) on the root of a run whose agent executes model-written code (a smolagents
 ``CodeAgent``): tools that code calls without a step of their own ran outside the firewall."""

@@ -62,6 +62,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
+from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from .. import semconv
@@ -73,9 +74,11 @@ from ..recording import (
     effective_risk,
     encode_value,
     end_call,
+    end_run,
+    in_run,
 )
 from . import _lazy
-from ._guarded import Guards, check_risks, patch, unpatch
+from ._guarded import Guards, check_risks, main_script, patch, unpatch
 from ._guarded import enabled as _enabled
 
 __all__ = ["STAND_IN_NAME", "MCPInstrumentor"]
@@ -123,11 +126,13 @@ _AGENTS_MODULE: Final = "agents.mcp.server"
 class _Session:
     """What this module knows of one ``ClientSession``: its server and the risks its last tool list gave."""
 
-    __slots__ = ("risks", "server")
+    __slots__ = ("risks", "run", "server")
 
     def __init__(self, server: str | None) -> None:
         self.server = server
         self.risks: dict[str, str] = {}
+        self.run: Any = None
+        """The run this session began (its first recorded call came outside any run), ended when it closes."""
 
 
 _sessions: weakref.WeakKeyDictionary[Any, _Session] = weakref.WeakKeyDictionary()
@@ -143,6 +148,35 @@ def _info(session: Any) -> _Session:
     if info is None:
         info = _sessions.setdefault(session, _Session(_server_now.get()))
     return info
+
+
+def _session_run(session: Any, info: _Session | None) -> None:
+    """Begin a run for a session whose call comes outside any run (an agent with no other boundary: the plain
+    client of the MCP docs, under zero-code): named after the server, ended when the session closes
+    (:func:`_exit_wrapper`). Never during a replay, which is a run itself."""
+    if info is None or info.run is not None or in_run() or current_replay.get() is not None:
+        return
+    served = getattr(session, "server_info", None)
+    name = getattr(served, "name", None) if not callable(served) else None
+    info.run = guards.begin_run(f"mcp {name or info.server or 'session'}", arguments={}, script=main_script())
+    if info.run is not None:
+        trace.get_current_span().set_attribute(semconv.RUN_BOUNDARY, "mcp_session")
+
+
+def _exit_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Wrapper of ``ClientSession.__aexit__``: the run the session began ends with it."""
+
+    async def exit_() -> Any:
+        try:
+            return await wrapped(*args, **kwargs)
+        finally:
+            info = _sessions.get(instance)
+            if info is not None and info.run is not None:
+                handle, info.run = info.run, None
+                exc = args[1] if len(args) > 1 and isinstance(args[1], BaseException) else None
+                end_run(handle, exc=exc)
+
+    return exit_()
 
 
 def _init_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -298,6 +332,7 @@ def _retrieval_wrapper(method: str) -> Callable[..., Any]:
 
         async def call() -> Any:
             arguments = guards.safely("read the call", _arguments, method, args, kwargs, default={})
+            guards.safely("begin the session's run", _session_run, instance, _info(instance))
             step = guards.begin(
                 "retrieval", begin_retrieval_call, f"mcp {mcp_method}", arguments, instrumentation=_NAME
             )
@@ -332,6 +367,7 @@ def _tool_wrapper(instrumentor: MCPInstrumentor) -> Callable[..., Any]:
 
         async def call() -> Any:
             info = guards.safely("read the session", _info, instance)
+            guards.safely("begin the session's run", _session_run, instance, info)
             risk = guards.safely("read the tool's risk", instrumentor.risk_of, name, info, default="write")
             step = guards.begin("tool", begin_tool_call, name, arguments, risk=risk, instrumentation=_NAME)
             guards.safely("mark the step", _mark, step, instance, info, "tools/call")
@@ -534,6 +570,7 @@ class MCPInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         guards.bind(kwargs.get("tracer_provider"))
         self._patched: list[tuple[str, str]] = []
         self._wrap(_SESSION, "ClientSession.__init__", _init_wrapper)
+        self._wrap(_SESSION, "ClientSession.__aexit__", _exit_wrapper)
         for method in _METHODS:
             self._wrap(_SESSION, f"ClientSession.{method}", _retrieval_wrapper(method))
         self._wrap(_SESSION, "ClientSession.call_tool", _tool_wrapper(self))

@@ -683,7 +683,16 @@ class ReplaySession:
         return min(self.divergences, key=lambda d: (d.step_index is None, d.step_index or 0))
 
     def compare_output(self, payload_text: str) -> None:
-        """Compare the replay's output snapshot with the original's (answer, structured output, error type)."""
+        """Compare the replay's output snapshot with the original's (answer, structured output, error type). A
+        run no function call bounded (an MCP session's) recorded no output of its own: not compared, said once."""
+        if self.original.attributes.get(semconv.RUN_BOUNDARY) == "mcp_session":
+            self._note(
+                [
+                    "the original run was an MCP session's (no function call bounded it, so it recorded no "
+                    "output): the replay's calls were compared, its output was not"
+                ]
+            )
+            return
         original = self.original.snapshots.get("output") or {}
         try:
             import json

@@ -4,7 +4,8 @@ to chat completions, each tool call the model asks for made with ``session.call_
 resource and a prompt of the server into its system prompt.
 
 Recorded with one line, ``orp.instrument()`` (the openai client and the MCP client), and the run's boundary,
-``@orp.agent``. ``RW_INSTRUCTIONS`` changes the system prompt, as a developer would.
+``@orp.agent``. ``RW_ZERO_CODE=1`` leaves both out (``opentelemetry-instrument``: the MCP session is then the
+run). ``RW_INSTRUCTIONS`` changes the system prompt, as a developer would.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from pathlib import Path
 
 import otel_replay as orp
 
-orp.instrument()  # before the SDKs are imported: they are patched as they load
+ZERO_CODE = os.environ.get("RW_ZERO_CODE") == "1"  # under opentelemetry-instrument, with no otel-replay line
+if not ZERO_CODE:
+    orp.instrument()  # before the SDKs are imported: they are patched as they load
 
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
@@ -32,8 +35,10 @@ def _text(result: object) -> str:
     return "".join(getattr(part, "text", "") for part in getattr(result, "content", None) or [])
 
 
-@orp.agent("mcp-desk")
-async def answer(question: str) -> str:
+QUESTION = "order A-17 arrived damaged"
+
+
+async def answer(question: str = QUESTION) -> str:
     client = AsyncOpenAI()
     async with stdio_client(SERVER) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
@@ -66,5 +71,9 @@ async def answer(question: str) -> str:
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": _text(result)})
 
 
+if not ZERO_CODE:
+    answer = orp.agent("mcp-desk")(answer)
+
+
 if __name__ == "__main__":
-    print(asyncio.run(answer(sys.argv[1] if len(sys.argv) > 1 else "order A-17 arrived damaged")))
+    print(asyncio.run(answer(sys.argv[1] if len(sys.argv) > 1 else QUESTION)))

@@ -154,3 +154,43 @@ def test_pydantic_ai_mcp_toolset_replays_without_the_server(desk: RealWorld, tmp
     first = changed["first_divergence"]
     assert (first["kind"], first["step_index"]) == ("request", 1)
     assert "Be terse." in first["diff"], first["diff"]
+
+
+def test_zero_code_the_plain_client_agent_is_one_run_of_its_session(desk: RealWorld, tmp_path: Path) -> None:
+    """Under ``opentelemetry-instrument`` with no otel-replay line, the plain-client agent has no run boundary of
+    its own: its MCP session is the run (from its first recorded call to its close), holding the listings, the
+    model calls and the tool call, and it replays offline with ``--app``; its output is not compared (the session
+    recorded none)."""
+    world = desk
+    out = world.run_agent(SCRIPT, zero_code=True, extra_env={"RW_ZERO_CODE": "1"})
+    assert out.returncode == 0, out.stderr
+    assert world.effects() == [FILED]
+    (run,) = world.cli_json("runs")
+    assert (run["agent"], run["status"], run["step_count"]) == ("mcp Support desk", "ok", 6), run
+    trace_id, requests = run["trace_id"], world.server.count
+    shown = world.cli_json("show", trace_id)
+    assert shown["attributes"]["otel_replay.run.boundary"] == "mcp_session"
+    assert [(s["kind"], s["name"]) for s in shown["steps"]] == [
+        ("retrieval", "mcp tools/list"),
+        ("retrieval", "mcp resources/read"),
+        ("retrieval", "mcp prompts/get"),
+        ("model", "openai.chat.completions"),
+        ("tool", "file_ticket"),
+        ("model", "openai.chat.completions"),
+    ]
+    for mode in ("mock", "deterministic"):
+        result = world.cli_json("replay", trace_id, "--mode", mode, "--app", APP, extra_env={"RW_ZERO_CODE": "1"})
+        assert result["outcome"] == "matched", (mode, result["divergences"])
+        assert any("MCP session" in note for note in result["notes"]), result["notes"]
+    assert (world.server.count, world.effects()) == (requests, [FILED])
+    changed = world.cli_json(
+        "replay",
+        trace_id,
+        "--mode",
+        "deterministic",
+        "--app",
+        APP,
+        ok=(1,),
+        extra_env={"RW_ZERO_CODE": "1", "RW_INSTRUCTIONS": "Be terse."},
+    )
+    assert (changed["first_divergence"]["kind"], changed["first_divergence"]["step_index"]) == ("request", 3)
