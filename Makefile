@@ -66,4 +66,4 @@ bench: $(STAMP)
 	-$(BIN)/python benchmarks/_table.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) .venv-mcp1 build *.egg-info

@@ -126,6 +126,17 @@ def _tool_function(tool: Any) -> str | None:
     return qualname_of(func) if obj is func else None
 
 
+def _mcp_recorded(tool: Any) -> bool:
+    """Whether ``tool`` is one ``langchain-mcp-adapters`` made of an MCP server's tool, and the MCP instrumentor
+    records its calls itself (a step named after the tool, with the server's annotations as its risk)."""
+    coroutine = getattr(tool, "coroutine", None)
+    if not str(getattr(coroutine, "__module__", "") or "").startswith("langchain_mcp_adapters."):
+        return False
+    from . import instrumented
+
+    return bool(instrumented("mcp"))
+
+
 def _handoff_to(tool: Any) -> str | None:
     """The agent a multi-agent framework's generated handoff tool hands to (:data:`HANDOFF_METADATA_KEY`), else
     None (a tool of the user's)."""
@@ -180,6 +191,8 @@ def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., A
             return wrapped(*args, **kwargs)
 
         def body() -> Any:
+            if langchain_safely("read the tool's origin", _mcp_recorded, instance):
+                return wrapped(*args, **kwargs)  # the MCP client's step, not a second one here
             parts = langchain_safely("read the tool call", _ToolParts, instrumentor, instance, args, kwargs)
             call = parts.begin() if parts is not None else None
             served = call.served if call is not None else None
@@ -204,6 +217,8 @@ def _tool_wrappers(instrumentor: LangChainInstrumentor) -> tuple[Callable[..., A
             return wrapped(*args, **kwargs)
 
         async def body() -> Any:
+            if langchain_safely("read the tool's origin", _mcp_recorded, instance):
+                return await wrapped(*args, **kwargs)  # the MCP client's step, not a second one here
             parts = langchain_safely("read the tool call", _ToolParts, instrumentor, instance, args, kwargs)
             call = parts.begin() if parts is not None else None
             served = call.served if call is not None else None

@@ -53,6 +53,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
+import importlib.metadata
 import json
 import logging
 import math
@@ -62,7 +64,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from .. import semconv
@@ -86,7 +88,7 @@ __all__ = ["STAND_IN_NAME", "MCPInstrumentor"]
 _log = logging.getLogger("otel_replay")
 guards = Guards("MCP")
 
-_instruments: Final = ("mcp >= 2.0",)
+_instruments: Final = ("mcp >= 1.10",)
 """The ``mcp`` versions this instrumentor supports (``opentelemetry-instrument`` checks them)."""
 
 _NAME: Final = "mcp"  # otel_replay.step.instrumentation of the steps recorded here
@@ -115,6 +117,7 @@ _TRANSPORTS: Final = (
     ("mcp", "stdio_client"),
     ("mcp.client.sse", "sse_client"),
     ("mcp.client.streamable_http", "streamable_http_client"),
+    ("mcp.client.streamable_http", "streamablehttp_client"),  # mcp 1.x's name (deprecated there)
 )
 _AGENTS_SERVERS: Final = ("MCPServerStdio", "MCPServerSse", "MCPServerStreamableHttp")
 _AGENTS_MODULE: Final = "agents.mcp.server"
@@ -303,7 +306,31 @@ def _arguments(method: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
         return {"name": name, "arguments": dict(arguments) if isinstance(arguments, Mapping) else arguments}
     params = kwargs.get("params")
     cursor = getattr(params, "cursor", None)
+    if cursor is None:  # mcp 1.x: list_tools(cursor=None, *, params=None)
+        cursor = args[0] if args and isinstance(args[0], str) else kwargs.get("cursor")
     return {"cursor": cursor} if cursor is not None else {}
+
+
+def _with_trace_meta(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``call_tool``'s keyword arguments with the step's trace context in ``meta`` (``traceparent``), for mcp 1.x,
+    whose session does not put it in ``params._meta`` as mcp 2 does; unchanged for mcp 2, or when the caller
+    gave ``meta`` or its session takes none."""
+    if _mcp_major() >= 2:
+        return kwargs
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    if not carrier or kwargs.get("meta") is not None:
+        return kwargs
+    return {**kwargs, "meta": carrier}
+
+
+@functools.cache
+def _mcp_major() -> int:
+    """The major version of the installed ``mcp`` (2 when it cannot be read)."""
+    try:
+        return int(importlib.metadata.version("mcp").split(".", 1)[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return 2
 
 
 async def _through(step: Any, wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -373,7 +400,8 @@ def _tool_wrapper(instrumentor: MCPInstrumentor) -> Callable[..., Any]:
             guards.safely("mark the step", _mark, step, instance, info, "tools/call")
             if step is not None and step.served is not None:
                 return _served(step, "call_tool")
-            return await _through(step, wrapped, args, kwargs)
+            sent = guards.safely("carry the trace context", _with_trace_meta, kwargs, default=kwargs)
+            return await _through(step, wrapped, args, sent)
 
         return call()
 
@@ -432,7 +460,9 @@ def _transport_wrapper(target: str) -> Callable[..., Any]:
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         server = guards.safely("describe the server", _transport_description, target, args, kwargs)
         if _enabled() and _offline() is not None:
-            return _stand_in(server)
+            # mcp 1.x's streamable HTTP transports yield a third item: the session id's getter
+            three = target.startswith("streamable") and _mcp_major() < 2
+            return _stand_in(server, session_id=three)
         return _noted(server, wrapped(*args, **kwargs))
 
     return wrapper
@@ -455,8 +485,9 @@ def _agents_description(params: Any) -> str | None:
 
 
 @contextlib.asynccontextmanager
-async def _stand_in(server: str | None) -> AsyncIterator[Any]:
-    """The offline stand-in transport: the session's streams, answered by :func:`_answer_offline`."""
+async def _stand_in(server: str | None, *, session_id: bool = False) -> AsyncIterator[Any]:
+    """The offline stand-in transport: the session's streams, answered by :func:`_answer_offline` (with
+    ``session_id``, also a getter of the session id, which is None, as mcp 1.x's streamable HTTP yields)."""
     import anyio
     from mcp.shared.message import SessionMessage
 
@@ -476,7 +507,7 @@ async def _stand_in(server: str | None) -> AsyncIterator[Any]:
         async with anyio.create_task_group() as group:
             group.start_soon(answer)
             try:
-                yield to_client, from_client
+                yield (to_client, from_client, lambda: None) if session_id else (to_client, from_client)
             finally:
                 group.cancel_scope.cancel()
     finally:
@@ -488,7 +519,7 @@ async def _stand_in(server: str | None) -> AsyncIterator[Any]:
 
 def _answer_offline(replay: Any, message: Any) -> Any:
     """The stand-in's reply to one message of the client (None for a notification or a response)."""
-    from mcp.types import jsonrpc_message_adapter
+    import mcp.types
 
     sent = json.loads(message.message.model_dump_json(by_alias=True, exclude_unset=True))
     if not isinstance(sent, dict) or "id" not in sent or "method" not in sent:
@@ -517,7 +548,11 @@ def _answer_offline(replay: Any, message: Any) -> Any:
         if diverge is not None:
             guards.safely("note the divergence", diverge, None, "unanswerable", reason)
         reply["error"] = {"code": -32603, "message": f"otel-replay: {reason}"}
-    return jsonrpc_message_adapter.validate_python(reply)
+    adapter = getattr(mcp.types, "jsonrpc_message_adapter", None)  # mcp 2; mcp 1.x has a root model
+    if adapter is not None:
+        return adapter.validate_python(reply)
+    root_model: Any = mcp.types.JSONRPCMessage
+    return root_model.model_validate(reply)
 
 
 # -------------------------------------------------------------------------------------- instrumentor

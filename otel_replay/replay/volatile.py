@@ -113,8 +113,10 @@ ID_PATTERN: Final = rf"(?:{_PREFIXES})[A-Za-z0-9_-]+|{_UUID}"
 RANDOM_ID_PATTERN: Final = (
     rf"(?:chatcmpl-|call_|toolu_|srvtoolu_|resp_|fc_|msg_)[A-Za-z0-9]{{16,}}"
     rf"|(?:run-|lc_run--){_UUID}(?:-\d+)?"
+    rf"|lc_{_UUID}"
 )
-"""A provider id with a long random part, or a LangChain run id: volatile under any key."""
+"""A provider id with a long random part, a LangChain run id, or the id LangChain gives a content block
+(``lc_`` and a uuid): volatile under any key."""
 
 DEFAULT_RULES: Final[tuple[VolatileRule, ...]] = (
     VolatileRule(key="id", pattern=ID_PATTERN),
