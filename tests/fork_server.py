@@ -112,12 +112,12 @@ PRELOAD = (
     "openai.resources.chat",
     "langchain_core.tracers.stdout",
     "langchain_core.tracers.run_collector",
-    # the SDKs of the other realworld agents: multi-agent LangGraph, Pydantic AI, MCP (not smolagents or
-    # LlamaIndex: they read OPENBLAS_NUM_THREADS at import, which the server sets, so no call could use it)
+    # the SDKs of the other realworld agents: multi-agent LangGraph, MCP (not smolagents or LlamaIndex: they read
+    # OPENBLAS_NUM_THREADS at import, which the server sets, so no call could use it; nor Pydantic AI, which
+    # imports fastmcp when it is installed, whose settings copy the whole environment at import: every call
+    # whose environment differs in any variable would then run as a subprocess)
     "langgraph_supervisor",
     "langgraph_swarm",
-    "pydantic_ai",
-    "pydantic_ai.models.openai",
     "mcp",
     "mcp.client.stdio",
     "agents.mcp",
