@@ -117,8 +117,9 @@ _TRANSPORTS: Final = (
     ("mcp", "stdio_client"),
     ("mcp.client.sse", "sse_client"),
     ("mcp.client.streamable_http", "streamable_http_client"),
-    ("mcp.client.streamable_http", "streamablehttp_client"),  # mcp 1.x's name (deprecated there)
 )
+_TRANSPORTS_1X: Final = (("mcp.client.streamable_http", "streamablehttp_client"),)
+"""Transports only mcp 1.x has (its older name of the streamable HTTP one): wrapped where they exist."""
 _AGENTS_SERVERS: Final = ("MCPServerStdio", "MCPServerSse", "MCPServerStreamableHttp")
 _AGENTS_MODULE: Final = "agents.mcp.server"
 
@@ -611,6 +612,9 @@ class MCPInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self._wrap(_SESSION, "ClientSession.call_tool", _tool_wrapper(self))
         for module, target in _TRANSPORTS:
             self._wrap(module, target, _transport_wrapper(target))
+        for module, target in _TRANSPORTS_1X:
+            if _mcp_major() < 2:
+                self._wrap(module, target, _transport_wrapper(target))
         self._agents_hook = _lazy.when_imported(_AGENTS_MODULE, self._agents)
 
     def _uninstrument(self, **kwargs: Any) -> None:
