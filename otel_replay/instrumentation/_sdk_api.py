@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import wrapt
 
+from ..streams import redact_deltas
+
 log = logging.getLogger("otel_replay")
 TRANSPORT_ONLY: Final = frozenset(
     {
@@ -132,25 +134,9 @@ class SdkApi:
 
 def redact_stream(chunks: list[Any], api: SdkApi, redactor: Any) -> int:
     """Redact the text deltas of recorded stream ``chunks`` in place, channel by channel, as the text each
-    channel's pieces make up together (:meth:`~otel_replay.redaction.Redactor.scrub_pieces`): joining the
-    stored deltas gives the redacted text, never a secret that was split over several chunks. Returns the
-    number of replacements."""
-    if api.delta_slots is None:
-        return 0
-    channels: dict[Any, list[tuple[Any, str]]] = {}
-    for chunk in chunks:
-        for channel, container, key in api.delta_slots(chunk):
-            if isinstance(container, dict) and isinstance(container.get(key), str):
-                channels.setdefault(channel, []).append((container, key))
-    total = 0
-    for channel, slots in channels.items():
-        pieces = [container[key] for container, key in slots]
-        clean, n = redactor.scrub_pieces(pieces, f"model.response.stream.{channel}")
-        if n:
-            total += n
-            for (container, key), piece in zip(slots, clean, strict=False):
-                container[key] = piece
-    return total
+    channel's pieces make up together (:func:`otel_replay.streams.redact_deltas`). Returns the number of
+    replacements."""
+    return 0 if api.delta_slots is None else redact_deltas(chunks, api.delta_slots, redactor)
 
 
 def is_stream_envelope(value: Any) -> bool:

@@ -12,16 +12,15 @@ into the host program from its own code (see :mod:`otel_replay.instrumentation._
 
 from __future__ import annotations
 
-import copy
 import functools
-import json
 import logging
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from ..runtime import bind_provider
+from ..streams import assemble_message, message_delta_slots
 from . import _sdk
 from ._sdk import SdkApi, as_list, field
 
@@ -86,70 +85,7 @@ def _replay_async_stream(items: list[Any], on_done: Any) -> Any:
     return _stream_classes()[1](items, on_done)
 
 
-# --------------------------------------------------------------------------------------- assembling
-
-
-def assemble_message(events: list[Any]) -> dict[str, Any] | None:
-    """The ``Message`` (as plain data) that a list of raw stream event dicts makes up."""
-    message: dict[str, Any] | None = None
-    partial_json: dict[int, str] = {}
-    for event in events:
-        kind = event.get("type") if isinstance(event, Mapping) else None
-        if kind == "message_start":
-            message = copy.deepcopy(dict(event.get("message") or {}))
-            message.setdefault("content", [])
-        elif message is None:
-            continue
-        elif kind == "content_block_start":
-            block = copy.deepcopy(dict(event.get("content_block") or {}))
-            index = event.get("index", len(message["content"]))
-            while len(message["content"]) <= index:
-                message["content"].append({})
-            message["content"][index] = block
-        elif kind == "content_block_delta":
-            index = event.get("index", 0)
-            if index >= len(message["content"]):
-                continue
-            block, delta = message["content"][index], event.get("delta") or {}
-            dtype = delta.get("type")
-            if dtype == "text_delta":
-                block["text"] = block.get("text", "") + delta.get("text", "")
-            elif dtype == "input_json_delta":
-                partial_json[index] = partial_json.get(index, "") + delta.get("partial_json", "")
-            elif dtype == "thinking_delta":
-                block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
-            elif dtype == "signature_delta":
-                block["signature"] = delta.get("signature")
-            elif dtype == "citations_delta":
-                block.setdefault("citations", []).append(delta.get("citation"))
-        elif kind == "content_block_stop":
-            index = event.get("index", 0)
-            if index in partial_json and index < len(message["content"]):
-                try:
-                    message["content"][index]["input"] = json.loads(partial_json[index] or "{}")
-                except ValueError:
-                    message["content"][index]["input"] = partial_json[index]
-        elif kind == "message_delta":
-            delta = event.get("delta") or {}
-            for key in ("stop_reason", "stop_sequence", "container"):
-                if key in delta:
-                    message[key] = delta[key]
-            usage = dict(message.get("usage") or {})
-            usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
-            message["usage"] = usage
-    return message
-
-
-def delta_slots(event: Any) -> Iterator[tuple[Any, Any, str]]:
-    """Text deltas of a raw Messages stream event dict: the ``text``, ``partial_json`` (tool input) and
-    ``thinking`` pieces of each content block (see :attr:`otel_replay.instrumentation._sdk.SdkApi.delta_slots`)."""
-    if (
-        isinstance(event, Mapping)
-        and event.get("type") == "content_block_delta"
-        and isinstance(event.get("delta"), Mapping)
-    ):
-        for key in ("text", "partial_json", "thinking"):
-            yield (event.get("index", 0), key), event["delta"], key
+# ----------------------------------------------------------------------------------- finish reasons
 
 
 def finish_reasons(response: Any) -> list[str] | None:
@@ -225,7 +161,7 @@ class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             context=messages_context,
             replay_stream=_replay_stream,
             replay_async_stream=_replay_async_stream,
-            delta_slots=delta_slots,
+            delta_slots=message_delta_slots,
             capture_context=bool(kwargs.get("capture_context", True)),
             recorder_reads_finish_reasons=True,
             path="/v1/messages",

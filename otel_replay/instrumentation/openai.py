@@ -14,12 +14,13 @@ the host program from its own code (see :mod:`otel_replay.instrumentation._sdk`)
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from ..runtime import ProviderBinding, bind_provider
+from ..streams import assemble_chat, assemble_responses, chat_delta_slots, responses_delta_slots
 from . import _sdk
 from ._sdk import SdkApi, as_list, field
 
@@ -101,109 +102,7 @@ def _responses_event(value: Any) -> Any:
     return _construct(ResponseStreamEvent, value)
 
 
-# --------------------------------------------------------------------------------------- assembling
-
-
-def assemble_chat(chunks: list[Any]) -> dict[str, Any] | None:
-    """The ``ChatCompletion`` (as plain data) that a list of ``chat.completion.chunk`` dicts makes up."""
-    if not chunks:
-        return None
-    first = chunks[0]
-    choices: dict[int, dict[str, Any]] = {}
-    usage = None
-    for chunk in chunks:
-        if chunk.get("usage"):
-            usage = chunk["usage"]
-        for choice in chunk.get("choices") or ():
-            index = choice.get("index", 0)
-            slot = choices.setdefault(
-                index,
-                {
-                    "index": index,
-                    "message": {"role": "assistant", "content": None},
-                    "finish_reason": None,
-                    "logprobs": None,
-                },
-            )
-            delta = choice.get("delta") or {}
-            message = slot["message"]
-            if delta.get("role"):
-                message["role"] = delta["role"]
-            for key in ("content", "refusal"):
-                if delta.get(key) is not None:
-                    message[key] = (message.get(key) or "") + delta[key]
-            for call in delta.get("tool_calls") or ():
-                calls = message.setdefault("tool_calls", [])
-                position = call.get("index", len(calls))
-                while len(calls) <= position:
-                    calls.append({"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
-                target = calls[position]
-                if call.get("id"):
-                    target["id"] = call["id"]
-                if call.get("type"):
-                    target["type"] = call["type"]
-                function = call.get("function") or {}
-                if function.get("name"):
-                    target["function"]["name"] += function["name"]
-                if function.get("arguments"):
-                    target["function"]["arguments"] += function["arguments"]
-            if choice.get("finish_reason"):
-                slot["finish_reason"] = choice["finish_reason"]
-    out = {
-        "id": first.get("id"),
-        "object": "chat.completion",
-        "created": first.get("created"),
-        "model": first.get("model"),
-        "choices": [choices[i] for i in sorted(choices)],
-    }
-    if first.get("system_fingerprint") is not None:
-        out["system_fingerprint"] = first["system_fingerprint"]
-    if usage is not None:
-        out["usage"] = usage
-    return out
-
-
-def assemble_responses(events: list[Any]) -> dict[str, Any] | None:
-    """The ``Response`` (as plain data) of a list of Responses-API stream event dicts: the last one carrying
-    the whole response (``response.completed``, ``.incomplete``, ``.failed``, else ``.created``)."""
-    final = None
-    for event in events:
-        if isinstance(event, Mapping) and isinstance(event.get("response"), Mapping):
-            final = event["response"]
-    return dict(final) if final is not None else None
-
-
-def chat_delta_slots(chunk: Any) -> Iterator[tuple[Any, Any, str]]:
-    """Text deltas of a ``chat.completion.chunk`` dict: each choice's content and refusal, each tool call's
-    arguments (see :attr:`otel_replay.instrumentation._sdk.SdkApi.delta_slots`)."""
-    if not isinstance(chunk, Mapping):
-        return
-    for choice in chunk.get("choices") or ():
-        if not isinstance(choice, Mapping) or not isinstance(choice.get("delta"), Mapping):
-            continue
-        index, delta = choice.get("index", 0), choice["delta"]
-        for key in ("content", "refusal", "reasoning_content"):
-            yield ("choice", index, key), delta, key
-        for call in delta.get("tool_calls") or ():
-            if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
-                yield ("tool_call", index, call.get("index", 0)), call["function"], "arguments"
-
-
-def responses_delta_slots(event: Any) -> Iterator[tuple[Any, Any, str]]:
-    """Text deltas of a Responses stream event dict: every ``*.delta`` event (output text, refusal, function
-    call arguments, reasoning), one channel per event type and output / content / summary position."""
-    if isinstance(event, Mapping) and str(event.get("type", "")).endswith(".delta"):
-        yield (
-            (
-                event.get("type"),
-                event.get("output_index"),
-                event.get("content_index"),
-                event.get("summary_index"),
-                event.get("item_id"),
-            ),
-            event,
-            "delta",
-        )
+# ----------------------------------------------------------------------------------- finish reasons
 
 
 def chat_finish_reasons(response: Any) -> list[str] | None:
