@@ -36,6 +36,11 @@ if TYPE_CHECKING:
     from .snapshots import SnapshotLimits
 
 
+chosen_trace_id: ContextVar[int | None] = ContextVar("otel_replay_chosen_trace_id", default=None)
+"""While set, the trace id the next root span otel-replay's tracer provider starts takes (a run that joins the
+trace of a request's ``traceparent``: :func:`otel_replay.recording.begin_run`); read by its id generator."""
+
+
 @dataclass
 class Flusher:
     """The helper thread of a runtime's latest flush that waits on a server (see ``exporting.setup._drain``)."""

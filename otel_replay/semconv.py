@@ -154,8 +154,9 @@ RUN_COST_USD: Final = "otel_replay.run.cost_usd"
 
 RUN_BOUNDARY: Final = "otel_replay.run.boundary"
 """string. On the root of a run that no function call bounds: ``mcp_session`` for a run an MCP client session
-began at its first recorded call outside any run and ended when it closed (no entrypoint, input or output of
-its own; a replay needs ``--app`` and does not compare outputs). Absent on every other run. Since 2.0."""
+began at its first recorded call outside any run and ended when it closed; ``wire`` for a run the recording
+proxy made of requests at the model wire. Neither has an entrypoint, input or output of its own (a replay needs
+``--app`` and does not compare outputs). Absent on every other run. Since 2.0."""
 
 RUN_EXECUTES_CODE: Final = "otel_replay.run.executes_code"
 """boolean. Set (true) on the root of a run whose agent executes model-written code (a smolagents
@@ -305,6 +306,11 @@ treated as ``read``)."""
 HANDOFF_TO: Final = "otel_replay.handoff.to"
 """string. On a handoff step: the name of the agent the conversation is handed to. Since 2.0 (1.x wrote
 ``…openai_agents.handoff.to`` on the OpenAI Agents SDK's handoffs)."""
+
+TOOL_OBSERVED: Final = "otel_replay.tool.observed"
+"""boolean. Set (true) on a tool step read from the model wire (``otel-replay proxy``): the tool ran in the
+agent, outside otel-replay; its arguments are the model's tool call and its result what the agent sent back.
+No replay executes or answers it. Since 2.0."""
 
 TOOL_FUNCTION: Final = "otel_replay.tool.function"
 """string. ``module:qualname`` of the tool function, so one tool call can be replayed on its own."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 # isort: off
 # The modules register their commands in this order, the order `otel-replay --help` lists them in.
-from . import listing, demoing, replaying, lab, inspecting, case, db
+from . import listing, demoing, replaying, lab, inspecting, case, db, wire
 
 # isort: on
 from .app import EXIT_ERROR, app, case_app, db_app, fail, main, version
@@ -27,6 +27,7 @@ from .lab import lab_command
 from .listing import KindFilter, StatusFilter, render_run, runs_command, show_command
 from .outcome import agent_error_line
 from .replaying import ModeChoice, ToolModeChoice, replay_command, replay_session_command, replay_tool_command
+from .wire import proxy_command
 
 __all__ = [
     "EXIT_ERROR",
@@ -56,6 +57,7 @@ __all__ = [
     "lab_command",
     "listing",
     "main",
+    "proxy_command",
     "render_run",
     "replay_command",
     "replay_session_command",
@@ -64,4 +66,5 @@ __all__ = [
     "runs_command",
     "show_command",
     "version",
+    "wire",
 ]

@@ -44,12 +44,13 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
 from .. import settings
 from .._version import __version__
 from ..forks import flush_when_multiprocessing_child_ends
 from ..redaction import RedactionConfig, Redactor, set_message_redactor_source
-from ..runtime import Flusher, Runtime, active, current, default, get, set_default
+from ..runtime import Flusher, Runtime, active, chosen_trace_id, current, default, get, set_default
 from ..semconv import TRACER_NAME
 from ..snapshots import SnapshotLimits
 from .pipeline import DeliveryWatch, Pipeline, Router
@@ -168,6 +169,15 @@ def batch_processor(exporter: SpanExporter) -> BatchSpanProcessor:
     return BatchSpanProcessor(exporter, **kwargs)
 
 
+class _ChosenTraceIds(RandomIdGenerator):
+    """Random ids, except a root span's trace id while :data:`otel_replay.runtime.chosen_trace_id` is set: a
+    run that joins a request's trace is a parentless root in that trace."""
+
+    def generate_trace_id(self) -> int:
+        chosen = chosen_trace_id.get()
+        return chosen if chosen else super().generate_trace_id()
+
+
 def _provider(service_name: str | None) -> TracerProvider:
     current = trace.get_tracer_provider()
     if isinstance(current, TracerProvider):
@@ -183,7 +193,7 @@ def _provider(service_name: str | None) -> TracerProvider:
     # A run root carries one event per snapshot; the SDK's default of 128 events per span would silently
     # drop snapshots of long runs. OTEL_SPAN_EVENT_COUNT_LIMIT still wins when set.
     limits = SpanLimits(max_events=None if "OTEL_SPAN_EVENT_COUNT_LIMIT" in os.environ else _DEFAULT_MAX_EVENTS)
-    provider = TracerProvider(resource=resource, span_limits=limits)
+    provider = TracerProvider(resource=resource, span_limits=limits, id_generator=_ChosenTraceIds())
     trace.set_tracer_provider(provider)
     installed = trace.get_tracer_provider()
     return installed if isinstance(installed, TracerProvider) else provider

@@ -21,10 +21,10 @@ from typing import Any, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, SpanKind
+from opentelemetry.trace import Link, SpanContext, SpanKind
 
 from .. import semconv
-from ..runtime import Runtime
+from ..runtime import Runtime, chosen_trace_id
 from ..runtime import get as runtime
 from ..semconv import SnapshotKind, StepKind
 from ..snapshots import RawJSON, canonical_json, compose_json, ordered_json
@@ -53,6 +53,8 @@ class AgentMeta:
     sig: inspect.Signature | None
     entrypoint: str
     script: str | None
+    join: SpanContext | None = None
+    """A remote span whose trace the run joins (its root takes that trace id, parentless, and links to it)."""
 
 
 def start_run(
@@ -84,6 +86,8 @@ def start_run(
     ident = identity_of(rt)
     ambient = trace.get_current_span().get_span_context()
     links = [Link(ambient)] if ambient.is_valid else []
+    if meta.join is not None and meta.join.is_valid:
+        links.append(Link(meta.join))
     session = current_replay.get()
     if session is not None:
         links.extend(session.root_links())
@@ -104,14 +108,19 @@ def start_run(
         semconv.SESSION_ID: ident.get("session"),
         semconv.GEN_AI_CONVERSATION_ID: ident.get("session"),
     }
-    span = rt.tracer.start_span(
-        f"{semconv.SPAN_AGENT} {meta.name}",
-        context=otel_context.Context(),
-        kind=SpanKind.INTERNAL,
-        attributes={k: v for k, v in attrs.items() if v is not None},  # set at start: one attribute call less
-        links=links or None,
-        start_time=start_ns,
-    )
+    joined = chosen_trace_id.set(meta.join.trace_id) if meta.join is not None and meta.join.is_valid else None
+    try:
+        span = rt.tracer.start_span(
+            f"{semconv.SPAN_AGENT} {meta.name}",
+            context=otel_context.Context(),
+            kind=SpanKind.INTERNAL,
+            attributes={k: v for k, v in attrs.items() if v is not None},  # set at start: one attribute call less
+            links=links or None,
+            start_time=start_ns,
+        )
+    finally:
+        if joined is not None:
+            chosen_trace_id.reset(joined)
     run = Run(run_id=run_id, agent=meta.name, entrypoint=meta.entrypoint, span=span, rt=rt, start_ns=start_ns)
     run.input_seq = next(run.snapshot_seq)  # the input snapshot is written last but ordered first
     try:  # guard("run start") spelled out: a generator-based context manager costs microseconds per run
@@ -278,16 +287,19 @@ def begin_run(
     config: Any = None,
     script: str | None = None,
     runtime: Runtime | None = None,
+    join: SpanContext | None = None,
 ) -> Any:
     """Begin a run (or a nested ``agent`` step inside a run) for code that drives an agent it does not own,
     e.g. an instrumentor starting a run at a framework's top-level invocation. ``arguments`` are recorded as
     the input (keyword arguments of ``entrypoint``, ``module:qualname``, when the run can be called again);
     ``script`` as the input's script (the file of the ``__main__`` module, which a replay of a tool defined
     there loads). ``runtime`` records it with that runtime instead of the current one (an instrumentor given
-    ``tracer_provider=``; ignored during a replay). Returns a handle for :func:`end_run`, or None when recording
-    is unavailable. Never raises."""
+    ``tracer_provider=``; ignored during a replay). ``join``: a remote span (a request's ``traceparent``) whose
+    trace the run joins: its root takes that trace id (parentless, as every run root, where the tracer provider
+    is otel-replay's own: see :data:`otel_replay.runtime.chosen_trace_id`) and links to that span. Returns a
+    handle for :func:`end_run`, or None when recording is unavailable. Never raises."""
     try:
-        meta = AgentMeta(name=name, config=config, sig=None, entrypoint=entrypoint or "", script=script)
+        meta = AgentMeta(name=name, config=config, sig=None, entrypoint=entrypoint or "", script=script, join=join)
         return start_run(meta, (), dict(arguments or {}), runtime)
     except Exception:  # noqa: BLE001
         log_failure("run start")

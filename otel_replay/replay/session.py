@@ -684,12 +684,15 @@ class ReplaySession:
 
     def compare_output(self, payload_text: str) -> None:
         """Compare the replay's output snapshot with the original's (answer, structured output, error type). A
-        run no function call bounded (an MCP session's) recorded no output of its own: not compared, said once."""
-        if self.original.attributes.get(semconv.RUN_BOUNDARY) == "mcp_session":
+        run no function call bounded (an MCP session's, the proxy's) recorded no output of its own: not compared,
+        said once."""
+        boundary = self.original.attributes.get(semconv.RUN_BOUNDARY)
+        if boundary:
+            what = "an MCP session's" if boundary == "mcp_session" else "recorded at the model wire"
             self._note(
                 [
-                    "the original run was an MCP session's (no function call bounded it, so it recorded no "
-                    "output): the replay's calls were compared, its output was not"
+                    f"the original run was {what} (no function call bounded it, so it recorded no output): the "
+                    "replay's calls were compared, its output was not"
                 ]
             )
             return

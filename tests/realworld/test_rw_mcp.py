@@ -181,7 +181,7 @@ def test_zero_code_the_plain_client_agent_is_one_run_of_its_session(desk: RealWo
     for mode in ("mock", "deterministic"):
         result = world.cli_json("replay", trace_id, "--mode", mode, "--app", APP, extra_env={"RW_ZERO_CODE": "1"})
         assert result["outcome"] == "matched", (mode, result["divergences"])
-        assert any("MCP session" in note for note in result["notes"]), result["notes"]
+        assert any("an MCP session" in note for note in result["notes"]), result["notes"]
     assert (world.server.count, world.effects()) == (requests, [FILED])
     changed = world.cli_json(
         "replay",
