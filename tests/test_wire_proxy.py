@@ -204,7 +204,7 @@ def test_bad_requests_get_one_json_error_and_the_proxy_goes_on(start: Any, tmp_p
         connection.request(method, path, body=body, headers={"Content-Type": "application/json"})
         response = connection.getresponse()
         payload = json.loads(response.read())
-        assert response.status == status and payload["error"]["type"] == "otel_replay_proxy_error", (path, payload)
+        assert response.status == status and payload["error"]["type"] == "otel_replay_error", (path, payload)
         connection.close()
     answer = _client(proxy).chat.completions.create(model="m", messages=[{"role": "user", "content": "ok?"}])
     assert answer.choices[0].message.content

@@ -323,6 +323,7 @@ def _replay(
     policy: ReplayPolicy | None = None,
     allow_paths: Sequence[str] = (),
     allow_addresses: Sequence[str] = (),
+    external: Callable[[], Any] | None = None,
 ) -> ReplayResult:
     tid = original.trace_id
     mocks = callable_mocks(mocks)
@@ -394,6 +395,9 @@ def _replay(
         missing = unapproved(original, from_step, session.approval_budget)
         if missing:
             return _refused_before_start(session, original, store, missing, unfirewalled)
+    if external is not None:  # the agent runs in another process: nothing of it is loaded, guarded or confined
+        session.sandbox = EXTERNAL_SANDBOX
+        return _run_replay(session, original, external, store, lambda call: call(), call=_unguarded_call)
 
     spec = entrypoint or original.entrypoint or ""
     script = (original.snapshots.get("input") or {}).get("script")
@@ -518,6 +522,8 @@ def _run_replay(
     func: Callable[..., Any],
     store: Any,
     confined: Callable[[Callable[[], Any]], Any],
+    *,
+    call: Callable[[ReplaySession, Callable[..., Any], Any, Any], Any] | None = None,
 ) -> ReplayResult:
     inp = original.snapshots.get("input") or {}
     args = revive(inp.get("args") or [])
@@ -543,7 +549,7 @@ def _run_replay(
             # The agent's code only, never the engine's own work; the loaded run is kept out of the full
             # collections the recording sets off (see _gc).
             with gc_frozen():
-                confined(lambda: _guarded_call(session, func, args, kwargs))
+                confined(lambda: (call or _guarded_call)(session, func, args, kwargs))
         except ReplayInterrupt as stop:
             stopped = stop
         except Exception as exc:  # noqa: BLE001 - the agent raising is a result, compared with the original
@@ -600,6 +606,48 @@ def _run_replay(
 def _guarded_call(session: ReplaySession, func: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     with guard.agent_call(session):
         return call_entrypoint(func, args, kwargs)
+
+
+def _unguarded_call(session: ReplaySession, func: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    return func(*args, **kwargs)
+
+
+EXTERNAL_SANDBOX = "none: the agent runs in another process (its own effects are its own)"
+"""``sandbox`` of a replay whose agent runs elsewhere (:func:`replay_external`)."""
+
+
+def replay_external(
+    original: Run,
+    *,
+    mode: str | ReplayMode,
+    agent: Callable[[], Any],
+    actor: str | None = None,
+    reason: str | None = None,
+    store: Any = None,
+) -> ReplayResult:
+    """Replay a run whose agent runs in another process (an agent in any language against ``otel-replay
+    serve``): ``agent`` is called inside the replay's run and returns when that process is done; the calls it
+    records meanwhile through the recording API (a model call per request it serves) are matched and answered
+    as an in-process agent's would be, the replay is stored in ``store`` when it ends, and its result is the
+    one :func:`replay` returns. ``mode``: ``mock`` or ``deterministic``. Nothing is imported, guarded or
+    confined here: no agent code runs in this process."""
+    checked = _checked(mode, None, reason)
+    if checked not in (ReplayMode.MOCK, ReplayMode.DETERMINISTIC):
+        raise ReplayRefused(f"a replay of an agent in another process is mock or deterministic, not {checked.value}")
+    with revival.noting() as unregistered:
+        result = _replay(
+            original,
+            checked,
+            from_step=None,
+            approvals=(),
+            actor=actor,
+            reason=reason,
+            store=store,
+            entrypoint=None,
+            mocks=None,
+            external=agent,
+        )
+    return _with_notes(result, unregistered)
 
 
 def call_entrypoint(func: Callable[..., Any], args: Any, kwargs: Any) -> Any:

@@ -17,28 +17,22 @@ answer a bad request with a traceback (one JSON error and one line on stderr).
 from __future__ import annotations
 
 import http.client
-import json
-import logging
-import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 from .. import semconv
 from ..recording import begin_model_call, begin_tool_call, end_call
 from ..streams import redact_deltas
-from .endpoints import Endpoint, EventParser, asked, endpoint_for, envelope, returned
+from .endpoints import Endpoint, EventParser, asked, envelope, returned
+from .httpd import Handler, Server, json_or_none, stderr_line
+from .httpd import safely as _safe
 from .runs import WireRun, WireRuns
-
-log = logging.getLogger("otel_replay")
 
 INSTRUMENTATION: Final = "wire"
 """``otel_replay.step.instrumentation`` of the steps the wire commands record."""
-MAX_BODY: Final = 64 << 20
-"""Bytes a request body may hold."""
 _HOP_BY_HOP: Final = frozenset(
     {
         "connection",
@@ -96,6 +90,8 @@ class _Connections(threading.local):
 class Proxy:
     """The recording proxy: :meth:`serve` until :meth:`stop`."""
 
+    name = "otel-replay proxy"
+
     def __init__(
         self,
         upstreams: Mapping[str, Upstream],
@@ -103,36 +99,24 @@ class Proxy:
         *,
         host: str = "127.0.0.1",
         port: int = 8788,
-        warn: Callable[[str], None] | None = None,
+        warn: Callable[[str], None] = stderr_line,
     ) -> None:
         self.upstreams = dict(upstreams)
         self.runs = runs
-        self._warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.warn = warn
         self._connections = _Connections()
-        proxy = self
-
-        class Handler(_Handler):
-            owner = proxy
-
-        self.server = ThreadingHTTPServer((host, port), Handler)
-        self.server.daemon_threads = True
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        host = host.decode() if isinstance(host, bytes) else host
-        return f"http://{host}:{port}"
+        self.server = Server(self, host, port)
+        self.url = self.server.url
 
     def serve(self) -> None:
-        self.server.serve_forever(poll_interval=0.2)
+        self.server.serve()
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.stop()
 
     # ------------------------------------------------------------------------------------------- exchanges
 
-    def exchange(self, handler: _Handler, endpoint: Endpoint, body: bytes, request: dict[str, Any]) -> None:
+    def exchange(self, handler: Handler, endpoint: Endpoint, body: bytes, request: dict[str, Any]) -> None:
         """Forward one request, relay its answer, record both in the request's run."""
         upstream = self.upstreams.get(endpoint.provider)
         if upstream is None:
@@ -148,7 +132,7 @@ class Proxy:
 
     def _recorded(
         self,
-        handler: _Handler,
+        handler: Handler,
         endpoint: Endpoint,
         upstream: Upstream,
         headers: dict[str, str],
@@ -182,7 +166,7 @@ class Proxy:
             else:
                 payload = response.read()
                 handler.answer(status, reason, relayed, payload)
-                answer = _json(payload)
+                answer = json_or_none(payload)
                 if not 200 <= status < 300:
                     end_call(call, exc=UpstreamError(f"HTTP {status}: {payload[:2000].decode(errors='replace')}"))
                     return
@@ -193,7 +177,7 @@ class Proxy:
 
     def _relay_stream(
         self,
-        handler: _Handler,
+        handler: Handler,
         endpoint: Endpoint,
         response: http.client.HTTPResponse,
         status: int,
@@ -215,7 +199,7 @@ class Proxy:
                     if text.strip() == "[DONE]":
                         done = True
                         continue
-                    decoded = _json(text.encode())
+                    decoded = json_or_none(text.encode())
                     if decoded is not None:
                         chunks.append(decoded)
             handler.end_stream()
@@ -267,107 +251,9 @@ class Proxy:
             end_call(step, result=result)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    """One connection of a client: its requests, one at a time."""
-
-    owner: Proxy
-    protocol_version = "HTTP/1.1"
-    server_version = "otel-replay-proxy"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        return  # one line per failure instead (fail)
-
-    def do_POST(self) -> None:
-        try:
-            endpoint = endpoint_for(self.path)
-            if endpoint is None:
-                self.fail(404, f"no such endpoint: POST {self.path[:200]} (the proxy serves {_served()})")
-                return
-            length = self.headers.get("Content-Length")
-            if length is None or not length.isdigit() or int(length) > MAX_BODY:
-                self.fail(411 if length is None else 413, "the request needs a Content-Length of at most 64 MiB")
-                return
-            body = self.rfile.read(int(length))
-            request = _json(body)
-            if not isinstance(request, dict):
-                self.fail(400, f"the body of POST {endpoint.path} is not a JSON object")
-                return
-            self.owner.exchange(self, endpoint, body, request)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
-        except Exception as exc:  # one line, never a traceback
-            log.debug("otel-replay proxy: request failed", exc_info=True)
-            self.fail(500, f"the proxy failed: {type(exc).__name__}: {exc}")
-
-    def do_GET(self) -> None:
-        self.fail(405, f"the proxy serves POST only ({_served()})")
-
-    def do_PUT(self) -> None:
-        self.do_GET()
-
-    def do_DELETE(self) -> None:
-        self.do_GET()
-
-    def do_PATCH(self) -> None:
-        self.do_GET()
-
-    # ------------------------------------------------------------------------------------------- answers
-
-    def fail(self, status: int, message: str) -> None:
-        """An error answer in the providers' shape, and one line on stderr."""
-        self.owner._warn(f"otel-replay proxy: {status}: {message}")
-        payload = json.dumps({"error": {"type": "otel_replay_proxy_error", "message": message}}).encode()
-        try:
-            self.answer(status, None, [("Content-Type", "application/json")], payload)
-        except OSError:
-            self.close_connection = True
-
-    def answer(self, status: int, reason: str | None, headers: list[tuple[str, str]], payload: bytes) -> None:
-        self.send_response(status, reason)
-        for key, value in headers:
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-        self.wfile.flush()
-
-    def start_stream(self, status: int, reason: str | None, headers: list[tuple[str, str]]) -> None:
-        self.send_response(status, reason)
-        for key, value in headers:
-            self.send_header(key, value)
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        self.wfile.flush()
-
-    def stream(self, data: bytes) -> None:
-        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-        self.wfile.flush()
-
-    def end_stream(self) -> None:
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
-
-
-def _served() -> str:
-    from .endpoints import ENDPOINTS
-
-    return ", ".join(f"POST {path}" for path in ENDPOINTS)
-
-
-def _json(data: bytes) -> Any:
-    try:
-        return json.loads(data)
-    except ValueError:
-        return None
-
-
 def _safely(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)``, or None (logged) when it raises: recording never fails a request."""
-    try:
-        return fn(*args, **kwargs)
-    except Exception:
-        log.warning("otel-replay proxy: could not %s", what, exc_info=True)
-        return None
+    return _safe(Proxy.name, what, fn, *args, **kwargs)
 
 
 __all__ = ["INSTRUMENTATION", "Proxy", "Upstream", "UpstreamError"]
