@@ -27,7 +27,7 @@ from .lab import lab_command
 from .listing import KindFilter, StatusFilter, render_run, runs_command, show_command
 from .outcome import agent_error_line
 from .replaying import ModeChoice, ToolModeChoice, replay_command, replay_session_command, replay_tool_command
-from .wire import proxy_command
+from .wire import proxy_command, serve_command
 
 __all__ = [
     "EXIT_ERROR",
@@ -64,6 +64,7 @@ __all__ = [
     "replay_tool_command",
     "replaying",
     "runs_command",
+    "serve_command",
     "show_command",
     "version",
     "wire",

@@ -1,10 +1,12 @@
-"""``otel-replay proxy``: the recording proxy for agents in any language (:mod:`otel_replay.wire.proxy`).
+"""``otel-replay proxy`` and ``otel-replay serve``: the recording proxy and the replay server for agents in any
+language (:mod:`otel_replay.wire`).
 
 It must never bind anything but loopback unless ``--host`` is given, or import the wire package at module level.
 """
 
 from __future__ import annotations
 
+import enum
 import os
 import signal
 import sys
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import typer
 
-from .app import app, fail, handled
+from .app import STORE_HELP, app, fail, handled, open_store, print_json
 
 READY_HELP = "Write the base URL to FILE once listening (for scripts and tests)."
 
@@ -80,3 +82,64 @@ def _write_ready(path: str, url: str) -> None:
     partial = target.with_name(f".{target.name}.{os.getpid()}")
     partial.write_text(url + "\n", encoding="utf-8")
     os.replace(partial, target)
+
+
+class ServeMode(str, enum.Enum):
+    mock = "mock"
+    deterministic = "deterministic"
+
+
+@app.command("serve")
+@handled
+def serve_command(
+    trace_id: str = typer.Argument(..., help="Trace id of the recorded run whose answers to serve."),
+    mode: ServeMode = typer.Option(
+        ServeMode.deterministic,
+        "--mode",
+        help="deterministic (a changed request is answered with 409) or mock (answered in order).",
+    ),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (loopback unless given)."),
+    port: int = typer.Option(8788, "--port", min=0, max=65535, help="Port to listen on (0: any free port)."),
+    ready_file: str | None = typer.Option(None, "--ready-file", metavar="FILE", help=READY_HELP),
+    exit_after_s: float | None = typer.Option(
+        None, "--exit-after-s", min=0.0, help="End the replay after this many seconds, whatever the agent did."
+    ),
+    actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
+    reason: str | None = typer.Option(None, "--reason", help="Why (kept in the audit)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (the document of replay --json)."),
+    store_url: str | None = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
+    """Replay a recorded run to an agent in any language: serve its recorded model answers on the endpoints the
+    proxy records, until the agent has made as many calls; exit 0 matched, 1 diverged, 2 refused."""
+    from ..records import parse_trace_id
+    from ..replay.engine import replay_external
+    from ..wire.serve import ReplayServer
+    from .outcome import exit_for, render_result
+
+    tid = parse_trace_id(trace_id)
+    with open_store(store_url) as store:
+        original = store.load_run(tid)
+        try:
+            server = ReplayServer(
+                original,
+                host=host,
+                port=port,
+                exit_after_s=exit_after_s,
+                ready=lambda url: _announce(url, ready_file),
+            )
+        except OSError as exc:
+            fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: server.stop())
+        result = replay_external(original, mode=mode.value, agent=server.run, actor=actor, reason=reason, store=store)
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        render_result(result)
+    exit_for(result)
+
+
+def _announce(url: str, ready_file: str | None) -> None:
+    if ready_file:
+        _write_ready(ready_file, url)
+    print(f"otel-replay serve listening on {url}", file=sys.stderr, flush=True)

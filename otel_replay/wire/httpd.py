@@ -112,10 +112,11 @@ class Handler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------------------------------------- answers
 
     def fail(self, status: int, message: str, **extra: Any) -> None:
-        """An error answer in the providers' shape (``extra`` added to the body), and one line on stderr."""
+        """An error answer in the providers' shape (``extra`` added to its ``error`` object, where the SDKs hand
+        it to the caller), and one line on stderr."""
         self.owner.warn(f"{self.owner.name}: {status}: {message}")
         error_type = "otel_replay_divergence" if status == 409 else "otel_replay_error"
-        payload = json.dumps({"error": {"type": error_type, "message": message}, **extra}).encode()
+        payload = json.dumps({"error": {"type": error_type, "message": message, **extra}}).encode()
         try:
             self.answer(status, None, [("Content-Type", "application/json")], payload)
         except OSError:

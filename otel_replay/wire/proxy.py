@@ -23,16 +23,14 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from .. import semconv
-from ..recording import begin_model_call, begin_tool_call, end_call
+from ..recording import end_call
 from ..streams import redact_deltas
-from .endpoints import Endpoint, EventParser, asked, envelope, returned
+from .endpoints import Endpoint, EventParser, asked, envelope
 from .httpd import Handler, Server, json_or_none, stderr_line
 from .httpd import safely as _safe
+from .recorded import INSTRUMENTATION, begin_model, observe
 from .runs import WireRun, WireRuns
 
-INSTRUMENTATION: Final = "wire"
-"""``otel_replay.step.instrumentation`` of the steps the wire commands record."""
 _HOP_BY_HOP: Final = frozenset(
     {
         "connection",
@@ -140,17 +138,8 @@ class Proxy:
         request: dict[str, Any],
         run: WireRun,
     ) -> None:
-        self._observed(endpoint, request, run)
-        model = request.get("model")
-        call = _safely(
-            "begin the model step",
-            begin_model_call,
-            endpoint.step,
-            request,
-            provider=endpoint.provider,
-            model=model if isinstance(model, str) else None,
-            instrumentation=INSTRUMENTATION,
-        )
+        observe(self.name, endpoint, request, run.pending, run.lock)
+        call = begin_model(self.name, endpoint, request)
         try:
             response = self._forward(upstream, endpoint, headers, body)
         except OSError as exc:
@@ -233,22 +222,6 @@ class Proxy:
                 if attempt == 2:
                     raise
         raise OSError("unreachable")  # pragma: no cover - the loop returns or raises
-
-    def _observed(self, endpoint: Endpoint, request: dict[str, Any], run: WireRun) -> None:
-        """Tool steps for the calls of the run's earlier answers whose results this request sends back."""
-        results = returned(endpoint, request)
-        with run.lock:
-            answered = [(c, results[c.call_id]) for c in run.pending.values() if c.call_id in results]
-            for done, _ in answered:
-                del run.pending[done.call_id]
-        for tool, result in answered:
-            arguments = tool.arguments if isinstance(tool.arguments, dict) else {"arguments": tool.arguments}
-            step = _safely(
-                "begin an observed tool step", begin_tool_call, tool.name, arguments, instrumentation=INSTRUMENTATION
-            )
-            if step is not None:
-                _safely("mark the step", step.step.span.set_attribute, semconv.TOOL_OBSERVED, True)
-            end_call(step, result=result)
 
 
 def _safely(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

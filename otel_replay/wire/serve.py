@@ -1,0 +1,163 @@
+"""The replay server (``otel-replay serve TRACE_ID``): an agent in any language, pointed at it, gets the recorded
+run's answers, and the exchange is a replay like any other.
+
+Why it exists: the recording proxy records agents otel-replay cannot run; this serves their recorded model
+answers back, by trace id, to the same three endpoints, streamed exactly as recorded when the client streams.
+The server is the replay's agent (:func:`otel_replay.replay.engine.replay_external`): each request it serves is
+a model step of the replay run, matched and answered by the replay session (``mock``: in order whatever was
+asked, the differences kept; ``deterministic``: a request that differs from the recorded one stops the replay
+and is answered with HTTP 409 and the divergence), and the tool results the agent sends back are observed tool
+steps, compared with the recorded ones. The replay ends when the agent has made as many model calls as were
+recorded (or on :meth:`ReplayServer.stop`, or after ``exit_after_s``), and is stored, audited and diffed as any.
+
+What it must never do: answer a call from the recording after the replay stopped, restore a redacted value, or
+answer a bad request with a traceback.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import threading
+from collections.abc import Callable
+from typing import Any, Final
+
+from ..recording import ReplayInterrupt, current_replay, end_call
+from ..runs import Run
+from .endpoints import DONE_FRAME, STREAM_ENVELOPE, Endpoint, ToolCall, asked, frame
+from .httpd import Handler, Server, stderr_line
+from .recorded import begin_model, observe
+
+STOPPED: Final = "the replay stopped"
+
+
+class ReplayServer:
+    """Serves one recorded run's model answers; :meth:`run` is the replay's agent."""
+
+    name = "otel-replay serve"
+
+    def __init__(
+        self,
+        original: Run,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8788,
+        exit_after_s: float | None = None,
+        ready: Callable[[str], None] | None = None,
+        warn: Callable[[str], None] = stderr_line,
+    ) -> None:
+        self.expected = sum(1 for s in original.steps if s.kind == "model")
+        """Model calls the recording has: the replay ends when the agent has made as many."""
+        self.exit_after_s = exit_after_s
+        self.warn = warn
+        self._ready = ready
+        self.server = Server(self, host, port)
+        self.url = self.server.url
+        self.done = threading.Event()
+        self.answered = 0
+        self.stopped: dict[str, Any] | None = None
+        """The divergence that stopped the replay (answered to every later call), or None."""
+        self.pending: dict[str, ToolCall] = {}
+        self._lock = threading.Lock()
+        self._context: contextvars.Context | None = None
+
+    # --------------------------------------------------------------------------------------------- agent
+
+    def run(self) -> None:
+        """Serve until the replay is done (called by the replay engine, inside the replay's run)."""
+        self._context = contextvars.copy_context()
+        thread = threading.Thread(target=self.server.serve, name="otel-replay-serve", daemon=True)
+        thread.start()
+        if self._ready is not None:
+            self._ready(self.url)
+        try:
+            if self.expected:
+                self.done.wait(self.exit_after_s)
+        finally:
+            self.server.stop()
+            thread.join(timeout=5)
+
+    def stop(self) -> None:
+        """End the replay now (SIGINT, SIGTERM): the calls not made are missing."""
+        self.done.set()
+
+    # ------------------------------------------------------------------------------------------ requests
+
+    def exchange(self, handler: Handler, endpoint: Endpoint, body: bytes, request: dict[str, Any]) -> None:
+        if self._context is None or self.done.is_set():
+            handler.fail(409, f"{STOPPED}: it is over", divergence=self.stopped)
+            return
+        if self.stopped is not None:
+            handler.fail(409, f"{STOPPED} at step {self.stopped.get('step')}", divergence=self.stopped)
+            return
+        self._context.copy().run(self._answer, handler, endpoint, request)
+
+    def _answer(self, handler: Handler, endpoint: Endpoint, request: dict[str, Any]) -> None:
+        try:
+            observe(self.name, endpoint, request, self.pending, self._lock)
+            call = begin_model(self.name, endpoint, request)
+        except ReplayInterrupt as stop:
+            self._stop(handler, stop)
+            return
+        served = call.served if call is not None else None
+        if served is None:
+            end_call(call)
+            handler.fail(500, "the replay did not answer this call")
+            return
+        if served.error is not None:
+            end_call(call, exc=served.error)
+            self._recorded_error(handler, served.error)
+        else:
+            end_call(call, result=served.value)
+            self._respond(handler, endpoint, request, served.value)
+            calls = asked(endpoint, served.value)
+            with self._lock:
+                self.pending.update({c.call_id: c for c in calls})
+        with self._lock:
+            self.answered += 1
+            if self.answered >= self.expected:
+                self.done.set()
+
+    def _stop(self, handler: Handler, stop: ReplayInterrupt) -> None:
+        """A call the replay could not answer from the recording: the replay stops here (409)."""
+        session = current_replay.get()
+        divergences = list(getattr(session, "divergences", ()) or ())
+        last = divergences[-1] if divergences else None
+        body = {
+            "step": getattr(last, "step_index", None),
+            "kind": getattr(last, "kind", "unanswerable"),
+            "reason": getattr(last, "reason", str(stop)),
+            "diff": getattr(last, "diff", None),
+        }
+        with self._lock:
+            if self.stopped is None:
+                self.stopped = body
+        handler.fail(409, f"{STOPPED}: {body['reason']}", divergence=body)
+        self.done.set()  # no later call is answered from the recording
+
+    def _respond(self, handler: Handler, endpoint: Endpoint, request: dict[str, Any], value: Any) -> None:
+        """The recorded answer as the client asked for it: its events when it streams, else one JSON body."""
+        streamed = isinstance(value, dict) and STREAM_ENVELOPE in value
+        if request.get("stream"):
+            if not streamed:
+                handler.fail(409, "the recorded call was not streamed and this one asks for a stream")
+                return
+            handler.start_stream(200, None, [("Content-Type", "text/event-stream")])
+            for chunk in value.get("chunks") or ():
+                handler.stream(frame(endpoint, chunk))
+            if endpoint.step == "openai.chat.completions":
+                handler.stream(DONE_FRAME)
+            handler.end_stream()
+            return
+        body = value.get("response") if streamed else value
+        payload = json.dumps(body, ensure_ascii=False, default=str).encode()
+        handler.answer(200, None, [("Content-Type", "application/json")], payload)
+
+    def _recorded_error(self, handler: Handler, error: BaseException) -> None:
+        """The error the recorded call ended with: the upstream's status and body when it answered one."""
+        text = str(error)
+        status, _, rest = text.partition(": ")
+        if status.startswith("HTTP ") and status[5:].isdigit():
+            handler.answer(int(status[5:]), None, [("Content-Type", "application/json")], rest.encode())
+            return
+        handler.fail(502, f"the recorded call failed: {type(error).__name__}: {text[:500]}")
