@@ -33,6 +33,7 @@ lint: $(STAMP)
 
 test: lint
 	@sh scripts/ensure-chromium
+	@sh scripts/ensure-node-packages
 	@# the suite starts hundreds of CLI and agent processes; with PYTHONDONTWRITEBYTECODE set none of them
 	@# would cache the package's bytecode, and each would compile it again (~0.2 s per process)
 	$(BIN)/python -m compileall -q otel_replay

@@ -16,6 +16,11 @@ ALLOWED: Final[tuple[tuple[str, str], ...]] = (
         r"^the failing writer finds files via /proc$",
         "the store-unavailable fault tests find the writer's open files in /proc, which only Linux has",
     ),
+    (
+        r"^Node\.js \(node and npm\) is not on this machine$",
+        "the TypeScript agents of tests/any_language/ run on the machine's Node.js, which make test installs where "
+        "it can (root with apt-get); CI requires it (OTEL_REPLAY_REQUIRE_NODE=1)",
+    ),
     (r"^needs os\.fork$", "a fork while a lock is held can only be tested where os.fork exists (not on Windows)"),
     (
         r"^tomllib is in the standard library from Python 3\.11 on$",
