@@ -47,6 +47,7 @@ BENCHMARKS = (
     "runs_listing",
     "start_time",
     "cli_start",
+    "wire_proxy",
 )
 
 

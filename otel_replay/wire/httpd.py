@@ -36,6 +36,18 @@ class Owner(Protocol):
     def warn(self, line: str) -> None: ...
 
 
+class _Threading(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: Owner
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that failed outside a request (a client that went away between two requests): no
+        traceback; one line for anything but a reset."""
+        error = sys.exc_info()[1]
+        if not isinstance(error, (ConnectionError, TimeoutError)):
+            self.owner.warn(f"{self.owner.name}: a connection failed: {type(error).__name__}: {error}")
+
+
 class Server:
     """A threaded HTTP server for ``owner`` on ``host:port`` (port 0: any free one)."""
 
@@ -44,8 +56,8 @@ class Server:
             pass
 
         Bound.owner = owner
-        self.httpd = ThreadingHTTPServer((host, port), Bound)
-        self.httpd.daemon_threads = True
+        self.httpd = _Threading((host, port), Bound)
+        self.httpd.owner = owner
 
     @property
     def url(self) -> str:
@@ -71,6 +83,7 @@ class Handler(BaseHTTPRequestHandler):
     owner: Owner
     protocol_version = "HTTP/1.1"
     server_version = "otel-replay"
+    disable_nagle_algorithm = True  # headers, body and each stream event go out as written: no 40 ms ACK wait
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         return  # one line per failure instead (fail)

@@ -138,14 +138,21 @@ class Proxy:
         request: dict[str, Any],
         run: WireRun,
     ) -> None:
-        observe(self.name, endpoint, request, run.pending, run.lock)
-        call = begin_model(self.name, endpoint, request)
+        begun: list[Any] = []
+
+        def record() -> None:  # while the upstream works on the request: it costs the client no time
+            if not begun:
+                observe(self.name, endpoint, request, run.pending, run.lock)
+                begun.append(begin_model(self.name, endpoint, request))
+
         try:
-            response = self._forward(upstream, endpoint, headers, body)
+            response = self._forward(upstream, endpoint, headers, body, record)
         except OSError as exc:
-            end_call(call, exc=exc)
+            record()
+            end_call(begun[0], exc=exc)
             handler.fail(502, f"the {endpoint.provider} upstream could not be reached: {type(exc).__name__}: {exc}")
             return
+        call = begun[0]
         with response:
             status, reason = response.status, response.reason
             relayed = [(k, v) for k, v in response.getheaders() if k.lower() not in _HOP_BY_HOP]
@@ -202,10 +209,15 @@ class Proxy:
         return answer
 
     def _forward(
-        self, upstream: Upstream, endpoint: Endpoint, headers: dict[str, str], body: bytes
+        self,
+        upstream: Upstream,
+        endpoint: Endpoint,
+        headers: dict[str, str],
+        body: bytes,
+        meanwhile: Callable[[], None],
     ) -> http.client.HTTPResponse:
         """The upstream's response to the request (a kept-alive connection, opened again once if it was
-        closed meanwhile)."""
+        closed meanwhile); ``meanwhile`` runs once the request is sent, before the response is read."""
         path = upstream.path + endpoint.suffix
         sent = {**headers, "Host": upstream.host if upstream.port in (80, 443) else f"{upstream.host}:{upstream.port}"}
         sent["Content-Length"] = str(len(body))
@@ -215,6 +227,7 @@ class Proxy:
                 connection = self._connections.open[upstream] = upstream.connect()
             try:
                 connection.request("POST", path, body=body, headers=sent)
+                meanwhile()
                 return connection.getresponse()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 connection.close()
