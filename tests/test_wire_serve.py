@@ -154,3 +154,40 @@ def test_serve_refuses_a_trace_it_does_not_have(home: Path) -> None:
     )
     assert out.returncode == 2 and out.stderr.startswith("error: ") and "Traceback" not in out.stderr
     _ = anthropic  # the Anthropic client is exercised by test_wire_proxy.py
+
+
+def test_then_live_forwards_exactly_the_calls_after_the_divergence(recorded: Any, tmp_path: Path) -> None:
+    """``--then-live``: the call that diverged and every later one go to the upstream (a partial replay); the
+    calls before it were answered from the recording. The replay ends on SIGTERM."""
+    trace_id, _, _ = recorded
+    with FakeLLMServer() as live:
+        server, url = _serve(
+            trace_id,
+            tmp_path,
+            "--then-live",
+            "--openai-upstream",
+            live.openai_url,
+            "--reason",
+            "try the terse prompt for real",
+        )
+        answer = agent(url + "/v1", system="You are a terse weather bot.")
+        assert answer.startswith("The weather: ")  # the live upstream's answer, after its own tool call
+        assert [path for path, _ in live.requests] == ["/v1/chat/completions"] * 2  # both calls went live
+        server.send_signal(signal.SIGTERM)
+        out, err = server.communicate(timeout=WAIT)
+    result = json.loads(out)
+    assert server.returncode == 1 and result["outcome"] == "diverged", err
+    assert result["first_divergence"]["step_index"] == 0
+    assert any("--then-live: 2 calls" in note for note in result["notes"]), result["notes"]
+
+
+def test_then_live_needs_an_upstream_and_a_reason(recorded: Any) -> None:
+    trace_id, _, _ = recorded
+    for extra, needle in (([], "--openai-upstream"), (["--openai-upstream", "http://127.0.0.1:9/v1"], "--reason")):
+        out = subprocess.run(
+            [sys.executable, "-m", "otel_replay.cli", "serve", trace_id, "--then-live", *extra],
+            capture_output=True,
+            text=True,
+            timeout=WAIT,
+        )
+        assert out.returncode == 2 and needle in out.stderr and "Traceback" not in out.stderr, out.stderr

@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -41,14 +42,10 @@ def proxy_command(
     """Record agents in any language at their model wire: forward chat completions, Responses and Messages
     requests to the real API and record each exchange as a model step (docs/any-language.md)."""
     from ..exporting.setup import flush
-    from ..wire.proxy import Proxy, Upstream
+    from ..wire.proxy import Proxy
     from ..wire.runs import WireRuns
 
-    upstreams = {}
-    if openai_upstream:
-        upstreams["openai"] = Upstream.parse(openai_upstream, "--openai-upstream")
-    if anthropic_upstream:
-        upstreams["anthropic"] = Upstream.parse(anthropic_upstream, "--anthropic-upstream")
+    upstreams = _upstreams(openai_upstream, anthropic_upstream)
     if not upstreams:
         fail("give --openai-upstream URL, --anthropic-upstream URL or both: the proxy forwards to them")
 
@@ -74,6 +71,18 @@ def proxy_command(
     proxy.stop()
     runs.close_all()
     flush()
+
+
+def _upstreams(openai_upstream: str | None, anthropic_upstream: str | None) -> dict[str, Any]:
+    """The upstreams given, by provider (a bad URL is refused with the option's name)."""
+    from ..wire.forward import Upstream
+
+    upstreams: dict[str, Any] = {}
+    if openai_upstream:
+        upstreams["openai"] = Upstream.parse(openai_upstream, "--openai-upstream")
+    if anthropic_upstream:
+        upstreams["anthropic"] = Upstream.parse(anthropic_upstream, "--anthropic-upstream")
+    return upstreams
 
 
 def _write_ready(path: str, url: str) -> None:
@@ -104,8 +113,20 @@ def serve_command(
     exit_after_s: float | None = typer.Option(
         None, "--exit-after-s", min=0.0, help="End the replay after this many seconds, whatever the agent did."
     ),
+    then_live: bool = typer.Option(
+        False,
+        "--then-live",
+        help="Forward every call after the first divergence, or past the recording, to the real API "
+        "(needs an upstream and --reason; the replay then ends on SIGINT/SIGTERM or --exit-after-s).",
+    ),
+    openai_upstream: str | None = typer.Option(
+        None, "--openai-upstream", help="With --then-live: the OpenAI API's base URL (https://api.openai.com/v1)."
+    ),
+    anthropic_upstream: str | None = typer.Option(
+        None, "--anthropic-upstream", help="With --then-live: the Anthropic API's base URL."
+    ),
     actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
-    reason: str | None = typer.Option(None, "--reason", help="Why (kept in the audit)."),
+    reason: str | None = typer.Option(None, "--reason", help="Why (kept in the audit; required with --then-live)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (the document of replay --json)."),
     store_url: str | None = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
@@ -113,10 +134,21 @@ def serve_command(
     proxy records, until the agent has made as many calls; exit 0 matched, 1 diverged, 2 refused."""
     from ..records import parse_trace_id
     from ..replay.engine import replay_external
+    from ..wire.forward import Forwarder
     from ..wire.serve import ReplayServer
     from .outcome import exit_for, render_result
 
     tid = parse_trace_id(trace_id)
+    upstreams = _upstreams(openai_upstream, anthropic_upstream)
+    live = None
+    if then_live:
+        if not upstreams:
+            fail("--then-live forwards calls to the real API: give --openai-upstream, --anthropic-upstream or both")
+        if not (reason or "").strip():
+            fail("--then-live makes real calls: say why with --reason (it is kept in the audit)")
+        live = Forwarder(ReplayServer.name, upstreams)
+    elif upstreams:
+        fail("--openai-upstream and --anthropic-upstream are for --then-live: give it too, or leave them out")
     with open_store(store_url) as store:
         original = store.load_run(tid)
         try:
@@ -126,6 +158,7 @@ def serve_command(
                 port=port,
                 exit_after_s=exit_after_s,
                 ready=lambda url: _announce(url, ready_file),
+                then_live=live,
             )
         except OSError as exc:
             fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")

@@ -25,6 +25,7 @@ from typing import Any, Final
 from ..recording import ReplayInterrupt, current_replay, end_call
 from ..runs import Run
 from .endpoints import DONE_FRAME, STREAM_ENVELOPE, Endpoint, ToolCall, asked, frame
+from .forward import Forwarder
 from .httpd import Handler, Server, stderr_line
 from .recorded import begin_model, observe
 
@@ -45,6 +46,7 @@ class ReplayServer:
         exit_after_s: float | None = None,
         ready: Callable[[str], None] | None = None,
         warn: Callable[[str], None] = stderr_line,
+        then_live: Forwarder | None = None,
     ) -> None:
         self.expected = sum(1 for s in original.steps if s.kind == "model")
         """Model calls the recording has: the replay ends when the agent has made as many."""
@@ -60,6 +62,9 @@ class ReplayServer:
         self.pending: dict[str, ToolCall] = {}
         self._lock = threading.Lock()
         self._context: contextvars.Context | None = None
+        self.then_live = then_live
+        """Where the calls go once the recording cannot answer them (``--then-live``), or None (409)."""
+        self.forwarded = 0
 
     # --------------------------------------------------------------------------------------------- agent
 
@@ -71,11 +76,19 @@ class ReplayServer:
         if self._ready is not None:
             self._ready(self.url)
         try:
-            if self.expected:
+            if self.expected or self.then_live is not None:
                 self.done.wait(self.exit_after_s)
         finally:
             self.server.stop()
             thread.join(timeout=5)
+        session = current_replay.get()
+        if self.forwarded and session is not None:
+            where = (
+                f"after the replay stopped at step {self.stopped.get('step')}" if self.stopped else "past the recording"
+            )
+            session.notes.append(
+                f"--then-live: {self.forwarded} call{'s' if self.forwarded != 1 else ''} {where} went to the real API"
+            )
 
     def stop(self) -> None:
         """End the replay now (SIGINT, SIGTERM): the calls not made are missing."""
@@ -87,17 +100,36 @@ class ReplayServer:
         if self._context is None or self.done.is_set():
             handler.fail(409, f"{STOPPED}: it is over", divergence=self.stopped)
             return
+        if self.then_live is not None and (self.stopped is not None or self.answered >= self.expected):
+            self._live(handler, endpoint, body, request)
+            return
         if self.stopped is not None:
             handler.fail(409, f"{STOPPED} at step {self.stopped.get('step')}", divergence=self.stopped)
             return
-        self._context.copy().run(self._answer, handler, endpoint, request)
+        self._context.copy().run(self._answer, handler, endpoint, request, body)
 
-    def _answer(self, handler: Handler, endpoint: Endpoint, request: dict[str, Any]) -> None:
+    def _live(self, handler: Handler, endpoint: Endpoint, body: bytes, request: dict[str, Any]) -> None:
+        """``--then-live``: the call goes to the real API, recorded in the replay's run as it would be while
+        recording (the replay session answers nothing more)."""
+        assert self.then_live is not None and self._context is not None
+        forwarder = self.then_live
+
+        def forward() -> None:
+            current_replay.set(None)  # in this copy of the context only
+            forwarder.exchange(handler, endpoint, body, request, self.pending, self._lock)
+
+        with self._lock:
+            self.forwarded += 1
+        self._context.copy().run(forward)
+
+    def _answer(self, handler: Handler, endpoint: Endpoint, request: dict[str, Any], body: bytes) -> None:
         try:
             observe(self.name, endpoint, request, self.pending, self._lock)
             call = begin_model(self.name, endpoint, request)
         except ReplayInterrupt as stop:
             self._stop(handler, stop)
+            if self.then_live is not None:  # the call the recording could not answer goes to the real API
+                self._live(handler, endpoint, body, request)
             return
         served = call.served if call is not None else None
         if served is None:
@@ -115,7 +147,7 @@ class ReplayServer:
                 self.pending.update({c.call_id: c for c in calls})
         with self._lock:
             self.answered += 1
-            if self.answered >= self.expected:
+            if self.answered >= self.expected and self.then_live is None:
                 self.done.set()
 
     def _stop(self, handler: Handler, stop: ReplayInterrupt) -> None:
@@ -132,6 +164,8 @@ class ReplayServer:
         with self._lock:
             if self.stopped is None:
                 self.stopped = body
+        if self.then_live is not None:
+            return  # the call and every later one go to the real API until the replay is ended
         handler.fail(409, f"{STOPPED}: {body['reason']}", divergence=body)
         self.done.set()  # no later call is answered from the recording
 
