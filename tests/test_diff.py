@@ -320,7 +320,7 @@ def test_to_dict_is_json_ready_with_the_seven_sections(tmp_path: Path) -> None:
     assert (
         list(data["sections"])
         == list(SECTIONS)
-        == ["output", "state", "tools", "citations", "cost", "latency", "safety"]
+        == ["output", "state", "requests", "tools", "citations", "cost", "latency", "safety"]
     )
     for section in data["sections"].values():
         assert set(section) == {"changed", "summary", "details"}

@@ -26,7 +26,7 @@ import otel_replay as orp
 
 TESTS_DIR = Path(__file__).resolve().parent
 SCHEMA_PATH = TESTS_DIR.parent / "docs" / "diff.schema.json"
-SECTIONS = ["output", "state", "tools", "citations", "cost", "latency", "safety"]
+SECTIONS = ["output", "state", "requests", "tools", "citations", "cost", "latency", "safety"]
 
 
 # ---------------------------------------------------------------------------------- the validator

@@ -32,6 +32,7 @@ from otel_replay.lab.model import LabResult, PairResult
 from otel_replay.lab.render import print_lab
 from otel_replay.lab.scoring import pair_result
 from otel_replay.lab.summary import summarize
+from otel_replay.replay.diff import SECTIONS
 from otel_replay.replay.engine import ReplayResult, replay
 from otel_replay.replay.matching.divergence import Divergence
 from otel_replay.replay.matching.sentdiff import request_diff
@@ -181,7 +182,7 @@ def test_unchanged_code_matches_everywhere_and_passes_the_gate(cohort: Cohort) -
         assert pair.cost_usd["original"] == pair.cost_usd["replay"] is not None
         assert pair.latency_ms["original"] > 0 and pair.latency_ms["replay"] > 0
         assert pair.tape == {"unused": [], "drift": [], "refused": [], "injected": []}
-        assert set(pair.diff or {}) == {"output", "state", "tools", "citations", "cost", "latency", "safety"}
+        assert set(pair.diff or {}) == set(SECTIONS)
         assert pair.steps["original"] == pair.steps["replay"] == len(cohort.originals[pair.original_trace_id].steps)
     text = terminal_text(lab)
     assert "gates (--fail-if)" in text and "FAIL" not in text and "lab failed" not in text

@@ -36,7 +36,7 @@ RESULT_KEYS = {
     "reason",
     "diff",
 }
-SECTIONS = {"output", "state", "tools", "citations", "cost", "latency", "safety"}
+SECTIONS = {"output", "state", "requests", "tools", "citations", "cost", "latency", "safety"}
 AUDIT_KEYS = {
     "at",
     "actor",

@@ -77,7 +77,9 @@ def test_show_replay_and_diff_write_html_reports(home: Path, tmp_path: Path) -> 
 
     diff_page = tmp_path / "diff.html"
     out = cli(home, "diff", original, result["replay_trace_id"], "--html", str(diff_page))
-    assert out.returncode == 0 and diff_page.stat().st_size > 0  # answered from the recording: same calls, output
+    # answered from the recording: same calls and output, but the variant's prompt changed (requests)
+    assert out.returncode == 1 and diff_page.stat().st_size > 0
+    assert "v2 | refund order A1" in diff_page.read_text(encoding="utf-8")
     assert result["replay_trace_id"] in diff_page.read_text(encoding="utf-8")
 
     out = cli(home, "show", original, "--html", str(tmp_path / "no" / "such" / "dir" / "r.html"))

@@ -114,8 +114,8 @@ def test_a_served_recording_gives_the_agent_the_same_run(recorded: Any, tmp_path
         text=True,
         timeout=WAIT,
     )
-    sections = json.loads(diff.stdout)["sections"]
-    assert {name: s["changed"] for name, s in sections.items()}["tools"] is False
+    sections = json.loads(diff.stdout)["diff"]
+    assert not sections["tools"]["changed"] and not sections["requests"]["changed"], sections["requests"]
     audit = subprocess.run(
         [sys.executable, "-m", "otel_replay.cli", "audit", "--json"], capture_output=True, text=True, timeout=WAIT
     )
@@ -136,6 +136,15 @@ def test_a_changed_prompt_gets_a_409_with_the_divergence_and_the_replay_diverges
     assert server.returncode == 1, err
     result = json.loads(out)
     assert result["outcome"] == "diverged" and result["first_divergence"]["kind"] == "request"
+    diff = subprocess.run(
+        [sys.executable, "-m", "otel_replay.cli", "diff", trace_id, result["replay_trace_id"], "--json"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
+    requests = json.loads(diff.stdout)["diff"]["requests"]  # otel-replay diff shows the prompt change
+    (changed,) = requests["details"]["changed"]
+    assert changed["a_index"] == 0 and '-      "content": "You are a weather bot."' in changed["diff"], changed
 
 
 def test_mock_answers_in_order_whatever_was_asked(recorded: Any, tmp_path: Path) -> None:

@@ -113,9 +113,13 @@ def begin_call(step: Step, state: dict[str, Any], key: str | None) -> Call:
                     f"({type(exc).__name__}: {exc}); nothing was executed"
                 )
             )
-            record_exception(step.run.rt, step.span, stop, f"{step.kind.value}.replay")
             step.span.set_attribute(semconv.REPLAY_SERVED, "refused")
-            finish_step(step, failed=True, step_token=call.tokens[0], ctx_token=call.tokens[1])
+            end = state.get("end")
+            if callable(end):  # its snapshot too: what the refused call sent (the diff of the stored replay shows it)
+                end(call, exc=stop)
+            else:
+                record_exception(step.run.rt, step.span, stop, f"{step.kind.value}.replay")
+                finish_step(step, failed=True, step_token=call.tokens[0], ctx_token=call.tokens[1])
             raise stop from (None if stop is exc else exc)
         step.span.set_attribute(semconv.REPLAY_SERVED, call.served.how if call.served else "executed")
         if call.served is None:

@@ -5,6 +5,7 @@ returns a frozen :class:`RunDiff` with one :class:`SectionDiff` per aspect a use
 
 ``output``     how the run ended: status, answer, structured output, error type and message
 ``state``      the sequence of state snapshots: transitions, final ``task_state``, first differing position
+``requests``   what the models were asked, model call by model call: each changed request's unified diff
 ``tools``      the ordered tool calls, aligned by name: added, removed and changed calls with step indices
 ``citations``  the output's citations and the ids of the documents the retrievals returned
 ``cost``       input / output tokens and cost in US dollars, with deltas
@@ -23,7 +24,8 @@ returns a frozen :class:`RunDiff` with one :class:`SectionDiff` per aspect a use
   anything. It reads the runs and never changes them.
 
 The package's modules: ``result`` (the result objects and their JSON form), ``values`` (how two values
-compare), ``sections`` and ``calls`` (the seven sections); :func:`diff_runs` and :func:`render_diff` are here.
+compare), ``sections``, ``requests`` and ``calls`` (the eight sections); :func:`diff_runs` and
+:func:`render_diff` are here.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 
 from ...runs import Run
 from .calls import citations_section, tools_section
+from .requests import requests_section
 from .result import LATENCY_THRESHOLD_MS, LATENCY_THRESHOLD_RATIO, SECTIONS, RunDiff, SectionDiff
 from .sections import cost_section, latency_section, output_section, safety_section, state_section
 from .values import normalize
@@ -65,6 +68,7 @@ def diff_runs(
     sections = [
         output_section(a, b),
         state_section(a, b),
+        requests_section(a, b),
         tools_section(a, b),
         citations_section(a, b),
         cost_section(a, b),

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-SECTIONS: Final = ("output", "state", "tools", "citations", "cost", "latency", "safety")
+SECTIONS: Final = ("output", "state", "requests", "tools", "citations", "cost", "latency", "safety")
 """The sections of every :class:`RunDiff`, in display order."""
 
 LATENCY_THRESHOLD_MS: Final = 100.0
