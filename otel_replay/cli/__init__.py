@@ -27,7 +27,7 @@ from .lab import lab_command
 from .listing import KindFilter, StatusFilter, render_run, runs_command, show_command
 from .outcome import agent_error_line
 from .replaying import ModeChoice, ToolModeChoice, replay_command, replay_session_command, replay_tool_command
-from .wire import proxy_command, serve_command
+from .wire import mcp_proxy_command, mcp_serve_command, proxy_command, serve_command
 
 __all__ = [
     "EXIT_ERROR",
@@ -57,6 +57,8 @@ __all__ = [
     "lab_command",
     "listing",
     "main",
+    "mcp_proxy_command",
+    "mcp_serve_command",
     "proxy_command",
     "render_run",
     "replay_command",

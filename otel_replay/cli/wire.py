@@ -176,3 +176,77 @@ def _announce(url: str, ready_file: str | None) -> None:
     if ready_file:
         _write_ready(ready_file, url)
     print(f"otel-replay serve listening on {url}", file=sys.stderr, flush=True)
+
+
+@app.command("mcp-proxy", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@handled
+def mcp_proxy_command(
+    ctx: typer.Context,
+    name: str = typer.Option("mcp-proxy", "--name", help="The run's agent name (one run per session)."),
+) -> None:
+    """Record an MCP session at its wire: start the stdio MCP server given after -- (COMMAND ARGS...), relay
+    every message between it and the client unchanged, and record each request as a step."""
+    from ..exporting.setup import flush
+    from ..wire.mcp_proxy import McpProxy
+
+    command = list(ctx.args)
+    if not command:
+        fail("give the server's command after --: otel-replay mcp-proxy -- python server.py")
+    try:
+        code = McpProxy(command, agent=name).run()
+    except OSError as exc:
+        fail(f"cannot start the MCP server {command[0]!r}: {exc.strerror or exc}")
+    flush()
+    raise typer.Exit(code)
+
+
+@app.command("mcp-serve")
+@handled
+def mcp_serve_command(
+    trace_id: str = typer.Argument(..., help="Trace id of the MCP session mcp-proxy recorded."),
+    name: str | None = typer.Option(None, "--name", help="Refuse unless the recorded session's name is NAME."),
+    json_file: str | None = typer.Option(
+        None, "--json-file", metavar="FILE", help="Write the result (the document of replay --json) to FILE."
+    ),
+    actor: str | None = typer.Option(None, "--actor", help="Who replays (default: the OS user)."),
+    reason: str | None = typer.Option(None, "--reason", help="Why (kept in the audit)."),
+    store_url: str | None = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
+    """Replay a recorded MCP session as a stdio MCP server: answer it from the recording, starting no process;
+    exit 0 matched, 1 diverged, 2 refused (the outcome on stderr: stdout is the MCP channel)."""
+    import json
+
+    from .. import semconv
+    from ..records import parse_trace_id
+    from ..replay.engine import replay_external
+    from ..wire.mcp_serve import McpServe
+    from ..wire.mcp_steps import RETRIEVALS
+    from .outcome import exit_for
+
+    tid = parse_trace_id(trace_id)
+    with open_store(store_url) as store:
+        original = store.load_run(tid)
+        if name is not None and original.agent != name:
+            fail(f"run {tid} is the session {original.agent!r}, not {name!r}")
+        recorded = {s.attributes.get(semconv.MCP_METHOD_NAME) for s in original.steps}
+        if not recorded & {*RETRIEVALS, "tools/call"}:
+            fail(f"run {tid} holds no MCP session recorded at the wire (record one with otel-replay mcp-proxy)")
+        server = next((s.attributes.get(semconv.MCP_SERVER) for s in original.steps), None)
+        result = replay_external(
+            original,
+            mode="deterministic",
+            agent=McpServe(server=server).run,
+            actor=actor,
+            reason=reason,
+            store=store,
+        )
+    if json_file:
+        Path(json_file).write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
+    divergences = len(result.divergences)
+    print(
+        f"otel-replay mcp-serve: {result.outcome} ({divergences} divergence{'s' if divergences != 1 else ''}); "
+        f"replay {result.replay_trace_id}",
+        file=sys.stderr,
+        flush=True,
+    )
+    exit_for(result)
