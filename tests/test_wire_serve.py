@@ -23,6 +23,7 @@ import anthropic
 import openai
 import pytest
 from fake_llm_servers import FakeLLMServer
+from wire_commands import start as _start
 
 from otel_replay.storage.store import Store
 
@@ -55,28 +56,17 @@ def agent(base_url: str, system: str = "You are a weather bot.") -> str:
     return "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
 
 
-def _start(args: list[str], ready: Path) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "otel_replay.cli", *args, "--port", "0", "--ready-file", str(ready)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + WAIT
-    while not ready.exists():
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, f"{args[0]} did not get ready"
-        time.sleep(0.02)
-    return process, ready.read_text().strip()
-
-
 @pytest.fixture
 def recorded(home: Path, tmp_path: Path) -> Iterator[tuple[str, str, FakeLLMServer]]:
     """The agent run through the proxy against the fake upstream: (trace id, its answer, the upstream)."""
     with FakeLLMServer() as upstream:
         proxy, url = _start(
-            ["proxy", "--openai-upstream", upstream.openai_url, "--anthropic-upstream", upstream.anthropic_url],
-            tmp_path / "proxy-ready",
+            "proxy",
+            "--openai-upstream",
+            upstream.openai_url,
+            "--anthropic-upstream",
+            upstream.anthropic_url,
+            ready=tmp_path / "proxy-ready",
         )
         answer = agent(url + "/v1")
         proxy.send_signal(signal.SIGTERM)
@@ -88,7 +78,7 @@ def recorded(home: Path, tmp_path: Path) -> Iterator[tuple[str, str, FakeLLMServ
 
 
 def _serve(trace_id: str, tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
-    return _start(["serve", trace_id, "--json", *extra], tmp_path / f"serve-ready-{time.monotonic_ns()}")
+    return _start("serve", trace_id, "--json", *extra, ready=tmp_path / f"serve-ready-{time.monotonic_ns()}")
 
 
 def test_a_served_recording_gives_the_agent_the_same_run(recorded: Any, tmp_path: Path) -> None:

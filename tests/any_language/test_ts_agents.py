@@ -17,12 +17,11 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from fake_llm_servers import FakeLLMServer
+from wire_commands import start as _start
 
 from otel_replay.storage.store import Store
 
@@ -47,21 +46,6 @@ def _node() -> str:
         )
         assert (HERE / "node_modules" / "openai").is_dir(), out.stdout + out.stderr
     return node
-
-
-def _start(*args: str, ready: Path) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "otel_replay.cli", *args, "--port", "0", "--ready-file", str(ready)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + WAIT
-    while not ready.exists():
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, f"{args[0]} did not get ready"
-        time.sleep(0.02)
-    return process, ready.read_text().strip()
 
 
 @pytest.mark.parametrize(
