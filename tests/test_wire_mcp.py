@@ -115,3 +115,20 @@ def test_mcp_proxy_and_mcp_serve_refuse_bad_input(recorded: Any) -> None:
             stdin=subprocess.DEVNULL,
         )
         assert out.returncode == 2 and needle in out.stderr and "Traceback" not in out.stderr, (args, out.stderr)
+
+
+def test_a_session_in_the_agents_trace_is_a_run_in_that_trace(home: Path, tmp_path: Path, monkeypatch: Any) -> None:
+    """The MCP client puts the agent's trace context in each request's ``_meta`` (``traceparent``): the
+    session's run joins that trace, as the model proxy's runs join a request's ``traceparent``."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    monkeypatch.setenv("RW_OUTBOX", str(tmp_path))
+    with TracerProvider().get_tracer("the agent").start_as_current_span("agent run") as span:
+        asyncio.run(_session(["mcp-proxy", "--name", "traced-desk", "--", sys.executable, str(SERVER)]))
+    with Store.open() as store:
+        (summary,) = store.runs(kind="original")
+        run = store.load_run(summary.trace_id)
+    assert run.trace_id == f"{span.get_span_context().trace_id:032x}"
+    root = next(s for s in run.spans if semconv.RUN_ID in s.span_attributes)
+    assert root.parent_span_id == ""  # a run root as every run's, linked to the request's span
+    assert [link.trace_id for link in root.links] == [run.trace_id], root.links

@@ -5,7 +5,8 @@ Why it exists: an agent in any language that uses MCP tools starts its servers a
 over stdio. Configured to start ``otel-replay mcp-proxy -- <the server's command>`` instead, it gets the same
 server, and each of its requests (:mod:`otel_replay.wire.mcp_steps`) is a step of the session's run, begun when
 the request passes and ended with the server's response (a JSON-RPC error as the step's error). The run is named
-``--name`` (default ``mcp-proxy``) and carries ``otel_replay.run.boundary = wire``; it ends when the client
+``--name`` (default ``mcp-proxy``), carries ``otel_replay.run.boundary = wire``, begins at the session's first
+step (in the agent's trace when that request's ``_meta`` carries a ``traceparent``) and ends when the client
 closes the session.
 
 What it must never do: change, drop or reorder a message, write anything but the server's messages on stdout,
@@ -28,7 +29,7 @@ from .. import semconv
 from ..recording import begin_run, end_call, end_run
 from .httpd import safely, stderr_line
 from .mcp_steps import begin, is_request, is_step, parse, risks_of
-from .runs import BOUNDARY
+from .runs import BOUNDARY, parent_of
 
 DEFAULT_AGENT: Final = "mcp-proxy"
 
@@ -65,13 +66,11 @@ class McpProxy:
         self._pending: dict[Any, tuple[contextvars.Context, Any, str]] = {}
         self._risks: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._handle: Any = None
+        """The session's run, once its first step began it."""
 
     def run(self) -> int:
         context = contextvars.Context()
-        handle = context.run(begin_run, self.agent, arguments={})
-        if handle is not None:
-            root = context.run(trace.get_current_span)
-            safely(self.name, "mark the run", root.set_attribute, semconv.RUN_BOUNDARY, BOUNDARY)
         server = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert server.stdin is not None and server.stdout is not None
         answers = threading.Thread(target=self._answers, args=(server.stdout,), name="mcp-proxy-answers", daemon=True)
@@ -88,15 +87,29 @@ class McpProxy:
             answers.join(timeout=30)
             for call_context, call, _ in list(self._pending.values()):  # never answered
                 call_context.run(end_call, call, exc=McpError("the session ended before the server answered"))
-            if handle is not None:
-                context.run(end_run, handle)
+            if self._handle is not None:
+                context.run(end_run, self._handle)
         return code
+
+    def _begin_run(self, context: contextvars.Context, message: dict[str, Any]) -> None:
+        """The session's run, begun at its first step: in the trace of that request's ``_meta.traceparent``
+        when it carries one (an MCP client puts the agent's trace there), else a trace of its own."""
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        traceparent = meta.get("traceparent") if isinstance(meta, dict) else None
+        join = parent_of(traceparent if isinstance(traceparent, str) else None)
+        self._handle = context.run(begin_run, self.agent, arguments={}, join=join)
+        if self._handle is not None:
+            root = context.run(trace.get_current_span)
+            safely(self.name, "mark the run", root.set_attribute, semconv.RUN_BOUNDARY, BOUNDARY)
 
     def _requests(self, context: contextvars.Context, server_in: IO[bytes]) -> None:
         """Client → server: each line relayed, each request that is a step begun."""
         for line in self._in:
             message = parse(line)
             if message is not None and is_request(message) and is_step(message):
+                if self._handle is None:
+                    self._begin_run(context, message)
                 own = context.copy()
                 call = own.run(begin, self.name, message, dict(self._risks), self.server)
                 if call is not None:
