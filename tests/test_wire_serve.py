@@ -24,6 +24,7 @@ import openai
 import pytest
 from fake_llm_servers import FakeLLMServer
 from wire_commands import start as _start
+from wire_commands import start_proxy
 
 from otel_replay.storage.store import Store
 
@@ -60,14 +61,7 @@ def agent(base_url: str, system: str = "You are a weather bot.") -> str:
 def recorded(home: Path, tmp_path: Path) -> Iterator[tuple[str, str, FakeLLMServer]]:
     """The agent run through the proxy against the fake upstream: (trace id, its answer, the upstream)."""
     with FakeLLMServer() as upstream:
-        proxy, url = _start(
-            "proxy",
-            "--openai-upstream",
-            upstream.openai_url,
-            "--anthropic-upstream",
-            upstream.anthropic_url,
-            ready=tmp_path / "proxy-ready",
-        )
+        proxy, url = start_proxy(upstream, tmp_path / "proxy-ready")
         answer = agent(url + "/v1")
         proxy.send_signal(signal.SIGTERM)
         _, err = proxy.communicate(timeout=WAIT)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 WAIT = 90
 """Seconds a command may take to get ready (a deadlock guard, never a synchronisation)."""
@@ -26,3 +27,10 @@ def start(*args: str, ready: Path) -> tuple[subprocess.Popen[str], str]:
         assert time.monotonic() < deadline, f"{args[0]} did not get ready"
         time.sleep(0.02)
     return process, ready.read_text().strip()
+
+
+def start_proxy(upstream: Any, ready: Path) -> tuple[subprocess.Popen[str], str]:
+    """``otel-replay proxy`` in front of a fake OpenAI + Anthropic server (``fake_llm_servers.FakeLLMServer``)."""
+    return start(
+        "proxy", "--openai-upstream", upstream.openai_url, "--anthropic-upstream", upstream.anthropic_url, ready=ready
+    )

@@ -20,8 +20,7 @@ from urllib.parse import urlsplit
 from ..recording import end_call
 from ..streams import redact_deltas
 from .endpoints import Endpoint, EventParser, ToolCall, asked, envelope
-from .httpd import Handler, json_or_none
-from .httpd import safely as _safe
+from .httpd import Handler, json_or_none, safely
 from .recorded import begin_model, observe
 
 _HOP_BY_HOP: Final = frozenset(
@@ -167,7 +166,7 @@ class Forwarder:
             complete = False
         if call is not None:
             redactor = call.step.run.rt.redactor
-            _safely("redact the stream", redact_deltas, chunks, endpoint.delta_slots, redactor)
+            safely(self.name, "redact the stream", redact_deltas, chunks, endpoint.delta_slots, redactor)
         answer = envelope(endpoint, chunks, complete=complete, done=done)
         end_call(call, result=answer)
         return answer
@@ -199,8 +198,3 @@ class Forwarder:
                 if attempt == 2:
                     raise
         raise OSError("unreachable")  # pragma: no cover - the loop returns or raises
-
-
-def _safely(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)``, or None (logged) when it raises: recording never fails a request."""
-    return _safe("otel-replay", what, fn, *args, **kwargs)

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from fake_llm_servers import FakeLLMServer
 from wire_commands import start as _start
+from wire_commands import start_proxy
 
 from otel_replay.storage.store import Store
 
@@ -75,14 +76,7 @@ def test_a_typescript_agent_is_recorded_by_the_proxy_and_replayed_by_serve(
     with FakeLLMServer(
         prefer_tools=("file_ticket",), tool_args_for={"file_ticket": {"order_id": "A-17", "note": "arrived damaged"}}
     ) as upstream:
-        proxy, url = _start(
-            "proxy",
-            "--openai-upstream",
-            upstream.openai_url,
-            "--anthropic-upstream",
-            upstream.anthropic_url,
-            ready=tmp_path / "proxy",
-        )
+        proxy, url = start_proxy(upstream, tmp_path / "proxy")
         recorded = agent(url)
         assert recorded.returncode == 0, recorded.stderr
         proxy.send_signal(signal.SIGTERM)
