@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -132,3 +133,46 @@ def test_a_session_in_the_agents_trace_is_a_run_in_that_trace(home: Path, tmp_pa
     root = next(s for s in run.spans if semconv.RUN_ID in s.span_attributes)
     assert root.parent_span_id == ""  # a run root as every run's, linked to the request's span
     assert [link.trace_id for link in root.links] == [run.trace_id], root.links
+
+
+def _initialized(process: subprocess.Popen[bytes]) -> None:
+    """Send ``initialize`` on the session's stdin and read its answer: the command is then waiting for the next
+    message."""
+    assert process.stdin is not None and process.stdout is not None
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    process.stdin.write(json.dumps(request).encode() + b"\n")
+    process.stdin.flush()
+    answer = json.loads(process.stdout.readline())
+    assert answer["id"] == 1 and "result" in answer, answer
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_the_session_as_closing_its_input_does(home: Path, tmp_path: Path, signum: int) -> None:
+    """MCP clients SIGTERM a stdio server that has not exited soon after they closed its input: the session
+    winds down as if it had been closed (the proxy's run ended and stored, the replay stored and audited)."""
+    cli = [sys.executable, "-m", "otel_replay.cli"]
+
+    def session(command: list[str]) -> int:
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        _initialized(process)
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=60)
+        assert b"Traceback" not in err, err.decode()
+        return process.returncode
+
+    assert session([*cli, "mcp-proxy", "--name", "signalled", "--", sys.executable, str(SERVER)]) == 0
+    with Store.open() as store:
+        (summary,) = store.runs(kind="original")
+    assert (summary.agent, summary.step_count) == ("signalled", 1)
+    report = tmp_path / "replay.json"
+    assert session([*cli, "mcp-serve", summary.trace_id, "--json-file", str(report)]) == 0
+    assert json.loads(report.read_text())["outcome"] == "matched"
+    with Store.open() as store:
+        assert [r.replay_of for r in store.runs(kind="replay")] == [summary.trace_id]
+    audit = subprocess.run([*cli, "audit", "--json"], capture_output=True, text=True, timeout=60)
+    assert [row["original_trace_id"] for row in json.loads(audit.stdout)] == [summary.trace_id], audit.stderr

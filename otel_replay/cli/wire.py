@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -192,8 +193,10 @@ def mcp_proxy_command(
     command = list(ctx.args)
     if not command:
         fail("give the server's command after --: otel-replay mcp-proxy -- python server.py")
+    proxy = McpProxy(command, agent=name)
+    _end_on_signals(proxy.lines.end)
     try:
-        code = McpProxy(command, agent=name).run()
+        code = proxy.run()
     except OSError as exc:
         fail(f"cannot start the MCP server {command[0]!r}: {exc.strerror or exc}")
     flush()
@@ -232,10 +235,12 @@ def mcp_serve_command(
         if not recorded & {*RETRIEVALS, "tools/call"}:
             fail(f"run {tid} holds no MCP session recorded at the wire (record one with otel-replay mcp-proxy)")
         server = next((s.attributes.get(semconv.MCP_SERVER) for s in original.steps), None)
+        serve = McpServe(server=server)
+        _end_on_signals(serve.lines.end)
         result = replay_external(
             original,
             mode="deterministic",
-            agent=McpServe(server=server).run,
+            agent=serve.run,
             actor=actor,
             reason=reason,
             store=store,
@@ -250,3 +255,10 @@ def mcp_serve_command(
         flush=True,
     )
     exit_for(result)
+
+
+def _end_on_signals(end: Callable[..., None]) -> None:
+    """SIGINT and SIGTERM end a stdio session as closing its input does (MCP clients send SIGTERM when a server
+    has not exited two seconds after they closed its input)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, end)

@@ -28,7 +28,7 @@ from opentelemetry import trace
 from .. import semconv
 from ..recording import begin_run, end_call, end_run
 from .httpd import safely, stderr_line
-from .mcp_steps import begin, is_request, is_step, parse, risks_of
+from .mcp_steps import ClientLines, SessionEnded, begin, is_request, is_step, parse, risks_of
 from .runs import BOUNDARY, parent_of
 
 DEFAULT_AGENT: Final = "mcp-proxy"
@@ -41,6 +41,10 @@ class McpError(Exception):
 def describe(command: list[str]) -> str:
     """``stdio: python weather_server.py``: the server's command, paths by their last part."""
     return " ".join(["stdio:", *(os.path.basename(a) if os.sep in a else a for a in command)])
+
+
+GRACE_S: Final = 2.0
+"""Seconds a server has to exit after its input closed, and again after SIGTERM."""
 
 
 class McpProxy:
@@ -60,7 +64,8 @@ class McpProxy:
         self.command = command
         self.agent = agent
         self.server = describe(command)
-        self._in = stdin or sys.stdin.buffer
+        self.lines = ClientLines(stdin or sys.stdin.buffer)
+        """The client's messages; ``lines.end`` (SIGINT, SIGTERM) ends the session as closing stdin does."""
         self._out = stdout or sys.stdout.buffer
         self.warn = warn
         self._pending: dict[Any, tuple[contextvars.Context, Any, str]] = {}
@@ -77,13 +82,11 @@ class McpProxy:
         answers.start()
         try:
             self._requests(context, server.stdin)
+        except SessionEnded:
+            pass
         finally:
             safely(self.name, "close the server's input", server.stdin.close)
-            try:
-                code = server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                code = server.wait()
+            code = _stop(server)
             answers.join(timeout=30)
             for call_context, call, _ in list(self._pending.values()):  # never answered
                 call_context.run(end_call, call, exc=McpError("the session ended before the server answered"))
@@ -105,7 +108,7 @@ class McpProxy:
 
     def _requests(self, context: contextvars.Context, server_in: IO[bytes]) -> None:
         """Client → server: each line relayed, each request that is a step begun."""
-        for line in self._in:
+        for line in self.lines:
             message = parse(line)
             if message is not None and is_request(message) and is_step(message):
                 if self._handle is None:
@@ -146,6 +149,17 @@ class McpProxy:
             if method == "tools/list":
                 self._risks.update(risks_of(result))
             own.run(end_call, call, result=result)
+
+
+def _stop(server: subprocess.Popen[bytes]) -> int:
+    """The server's exit code once its input is closed: given the time the MCP SDKs give a stdio server (two
+    seconds), then SIGTERM, then after two more SIGKILL."""
+    for wait, then in ((GRACE_S, server.terminate), (GRACE_S, server.kill)):
+        try:
+            return server.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            then()
+    return server.wait()
 
 
 def _key(request_id: Any) -> Any:

@@ -23,7 +23,7 @@ from typing import IO, Any, Final
 
 from ..recording import ReplayInterrupt, current_replay, end_call
 from .httpd import stderr_line
-from .mcp_steps import begin, is_request, is_step, parse, risks_of
+from .mcp_steps import ClientLines, SessionEnded, begin, is_request, is_step, parse, risks_of
 
 STOPPED_CODE: Final = -32000
 """JSON-RPC error code of a request the replay cannot answer (a divergence)."""
@@ -43,7 +43,8 @@ class McpServe:
         warn: Callable[[str], None] = stderr_line,
     ) -> None:
         self.server = server
-        self._in = stdin or sys.stdin.buffer
+        self.lines = ClientLines(stdin or sys.stdin.buffer)
+        """The client's messages; ``lines.end`` (SIGINT, SIGTERM) ends the session as closing stdin does."""
         self._out = stdout or sys.stdout.buffer
         self.warn = warn
         self.stopped: str | None = None
@@ -51,8 +52,13 @@ class McpServe:
 
     def run(self) -> None:
         """Answer the session's requests until the client closes it (called inside the replay's run)."""
-        context = contextvars.copy_context()
-        for line in self._in:
+        try:
+            self._session(contextvars.copy_context())
+        except SessionEnded:
+            pass
+
+    def _session(self, context: contextvars.Context) -> None:
+        for line in self.lines:
             message = parse(line)
             if message is None:
                 self._reply(None, error={"code": -32700, "message": "otel-replay mcp-serve: not a JSON object"})

@@ -14,8 +14,8 @@ step), or record a step's span attributes from anything but the message.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Iterator, Mapping
+from typing import IO, Any, Final
 
 from .. import semconv
 from ..recording import begin_retrieval_call, begin_tool_call
@@ -26,6 +26,41 @@ RETRIEVALS: Final = frozenset(
     {"initialize", "server/discover", "tools/list", "resources/list", "resources/read", "prompts/list", "prompts/get"}
 )
 """MCP methods recorded as retrieval steps ``mcp <method>``."""
+
+
+class SessionEnded(Exception):
+    """The session was ended by a signal while it waited for the client's next message."""
+
+
+class ClientLines:
+    """The client's messages, line by line, until it closes stdin or :meth:`end` is called.
+
+    MCP clients end a stdio server by closing its stdin, then SIGTERM after a grace period (two seconds in the
+    official SDKs): the commands call :meth:`end` from their SIGINT/SIGTERM handlers, so a session ended either
+    way winds down alike (the run ended, the replay stored). A signal that arrives while the session waits for
+    a message ends the wait (:class:`SessionEnded`, raised out of the iteration); one that arrives while a
+    message is handled lets that message finish first."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+        self._waiting = False
+        self.ended = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        while not self.ended:
+            self._waiting = True
+            try:
+                line = self._stream.readline()
+            finally:
+                self._waiting = False
+            if not line:
+                return
+            yield line
+
+    def end(self, *_: Any) -> None:
+        self.ended = True
+        if self._waiting:
+            raise SessionEnded
 
 
 def parse(line: bytes | str) -> dict[str, Any] | None:
