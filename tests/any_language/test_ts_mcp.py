@@ -45,9 +45,7 @@ def test_an_mcp_client_in_typescript_is_recorded_by_mcp_proxy_and_replayed_by_mc
 
     def client(server: list[str], **extra: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "RW_OUTBOX": str(outbox), "MCP_SERVER": json.dumps(server), **extra}
-        return subprocess.run(
-            [node, "mcp_client.mjs"], cwd=HERE, env=env, capture_output=True, text=True, timeout=WAIT
-        )
+        return subprocess.run([node, "mcp_client.mjs"], cwd=HERE, env=env, capture_output=True, text=True, timeout=WAIT)
 
     def tickets() -> list[str]:
         return (outbox / "tickets.txt").read_text().splitlines()
@@ -76,9 +74,7 @@ def test_an_mcp_client_in_typescript_is_recorded_by_mcp_proxy_and_replayed_by_mc
     assert tickets() == ["A-17: arrived damaged"]  # the recorded server was never started
 
     result = tmp_path / "diverged.json"
-    changed = client(
-        [*cli, "mcp-serve", original.trace_id, "--json-file", str(result)], NOTE="box crushed in transit"
-    )
+    changed = client([*cli, "mcp-serve", original.trace_id, "--json-file", str(result)], NOTE="box crushed in transit")
     assert changed.returncode == 1, changed.stderr
     assert "mcp error: MCP error -32000: otel-replay: the replay stopped: tool 'file_ticket'" in changed.stdout
     diverged = _written(result)
