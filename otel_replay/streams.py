@@ -1,10 +1,15 @@
-"""The providers' streamed answers as plain data: the whole answer a list of chunk or event dicts makes up, and
-the text-delta slots that redaction treats as one text.
+"""The providers' streamed answers as plain data: the whole answer a list of chunk or event dicts makes up (and
+the stream a whole answer is sent as, for a client that streams a call recorded whole), and the text-delta slots
+that redaction treats as one text.
 
 Why it exists: the SDK instrumentors (which hold SDK objects turned into dicts) and the recording proxy (which
 holds the server-sent events themselves) record the same three wire formats: OpenAI chat completion chunks, the
 Responses API's stream events and Anthropic's Messages stream events. Both assemble a stream into the answer it
 makes up and redact a secret the model split over several deltas as the text those deltas make up together.
+
+The ``*_stream`` functions are :func:`assemble_chat`, :func:`assemble_responses` and :func:`assemble_message`
+the other way round: the events a server would send for a whole answer, one per content part (the text in one
+delta, each tool call's arguments in one delta), so that assembling them gives the answer back.
 
 What it must never do: import an SDK or anything of otel_replay (it is a leaf), or change the dicts it reads
 (except :func:`assemble_message`'s deep copies, which are its own).
@@ -202,3 +207,124 @@ def redact_deltas(chunks: list[Any], delta_slots: Any, redactor: Any) -> int:
             for (container, key), piece in zip(slots, clean, strict=False):
                 container[key] = piece
     return total
+
+
+# ------------------------------------------------------------------------- a whole answer as a stream
+
+
+def chat_stream(response: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ``chat.completion.chunk`` dicts a server streams for the ``ChatCompletion`` ``response``: per
+    choice, its role, text and tool calls in one delta, then its finish reason; the usage in a last chunk of
+    no choices (as with ``stream_options.include_usage``)."""
+    head = {
+        "id": response.get("id", ""),
+        "object": "chat.completion.chunk",
+        "created": response.get("created", 0),
+        "model": response.get("model", ""),
+    }
+    chunks: list[dict[str, Any]] = []
+    for position, choice in enumerate(_items(response.get("choices"))):
+        index = choice.get("index", position)
+        message = choice.get("message") if isinstance(choice.get("message"), Mapping) else {}
+        assert isinstance(message, Mapping)
+        delta: dict[str, Any] = {"role": message.get("role") or "assistant", "content": message.get("content")}
+        calls = [
+            {
+                "index": i,
+                "id": c.get("id"),
+                "type": c.get("type", "function"),
+                "function": dict(c.get("function") or {}),
+            }
+            for i, c in enumerate(_items(message.get("tool_calls")))
+        ]
+        if calls:
+            delta["tool_calls"] = calls
+        if message.get("refusal") is not None:
+            delta["refusal"] = message["refusal"]
+        chunks.append({**head, "choices": [{"index": index, "delta": delta, "finish_reason": None}]})
+        finish = {"index": index, "delta": {}, "finish_reason": choice.get("finish_reason")}
+        chunks.append({**head, "choices": [finish]})
+    if response.get("usage") is not None:
+        chunks.append({**head, "choices": [], "usage": response["usage"]})
+    return chunks
+
+
+def responses_stream(response: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The Responses API events a server streams for ``response``: created, each output item added, its text
+    or arguments in one delta and done, then completed."""
+    events: list[dict[str, Any]] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        events.append({"type": kind, "sequence_number": len(events), **fields})
+
+    emit("response.created", response={**response, "status": "in_progress", "output": []})
+    for index, item in enumerate(_items(response.get("output"))):
+        kind = item.get("type")
+        if kind == "message":
+            emit(
+                "response.output_item.added", output_index=index, item={**item, "content": [], "status": "in_progress"}
+            )
+            for part_index, part in enumerate(_items(item.get("content"))):
+                place = {"item_id": item.get("id"), "output_index": index, "content_index": part_index}
+                text = part.get("text", "") if part.get("type") == "output_text" else None
+                emit(
+                    "response.content_part.added", **place, part={**part, **({"text": ""} if text is not None else {})}
+                )
+                if text is not None:
+                    emit("response.output_text.delta", **place, delta=text)
+                    emit("response.output_text.done", **place, text=text)
+                emit("response.content_part.done", **place, part=part)
+        elif kind == "function_call":
+            emit("response.output_item.added", output_index=index, item={**item, "arguments": ""})
+            place = {"item_id": item.get("id"), "output_index": index}
+            emit("response.function_call_arguments.delta", **place, delta=item.get("arguments", ""))
+            emit("response.function_call_arguments.done", **place, arguments=item.get("arguments", ""))
+        else:
+            emit("response.output_item.added", output_index=index, item=item)
+        emit("response.output_item.done", output_index=index, item=item)
+    emit("response.completed", response=dict(response))
+    return events
+
+
+def message_stream(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The Anthropic Messages events a server streams for ``message``: message_start, each content block
+    started, its text or input in one delta and stopped, message_delta (stop reason, output tokens),
+    message_stop."""
+    usage = message.get("usage") if isinstance(message.get("usage"), Mapping) else {}
+    assert isinstance(usage, Mapping)
+    start = {
+        **message,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {**usage, "output_tokens": 0},
+    }
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(_items(message.get("content"))):
+        kind = block.get("type")
+        if kind == "text":
+            empty: dict[str, Any] = {**block, "text": ""}
+            delta = {"type": "text_delta", "text": block.get("text", "")}
+        elif kind in ("tool_use", "server_tool_use"):
+            empty = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block.get("input", {}), ensure_ascii=False)}
+        elif kind == "thinking":
+            empty = {**block, "thinking": "", "signature": ""}
+            delta = {"type": "thinking_delta", "thinking": block.get("thinking", "")}
+        else:
+            empty, delta = dict(block), {}
+        events.append({"type": "content_block_start", "index": index, "content_block": empty})
+        if delta:
+            events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        if kind == "thinking" and block.get("signature"):
+            signature = {"type": "signature_delta", "signature": block["signature"]}
+            events.append({"type": "content_block_delta", "index": index, "delta": signature})
+        events.append({"type": "content_block_stop", "index": index})
+    stop = {"stop_reason": message.get("stop_reason"), "stop_sequence": message.get("stop_sequence")}
+    events.append({"type": "message_delta", "delta": stop, "usage": {"output_tokens": usage.get("output_tokens", 0)}})
+    events.append({"type": "message_stop"})
+    return events
+
+
+def _items(value: Any) -> list[Mapping[str, Any]]:
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []

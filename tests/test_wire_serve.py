@@ -184,3 +184,81 @@ def test_then_live_needs_an_upstream_and_a_reason(recorded: Any) -> None:
             timeout=WAIT,
         )
         assert out.returncode == 2 and needle in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_a_call_recorded_whole_is_streamed_to_a_client_that_streams(home: Path, tmp_path: Path) -> None:
+    """Chat completions, Responses and Messages calls recorded without streaming, then made streamed through
+    each SDK's own stream helper against ``serve --mode mock``: the SDK assembles from the events the server
+    builds the same answer the recorded call returned (text, tool calls, ids, finish reason, usage); the
+    report says so, and counts the added ``stream`` as the request's one difference."""
+    tool = {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}
+    calls = {
+        "chat": lambda o, a, **s: o.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "weather in Oslo?"}], tools=TOOLS, **s
+        ),
+        "responses": lambda o, a, **s: o.responses.create(model="gpt-4o-mini", input="hello there", **s),
+        "responses-tool": lambda o, a, **s: o.responses.create(
+            model="gpt-4o-mini", input="weather in Oslo?", tools=[tool], **s
+        ),
+        "messages": lambda o, a, **s: a.messages.create(
+            model="claude-sonnet-4-5", max_tokens=100, messages=[{"role": "user", "content": "hi"}], **s
+        ),
+    }
+    streamed = {
+        "chat": lambda o, a: o.chat.completions.stream(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "weather in Oslo?"}], tools=TOOLS
+        ),
+        "responses": lambda o, a: o.responses.stream(model="gpt-4o-mini", input="hello there"),
+        "responses-tool": lambda o, a: o.responses.stream(model="gpt-4o-mini", input="weather in Oslo?", tools=[tool]),
+        "messages": lambda o, a: a.messages.stream(
+            model="claude-sonnet-4-5", max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+        ),
+    }
+
+    def clients(url: str) -> tuple[openai.OpenAI, anthropic.Anthropic]:
+        return (
+            openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0),
+            anthropic.Anthropic(base_url=url, api_key=KEY, max_retries=0),
+        )
+
+    whole: dict[str, Any] = {}
+    with FakeLLMServer() as upstream:
+        proxy, url = start_proxy(upstream, tmp_path / "proxy-ready")
+        for name, call in calls.items():
+            whole[name] = call(*clients(url)).model_dump()
+        proxy.send_signal(signal.SIGTERM)
+        assert proxy.wait(timeout=WAIT) == 0
+    with Store.open() as store:
+        runs = sorted(store.runs(kind="original"), key=lambda r: r.started_at)
+    assert len(runs) == len(calls)
+
+    def essence(name: str, answer: dict[str, Any]) -> Any:
+        if name == "chat":
+            message = answer["choices"][0]["message"]
+            calls = [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in message["tool_calls"]]
+            return (answer["id"], message["content"], calls, answer["choices"][0]["finish_reason"])
+        if name.startswith("responses"):
+            keep = ("type", "id", "call_id", "name", "arguments", "role")
+            items = [
+                ({k: i.get(k) for k in keep}, [c.get("text") for c in i.get("content") or ()]) for i in answer["output"]
+            ]
+            return (answer["id"], items, answer["usage"])
+        return (answer["id"], answer["content"], answer["stop_reason"], answer["usage"]["output_tokens"])
+
+    for (name, make), run in zip(streamed.items(), runs, strict=True):
+        server, url = _serve(run.trace_id, tmp_path, "--mode", "mock")
+        with make(*clients(url)) as stream:
+            if name == "chat":
+                final = stream.get_final_completion()
+            elif name.startswith("responses"):
+                final = stream.get_final_response()
+            else:
+                final = stream.get_final_message()
+        out, err = server.communicate(timeout=WAIT)
+        assert essence(name, final.model_dump()) == essence(name, whole[name]), name
+        result = json.loads(out)
+        assert any("streamed to the agent as events" in n for n in result["notes"]), result["notes"]
+        # a recording of otel-replay's own keeps the request whole: asking for a stream is a change it reports
+        (divergence,) = result["divergences"]
+        assert (server.returncode, divergence["kind"]) == (1, "request"), err
+        assert '+  "stream": true' in divergence["diff"], divergence["diff"]

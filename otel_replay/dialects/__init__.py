@@ -16,9 +16,10 @@ Every value arrives as the Collector stores it: a string (numbers in decimal, ar
 JSON), so numbers and JSON are parsed back here.
 
 The package holds one module per step of the reading: ``keys`` (the other conventions' names and how their
-stored strings parse), ``detect`` (which dialect, which root, the summary), ``messages``, ``calls`` (one model
-call), ``steps`` (model, tool and retrieval steps) and ``build`` (the whole run); this module re-exports the
-public names.
+stored strings parse), ``detect`` (which dialect, which root, the summary), ``messages``, ``rebuilt`` (a
+request reduced to what a recording keeps, to compare it with a rebuilt one), ``calls`` (one model call),
+``steps`` (model, tool and retrieval steps) and ``build`` (the whole run); this module re-exports the public
+names.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from .keys import (
     FOREIGN_ROOT_KEYS,
 )
 from .keys import SDK_STEP_NAMES as SDK_STEP_NAMES
+from .rebuilt import as_rebuilt
 
 __all__ = [
     "DIALECT_GENAI",
@@ -40,6 +42,7 @@ __all__ = [
     "DIALECT_OTEL_REPLAY",
     "DIALECT_TRACELOOP",
     "FOREIGN_ROOT_KEYS",
+    "as_rebuilt",
     "build_foreign_run",
     "find_foreign_root",
     "span_dialect",

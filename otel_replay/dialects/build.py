@@ -16,6 +16,7 @@ from ..errors import OtelReplayError, TraceNotFoundError
 from ..records import EventRecord, SpanRecord
 from ..run_model import Run, Snapshot, Step, span_error
 from ..snapshots import canonical_json, sha256_hex
+from .calls import model_call
 from .detect import find_foreign_root, span_dialect, step_kind, summary_from_root
 from .keys import (
     DIALECT_GENAI,
@@ -134,6 +135,29 @@ def _is_descendant(span: SpanRecord, root: SpanRecord, parents: Mapping[str, str
     return False
 
 
+def _one_step_per_call(
+    candidates: list[tuple[SpanRecord, str, str]], parents: Mapping[str, str]
+) -> list[tuple[SpanRecord, str, str]]:
+    """One step per model call, though two instrumentations recorded it: a model span inside another (a provider
+    SDK's own span inside an instrumentation's, as ``@anthropic-ai/sdk`` 1.x writes ``anthropic.messages.create``
+    under OpenLLMetry's ``chat`` span) is the same call. Of the two, the one that holds the messages is kept (the
+    outer one when both or neither do)."""
+    models = {span.span_id: (span, dialect) for span, kind, dialect in candidates if kind == "model"}
+    dropped: set[str] = set()
+    for span, dialect in models.values():
+        outer, current, seen = None, span.parent_span_id, set()
+        while current and current not in seen and outer is None:
+            seen.add(current)
+            outer = models.get(current)
+            current = parents.get(current, "")
+        if outer is None:
+            continue
+        inner_content = model_call(span, dialect).messages is not None
+        outer_content = model_call(*outer).messages is not None
+        dropped.add(outer[0].span_id if inner_content and not outer_content else span.span_id)
+    return [c for c in candidates if c[0].span_id not in dropped]
+
+
 def build_foreign_run(spans: Iterable[SpanRecord], *, trace_id: str | None = None) -> Run:
     """Rebuild a run recorded by another GenAI instrumentation into a :class:`~otel_replay.runs.Run`.
 
@@ -167,7 +191,8 @@ def build_foreign_run(spans: Iterable[SpanRecord], *, trace_id: str | None = Non
         if span is not root and not _is_descendant(span, root, parents):
             continue
         candidates.append((span, kind, span_dialect_))
-    candidates.sort(key=lambda c: (c[0].timestamp_ns, c[0].span_id))
+    candidates = _one_step_per_call(candidates, parents)
+    candidates.sort(key=lambda c: (c[0].timestamp_ns, c[0].end_ns, c[0].span_id))
     pending: list[Pending] = []
     raw_steps: list[tuple[SpanRecord, str, str, dict[str, str]]] = []
     for index, (span, kind, d) in enumerate(candidates):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from .. import semconv
 from ..records import SpanRecord
@@ -84,6 +84,11 @@ def _usage(attrs: Mapping[str, str]) -> dict[str, int]:
     if tokens_out is not None:
         usage["output_tokens"] = tokens_out
     return usage
+
+
+_CHAT_FINISH: Final = {"tool_call": "tool_calls"}
+"""The conventions' finish reasons (``gen_ai.response.finish_reasons``) where chat completions name them
+otherwise."""
 
 
 def model_call(span: SpanRecord, dialect: str) -> _ModelCall:
@@ -189,11 +194,14 @@ def model_request(call: _ModelCall) -> tuple[dict[str, Any] | None, bool]:
 
 
 def model_response(call: _ModelCall) -> tuple[Any, bool]:
-    """The response as the OpenAI chat-completion wire format (exact when recorded whole)."""
+    """The response in the wire format of the call's provider (exact when recorded whole): an Anthropic
+    message for Anthropic, else the OpenAI chat-completion format."""
     if call.exact_response is not None:
         return call.exact_response, True
     if not call.outputs:
         return None, False
+    if (call.provider or "").lower() == "anthropic":
+        return _anthropic_message(call), False
     choices = []
     for i, message in enumerate(call.outputs):
         msg = {k: v for k, v in message.items() if k != "finish_reason"}
@@ -202,6 +210,7 @@ def model_response(call: _ModelCall) -> tuple[Any, bool]:
         reason = message.get("finish_reason") or (
             call.finish_reasons[i] if call.finish_reasons and i < len(call.finish_reasons) else None
         )
+        reason = _CHAT_FINISH.get(reason, reason) if isinstance(reason, str) else reason
         choices.append({"index": i, "message": msg, "finish_reason": reason})
     response: dict[str, Any] = {"object": "chat.completion", "created": call.created, "choices": choices}
     if call.response_id:
@@ -216,3 +225,41 @@ def model_response(call: _ModelCall) -> tuple[Any, bool]:
             "total_tokens": (prompt or 0) + (completion or 0),
         }
     return response, False
+
+
+_STOP_REASONS: Final = {"stop": "end_turn", "tool_call": "tool_use", "tool_calls": "tool_use", "length": "max_tokens"}
+"""The conventions' finish reasons as an Anthropic message's ``stop_reason`` (an Anthropic value stays as is)."""
+
+
+def _anthropic_message(call: _ModelCall) -> dict[str, Any]:
+    """An Anthropic Messages response rebuilt from the first output message: its text, then its tool calls as
+    tool-use blocks (their arguments parsed back)."""
+    assert call.outputs
+    message = call.outputs[0]
+    content: list[dict[str, Any]] = []
+    text = message.get("content")
+    if isinstance(text, str) and text:
+        content.append({"type": "text", "text": text})
+    for tool_call in message.get("tool_calls") or ():
+        function = tool_call.get("function") if isinstance(tool_call, dict) else None
+        if isinstance(function, dict):
+            arguments = json_or_none(function.get("arguments"))
+            block = {"type": "tool_use", "id": tool_call.get("id"), "name": function.get("name")}
+            content.append({**block, "input": arguments if isinstance(arguments, dict) else {}})
+    reason = message.get("finish_reason") or (call.finish_reasons[0] if call.finish_reasons else None)
+    response: dict[str, Any] = {
+        "type": "message",
+        "role": "assistant",
+        "content": content,
+        "stop_reason": _STOP_REASONS.get(reason, reason) if isinstance(reason, str) else reason,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": call.usage.get("input_tokens", 0),
+            "output_tokens": call.usage.get("output_tokens", 0),
+        },
+    }
+    if call.response_id:
+        response["id"] = call.response_id
+    if call.response_model:
+        response["model"] = call.response_model
+    return response

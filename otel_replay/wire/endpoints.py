@@ -46,6 +46,8 @@ class Endpoint:
     """Whether each server-sent event carries an ``event:`` line (its data's ``type``)."""
     assemble: Callable[[list[Any]], dict[str, Any] | None]
     delta_slots: Callable[[Any], Iterator[tuple[Any, Any, str]]]
+    split: Callable[[Mapping[str, Any]], list[dict[str, Any]]]
+    """The events a whole answer is streamed as (for a client that streams a call recorded whole)."""
 
 
 ENDPOINTS: Final = {
@@ -59,6 +61,7 @@ ENDPOINTS: Final = {
             False,
             streams.assemble_chat,
             streams.chat_delta_slots,
+            streams.chat_stream,
         ),
         Endpoint(
             "/v1/responses",
@@ -68,6 +71,7 @@ ENDPOINTS: Final = {
             True,
             streams.assemble_responses,
             streams.responses_delta_slots,
+            streams.responses_stream,
         ),
         Endpoint(
             "/v1/messages",
@@ -77,6 +81,7 @@ ENDPOINTS: Final = {
             True,
             streams.assemble_message,
             streams.message_delta_slots,
+            streams.message_stream,
         ),
     )
 }

@@ -171,13 +171,18 @@ class ReplayServer:
 
     def _respond(self, handler: Handler, endpoint: Endpoint, request: dict[str, Any], value: Any) -> None:
         """The recorded answer as the client asked for it: its events when it streams, else one JSON body."""
-        streamed = isinstance(value, dict) and STREAM_ENVELOPE in value
+        if not isinstance(value, dict):  # a call recorded without its answer (content not captured)
+            handler.fail(409, "the recorded call has no answer to serve: its content was not recorded")
+            return
+        streamed = STREAM_ENVELOPE in value
         if request.get("stream"):
-            if not streamed:
-                handler.fail(409, "the recorded call was not streamed and this one asks for a stream")
-                return
+            if streamed:
+                chunks = value.get("chunks") or []
+            else:
+                chunks = endpoint.split(value)
+                self._note("calls recorded whole were streamed to the agent as events built from their answers")
             handler.start_stream(200, None, [("Content-Type", "text/event-stream")])
-            for chunk in value.get("chunks") or ():
+            for chunk in chunks:
                 handler.stream(frame(endpoint, chunk))
             if endpoint.step == "openai.chat.completions":
                 handler.stream(DONE_FRAME)
@@ -186,6 +191,12 @@ class ReplayServer:
         body = value.get("response") if streamed else value
         payload = json.dumps(body, ensure_ascii=False, default=str).encode()
         handler.answer(200, None, [("Content-Type", "application/json")], payload)
+
+    def _note(self, note: str) -> None:
+        """A note for the replay's report, once."""
+        session = current_replay.get()
+        if session is not None and note not in session.notes:
+            session.notes.append(note)
 
     def _recorded_error(self, handler: Handler, error: BaseException) -> None:
         """The error the recorded call ended with: the upstream's status and body when it answered one."""

@@ -15,6 +15,7 @@ import difflib
 import json
 from typing import Any, Final
 
+from ...dialects import as_rebuilt
 from ...runs import Step
 from .. import volatile
 from .divergence import TextDiff
@@ -228,9 +229,21 @@ def same_but_volatile(
     if sent is None or stored is MISSING:
         return False
     try:
-        return volatile.same(stored, json.loads(sent), rules=rules)
+        return volatile.same(*comparable(recorded, stored, json.loads(sent)), rules=rules)
     except (TypeError, ValueError, RecursionError):
         return False
+
+
+def comparable(a: Step, value_a: Any, value_b: Any, b: Step | None = None) -> tuple[Any, Any]:
+    """What is compared of two requests, ``value_a`` sent by step ``a`` and ``value_b`` (by step ``b``, or by the
+    replay's call): both reduced to what a recording could keep when either was rebuilt by the reader of another
+    dialect (``request_exact`` false, see :mod:`otel_replay.dialects.rebuilt`); else both as they are."""
+    for step, value, other, flip in ((a, value_a, value_b, False), (b, value_b, value_a, True)):
+        model = step.snapshots.get("model") if step is not None else None
+        if isinstance(model, dict) and model.get("request_exact") is False and model.get("request") is value:
+            mine, theirs = as_rebuilt(value), as_rebuilt(other, like=value)
+            return (theirs, mine) if flip else (mine, theirs)
+    return value_a, value_b
 
 
 def sent_diff(
@@ -243,7 +256,8 @@ def sent_diff(
     if sent is None or stored is MISSING:
         return None, ()
     try:
-        return request_diff(stored, json.loads(sent), f"recorded step {recorded.index}", rules=rules)
+        pair = comparable(recorded, stored, json.loads(sent))
+        return request_diff(*pair, f"recorded step {recorded.index}", rules=rules)
     except (TypeError, ValueError, RecursionError):
         return None, ()
 
