@@ -48,6 +48,7 @@ BENCHMARKS = (
     "start_time",
     "cli_start",
     "wire_proxy",
+    "bisect_cost",
 )
 
 

@@ -29,6 +29,14 @@ class ReplayRefused(OtelReplayError):
     Also importable from :mod:`otel_replay.replay.engine` and as ``otel_replay.ReplayRefused``."""
 
 
+class AgentCodeUnavailable(ReplayRefused):
+    """The agent's code cannot be run as it stands: its entrypoint's module does not import (a syntax error, a
+    missing dependency, an error at import) or does not define the entrypoint. The CLI exits 125, the code
+    ``git bisect run`` skips a commit with: the code at this revision cannot be tested."""
+
+    exit_code = 125
+
+
 class TraceNotFoundError(OtelReplayError):
     """No run with that trace id is in the store."""
 

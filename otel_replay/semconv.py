@@ -249,6 +249,14 @@ REPLAY_LAB_ID: Final = "otel_replay.replay.lab_id"
 REPLAY_LAB_LANE: Final = "otel_replay.replay.lab_lane"
 """string. On a lab replay's root span: ``baseline`` or ``candidate``."""
 
+REPLAY_BISECT_ID: Final = "otel_replay.replay.bisect_id"
+"""string. On a replay's root span: the bisect that ran this replay as one of its steps (``otel-replay runs
+--bisect ID``)."""
+
+REPLAY_BISECT_REVISION: Final = "otel_replay.replay.bisect_revision"
+"""string. On a bisect step's replay root span: the revision the step tried (a commit hash, a prompt file's
+name, a model)."""
+
 # labs (one span per lab, in a trace of its own, written when the lab ends)
 
 LAB_SPAN_NAME: Final = "otel_replay.lab"

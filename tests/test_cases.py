@@ -166,10 +166,20 @@ def test_a_case_fails_when_the_agent_code_changed(world: dict[str, Any]) -> None
 
 
 def test_a_case_whose_entrypoint_is_gone_could_not_run(world: dict[str, Any]) -> None:
+    """The code as it stands cannot be tested: exit 125, which ``git bisect run`` reads as "skip this commit"
+    (any other case error stays 2)."""
     path = export(world, "desk-agent", "desk-gone")
     out = cli(world, "case", "run", str(path), "--app", "case_agents:desk_agent_renamed")
-    assert out.returncode == 2, out.stdout
+    assert out.returncode == 125, out.stdout
     assert "ERROR" in out.stdout and "desk_agent_renamed" in out.stdout and "Traceback" not in out.stdout
+    listed = json.loads(
+        cli(world, "case", "run", str(path), "--app", "case_agents:desk_agent_renamed", "--json").stdout
+    )
+    assert [(c["status"], c["cannot_test"]) for c in listed["cases"]] == [("error", True)]
+    broken = path.with_name("broken.case.json")
+    broken.write_text("{")
+    out = cli(world, "case", "run", str(path), str(broken), "--app", "case_agents:desk_agent_renamed")
+    assert out.returncode == 2, out.stdout + out.stderr  # a case file that cannot be read is no skip
 
 
 def test_a_failing_case_prints_its_diff_and_first_divergence(world: dict[str, Any], tmp_path: Path) -> None:

@@ -83,6 +83,9 @@ class CaseResult:
     failures: tuple[str, ...] = ()
     """One line per requirement that did not hold."""
     error: str | None = None
+    cannot_test: bool = False
+    """An ``error`` because the agent's code cannot be run as it stands (its entrypoint does not import or is
+    missing): ``case run`` exits 125 for it, the code ``git bisect run`` skips a commit with."""
     replay: Any = None
     """The :class:`~otel_replay.replay.engine.ReplayResult`, when the replay ran."""
 
@@ -104,6 +107,7 @@ class CaseResult:
             "expect": list(self.expect),
             "failures": list(self.failures),
             "error": self.error,
+            "cannot_test": self.cannot_test,
             "outcome": replayed.outcome if replayed is not None else None,
             "first_divergence": first.to_dict() if first is not None else None,
             "divergences": [d.to_dict() for d in replayed.divergences] if replayed is not None else [],

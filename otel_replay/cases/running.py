@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errorlines import error_line
-from ..errors import OtelReplayError
+from ..errors import AgentCodeUnavailable, OtelReplayError
 from .model import Case, CaseResult, checked_mode
 
 
@@ -41,6 +41,8 @@ def run_case(
     root: str | os.PathLike[str] | None = None,
     allow_paths: Sequence[str] = (),
     allow_addresses: Sequence[str] = (),
+    policy: Any = None,
+    reason: str | None = None,
 ) -> CaseResult:
     """Replay one case against the code importable now and check its expectations.
 
@@ -50,8 +52,10 @@ def run_case(
 
     Nothing is read from or written to a store: the replay's spans go nowhere but this process. The case's
     code runs under the side-effect guard; a side effect it blocked fails the case whatever it expects, unless
-    ``allow_side_effects`` turned the guard off. Never raises for a case that cannot run; that is a result
-    with status ``error`` and one error line (with ``OTEL_REPLAY_DEBUG`` set, an error otel-replay did not
+    ``allow_side_effects`` turned the guard off. ``policy`` (a
+    :class:`~otel_replay.replay.matching.policy.ReplayPolicy`, as ``otel-replay bisect`` gives one) and
+    ``reason`` are passed to the replay. Never raises for a case that cannot run; that is a result with status
+    ``error`` and one error line (with ``OTEL_REPLAY_DEBUG`` set, an error otel-replay did not
     expect is raised instead, to show its traceback).
     """
     from ..exporting import setup
@@ -69,14 +73,21 @@ def run_case(
                 case.run(),
                 mode=use_mode,
                 entrypoint=entrypoint,
-                reason=f"regression case {case.name}",
+                reason=reason or f"regression case {case.name}",
+                policy=policy,
                 allow_side_effects=allow_side_effects,
                 allow_paths=allow_paths,
                 allow_addresses=allow_addresses,
             )
     except OtelReplayError as exc:  # ReplayRefused, CaseError, a trace that holds no run …
         return CaseResult(
-            name=case.name, path=case.path, mode=use_mode, expect=case.expect, status="error", error=str(exc)
+            name=case.name,
+            path=case.path,
+            mode=use_mode,
+            expect=case.expect,
+            status="error",
+            error=str(exc),
+            cannot_test=isinstance(exc, AgentCodeUnavailable),
         )
     except Exception as exc:  # one case that cannot run must not stop the others
         if os.environ.get("OTEL_REPLAY_DEBUG"):

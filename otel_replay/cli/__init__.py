@@ -15,10 +15,11 @@ from __future__ import annotations
 
 # isort: off
 # The modules register their commands in this order, the order `otel-replay --help` lists them in.
-from . import listing, demoing, replaying, lab, inspecting, case, db, wire
+from . import listing, demoing, replaying, lab, bisecting, inspecting, case, db, wire
 
 # isort: on
 from .app import EXIT_ERROR, app, case_app, db_app, fail, main, version
+from .bisecting import bisect_command
 from .case import CaseModeChoice, ExpectChoice, case_export_command, case_run_command
 from .db import db_init_command
 from .demoing import DemoSdk, demo_command
@@ -41,6 +42,8 @@ __all__ = [
     "agent_error_line",
     "app",
     "audit_command",
+    "bisect_command",
+    "bisecting",
     "case",
     "case_app",
     "case_export_command",

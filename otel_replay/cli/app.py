@@ -114,8 +114,11 @@ def handled(func: F) -> F:
             if os.environ.get("OTEL_REPLAY_DEBUG"):
                 raise
             from ..errorlines import error_line
+            from ..errors import AgentCodeUnavailable
 
-            fail(error_line(exc))
+            fail(
+                error_line(exc), AgentCodeUnavailable.exit_code if isinstance(exc, AgentCodeUnavailable) else EXIT_ERROR
+            )
 
     return wrapper  # type: ignore[return-value]
 

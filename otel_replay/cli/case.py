@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 
+from ..errors import AgentCodeUnavailable
 from ..wording import plural
 from .app import (
     EXIT_ERROR,
@@ -128,7 +129,8 @@ def case_run_command(
     allow_address: list[str] = typer.Option([], "--allow-address", metavar="HOST:PORT", help=ALLOW_ADDRESS_HELP),
 ) -> None:
     """Replay case files against the current code, no store needed. Exit 0: all hold; 1: a case failed;
-    2: a case could not run."""
+    2: a case could not run; 125: the agent's code cannot be run as it stands (git bisect run skips the
+    commit)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
     from rich.text import Text
 
@@ -196,7 +198,9 @@ def case_run_command(
             f"{plural(len(results), 'case')}: {counts['passed']} passed, {counts['failed']} failed, "
             f"{counts['error']} could not run"
         )
-    if counts["error"]:
+    if any(r.status == "error" and not r.cannot_test for r in results):
         raise typer.Exit(EXIT_ERROR)
     if counts["failed"]:
         raise typer.Exit(1)
+    if counts["error"]:  # each because the agent's code cannot be run here
+        raise typer.Exit(AgentCodeUnavailable.exit_code)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from .. import semconv
 from ..wording import plural
 from .app import (
     HTML_HELP,
@@ -87,6 +88,9 @@ def runs_command(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
     store_url: str | None = typer.Option(None, "--store", help=STORE_HELP),
     lab: str | None = typer.Option(None, "--lab", metavar="ID", help="Only the replays of this lab (otel-replay lab)."),
+    bisect: str | None = typer.Option(
+        None, "--bisect", metavar="ID", help="Only the replays of this bisect's steps (otel-replay bisect)."
+    ),
 ) -> None:
     """List recorded runs (originals and replays), newest first. Dry replays (audited, with no step) are listed
     only with --kind dry, --kind replay or --all."""
@@ -102,6 +106,7 @@ def runs_command(
                 kind="all" if every else kind.value if kind else None,
                 limit=limit,
                 lab=lab,
+                tags={semconv.REPLAY_BISECT_ID: bisect} if bisect else None,
             )
     if as_json:
         print_json([s.to_dict() for s in summaries])

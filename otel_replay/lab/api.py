@@ -89,6 +89,8 @@ def lab(
     store: Any = None,
     progress: Progress | None = None,
     lab_id: str | None = None,
+    bisect_id: str | None = None,
+    bisect_revision: str | None = None,
 ) -> LabResult:
     """Replay a cohort of recorded runs with a candidate change and score every replay against its original.
 
@@ -109,7 +111,7 @@ def lab(
     ``baseline`` replays the cohort with the unchanged candidate first; ``repeats`` repeats each lane.
     ``workers`` (default: the CPU count) worker processes, or Ray tasks with ``executor="ray"``; 1 runs in this
     process. ``fail_if``: gate expressions (``diverged > 0``); ``progress(done, total)`` is called as replays
-    finish.
+    finish. ``bisect_id`` / ``bisect_revision``: the bisect step this lab is (written on every replay).
 
     Raises :class:`~otel_replay.errors.ReplayRefused` (an empty cohort, a missing reason, a journal that cannot
     be written) or ``ValueError`` (a bad value), each with one line, before any replay runs. Ctrl-C stops the
@@ -162,6 +164,8 @@ def lab(
         allow_paths=tuple(sandbox.check_paths(allow_paths)),
         allow_addresses=tuple(sandbox.check_addresses(allow_addresses)),
         scorers=tuple(scorers),
+        bisect_id=bisect_id,
+        bisect_revision=bisect_revision,
     )
     if cohort_spec.status is not None and cohort_spec.status not in ("ok", "error"):
         raise ValueError(f"status must be ok or error, got {cohort_spec.status!r}")

@@ -129,6 +129,10 @@ class LabSpec:
     """``--allow-address``: ``HOST:PORT`` every replay's code may connect to."""
     scorers: tuple[str, ...] = ()
     """Modules of user scorers (``--scorers MODULE``), imported in the lab process and in every worker."""
+    bisect_id: str | None = None
+    """The bisect this lab is a step of (``otel-replay bisect --cohort``): written on every replay's root span."""
+    bisect_revision: str | None = None
+    """The revision that bisect step tries."""
 
     @property
     def live(self) -> bool:
@@ -143,6 +147,8 @@ class LabSpec:
             return ReplayPolicy(
                 lab_id=self.lab_id,
                 lane="baseline",
+                bisect_id=self.bisect_id,
+                bisect_revision=self.bisect_revision,
                 tool_match=self.tool_match,  # type: ignore[arg-type]
                 tools_live=self.tools_live,
                 seed=self.seed,
@@ -150,6 +156,8 @@ class LabSpec:
         return ReplayPolicy(
             lab_id=self.lab_id,
             lane="candidate",
+            bisect_id=self.bisect_id,
+            bisect_revision=self.bisect_revision,
             tool_match=self.tool_match,  # type: ignore[arg-type]
             tools_live=self.tools_live,
             faults=self.faults,

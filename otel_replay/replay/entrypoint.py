@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import semconv
-from ..errors import ReplayRefused
+from ..errors import AgentCodeUnavailable, ReplayRefused
 from ..runs import Run
 from ..snapshots import register_module_alias
 
@@ -51,7 +51,9 @@ def load_entrypoint(spec: str, *, script: str | None = None, given: bool = False
     for part in qualname.split("."):
         obj = getattr(obj, part, None)
         if obj is None:
-            raise ReplayRefused(f"entrypoint {spec!r}: {module_name} has no {qualname}; pass --app module:function")
+            raise AgentCodeUnavailable(
+                f"entrypoint {spec!r}: {module_name} has no {qualname}; pass --app module:function"
+            )
         if not given and isinstance(obj, types.ModuleType):
             raise ReplayRefused(
                 f"entrypoint {spec!r} was not run: it reaches through module {obj.__name__!r}, and a "
@@ -79,7 +81,7 @@ def entrypoint_module(spec: str, module_name: str, script: str | None) -> types.
     (:func:`~otel_replay.replay.safety.trust.entrypoint_refusal`)."""
     if module_name == "__main__":
         if not script or not Path(script).is_file():
-            raise ReplayRefused(
+            raise AgentCodeUnavailable(
                 f"entrypoint {spec!r} was started as a script that is not at {script!r}; pass --app module:function"
             )
         alias = f"otel_replay_script_{uuid.uuid5(uuid.NAMESPACE_URL, script).hex[:12]}"
@@ -96,14 +98,16 @@ def entrypoint_module(spec: str, module_name: str, script: str | None) -> types.
                 spec_obj.loader.exec_module(module)
             except Exception as exc:
                 sys.modules.pop(alias, None)
-                raise ReplayRefused(f"loading the script {script!r} failed: {type(exc).__name__}: {exc}") from exc
+                raise AgentCodeUnavailable(
+                    f"loading the script {script!r} failed: {type(exc).__name__}: {exc}"
+                ) from exc
     else:
         if os.getcwd() not in sys.path and "" not in sys.path:
             sys.path.insert(0, os.getcwd())
         try:
             module = importlib.import_module(module_name)
         except Exception as exc:
-            raise ReplayRefused(
+            raise AgentCodeUnavailable(
                 f"entrypoint module {module_name!r} is not importable ({type(exc).__name__}: "
                 f"{exc}); run from the project folder or pass --app module:function"
             ) from exc

@@ -190,6 +190,8 @@ class ReplaySession:
             semconv.REPLAY_ALLOWED_EFFECTS: list(self.allowed_effects) or None,
             semconv.REPLAY_LAB_ID: self.policy.lab_id if self.policy is not None else None,
             semconv.REPLAY_LAB_LANE: self.policy.lane if self.policy is not None else None,
+            semconv.REPLAY_BISECT_ID: self.policy.bisect_id if self.policy is not None else None,
+            semconv.REPLAY_BISECT_REVISION: self.policy.bisect_revision if self.policy is not None else None,
         }
 
     @property

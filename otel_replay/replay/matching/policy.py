@@ -44,6 +44,12 @@ class ReplayPolicy:
     lists a lab's replays."""
     lane: str | None = None
     """Written on the replay's root span (``otel_replay.replay.lab_lane``): ``baseline`` or ``candidate``."""
+    bisect_id: str | None = None
+    """Written on the replay's root span (``otel_replay.replay.bisect_id``) so ``otel-replay runs --bisect ID``
+    lists a bisect's replays."""
+    bisect_revision: str | None = None
+    """Written on the replay's root span (``otel_replay.replay.bisect_revision``): the revision a bisect step
+    tried."""
     tool_match: ToolMatch = "strict"
     """``strict``: a recorded tool answer is served only for canonically equal arguments, else the call is
     refused and reported; ``sequence``: each tool's recorded answers in order, argument drift reported."""
