@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from bisect_repo import BAD_PROMPT, BREAK, GOOD_PROMPT, NO_IMPORT, _git, make_repo, record
 
@@ -77,7 +78,16 @@ def _no_worktrees_left(repo: dict[str, Any], before: tuple[str, ...]) -> None:
     assert len(_git(repo["path"], "worktree", "list").splitlines()) == 1
 
 
+SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "docs" / "bisect.schema.json").read_text())
+
+
+def _valid(document: dict[str, Any]) -> dict[str, Any]:
+    jsonschema.Draft202012Validator(SCHEMA).validate(document)
+    return document
+
+
 def _checked(repo: dict[str, Any], result: dict[str, Any]) -> None:
+    _valid(result)
     hashes = repo["hashes"]
     assert result["found"] is True and result["problem"] is None
     assert result["first_bad"]["id"] == hashes[BREAK - 1]
@@ -155,7 +165,7 @@ def test_ends_that_are_not_what_they_were_said_to_be_exit_1(repo: dict[str, Any]
     hashes = repo["hashes"]
     done = _bisect(repo, "--good", hashes[0], "--bad", hashes[4], "--case", str(repo["case"]), "--json")
     assert done.returncode == 1, done.stderr
-    result = json.loads(done.stdout)
+    result = _valid(json.loads(done.stdout))
     assert (result["found"], result["problem"]) == (False, "bad_not_bad")
     assert "is not bad" in result["message"]
     done = _bisect(repo, "--good", hashes[BREAK], "--bad", hashes[-1], "--case", str(repo["case"]))
@@ -191,7 +201,7 @@ def test_sigint_removes_the_worktrees_and_reports_the_steps_so_far(repo: dict[st
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=WAIT)
     assert process.returncode == 130, err
-    result = json.loads(out)
+    result = _valid(json.loads(out))
     assert result["interrupted"] is True and result["first_bad"] is None and len(result["steps"]) >= 1
     _no_worktrees_left(repo, before)
 
@@ -212,7 +222,7 @@ def test_prompt_files_and_models_are_bisected_too(repo: dict[str, Any], tmp_path
         repo, "--trace", repo["trace"], "--prompt-file", f"system={prompts}", "--reason", "prompt trial", "--json"
     )
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = _valid(json.loads(done.stdout))
     assert (result["axis"], result["mode"], result["first_bad"]["id"], result["last_good"]["id"]) == (
         "prompt",
         "whatif",
@@ -246,7 +256,7 @@ def test_a_cohort_bisect_runs_on_the_lab_workers(repo: dict[str, Any]) -> None:
         "--json",
     )
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    result = _valid(json.loads(done.stdout))
     assert result["target"] == "cohort" and result["first_bad"]["id"] == repo["hashes"][BREAK - 1]
     bad = next(s for s in result["steps"] if s["revision"]["id"] == repo["hashes"][BREAK - 1])
     assert "gate held: diverged > 0" in bad["why"]

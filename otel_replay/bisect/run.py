@@ -114,6 +114,7 @@ class BisectResult:
         boundary = self.boundary
         first = _first_divergence(boundary)
         return {
+            "schema_version": "1",
             "bisect_id": self.bisect_id,
             "axis": self.axis,
             "target": self.target,
