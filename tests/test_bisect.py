@@ -122,6 +122,13 @@ def test_a_case_bisect_finds_the_commit_that_broke_it(repo: dict[str, Any], tmp_
         s["why"] for s in result["steps"] if s["verdict"] == "skip"
     )
     _no_worktrees_left(repo, before)
+    listed = subprocess.run(
+        [*CLI, "runs", "--bisect", result["bisect_id"], "--json"], capture_output=True, text=True, timeout=WAIT
+    )
+    tested = [s for s in result["steps"] if s["verdict"] != "skip"]
+    assert sorted(r["trace_id"] for r in json.loads(listed.stdout)) == sorted(
+        s["replays"][0]["replay_trace_id"] for s in tested
+    )
     page = html.read_text()  # the page itself is checked in the browser by test_bisect_browser.py
     assert repo["hashes"][BREAK - 1] in page and "Make the support prompt terse" in page
 

@@ -67,7 +67,7 @@ def _cases(spec: Mapping[str, Any], policy: Any) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     for path in spec["cases"]:
         case = load_case(path)
-        done = run_case(case, mode=spec["mode"], policy=policy, reason=_reason(spec))
+        done = run_case(case, mode=spec["mode"], policy=policy, reason=_reason(spec), store_replay=True)
         results.append(
             {
                 "target": str(path),
@@ -170,6 +170,9 @@ def main() -> int:
             verdict = run_step(spec)
     except (OtelReplayError, ValueError, OSError) as exc:
         verdict = {"verdict": "skip", "why": f"{type(exc).__name__}: {exc}", "replays": []}
+    from ..exporting.setup import flush
+
+    flush()  # the step's replays reach the spool before the next step (or the user) reads the store
     out.write(json.dumps(verdict, ensure_ascii=False, default=str) + "\n")
     out.close()
     return 0

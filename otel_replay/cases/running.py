@@ -6,6 +6,7 @@ It must never read or write a store while running a case.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -43,6 +44,7 @@ def run_case(
     allow_addresses: Sequence[str] = (),
     policy: Any = None,
     reason: str | None = None,
+    store_replay: bool = False,
 ) -> CaseResult:
     """Replay one case against the code importable now and check its expectations.
 
@@ -54,7 +56,8 @@ def run_case(
     code runs under the side-effect guard; a side effect it blocked fails the case whatever it expects, unless
     ``allow_side_effects`` turned the guard off. ``policy`` (a
     :class:`~otel_replay.replay.matching.policy.ReplayPolicy`, as ``otel-replay bisect`` gives one) and
-    ``reason`` are passed to the replay. Never raises for a case that cannot run; that is a result with status
+    ``reason`` are passed to the replay; ``store_replay`` sends the replay's spans where this process exports
+    (a bisect stores its steps' replays). Never raises for a case that cannot run; that is a result with status
     ``error`` and one error line (with ``OTEL_REPLAY_DEBUG`` set, an error otel-replay did not
     expect is raised instead, to show its traceback).
     """
@@ -68,7 +71,8 @@ def run_case(
         use_mode = checked_mode(use_mode)
         # The case's entrypoint goes to the engine as recorded data (the entrypoint rule applies to it);
         # only --app is the user's own choice.
-        with project_root(root), setup.exporting_to("none"):
+        exporting = contextlib.nullcontext() if store_replay else setup.exporting_to("none")
+        with project_root(root), exporting:
             result = replay_run(
                 case.run(),
                 mode=use_mode,
