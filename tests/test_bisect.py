@@ -225,6 +225,8 @@ def test_prompt_files_and_models_are_bisected_too(repo: dict[str, Any], tmp_path
         (prompts / name).write_text(text)
     done = _bisect(repo, "--trace", repo["trace"], "--prompt-file", f"system={prompts}", "--json")
     assert done.returncode == 2 and "give a reason" in done.stderr
+    done = _bisect(repo, "--trace", repo["trace"], "--prompt-file", f"system={prompts}", "--mode", "mock")
+    assert done.returncode == 2 and "--mode mock cannot be used" in done.stderr, done.stderr
     done = _bisect(
         repo, "--trace", repo["trace"], "--prompt-file", f"system={prompts}", "--reason", "prompt trial", "--json"
     )

@@ -190,9 +190,10 @@ def bisect(
             raise BisectInputError(
                 "a prompt or model bisect calls the models for real, which a case never does: use --trace or --cohort"
             )
-        if mode in OFFLINE_MODES and mode != "deterministic":
+        if mode not in ("deterministic", "whatif"):
             raise BisectInputError(
-                f"--mode {mode} answers every model call from the recording: a {axis} change has no effect"
+                f"a {axis} bisect calls the models for real and answers the tools from the recording (whatif): "
+                f"--mode {mode} cannot be used for it"
             )
         mode = "whatif"
     elif mode not in (*OFFLINE_MODES, "live"):
