@@ -7,7 +7,8 @@ serve`` with that server stopped. The agents change no code between the two: the
 
 Replayed: the same final output, no upstream request, ``matched``. With a changed system prompt: the agent gets
 the 409 (and stops on it, as its SDK raises), ``serve`` exits 1 with the request divergence at step 0, and the
-divergence's diff shows the prompt change.
+divergence's diff and ``otel-replay diff`` show the prompt change; with ``--then-live`` the agent finishes its
+run, exactly the calls from the divergence on reaching a second fake upstream.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,6 +108,44 @@ def test_a_typescript_agent_is_recorded_by_the_proxy_and_replayed_by_serve(
     out, err = server.communicate(timeout=WAIT)
     assert changed.returncode != 0 and "409" in changed.stderr + changed.stdout, changed.stderr
     assert server.returncode == 1, err
-    first = json.loads(out)["first_divergence"]
+    diverged = json.loads(out)
+    first = diverged["first_divergence"]
     assert (first["kind"], first["step_index"]) == ("request", 0), first
     assert "+" in first["diff"] and "terse support agent" in first["diff"], first["diff"]
+    # otel-replay diff shows the prompt change between the recording and the replay that diverged
+    shown = subprocess.run(
+        [sys.executable, "-m", "otel_replay.cli", "diff", original.trace_id, diverged["replay_trace_id"], "--json"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
+    requests = json.loads(shown.stdout)["sections"]["requests"]
+    assert shown.returncode == 1 and requests["changed"], shown.stderr
+    (change,) = requests["details"]["changed"]
+    assert change["a_index"] == 0 and "terse support agent" in change["diff"], change
+
+    # --then-live: the call that diverged and every later one go to the real API, the agent finishes its run
+    with FakeLLMServer(
+        prefer_tools=("file_ticket",), tool_args_for={"file_ticket": {"order_id": "A-17", "note": "arrived damaged"}}
+    ) as live:
+        upstream = "--openai-upstream" if step.startswith("openai") else "--anthropic-upstream"
+        address = live.openai_url if step.startswith("openai") else live.anthropic_url
+        server, url = _start(
+            "serve",
+            original.trace_id,
+            "--json",
+            "--then-live",
+            upstream,
+            address,
+            "--reason",
+            "try the terse prompt for real",
+            ready=tmp_path / "serve-live",
+        )
+        finished = agent(url, AGENT_SYSTEM="You are a terse support agent.")
+        assert finished.returncode == 0 and finished.stdout == recorded.stdout, finished.stderr
+        assert live.count == 2  # both calls, from the one that diverged on
+        server.send_signal(signal.SIGTERM)
+        out, err = server.communicate(timeout=WAIT)
+    result = json.loads(out)
+    assert (server.returncode, result["outcome"], result["first_divergence"]["step_index"]) == (1, "diverged", 0), err
+    assert tickets() == [FILED] * 3
