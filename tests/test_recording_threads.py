@@ -6,7 +6,8 @@ order and parented under the step (or run) current where the thread or work item
 outside any run stays outside; a thread that outlives its run records nothing into it. The runs recorded so
 replay ``matched`` in ``mock`` mode and, with the write tool approved, in ``live`` mode (before, the tool was
 missing from the recording: ``extra_call``, then ``diverged``). The same holds for an SDK instrumentor's model
-call made in a pool inside an ``@orp.agent`` run; made in a pool outside any run, it records a run of its own.
+call made in a pool inside an ``@orp.agent`` run (the OpenAI and the Anthropic clients, a pool and
+``asyncio.to_thread``); made in a pool outside any run, it records a run of its own.
 """
 
 from __future__ import annotations
@@ -421,6 +422,49 @@ def test_an_sdk_call_in_a_pool_is_a_model_step_of_the_run_and_outside_a_run_a_ru
     mock = replay_run(original, mode="mock")
     assert mock.outcome == "matched", mock.divergences
     assert openai_server.count == sent  # answered from the recording: no request sent
+
+
+@orp.agent("thr-anthropic")
+def anthropic_agent(base_url: str) -> list[str]:
+    """Two Messages calls on the Anthropic client: one in a pool work item, one through ``asyncio.to_thread``."""
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=base_url, api_key="sk-ant-test-not-a-key", max_retries=0)
+
+    def ask(question: str) -> str:
+        answer = client.messages.create(
+            model="claude-sonnet-4-5", max_tokens=64, messages=[{"role": "user", "content": question}]
+        )
+        return "".join(block.text for block in answer.content if block.type == "text")
+
+    first = POOL.submit(ask, "one").result(WAIT)
+    second = asyncio.run(asyncio.to_thread(ask, "two"))
+    return [first, second]
+
+
+def test_an_anthropic_call_in_a_pool_or_to_thread_is_a_model_step_of_the_run(home: Path) -> None:
+    from fake_llm_servers import FakeLLMServer
+
+    from otel_replay.instrumentation.anthropic import AnthropicInstrumentor
+
+    instrumentor = AnthropicInstrumentor()
+    instrumentor.instrument()
+    try:
+        with FakeLLMServer() as server:
+            assert anthropic_agent(server.anthropic_url) == ["echo: one", "echo: two"]
+            original = _recorded("thr-anthropic")
+            assert [(s.kind, s.name, s.index) for s in original.steps] == [
+                ("model", "anthropic.messages", 0),
+                ("model", "anthropic.messages", 1),
+            ]
+            (root,) = [span for span in original.spans if not span.parent_span_id]
+            assert {s.parent_span_id for s in original.steps} == {root.span_id}
+            sent = server.count
+            mock = replay_run(original, mode="mock")
+            assert mock.outcome == "matched", mock.divergences
+            assert server.count == sent  # answered from the recording: no request sent
+    finally:
+        instrumentor.uninstrument()
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")

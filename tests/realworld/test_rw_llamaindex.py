@@ -174,6 +174,11 @@ def test_decorated_run_begins_at_the_agent_and_mock_deterministic_and_from_step_
         assert result["outcome"] == "matched", (args, result["divergences"])
         assert result["executions"] == {}
     assert result["from_step"] == 2
+    # one decorated tool step replayed on its own (the write tool, offline: answered, nothing written)
+    tool = world.cli_json(
+        "replay-tool", trace_id, "--step", "1", "--mode", "mock", extra_env={**DECORATED, "TMPDIR": str(replay_tmp)}
+    )
+    assert (tool["tool"], tool["outcome"], tool["result"]) == ("send_forecast", "matched", "forecast sent for Tokyo")
     assert world.server.count == requests, "a mock or deterministic replay sent a request to the server"
     assert world.effects() == ["forecast for Tokyo"], "a replay wrote outside its temp folder"
     assert list(replay_tmp.iterdir()) == [], "a replay ran the side-effecting tool inside its temp folder"

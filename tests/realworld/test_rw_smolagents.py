@@ -188,6 +188,12 @@ def test_decorated_run_begins_at_the_agent_and_mock_deterministic_and_from_step_
         assert result["outcome"] == "matched", (args, result["divergences"])
         assert result["executions"] == {}
     assert result["from_step"] == 2
+    # one decorated tool step re-run on its own: the @orp.tool function, imported from the program
+    tool = world.cli_json(
+        "replay-tool", trace_id, "--step", "1", "--mode", "mock", extra_env={**DECORATED, "TMPDIR": str(replay_tmp)}
+    )
+    assert (tool["tool"], tool["outcome"], tool["result"]) == ("get_weather", "matched", "sunny in Paris, 21C"), tool
+    assert tool["error"] is None and tool["replay_trace_id"]
     assert world.server.count == requests, "a mock or deterministic replay sent a request to the server"
     assert world.effects() == [SENT], "a replay wrote outside its temp folder"
     assert list(replay_tmp.iterdir()) == [], "a replay ran the side-effecting tool inside its temp folder"
