@@ -185,6 +185,76 @@ def bisect(
     axis = "git" if prompt_file is None and models is None else "prompt" if prompt_file is not None else "model"
     if sum(x is not None for x in (prompt_file, models)) + (good is not None or bad is not None) > 1:
         raise BisectInputError("bisect one thing: commits (--good/--bad), a prompt folder or models")
+    mode = _checked_mode(axis, target, mode, reason)
+    where = Path(repo) if repo is not None else Path.cwd()
+    walk = _walk(axis, where, good=good, bad=bad, prompt_file=prompt_file, models=models)
+    bisect_id = uuid.uuid4().hex
+    base = {
+        "target": target,
+        "cases": [str(Path(c).resolve()) for c in cases],
+        "traces": targets if target == "trace" else [],
+        "cohort": dict(cohort or {}),
+        "mode": mode,
+        "fail_if": list(fail_if) or ["diverged > 0"],
+        "bisect_id": bisect_id,
+        "reason": reason,
+        "actor": actor,
+        "approvals": list(approvals),
+        "workers": workers,
+    }
+    result = BisectResult(
+        bisect_id=bisect_id,
+        axis=axis,
+        target=target,
+        targets=targets,
+        mode=mode,
+        good=walk.good,
+        bad=walk.candidates[-1],
+        candidates=len(walk.candidates),
+        steps=[],
+        history=[walk.good, *walk.candidates],
+    )
+
+    def test(index: int) -> Verdict:
+        revision = walk.good if index == GOOD_REVISION else walk.candidates[index]
+        started = time.monotonic()
+        folder, extra, cleanup = walk.prepare(revision)
+        try:
+            said = _run_step(folder, {**base, **extra, "revision": revision.id})
+        finally:
+            cleanup()
+        step = Step(index, revision, said["verdict"], said["why"], said.get("replays") or [])
+        step.seconds = time.monotonic() - started
+        result.steps.append(step)
+        if progress is not None:
+            progress(step)
+        return step.verdict
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    try:
+        if main:
+            signal.signal(signal.SIGINT, _raise_interrupted)
+        outcome = search(len(walk.candidates), test)
+    except _Interrupted:
+        result.interrupted = True
+        result.message = "interrupted (Ctrl-C): the steps so far are reported, no answer"
+        return result
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not stop the cleanup
+        try:
+            walk.close()
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, previous)
+    _conclude(result, outcome, walk.good, walk.candidates)
+    return result
+
+
+def _checked_mode(axis: str, target: str, mode: str, reason: str | None) -> str:
+    """The replays' mode: as given for commits (offline, or live with a reason); ``whatif`` for a prompt or model
+    bisect (the models must answer the changed requests)."""
     if axis != "git":
         if target == "case":
             raise BisectInputError(
@@ -204,102 +274,62 @@ def bisect(
         )
     if target == "case" and mode not in OFFLINE_MODES:
         raise BisectInputError("a case never calls real models or tools: use --mode deterministic or mock")
-    where = Path(repo) if repo is not None else Path.cwd()
-    bisect_id = uuid.uuid4().hex
-    base = {
-        "target": target,
-        "cases": [str(Path(c).resolve()) for c in cases],
-        "traces": list(traces),
-        "cohort": dict(cohort or {}),
-        "mode": mode,
-        "fail_if": list(fail_if) or ["diverged > 0"],
-        "bisect_id": bisect_id,
-        "reason": reason,
-        "actor": actor,
-        "approvals": list(approvals),
-        "workers": workers,
-    }
-    worktrees: Worktrees | None = None
-    if axis == "git":
-        if good is None or bad is None:
-            raise BisectInputError("give --good REV and --bad REV (or --prompt-file NAME=DIR, or --model A,B,C)")
-        root = repository_root(where)
-        good_hash, bad_hash = resolve(root, good), resolve(root, bad)
-        candidates = commits_between(root, good_hash, bad_hash)
-        good_revision = describe(root, good_hash)
-        worktrees = trees = Worktrees(root)
-        inside = Path.cwd().resolve().relative_to(root) if _under(Path.cwd().resolve(), root) else Path()
+    return mode
 
-        def prepare(revision: Revision) -> tuple[Path, dict[str, Any], Callable[[], None]]:
-            tree = trees.add(revision.id)
-            return tree / inside, {}, lambda: trees.remove(tree)
 
-    elif axis == "prompt":
+Prepare = Callable[[Revision], tuple[Path, dict[str, Any], Callable[[], None]]]
+"""A revision made ready for its step: the step's folder, what the step spec gets, and what undoes it."""
+
+
+@dataclass
+class _Walk:
+    """The revisions a bisect walks and how each is made ready for its step."""
+
+    good: Revision
+    candidates: list[Revision]
+    prepare: Prepare
+    close: Callable[[], None] = lambda: None
+
+
+def _walk(
+    axis: str,
+    where: Path,
+    *,
+    good: str | None,
+    bad: str | None,
+    prompt_file: tuple[str, str | os.PathLike[str]] | None,
+    models: Sequence[str] | str | None,
+) -> _Walk:
+    if axis == "prompt":
         assert prompt_file is not None
         role, folder_name = prompt_file
         folder = Path(folder_name)
         versions = prompt_versions(folder)
-        good_revision, candidates = versions[0], versions[1:]
-
-        def prepare(revision: Revision) -> tuple[Path, dict[str, Any], Callable[[], None]]:
-            return Path.cwd(), {"prompts": {role: read_prompt(folder, revision.id)}}, lambda: None
-
-    else:
+        return _Walk(
+            versions[0], versions[1:], lambda r: (where, {"prompts": {role: read_prompt(folder, r.id)}}, _nothing)
+        )
+    if axis == "model":
         versions = model_versions(models if isinstance(models, str) else ",".join(models or ()))
-        good_revision, candidates = versions[0], versions[1:]
+        return _Walk(versions[0], versions[1:], lambda r: (where, {"model": r.id}, _nothing))
+    if good is None or bad is None:
+        raise BisectInputError("give --good REV and --bad REV (or --prompt-file NAME=DIR, or --model A,B,C)")
+    root = repository_root(where)
+    good_hash, bad_hash = resolve(root, good), resolve(root, bad)
+    candidates = commits_between(root, good_hash, bad_hash)
+    good_revision = describe(root, good_hash)
+    here = Path.cwd().resolve()
+    inside = here.relative_to(root) if _under(here, root) else Path()  # the same subfolder in each worktree
+    trees = Worktrees(root)
 
-        def prepare(revision: Revision) -> tuple[Path, dict[str, Any], Callable[[], None]]:
-            return Path.cwd(), {"model": revision.id}, lambda: None
+    def prepare(revision: Revision) -> tuple[Path, dict[str, Any], Callable[[], None]]:
+        tree = trees.add(revision.id)
+        return tree / inside, {}, lambda: trees.remove(tree)
 
-    result = BisectResult(
-        bisect_id=bisect_id,
-        axis=axis,
-        target=target,
-        targets=targets,
-        mode=mode,
-        good=good_revision,
-        bad=candidates[-1],
-        candidates=len(candidates),
-        steps=[],
-        history=[good_revision, *candidates],
-    )
+    return _Walk(good_revision, candidates, prepare, trees.close)
 
-    def test(index: int) -> Verdict:
-        revision = good_revision if index == GOOD_REVISION else candidates[index]
-        started = time.monotonic()
-        folder, extra, cleanup = prepare(revision)
-        try:
-            said = _run_step(folder, {**base, **extra, "revision": revision.id})
-        finally:
-            cleanup()
-        step = Step(index, revision, said["verdict"], said["why"], said.get("replays") or [])
-        step.seconds = time.monotonic() - started
-        result.steps.append(step)
-        if progress is not None:
-            progress(step)
-        return step.verdict
 
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.getsignal(signal.SIGINT) if main else None
-    try:
-        if main:
-            signal.signal(signal.SIGINT, _raise_interrupted)
-        outcome = search(len(candidates), test)
-    except _Interrupted:
-        result.interrupted = True
-        result.message = "interrupted (Ctrl-C): the steps so far are reported, no answer"
-        return result
-    finally:
-        if main:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not stop the cleanup
-        try:
-            if worktrees is not None:
-                worktrees.close()
-        finally:
-            if main:
-                signal.signal(signal.SIGINT, previous)
-    _conclude(result, outcome, good_revision, candidates)
-    return result
+def _nothing() -> None:
+    pass
 
 
 def _raise_interrupted(*_: Any) -> None:

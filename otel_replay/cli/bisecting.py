@@ -156,16 +156,16 @@ def _print(result: BisectResult, console: Any) -> None:
         console.print(Text(f"  {result.first_bad.author}  {result.first_bad.date}", style="dim"))
     if result.last_good is not None:
         console.print(Text.assemble(("last good: ", "bold"), (result.last_good.label, "green")))
-    boundary = result.to_dict()
-    first = boundary.get("first_divergence")
+    document = result.to_dict()
+    first = document.get("first_divergence")
     if first:
         console.print(
             Text(f"first divergence: step {first.get('step_index')} {first.get('kind')}: {first.get('reason')}")
         )
         if first.get("diff"):
             console.print(Text(str(first["diff"])))
-    elif boundary.get("why"):
-        console.print(Text(f"why: {boundary['why']}"))
+    elif document.get("why"):
+        console.print(Text(f"why: {document['why']}"))
     if result.ambiguous:
         console.print(Text(result.message, style="yellow"))
     skipped = result.skipped
