@@ -229,12 +229,7 @@ def chat_stream(response: Mapping[str, Any]) -> list[dict[str, Any]]:
         assert isinstance(message, Mapping)
         delta: dict[str, Any] = {"role": message.get("role") or "assistant", "content": message.get("content")}
         calls = [
-            {
-                "index": i,
-                "id": c.get("id"),
-                "type": c.get("type", "function"),
-                "function": dict(c.get("function") or {}),
-            }
+            {"index": i, "id": c.get("id"), "type": c.get("type", "function"), "function": _mapping(c.get("function"))}
             for i, c in enumerate(_items(message.get("tool_calls")))
         ]
         if calls:
@@ -324,6 +319,10 @@ def message_stream(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     events.append({"type": "message_delta", "delta": stop, "usage": {"output_tokens": usage.get("output_tokens", 0)}})
     events.append({"type": "message_stop"})
     return events
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def _items(value: Any) -> list[Mapping[str, Any]]:

@@ -34,7 +34,8 @@ TESTS_DIR = Path(__file__).resolve().parent
 LONGEST_LINE = 300
 RECORDED = pa.RECORDED_SENTENCE
 REPLAYED_SHOWN = pa.REPLAYED_SENTENCE.replace("\x1b", "\u241b").replace("\x07", "\u2407")
-"""The changed sentence as the terminal shows it: its control characters as their visible stand-ins."""
+"""The changed sentence as the terminal and the HTML report show it: its control characters as their visible
+stand-ins."""
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +121,8 @@ def test_the_cli_shows_the_changed_prompt_line_with_context(world: dict[str, Any
     diff.feed(page)
     assert ("dl-text", "=== messages[0].content (system): 200 lines recorded, 200 lines in the replay") in diff.lines
     assert ("dl-del", f"-Rule {pa.CHANGED_LINE}: {RECORDED}") in diff.lines
-    assert ("dl-add", f"+Rule {pa.CHANGED_LINE}: {pa.REPLAYED_SENTENCE}") in diff.lines
+    assert ("dl-add", f"+Rule {pa.CHANGED_LINE}: {REPLAYED_SHOWN}") in diff.lines  # control characters shown
+    assert "\x1b" not in page and "\x07" not in page  # the page, printed with cat, cannot drive the terminal
     assert diff.redacted and all(text.startswith("[REDACTED:") for text in diff.redacted)
 
 

@@ -98,3 +98,19 @@ def test_the_stream_of_a_whole_answer_assembles_into_that_answer(answer: Any, sp
         assert rebuilt["output"] == RESPONSE["output"]
     else:
         assert (rebuilt["content"], rebuilt["stop_reason"]) == (MESSAGE["content"], "tool_use")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {},
+        {"choices": "x", "output": 3, "content": None},
+        {"choices": [{"message": {"tool_calls": [{"function": "not an object"}, 7]}}, "junk"]},
+        {"output": [{"type": "message", "content": [{"type": "output_text"}, "junk"]}, {"type": "function_call"}]},
+        {"content": [{"type": "tool_use", "input": {"a": [1, {"b": None}]}}, {"type": "unknown"}, 5], "usage": "x"},
+    ],
+)
+def test_a_recorded_answer_of_any_shape_splits_without_raising(answer: Any) -> None:
+    """What ``serve`` splits is read back from a store: a shape the providers never send still gives events."""
+    for split in (streams.chat_stream, streams.responses_stream, streams.message_stream):
+        assert isinstance(split(answer), list)

@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from jinja2.ext import Extension
+from markupsafe import Markup
 
 from .._version import __version__
 from ..runs import Run
+from ..terminal import clean
 from . import compare, views
 from . import values as v
 from .links import Links
@@ -54,7 +56,16 @@ def _environment() -> Environment:
         undefined=StrictUndefined,
         extensions=[_Compact],
         auto_reload=False,
+        finalize=_visible,
     )
+
+
+def _visible(value: Any) -> Any:
+    """Every string a page shows with its control characters as visible stand-ins (``␛`` for ESC), as the
+    terminal shows them: a report opened with ``cat`` or ``less`` cannot drive the terminal either."""
+    if isinstance(value, Markup):  # a macro's output: escaped already, its control characters still raw
+        return Markup(clean(value))
+    return clean(value) if isinstance(value, str) else value
 
 
 @functools.lru_cache(maxsize=1)
