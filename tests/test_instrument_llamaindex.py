@@ -262,3 +262,97 @@ def test_a_react_agent_run_is_one_run_and_a_mock_replay_matches(
         assert result.outcome == "matched", result.divergences
         assert server.count == requests, "a mock replay sent a request to the server"
         assert CALLS == {"send_invoice": 1}, "a mock replay ran the tool"
+
+
+# ------------------------------------------------------------------------------------------- CodeActAgent
+
+
+class SimpleCodeExecutor:
+    """The code executor of LlamaIndex's ``CodeActAgent`` docs: runs the model's code with the tools' functions
+    in its namespace and gives back what it printed."""
+
+    def __init__(self, locals: dict[str, Any], globals: dict[str, Any]) -> None:  # noqa: A002 - the docs' names
+        self.globals = globals
+        self.locals = locals
+
+    def execute(self, code: str) -> str:
+        import contextlib
+        import io
+
+        stdout = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(stdout):
+                exec(code, self.globals, self.locals)  # what a code agent does
+        except Exception as exc:  # noqa: BLE001 - the agent shows the model the error
+            return f"Error: {type(exc).__name__}: {exc}"
+        return stdout.getvalue()
+
+
+CODEACT: dict[str, Any] = {}
+CODEACT_ANSWERS = [
+    "I will send the invoice.\n<execute>\nprint(send_invoice('ACME'))\n</execute>",
+    "The invoice was sent to ACME.",
+]
+
+
+@orp.tool("send_invoice", risk="write")
+def send_invoice_step(customer: str) -> str:
+    """``send_invoice`` decorated: each call from the model's code is a step of its own."""
+    return send_invoice(customer)
+
+
+async def codeact_ask(input: str) -> str:  # noqa: A002 - the name a replay passes
+    """``entrypoint`` of the replay: a ``CodeActAgent`` as its docs build one; its code calls ``send_invoice``
+    (the decorated function when ``CODEACT["decorated"]``)."""
+    from llama_index.core.agent.workflow import CodeActAgent
+
+    server = CODEACT["fake"]
+    function = send_invoice_step if CODEACT.get("decorated") else send_invoice
+    executor = SimpleCodeExecutor(locals={"send_invoice": function}, globals={"__builtins__": __builtins__})
+    llm = OpenAI(model="gpt-4o-mini", api_base=server.openai_url, api_key="sk-test-" + "3" * 32)
+    agent = CodeActAgent(code_execute_fn=executor.execute, llm=llm, tools=[send_invoice])
+    return str(await agent.run(user_msg=input))
+
+
+@pytest.mark.parametrize("decorated", [False, True], ids=["plain", "decorated"])
+def test_a_code_act_agent_is_a_code_agent_whose_code_runs_only_in_its_execute_step(
+    home: Path, instrumented: LlamaIndexInstrumentor, decorated: bool
+) -> None:
+    """The run is marked as one that executes model-written code (``dry`` says so). The code runs inside the
+    agent's ``execute`` tool step (high risk by its name): a mock replay answers the execution from the
+    recording, so the function the code calls does not run, and matches (a decorated function's step, made
+    inside ``execute``, is not missing: the answered execution made none); a live replay needs the approval of
+    ``execute`` before anything runs."""
+    with FakeLLMServer() as server:
+        server.chat_texts["bill ACME"] = CODEACT_ANSWERS
+        CODEACT.update(fake=server, decorated=decorated)
+        answer = asyncio.run(codeact_ask("bill ACME"))
+        assert answer == "The invoice was sent to ACME."
+        assert CALLS == {"send_invoice": 1}
+        orp.flush()
+        with Store.open() as store:
+            (summary,) = store.runs(kind="original")
+            run = store.load_run(summary.trace_id)
+        assert run.attributes["otel_replay.run.executes_code"] in (True, "true")
+        steps = [(s.kind, s.name, s.attributes.get("otel_replay.tool.risk")) for s in run.steps]
+        inner = [("tool", "send_invoice", "write")] if decorated else []
+        assert steps == [
+            ("model", "openai.chat.completions", None),
+            ("tool", "execute", "high"),
+            *inner,
+            ("model", "openai.chat.completions", None),
+        ]
+        assert run.steps[1].snapshots["tool"]["result"]["content"] == "invoice sent to ACME\n"
+
+        entry = "test_instrument_llamaindex:codeact_ask"
+        dry = orp.replay(run.trace_id, mode="dry", entrypoint=entry)
+        assert dry.readiness["executes_code"] is True
+        assert dry.readiness["modes"]["live"]["needs_approval"] == ["execute", *(["send_invoice"] if decorated else [])]
+        requests = server.count
+        result = orp.replay(run.trace_id, mode="mock", entrypoint=entry)
+        assert result.outcome == "matched", result.divergences
+        assert server.count == requests, "a mock replay sent a request to the server"
+        assert CALLS == {"send_invoice": 1}, "a mock replay ran the model's code"
+        refused = orp.replay(run.trace_id, mode="live", reason="check", entrypoint=entry)
+        assert refused.outcome == "refused" and "--approve execute" in (refused.refusal or ""), refused.refusal
+        assert CALLS == {"send_invoice": 1} and server.count == requests

@@ -43,8 +43,10 @@ from types import ModuleType
 from typing import Any, Final
 
 import wrapt
+from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
+from .. import semconv
 from ..recording import ReplayInterrupt, begin_tool_call, end_call, end_run, in_run
 from . import _lazy
 from ._guarded import RISKS as _RISKS
@@ -127,7 +129,22 @@ def _begin_implicit_run(agent: Any, args: tuple[Any, ...], kwargs: Mapping[str, 
     if parts is None:
         return None
     name, arguments, config = parts
-    return guards.begin_run(name, arguments=arguments, config=config, script=main_script())
+    handle = guards.begin_run(name, arguments=arguments, config=config, script=main_script())
+    if handle is not None and _executes_code(agent):
+        span = trace.get_current_span()  # the run's root, current right after begin_run
+        _safely("mark the code agent", span.set_attribute, semconv.RUN_EXECUTES_CODE, True)
+        # No code tools: the code runs only inside the agent's ``execute`` tool step (high risk by its name), so
+        # a replay answers the whole execution or runs it with its approval; the functions the code calls are
+        # not checked one by one (they are no steps, and an answered execution calls none of them).
+        _safely("note the code tools", span.set_attribute, semconv.RUN_CODE_TOOLS, [])
+    return handle
+
+
+def _executes_code(agent: Any) -> bool:
+    """Whether ``agent`` runs model-written code (a LlamaIndex ``CodeActAgent``)."""
+    workflow = sys.modules.get("llama_index.core.agent.workflow")
+    code_act = getattr(workflow, "CodeActAgent", None) if workflow is not None else None
+    return code_act is not None and isinstance(agent, code_act)
 
 
 def _final_output(stop: Any) -> Any:

@@ -610,7 +610,17 @@ class ReplaySession:
 
     def _answer(self, recorded: Step) -> Served:
         self._values.answered(recorded.index)  # its code will not run: the values it drew will not be asked for
+        self._inside_answered(recorded)
         return recorded_answer(recorded, self._diverge)
+
+    def _inside_answered(self, answered: Step) -> None:
+        """The recorded steps made inside ``answered`` (a tool a code agent's ``execute`` step called, a tool
+        that called another): its code does not run, so they are not made, and are not missing."""
+        with self._lock:
+            for k, step in enumerate(self.recorded):
+                if k not in self._consumed and any(s.span_id == answered.span_id for s in self._path(step)[1:]):
+                    self._consumed.add(k)
+            self._advance()
 
     def _mock(self, name: str, arguments: str | None) -> Served:
         return mock_answer(self.mocks[name], arguments)

@@ -39,9 +39,12 @@ from ...snapshots import TYPE_TAG
 _MAX_DEPTH: Final = 60
 CODE_CALL: Final = "otel_replay:code"
 """The call id :func:`calls_asked` gives a call found in model-written code (it has none of its own)."""
-_CODE_BLOBS: Final = re.compile(r"<code>(.*?)(?:</code>|\Z)|```(?:python|py)\s*\n(.*?)(?:\n```|\Z)", re.DOTALL)
-"""smolagents' code blobs: its default ``<code>…</code>`` tags (the closing one is a stop sequence, so a recorded
-answer may end without it) and the Markdown fences it also accepts."""
+_CODE_BLOBS: Final = re.compile(
+    r"<code>(.*?)(?:</code>|\Z)|```(?:python|py)\s*\n(.*?)(?:\n```|\Z)|<execute>(.*?)(?:</execute>|\Z)", re.DOTALL
+)
+"""Code blobs of the code agents: smolagents' default ``<code>…</code>`` tags (the closing one is a stop sequence,
+so a recorded answer may end without it) and the Markdown fences it also accepts; LlamaIndex ``CodeActAgent``'s
+``<execute>…</execute>``."""
 _SMOLAGENTS_PROMPT: Final = ("code blobs", "final_answer")
 """Words of smolagents' ``CodeAgent`` system prompt, which lists each tool as a Python ``def name(...)``."""
 _ENDS_RUN: Final = frozenset({"final_answer"})
@@ -191,7 +194,7 @@ def code_calls(response: Any, tools: Collection[str]) -> list[str]:
     found: list[str] = []
     for text in _texts(response):
         for match in _CODE_BLOBS.finditer(text):
-            code = match.group(1) if match.group(1) is not None else match.group(2)
+            code = next(group for group in match.groups() if group is not None)
             try:
                 tree = ast.parse(code)
             except (SyntaxError, ValueError):
