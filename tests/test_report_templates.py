@@ -33,6 +33,7 @@ from otel_replay.replay.engine import ReplayResult
 from otel_replay.report import diff_report, replay_report, run_report
 from otel_replay.runs import Run
 from otel_replay.storage.store import Store
+from otel_replay.terminal import clean
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "otel_replay" / "report" / "templates"
@@ -218,11 +219,14 @@ def test_hostile_values_stay_text_in_every_page(pages: Pages, kind: str) -> None
 
 
 def test_stored_text_is_shown_as_stored(pages: Pages) -> None:
-    """Terminal control and bidi characters are shown as the JSON text the store holds, as before templates."""
+    """Stored text is shown as the JSON text the store holds, with each terminal control and bidi character as
+    the visible stand-in the terminal shows (a page printed with ``cat`` cannot drive the terminal, and an
+    override cannot reorder the text a reader sees)."""
     text = "".join(parse(pages.pages["run"]).texts)
     assert f"run · {AGENT}" in text
-    assert json.dumps(RESULT, ensure_ascii=False)[1:-1] in text
-    assert f"failed: {MARKUP} {BIDI}" in text  # the tool's error message in its error box
+    assert clean(json.dumps(RESULT, ensure_ascii=False)[1:-1]) in text
+    assert f"failed: {MARKUP} {clean(BIDI)}" in text  # the tool's error message in its error box
+    assert clean(BIDI) != BIDI and "\u202e" not in "".join(pages.pages.values())
 
 
 def test_the_script_is_the_package_file_and_the_policy_allows_only_it(pages: Pages) -> None:
