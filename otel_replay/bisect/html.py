@@ -26,12 +26,10 @@ class _Tried:
 
 
 def _first_text(step: Step) -> str:
-    for replay in step.replays:
-        first = replay.get("first_divergence")
-        if isinstance(first, dict):
-            where = "run" if first.get("step_index") is None else f"step {first.get('step_index')}"
-            return f"{where}: {first.get('kind')}: {first.get('reason')}"
-    return ""
+    """The first divergence of the step's replays, in one line."""
+    return next(
+        (compare.divergence_text(r.get("first_divergence")) for r in step.replays if r.get("first_divergence")), ""
+    )
 
 
 def render_bisect(result: BisectResult) -> str:

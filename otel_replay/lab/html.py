@@ -46,14 +46,6 @@ class _Run:
     """The lines of each divergence's diff, in the order of ``pair.divergences`` (empty: none)."""
 
 
-def _first_text(first: Any) -> str:
-    if not isinstance(first, dict):
-        return ""
-    where = "run" if first.get("step_index") is None else f"step {first.get('step_index')}"
-    named = " ".join(str(x) for x in (first.get("step_kind"), first.get("step_name")) if x)
-    return f"{where}{' ' + named if named else ''}: {first.get('kind')}: {first.get('reason')}"
-
-
 def _shown(value: Any) -> str:
     if value is None:
         return "—"
@@ -133,7 +125,7 @@ def _runs(result: LabResult) -> tuple[_Run, ...]:
                 index=index,
                 anchor=f"run-{index}",
                 pair=pair,
-                first=_first_text(pair.first_divergence),
+                first=compare.divergence_text(pair.first_divergence),
                 regressed=regressed.get(index, ()),
                 scores=scores,
                 sections=_sections(pair.diff),
@@ -160,7 +152,7 @@ def _worst(result: LabResult) -> tuple[dict[str, Any], ...]:
                 "outcome": str(row.get("outcome") or ""),
                 "badness": row.get("badness"),
                 "regressed": ", ".join(str(r) for r in row.get("regressed") or []) or "—",
-                "first": _first_text(row.get("first_divergence")) or str(row.get("error") or ""),
+                "first": compare.divergence_text(row.get("first_divergence")) or str(row.get("error") or ""),
             }
         )
     return tuple(rows)

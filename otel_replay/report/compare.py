@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from .. import semconv
 from ..replay.diff import RunDiff
@@ -73,6 +73,16 @@ def diff_lines(diff: str | None) -> tuple[DiffLine, ...]:
     if not diff:
         return ()
     return tuple(DiffLine(_line_class(line), v.pieces(line)) for line in diff.split("\n"))
+
+
+def divergence_text(first: Any) -> str:
+    """A divergence as ``--json`` gives it (a dict), in one line: ``step 2 tool file_ticket: arguments: …``; ``""``
+    for anything else."""
+    if not isinstance(first, dict):
+        return ""
+    where = "run" if first.get("step_index") is None else f"step {first.get('step_index')}"
+    named = " ".join(str(x) for x in (first.get("step_kind"), first.get("step_name")) if x)
+    return f"{where}{' ' + named if named else ''}: {first.get('kind')}: {first.get('reason')}"
 
 
 def _short(value: str | None) -> str:
