@@ -233,6 +233,45 @@ def test_code_agent_recorded_without_its_instrumentor_is_recognised_and_never_ma
     assert "get_weather" in result.divergences[0].reason
 
 
+def test_a_tool_the_last_code_called_outside_the_firewall_is_never_matched(smol: FakeLLMServer) -> None:
+    """Only the model SDK instrumented, one answer whose code calls the tools and ends the run: no model call
+    follows to carry their results, yet a mock replay in which they ran again reports each, at the step whose
+    code called it."""
+    orp.instrument("openai")
+    assert ask_plain("note Oslo") == "sunny in Oslo"
+    run = _last_run("plain-code-agent")
+    assert [s.kind for s in run.steps] == ["model"]
+    assert not_firewalled(run) == ["get_weather", "save_note"]
+    result = orp.replay(run.trace_id, mode="mock")
+    assert result.outcome == "diverged"
+    assert [(d.kind, d.step_index) for d in result.divergences] == [("unrecorded_tool", 0), ("unrecorded_tool", 0)]
+    assert all("the run ended with no tool step" in d.reason for d in result.divergences)
+    assert CALLS == {"get_weather": 2, "save_note": 2}
+
+
+def test_a_whatif_replay_reads_the_code_its_live_model_wrote(smol: FakeLLMServer) -> None:
+    """whatif holds the tools fixed, but its models answer for real: a tool the new code calls with no tool step
+    ran outside the firewall, and is reported; with the framework instrumented the same tool is a step, answered
+    from the recording."""
+    orp.instrument("openai")
+    assert ask_plain("look Oslo") == "done"
+    run = _last_run("plain-code-agent")
+    requests = smol.count
+    result = orp.replay(run.trace_id, mode="whatif", reason="the same model, live")
+    assert smol.count == requests + 2, "whatif did not call the model"
+    assert result.outcome == "diverged"
+    assert [(d.kind, d.step_index) for d in result.divergences] == [("unrecorded_tool", 0)]
+    assert "get_weather" in result.divergences[0].reason
+    assert CALLS == {"get_weather": 2}
+
+    orp.instrument("smolagents")
+    assert ask("look Oslo") == "done"
+    marked = _last_run("CodeAgent")
+    again = orp.replay(marked.trace_id, mode="whatif", reason="the same model, live", entrypoint=f"{__name__}:ask")
+    assert again.outcome == "matched", again.divergences
+    assert CALLS == {"get_weather": 3}, "whatif ran a tool the recording answers"
+
+
 def test_a_tool_the_instrumentor_cannot_see_makes_the_replay_diverge(smol: FakeLLMServer) -> None:
     """A marked run whose code called a tool that is no step (it overrides ``__call__``): dry names it, and a
     mock replay in which it ran again is never matched."""

@@ -85,6 +85,26 @@ def test_the_watch_sees_a_risky_tool_run_with_no_tool_step() -> None:
     assert [t.name for t in watch.unanswered()] == ["book_table"]
 
 
+def test_the_watch_counts_risky_tools_called_in_model_written_code() -> None:
+    """A code agent's run (marked by its instrumentor, naming its tools): a risky tool the live model's code
+    calls with no tool step is unanswered by the end of the run, unless the replay saw it as a step, or the
+    current code instruments the framework (every call the code reaches is a step: a branch not taken)."""
+    run = run_of(("model", "openai.chat.completions", None), ("tool", "book_table", "write"))
+    run.attributes = {semconv.RUN_EXECUTES_CODE: True, semconv.RUN_CODE_TOOLS: '["book_table", "lookup"]'}  # type: ignore[misc]
+    code = {"choices": [{"message": {"content": '<code>\nif busy:\n    book_table(restaurant="x")\n</code>'}}]}
+    watch = UndeclaredWatch(run)
+    watch.answered_text(json.dumps(code))
+    assert watch.carried(_carries("c0")) is None  # no id to follow: never stopped before a model call
+    assert [t.name for t in watch.unanswered()] == ["book_table"]
+    assert watch.unanswered(code_firewalled=True) == []
+    watch.tool_step("book_table")  # a step of it: the tool is firewalled now, a call not reached is no run
+    watch.answered_text(json.dumps(code))
+    assert watch.unanswered() == []
+    plain = UndeclaredWatch(run_of(("model", "openai.chat.completions", None), ("tool", "book_table", "write")))
+    plain.answered_text(json.dumps(code))  # not a code agent's run: code is only text
+    assert plain.unanswered() == []
+
+
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)

@@ -328,9 +328,21 @@ class ReplaySession:
 
     def model_answered(self, step: Any, response: str) -> None:
         """A model call this replay executed returned ``response`` (its recorded JSON text), asked by the
-        recorder: the risky tool calls it asks for are watched."""
+        recorder: a live replay watches the risky tool calls it asks for; a whatif replay, whose tools are
+        answered from the recording, checks every tool call it asks for as it does a served answer's."""
         if self.watch is not None:
             self.watch.answered_text(response)
+        if self.mode is ReplayMode.WHATIF:
+            try:
+                answer = json.loads(response)
+            except ValueError:
+                return
+            models = [s for s in self._all if s.kind == "model" and s.name == step.name]
+            if not models:
+                return
+            with self._lock:
+                index = models[min(max(self._models_run - 1, 0), len(models) - 1)].index
+                self._asked = [(n, i, index) for n, i in calls_asked(answer, self._code_tools)]
 
     def _refuse_undeclared(self, tool: Any, *, carried: bool) -> None:
         reason = undeclared_refusal(tool, carried=carried)
@@ -375,6 +387,11 @@ class ReplaySession:
             if kind != "model":
                 return
             asked, self._asked = self._asked, []
+        self._report_unrecorded(asked, sent)
+
+    def _report_unrecorded(self, asked: list[tuple[str, str | None, int]], sent: str | None) -> None:
+        """``unrecorded_tool`` divergences for the calls in ``asked`` that no tool step answered: those whose
+        result the model request ``sent`` carries (None: the run ended), and those of model-written code."""
         for tool, index in unrecorded_results(asked, sent):
             self._diverge(
                 index,
@@ -387,8 +404,9 @@ class ReplaySession:
             self._diverge(
                 index,
                 "unrecorded_tool",
-                f"the code the model wrote at step {index} calls tool {tool!r}, and the next model call came "
-                "with no tool step for it: the tool ran outside the firewall, or not at all (instrument the "
+                f"the code the model wrote at step {index} calls tool {tool!r}, and "
+                f"{'the run ended' if sent is None else 'the next model call came'} with no tool step for it: "
+                "the tool ran outside the firewall, or not at all (instrument the "
                 "agent's framework, e.g. orp.instrument('smolagents'), so a replay answers it)",
             )
 
@@ -631,8 +649,12 @@ class ReplaySession:
         return None
 
     def finish(self, *, completed: bool) -> None:
-        """The agent returned (or stopped): recorded calls never made are missing calls."""
+        """The agent returned (or stopped): recorded calls never made are missing calls; tools the last model
+        answer's code called with no tool step ran outside the firewall."""
         if completed:
+            with self._lock:
+                asked, self._asked = self._asked, []
+            self._report_unrecorded(asked, None)
             with self._lock:
                 for i in range(self.cursor, len(self.recorded)):
                     if i in self._consumed:
@@ -663,7 +685,8 @@ class ReplaySession:
         stop = interrupt_in(exc) if exc is not None else None  # also inside a task group's exception group
         self.finish(completed=stop is None)
         if self.watch is not None and stop is None:
-            for tool in self.watch.unanswered():
+            marked = (getattr(span, "attributes", None) or {}).get(semconv.RUN_EXECUTES_CODE)
+            for tool in self.watch.unanswered(code_firewalled=marked is True):
                 self._refuse_undeclared(tool, carried=False)
         if stop is not None and not self.divergences:  # stopped without a recorded reason
             self._diverge(None, "unanswerable", str(stop))

@@ -5,8 +5,9 @@ developer would.
 Each agent is a module written into a project folder the test owns (``write_agent``), so the code a replay
 imports, and the source a dry replay reads, really lose the decorator. The agents follow their framework's own
 docs: Pydantic AI (``Agent('openai:...')`` and ``@agent.tool_plain``), LangChain (``@tool``, ``bind_tools`` and
-the tool-calling loop of its how-to) and the OpenAI Agents SDK (``@function_tool`` and ``Runner.run_sync``),
-each on the OpenAI SDK instrumented by ``orp.instrument("openai")``: the decorator is what makes the tool a step.
+the tool-calling loop of its how-to), the OpenAI Agents SDK (``@function_tool`` and ``Runner.run_sync``) and a
+smolagents ``CodeAgent`` (``@tool``; its model writes code that calls the tool, see ``CODE_ANSWER``), each on the
+OpenAI SDK instrumented by ``orp.instrument("openai")``: the decorator is what makes the tool a step.
 ``book_table`` appends a line to the file named by ``ADV_BOOKINGS``, so the test counts real bookings on disk.
 """
 
@@ -95,7 +96,41 @@ agent = Agent(name="Booker", instructions="Book what the user asks for with the 
 def run(question: str) -> str:
     return str(Runner.run_sync(agent, question).final_output)
 """,
+    "smolagents": _HEAD
+    + """
+from smolagents import CodeAgent, OpenAIServerModel, tool
+
+
+@tool
+{decorator}
+def book_table(restaurant: str) -> str:
+    \"\"\"Book a table for two at a restaurant tonight.
+
+    Args:
+        restaurant: The name of the restaurant.
+    \"\"\"
+    with open(os.environ["ADV_BOOKINGS"], "a", encoding="utf-8") as bookings:
+        bookings.write(f"booked {restaurant}\\n")
+    return f"booked a table at {restaurant}"
+
+
+model = OpenAIServerModel(
+    model_id="gpt-4o-mini", api_base=os.environ["OPENAI_BASE_URL"], api_key=os.environ["OPENAI_API_KEY"]
+)
+agent = CodeAgent(tools=[book_table], model=model, max_steps=2, verbosity_level=0)
+
+
+@orp.agent("booking-smolagents")
+def run(question: str) -> str:
+    return str(agent.run(question))
+""",
 }
+
+CODE_ANSWER = (
+    'Thought: I book the table.\n<code>\nbooked = book_table(restaurant="Chez Paul")\nfinal_answer(booked)\n</code>'
+)
+"""What the fake server answers the smolagents ``CodeAgent`` (``FakeLLMServer.chat_texts``): model-written code
+that calls ``book_table``; its result goes back as the run's final answer, not as a tool call's result."""
 
 _TAIL = """
 

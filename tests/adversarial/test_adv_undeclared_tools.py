@@ -1,5 +1,6 @@
 """A decorator removed: a write tool recorded with ``@orp.tool(risk="write")`` whose decorator line is then
-deleted from the code, in a Pydantic AI, a LangChain and an OpenAI Agents SDK agent.
+deleted from the code, in a Pydantic AI, a LangChain and an OpenAI Agents SDK agent, and a smolagents ``CodeAgent``
+whose model writes code that calls the tool (no tool call for the replay to follow).
 
 Undecorated, the tool is no step: the replay cannot see, count or refuse its call. The recorded risk must still
 hold: a live replay without ``--approve book_table`` is refused before anything runs; one given the approval,
@@ -28,7 +29,7 @@ import fork_server
 import pytest
 from fake_llm_servers import FakeLLMServer
 
-FRAMEWORKS = ("pydantic_ai", "langchain", "openai_agents")
+FRAMEWORKS = ("pydantic_ai", "langchain", "openai_agents", "smolagents")
 QUESTION = "Book a table at Chez Paul"
 BOOKED = "booked Chez Paul"
 
@@ -79,6 +80,7 @@ def project(home: Path, tmp_path: Path) -> Iterator[Project]:
     folder.mkdir()
     bookings = tmp_path / "bookings.txt"
     with FakeLLMServer(volatile_ids=True, tool_args_for={"book_table": {"restaurant": "Chez Paul"}}) as server:
+        server.chat_texts[f"New task:\n{QUESTION}"] = [agents.CODE_ANSWER]  # the smolagents CodeAgent's task only
         env = {
             **os.environ,
             "OTEL_REPLAY_HOME": str(home),

@@ -115,10 +115,20 @@ def test_zero_code_recording_has_the_same_steps_and_replays(llama_world: Any, re
         ("tool", "send_forecast"),
         ("model", "openai.chat.completions"),
     ]
+    # replayed with no otel-replay line either: the replay instruments what the recording was recorded through
+    zero = {"RW_ZERO_CODE": "1"}
     requests = world.server.count
-    result = _replay(world, trace_id, "--mode", "mock")
-    assert result["outcome"] == "matched", result["divergences"]
+    for mode in ("mock", "deterministic"):
+        result = _replay(world, trace_id, "--mode", mode, extra_env=zero)
+        assert result["outcome"] == "matched", (mode, result["divergences"])
     assert world.server.count == requests and world.effects() == ["forecast for Tokyo"]
+    dry = _replay(world, trace_id, "--mode", "dry", extra_env=zero)
+    assert dry["readiness"]["modes"]["live"]["needs_approval"] == ["send_forecast"]  # the name rule's high
+    live = _replay(world, trace_id, "--mode", "live", "--reason", "check", "--approve", "send_forecast", extra_env=zero)
+    assert live["outcome"] == "matched", live["divergences"]
+    assert live["executions"] == {"send_forecast": 1}
+    assert world.server.count == requests + 2
+    assert world.effects() == ["forecast for Tokyo", "forecast for Tokyo"]
 
 
 # The decorated setup of the same program (RW_DECORATE=1): the tools are @orp.tool(risk=...) functions and `main`
@@ -213,4 +223,52 @@ def test_decorated_changed_prompt_diverges_and_live_runs_the_write_tool_once_app
     assert live["executions"] == {"send_forecast": 1}
     assert world.server.count == requests + 2
     assert world.effects() == ["forecast for Tokyo", "forecast for Tokyo"]
+    assert (replay_tmp / "forecasts.txt").read_text() == "forecast for Tokyo\n"
+
+
+def test_decorated_zero_code_recording_replays_in_every_mode(
+    llama_world: Any, recordings: Recordings, recording_tmp: str, tmp_path: Path
+) -> None:
+    """The decorated program with no otel-replay instrument line, under ``opentelemetry-instrument``: the
+    ``@orp.tool`` steps and the ``@orp.agent`` run are the same, and so are the replays (none with the line)."""
+    world = llama_world
+    env = {**DECORATED, "RW_ZERO_CODE": "1"}
+    out = recordings.world(world, SCRIPT, zero_code=True, TMPDIR=recording_tmp, **env).out
+    assert out.returncode == 0, out.stderr
+    (run,) = [r for r in world.cli_json("runs") if r["kind"] == "original"]
+    trace_id = str(run["trace_id"])
+    shown = world.cli_json("show", trace_id)
+    assert shown["agent"] == "weather-forecaster"
+    steps = [(s["kind"], s["name"], s["attributes"].get("otel_replay.tool.risk")) for s in shown["steps"]]
+    assert steps == [
+        ("model", "openai.chat.completions", None),
+        ("tool", "send_forecast", "write"),
+        ("model", "openai.chat.completions", None),
+    ]
+    replay_tmp = tmp_path / "replay-tmp"
+    replay_tmp.mkdir()
+    requests = world.server.count
+    for args in (("--mode", "mock"), ("--mode", "deterministic"), ("--mode", "mock", "--from-step", "2")):
+        result = _replay_decorated(world, trace_id, replay_tmp, *args, RW_ZERO_CODE="1")
+        assert result["outcome"] == "matched", (args, result["divergences"])
+        assert result["executions"] == {}
+    assert world.server.count == requests
+    assert world.effects() == ["forecast for Tokyo"] and list(replay_tmp.iterdir()) == []
+    dry = _replay_decorated(world, trace_id, replay_tmp, "--mode", "dry", RW_ZERO_CODE="1")
+    assert dry["readiness"]["modes"]["live"]["needs_approval"] == ["send_forecast"]
+    live = _replay_decorated(
+        world,
+        trace_id,
+        replay_tmp,
+        "--mode",
+        "live",
+        "--reason",
+        "check",
+        "--approve",
+        "send_forecast",
+        RW_ZERO_CODE="1",
+    )
+    assert live["outcome"] == "matched", live["divergences"]
+    assert live["executions"] == {"send_forecast": 1}
+    assert world.server.count == requests + 2
     assert (replay_tmp / "forecasts.txt").read_text() == "forecast for Tokyo\n"

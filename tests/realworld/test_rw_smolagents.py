@@ -127,8 +127,31 @@ def test_zero_code_recording_has_the_same_steps(code_world: Any, recordings: Rec
         ("tool", "send_message"),
         ("tool", "final_answer"),
     ]
-    result = _replay(world, trace_id, "--mode", "mock")
-    assert result["outcome"] == "matched", result["divergences"]
+    # replayed with no otel-replay line either: the replay instruments what the recording was recorded through
+    zero = {"RW_ZERO_CODE": "1"}
+    requests = world.server.count
+    for mode in ("mock", "deterministic"):
+        result = world.cli_json("replay", trace_id, "--app", APP, "--mode", mode, extra_env=zero)
+        assert result["outcome"] == "matched", (mode, result["divergences"])
+    assert world.server.count == requests and world.effects() == [SENT]
+    dry = world.cli_json("replay", trace_id, "--app", APP, "--mode", "dry", extra_env=zero)
+    assert dry["readiness"]["executes_code"] is True and dry["not_firewalled"] == []
+    assert dry["readiness"]["modes"]["live"]["needs_approval"] == ["send_message"]
+    live = world.cli_json(
+        "replay",
+        trace_id,
+        "--app",
+        APP,
+        "--mode",
+        "live",
+        "--reason",
+        "check",
+        "--approve",
+        "send_message",
+        extra_env=zero,
+    )
+    assert live["outcome"] == "matched", live["divergences"]
+    assert world.server.count == requests + 1 and world.effects() == [SENT, SENT]
 
 
 # The decorated setup of the same program (RW_DECORATE=1): the tools are @orp.tool(risk=...) functions (the @tool's
@@ -225,6 +248,59 @@ def test_decorated_changed_prompt_diverges_and_live_runs_the_write_tool_once_app
 
     live = _replay_decorated(
         world, trace_id, replay_tmp, "--mode", "live", "--reason", "check", "--approve", "send_message"
+    )
+    assert live["outcome"] == "matched", live["divergences"]
+    assert live["executions"] == {"send_message": 1}
+    assert world.server.count == requests + 1
+    assert world.effects() == [SENT, SENT]
+    assert (replay_tmp / "messages.txt").read_text() == SENT + "\n"
+
+
+def test_decorated_zero_code_recording_replays_in_every_mode(
+    code_world: Any, recordings: Recordings, recording_tmp: str, tmp_path: Path
+) -> None:
+    """The decorated program with no otel-replay instrument line, under ``opentelemetry-instrument``: the
+    ``@orp.tool`` steps and the ``@orp.agent`` run are the same, and so are the replays (none with the line)."""
+    world = code_world
+    shim = _entry_point_shim(tmp_path / "entry-points")
+    if shim is not None:
+        world.env["PYTHONPATH"] = os.pathsep.join((shim, world.env["PYTHONPATH"]))
+    out = recordings.world(world, SCRIPT, zero_code=True, TMPDIR=recording_tmp, RW_ZERO_CODE="1", **DECORATED).out
+    assert out.returncode == 0, out.stderr
+    (run,) = [r for r in world.cli_json("runs") if r["kind"] == "original"]
+    trace_id = str(run["trace_id"])
+    shown = world.cli_json("show", trace_id)
+    assert shown["agent"] == "messenger"
+    steps = [(s["kind"], s["name"], s["attributes"].get("otel_replay.tool.risk")) for s in shown["steps"]]
+    assert steps == [
+        ("model", "openai.chat.completions", None),
+        ("tool", "get_weather", "read"),
+        ("tool", "send_message", "write"),
+        ("tool", "final_answer", "read"),
+    ]
+    replay_tmp = tmp_path / "replay-tmp"
+    replay_tmp.mkdir()
+    requests = world.server.count
+    for args in (("--mode", "mock"), ("--mode", "deterministic"), ("--mode", "mock", "--from-step", "2")):
+        result = _replay_decorated(world, trace_id, replay_tmp, *args, RW_ZERO_CODE="1")
+        assert result["outcome"] == "matched", (args, result["divergences"])
+        assert result["executions"] == {}
+    assert world.server.count == requests
+    assert world.effects() == [SENT] and list(replay_tmp.iterdir()) == []
+    dry = _replay_decorated(world, trace_id, replay_tmp, "--mode", "dry", RW_ZERO_CODE="1")
+    assert dry["readiness"]["executes_code"] is True
+    assert dry["readiness"]["modes"]["live"]["needs_approval"] == ["send_message"]
+    live = _replay_decorated(
+        world,
+        trace_id,
+        replay_tmp,
+        "--mode",
+        "live",
+        "--reason",
+        "check",
+        "--approve",
+        "send_message",
+        RW_ZERO_CODE="1",
     )
     assert live["outcome"] == "matched", live["divergences"]
     assert live["executions"] == {"send_message": 1}

@@ -158,7 +158,7 @@ def code_tools(run: Run) -> frozenset[str] | None:
 def _prompted_tools(run: Run) -> frozenset[str] | None:
     """The tools a smolagents ``CodeAgent`` system prompt in the run's first model request lists, or None."""
     first = next((s for s in sorted(getattr(run, "steps", ()), key=lambda s: s.index) if s.kind == "model"), None)
-    payload = first.snapshots.get("model") if first is not None else None
+    payload = (getattr(first, "snapshots", None) or {}).get("model")
     request = payload.get("request") if isinstance(payload, dict) else None
     for text in _texts(request)[:2]:
         if all(word in text for word in _SMOLAGENTS_PROMPT):

@@ -18,8 +18,9 @@ or refuse it. The recording still says what the tool was. This module holds the 
   and parsed, never imported, and only for modules the entrypoint rule (:mod:`.trust`) lets a replay run.
 
 What can be seen: tool calls a model asks for in the shapes :mod:`.toolcalls` reads (Chat Completions, the
-Responses API, Anthropic, LangChain). A tool the agent runs without any model asking for it (code that calls
-it directly) is invisible to the watch; the pre-flight approval still applies to it.
+Responses API, Anthropic, LangChain), and a code agent's calls of its tools in the code its model wrote. A tool
+the agent runs without any model asking for it (code that calls it directly) is invisible to the watch; the
+pre-flight approval still applies to it.
 
 It must never import, call or look up a tool by the names it reads, lower a recorded risk, or grant an
 execution the approvals do not cover.
@@ -40,7 +41,7 @@ from typing import Any, Final
 from ... import semconv
 from ...risk import step_risk
 from ...runs import Run
-from ..matching.toolcalls import requested_calls, result_ids
+from ..matching.toolcalls import CODE_CALL, code_calls, code_tools, requested_calls, result_ids
 from . import trust
 from .approvals import Approvals
 from .refusals import higher_risk
@@ -127,10 +128,24 @@ def undeclared_refusal(tool: RiskyTool, *, carried: bool) -> str:
 class UndeclaredWatch:
     """The recorded risky tools a live replay must see as tool steps, and the calls of them models asked for.
 
+    A code agent's model asks for no tool calls: it writes code that calls the tools (see
+    :func:`~otel_replay.replay.matching.toolcalls.code_tools`). Calls of recorded risky tools in the code of a
+    model answer are counted too (with the call id ``CODE_CALL``); their results go back as plain text, with no
+    id to follow, so they are checked when the run ends (:meth:`unanswered`), never before a model call. A tool
+    the current code still decorates (:func:`declared_now`), or one this replay saw as a step, is a step
+    whenever the code reaches it: a call of it that is not a step is a branch not taken, not counted.
+
     Thread-safe: tools and model calls may come from worker threads."""
 
     def __init__(self, run: Run) -> None:
         self.risky = recorded_risky(run)
+        self._code = frozenset((code_tools(run) or frozenset()) & self.risky.keys())
+        self._functions = {
+            s.name: s.attributes.get(semconv.TOOL_FUNCTION)
+            for s in sorted(run.steps, key=lambda s: s.index, reverse=True)
+            if s.name in self._code
+        }
+        self._declared: dict[str, bool] = {}
         self._asked: dict[str, list[str | None]] = {}
         self._steps: Counter[str] = Counter()
         self._lock = threading.Lock()
@@ -141,9 +156,19 @@ class UndeclaredWatch:
             with self._lock:
                 self._steps[name] += 1
 
+    def _undecorated(self, name: str) -> bool:
+        """Whether the recorded risky tool ``name`` is not (or cannot be told to be) decorated in current code."""
+        if name not in self._declared:
+            function = self._functions.get(name)
+            self._declared[name] = declared_now(function if isinstance(function, str) else None) is True
+        return not self._declared[name]
+
     def answered(self, response: Any) -> None:
-        """A model answer of this replay (its recorded form): the risky tool calls it asks for."""
+        """A model answer of this replay (its recorded form): the risky tool calls it asks for, and in a code
+        agent's run the calls of them in the code it wrote."""
         calls = [(n, i) for n, i in requested_calls(response) if n in self.risky]
+        if self._code:
+            calls += [(n, CODE_CALL) for n in code_calls(response, self._code) if self._undecorated(n)]
         if calls:
             with self._lock:
                 for name, call_id in calls:
@@ -173,10 +198,16 @@ class UndeclaredWatch:
                     return self.risky[name]
         return None
 
-    def unanswered(self) -> list[RiskyTool]:
-        """Recorded risky tools the models of this replay asked for more often than tool steps answered."""
+    def unanswered(self, *, code_firewalled: bool = False) -> list[RiskyTool]:
+        """Recorded risky tools the models of this replay asked for more often than tool steps answered.
+        ``code_firewalled``: the current code instruments the code agent's framework (every tool its code
+        calls is a step), so calls in model-written code that are no step were not reached, not counted."""
         with self._lock:
-            return [self.risky[n] for n, ids in self._asked.items() if len(ids) > self._steps[n]]
+            return [
+                self.risky[n]
+                for n, ids in self._asked.items()
+                if len([i for i in ids if i != CODE_CALL or not (code_firewalled or self._steps[n])]) > self._steps[n]
+            ]
 
 
 # ------------------------------------------------------------------------------------- dry: current code
