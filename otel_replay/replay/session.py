@@ -41,6 +41,7 @@ from .reviving import RecordedError as RecordedError  # re-exported: otel_replay
 from .reviving import revive as revive  # re-exported: otel_replay.replay.session.revive
 from .reviving import revive_exception as revive_exception  # re-exported
 from .safety.approvals import Approvals, executions_of
+from .safety.guard import check_children
 from .safety.journal import os_user as os_user  # re-exported: otel_replay.replay.session.os_user
 from .safety.journal import root_mac
 from .safety.refusals import (
@@ -683,6 +684,7 @@ class ReplaySession:
     def close_root(self, *, span: trace.Span, exc: BaseException | None, output_text: str) -> None:
         """Called as the replay's root span ends: final checks, then the outcome on the span."""
         stop = interrupt_in(exc) if exc is not None else None  # also inside a task group's exception group
+        check_children()  # a process no audit event showed
         self.finish(completed=stop is None)
         if self.watch is not None and stop is None:
             marked = (getattr(span, "attributes", None) or {}).get(semconv.RUN_EXECUTES_CODE)

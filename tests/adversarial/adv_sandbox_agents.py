@@ -1,22 +1,25 @@
 """Agents for tests/adversarial/test_adv_sandbox.py: ordinary agent code whose effects Python's audit hooks
 cannot see, or see too late.
 
-``book`` writes through resources its module opens at import (a ledger file, a SQLite database, a TCP
-connection, each named by an environment variable when the module is imported), from an undecorated helper.
-``count_entries`` reads through a per-thread SQLite connection its module opens at import. ``arrow_note``
-writes a file from C++ (pyarrow). ``native`` writes a file and starts a process through libc with ``ctypes``.
-``vacuum`` has SQLite copy an in-memory database to a file (``VACUUM INTO``), which SQLite does in C with no
-audit event. The tests copy this file into a project folder of their own and record and replay it in fresh
-processes, as a user would.
+``book`` writes through resources its module opens at import (a ledger file, a SQLite database, a TCP connection,
+each named by an environment variable when the module is imported), from an undecorated helper. ``count_entries``
+reads through a per-thread SQLite connection its module opens at import. ``arrow_note`` writes a file from C++
+(pyarrow). ``native`` writes a file and starts a process through libc with ``ctypes``. ``vacuum`` has SQLite copy
+an in-memory database to a file (``VACUUM INTO``), which SQLite does in C with no audit event. ``c_spawn`` starts
+a program through ``_posixsubprocess.fork_exec`` directly, the C function ``subprocess`` calls after its audit
+event, so no audit event is raised. The tests copy this file into a project folder of their own and record and
+replay it in fresh processes, as a user would.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import inspect
 import os
 import socket
 import sqlite3
+import subprocess
 import threading
 
 import otel_replay as orp
@@ -144,3 +147,38 @@ def prefix_writer(target: str) -> str:
     with contextlib.suppress(OSError), open(target, "a", encoding="utf-8") as out:
         out.write("between\n")
     return first + lookup("b")
+
+
+def fork_exec(argv: list[str]) -> None:
+    """Run ``argv`` to its end through ``_posixsubprocess.fork_exec``, with the arguments ``subprocess`` passes
+    it on this Python; raise the ``OSError`` the child's ``exec`` met, as ``subprocess`` does."""
+    import _posixsubprocess
+
+    errpipe_read, errpipe_write = os.pipe()
+    try:
+        head = [[os.fsencode(a) for a in argv], [os.fsencode(argv[0])], True, (errpipe_write,), None, None]
+        head += [-1, -1, -1, -1, -1, -1, errpipe_read, errpipe_write, True, False]  # pipes, restore_signals, setsid
+        if "process_group" in inspect.signature(subprocess.Popen).parameters:
+            head.append(-1)  # process_group (3.11)
+        tail: list[object] = [None, None, None, -1, None]  # gid, groups, uid, umask, preexec_fn
+        if hasattr(subprocess, "_USE_VFORK"):
+            tail.append(False)  # allow_vfork (3.12, and later 3.11 releases)
+        pid = _posixsubprocess.fork_exec(*head, *tail)
+    finally:
+        os.close(errpipe_write)
+    try:
+        failed = os.read(errpipe_read, 50000)
+    finally:
+        os.close(errpipe_read)
+    os.waitpid(pid, 0)
+    if failed:
+        kind, errno, _ = failed.split(b":", 2)
+        raise OSError(int(errno, 16), f"exec failed ({kind.decode()})")
+
+
+@orp.agent("c-spawner")
+def c_spawn(marker: str) -> str:
+    """Starts ``touch marker`` below Python's audit hooks and lets a failure propagate."""
+    answer = lookup(marker)
+    fork_exec(["/usr/bin/touch", marker])
+    return answer

@@ -277,6 +277,29 @@ def test_a_write_no_audit_hook_sees_is_stopped_by_the_kernel(
         assert any("inside a C extension" in gap for gap in not_covered), not_covered
 
 
+@pytest.mark.parametrize("sandbox", MODES)
+def test_a_spawn_no_audit_hook_sees_is_never_matched(project: Path, home: Path, outside: Path, sandbox: str) -> None:
+    """``_posixsubprocess.fork_exec`` called directly raises no audit event, so the guard cannot name or stop the
+    program. Under the kernel sandbox the program never runs (the exec is refused, the agent's error ends the
+    replay); under the audit hooks alone it runs, and the replay sees the child process afterwards: a
+    ``side_effect`` divergence, never ``matched``."""
+    marker = outside / "spawned"
+    trace_id = record(project, home, f"c_spawn({str(marker)!r})")
+    assert marker.exists()  # the recording ran it for real
+    marker.unlink()
+    done = replay(project, home, trace_id, sandbox, "--mode", "mock", "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    document = json.loads(done.stdout)
+    assert document["outcome"] == "diverged" and document["sandbox"] == expected_sandbox(sandbox)
+    effects = [d["reason"] for d in document["divergences"] if d["kind"] == "side_effect"]
+    assert any("a process started below Python's audit hooks" in e for e in effects), document["divergences"]
+    if expected_sandbox(sandbox) == "audit hooks only":
+        assert marker.exists()  # what the weaker enforcement cannot stop: reported, not prevented
+    else:
+        assert not marker.exists(), "the kernel sandbox let a program run"
+        assert document["agent_error"]["type"] == "PermissionError", document["agent_error"]  # the exec refused
+
+
 @pytest.mark.parametrize("entry", ["case-run", "pytest", "lab"])
 def test_cases_pytest_and_lab_workers_run_the_agent_in_the_kernel_sandbox(
     project: Path, home: Path, outside: Path, entry: str

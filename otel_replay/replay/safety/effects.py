@@ -77,6 +77,11 @@ class Guard:
         self._addresses: set[tuple[str, int]] | None = None
         self._seen: set[str] = set()
         self._lock = threading.Lock()
+        self.children = children_started()
+        """The child processes of this process when the replay began (see :meth:`check_children`)."""
+        self.spawns_permitted = False
+        """Set when a call the replay let execute with every permission ran (a lab's live tool): it may start
+        processes, so the children check cannot tell its processes from the agent's."""
 
     def in_force(self) -> bool:
         """For a live replay from step N: the replayed run has started (its import is live code's, not the
@@ -111,13 +116,31 @@ class Guard:
             "to let it happen)"
         )
 
-    def record(self, what: str) -> str:
-        """Record ``what`` on the replay (once per effect), with the agent's frame that did it; return the
-        effect as shown."""
+    def check_children(self) -> None:
+        """Record a process started during the replay below Python's audit hooks (``_posixsubprocess`` or a
+        native library called directly: no audit event, so nothing could name or stop it; under the kernel
+        sandbox its program was refused, the fork itself happened). Seen as a child process that was started
+        (Linux: ``/proc/self/task/*/children``) or that ended and was waited for (``RUSAGE_CHILDREN`` grew)."""
+        if self.spawns_permitted or self.children is None:
+            return
+        now = children_started()
+        if now is None:
+            return
+        (work, pids), (then_work, then_pids) = now, self.children
+        if work > then_work or pids - then_pids:
+            self.record(
+                "a process started below Python's audit hooks (native code or a C extension; no audit event "
+                "names its program)",
+                frame=False,
+            )
+
+    def record(self, what: str, *, frame: bool = True) -> str:
+        """Record ``what`` on the replay (once per effect), with the agent's frame that did it (``frame``);
+        return the effect as shown."""
         text = _scrub(what)
         if len(text) > _TEXT_MAX:
             text = text[: _TEXT_MAX - 1] + "…"
-        where = agent_frame(sys._getframe(1))
+        where = agent_frame(sys._getframe(1)) if frame else None
         with self._lock:
             new = text not in self._seen
             self._seen.add(text)
@@ -130,6 +153,24 @@ class Guard:
                 )
             )
         return text
+
+
+def children_started() -> tuple[int, frozenset[int]] | None:
+    """What this process's child processes did: the page faults and context switches of the ended children it
+    waited for (``RUSAGE_CHILDREN``: any program that ran adds to them) and the ids of its children now (Linux,
+    empty where ``/proc`` does not list them); None where Python cannot tell (no ``resource`` module)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    work = usage.ru_minflt + usage.ru_majflt + usage.ru_nvcsw + usage.ru_nivcsw
+    pids: set[int] = set()
+    with contextlib.suppress(OSError):
+        for task in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError, ValueError), open(f"/proc/self/task/{task}/children") as listed:
+                pids.update(int(pid) for pid in listed.read().split())
+    return work, frozenset(pids)
 
 
 def _spawn(event: str) -> Callable[[Guard, tuple[Any, ...]], str | None]:

@@ -9,7 +9,9 @@ function, a tool run in a thread pool, an SDK no instrumentor covers. While the 
 read-only system) and are recorded once each on the replay as a divergence of kind ``side_effect``:
 
 * process spawns: ``subprocess.Popen``, ``os.system``, ``os.exec*``, ``os.posix_spawn*``, ``os.spawn*``,
-  ``os.fork``, ``os.forkpty``;
+  ``os.fork``, ``os.forkpty``; a process started with no audit event (``_posixsubprocess.fork_exec`` called
+  directly, native code) cannot be stopped here: when the replayed run ends, a child process started or waited
+  for meanwhile is recorded as one ``side_effect`` (:func:`check_children`);
 * file changes: deletes, renames, truncation, ``shutil.rmtree``, new folders and links, mode and owner
   changes, opens for writing (by mode or ``os.open`` flags; ``os.devnull`` excepted) and SQLite databases
   opened by ``sqlite3.connect`` (a file name or a ``file:`` URI; in-memory, temporary and read-only ones
@@ -215,7 +217,21 @@ def _lets_through(call: Any, event: str) -> bool:
     if call.live not in ("network", "all"):
         return False
     current = current_step.get()
-    return current is None or current is call.step or current.kind.value not in ("tool", "retrieval")
+    through = current is None or current is call.step or current.kind.value not in ("tool", "retrieval")
+    if through and call.live == "all":
+        state = _guard.get()
+        if state is not None:
+            state.spawns_permitted = True
+    return through
+
+
+def check_children() -> None:
+    """At the end of a guarded replay's run (in its context): a process started below the audit hooks during
+    the replay is recorded as a side effect (see :meth:`Guard.check_children
+    <otel_replay.replay.safety.effects.Guard.check_children>`)."""
+    state = _guard_in_force()
+    if state is not None:
+        state.check_children()
 
 
 # ------------------------------------------------------------------------------------- context in threads

@@ -59,7 +59,8 @@ _AUDIT_ONLY_GAPS: Final = (
     "(a module imported earlier in the same process)",
     "code below Python: a C extension or native library writing files, connecting or starting processes "
     "(a ctypes call other than the libc functions the guard knows; SQLite's ATTACH and VACUUM INTO on a "
-    "connection whose authorizer or trace callback the agent replaced)",
+    "connection whose authorizer or trace callback the agent replaced); a process so started runs, and is "
+    "reported after it started, without its program or the frame that started it",
     "threads that never received the replay's context (started before it, or by a native library)",
 )
 _KERNEL_GAPS: Final = (
