@@ -54,6 +54,7 @@ _HIGH_RISK_WORDS: Final = frozenset({
     "pay", "payment", "charge", "refund", "transfer", "wire", "withdraw", "payout",
     "exec", "execute", "shell", "command", "cmd", "subprocess", "bash", "sudo", "eval",
     "write", "overwrite", "rm", "rmdir", "unlink", "kill",
+    "book", "reserve", "buy", "purchase", "checkout", "cancel",
 })
 """Words of a tool name that make an undeclared tool ``high``."""
 
@@ -62,6 +63,7 @@ _HIGH_RISK_VERBS: Final = frozenset({
     "delete", "remove", "drop", "destroy", "purge", "erase", "wipe", "truncate",
     "pay", "charge", "refund", "transfer", "wire", "withdraw",
     "exec", "execute", "write", "overwrite", "rm", "kill",
+    "book", "reserve", "buy", "purchase", "cancel",
 })
 """Actions that also count written together with their object, in one word (``sendemail``, ``dropdb``)."""
 
@@ -70,6 +72,7 @@ _JOINED_OBJECTS: Final = frozenset({
     "file", "dir", "folder", "path", "table", "db", "database", "row", "record", "rf", "all", "everything",
     "user", "account", "customer", "invoice", "payment", "card", "money", "funds", "order", "cmd", "command",
     "shell", "script", "process", "key", "bucket", "repo", "branch",
+    "flight", "hotel", "room", "ticket", "seat", "trip", "subscription", "item", "cart",
 })
 """Objects a high-risk action may be joined with (each also with a plural ``s``)."""
 # fmt: on
@@ -100,7 +103,7 @@ def _name_risk(name: str) -> str:
 
 def effective_risk(name: str, declared: str | None) -> str:
     """The risk a tool is treated with: as declared, or ``high`` when undeclared and its name says it sends
-    messages, deletes, writes, pays or transfers, or runs commands (also joined, ``sendemail``, or after
+    messages, deletes, writes, pays or transfers, books or buys, or runs commands (also joined, ``sendemail``, or after
     ``re``, ``resend_invoice``; see docs/replay.md); else ``read``."""
     if declared is not None and not isinstance(declared, _UndeclaredRisk):
         return str(declared)

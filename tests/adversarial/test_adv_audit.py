@@ -169,6 +169,13 @@ HIGH_NAMES = (
     "resendemail",
     "delete_user",
     "issue_refund",
+    "book_flight",
+    "bookflight",
+    "reserve_room",
+    "buy_ticket",
+    "purchase",
+    "checkout_cart",
+    "cancel_order",
 )
 READ_NAMES = (
     "get_weather",
@@ -187,6 +194,9 @@ READ_NAMES = (
     "rename_label",
     "report",
     "mailbox_size",
+    "notebook_summary",
+    "booking_status",
+    "search_flights",
 )
 
 

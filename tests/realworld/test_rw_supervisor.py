@@ -119,8 +119,8 @@ def test_a_supervisor_run_replays_in_every_mode_whatever_the_order_of_its_handof
 
 def test_zero_code_recording_has_the_same_steps_and_replays_offline(supervised: RealWorld) -> None:
     """Under ``opentelemetry-instrument`` with no otel-replay line: the same run, the handoff without a risk, the
-    booking tool ``read`` too (no ``tool_risks`` given, and "book" is no word of the name rule: the one line is how
-    the docs declare it), and an offline replay matches."""
+    booking tool ``high`` by the name rule (no ``tool_risks`` given: "book" is a word of the rule), and an offline
+    replay matches."""
     trace_id, shown = supervised.record_zero_code(SCRIPT)
     assert [(s["kind"], s["name"]) for s in shown["steps"]] == STEPS
     risks = {
@@ -128,6 +128,6 @@ def test_zero_code_recording_has_the_same_steps_and_replays_offline(supervised: 
         for s in shown["steps"]
         if s["kind"] in ("tool", "handoff")
     }
-    assert risks == {"transfer_to_flight_assistant": None, "book_flight": "read"}
+    assert risks == {"transfer_to_flight_assistant": None, "book_flight": "high"}
     assert supervised.effects() == [BOOKED]
     supervised.assert_replays_offline(trace_id, APP)
