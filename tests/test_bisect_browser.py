@@ -28,6 +28,7 @@ def test_the_bisect_report(browser: Any, home: Path, tmp_path: Path, monkeypatch
     page_file.write_text(render_bisect(result))
     with opened(browser, page_file) as seen:
         page = seen.page
+        assert page.locator("h1 + .outcome").inner_text().lower() == "found"  # the answer, not a replay's outcome
         answer = page.locator("#first-bad").inner_text()
         assert hashes[BREAK - 1] in answer and "Make the support prompt terse" in answer and "Ada Dev" in answer
         assert hashes[BREAK - 2] in answer

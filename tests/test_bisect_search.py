@@ -58,3 +58,26 @@ def test_ends_that_are_not_what_they_were_said_to_be() -> None:
     assert outcome.problem == "good_not_good" and outcome.verdicts[GOOD_REVISION] == "bad"
     with pytest.raises(ValueError):
         search(0, lambda i: "good")
+
+
+@pytest.mark.parametrize(
+    ("ambiguous", "found", "interrupted", "badge"),
+    [(False, True, False, "found"), (True, True, False, "ambiguous"), (False, False, True, "interrupted")],
+)
+def test_the_page_badge_says_what_the_bisect_answered(
+    ambiguous: bool, found: bool, interrupted: bool, badge: str
+) -> None:
+    """The page's badge is the bisect's answer, never a replay's outcome (``diverged``)."""
+    from otel_replay.bisect.html import render_bisect
+    from otel_replay.bisect.revisions import Revision
+    from otel_replay.bisect.run import BisectResult
+
+    good, one, two = (Revision(id=f"{c * 40}", label=f"{c * 7} commit {c}") for c in "abc")
+    result = BisectResult(
+        bisect_id="b1", axis="git", target="trace", targets=["t"], mode="mock", good=good, bad=two, candidates=2,
+        steps=[], first_bad=two if found else None, last_good=good if found else None, found=found,
+        ambiguous=[one, two] if ambiguous else [], interrupted=interrupted, history=[good, one, two],
+    )  # fmt: skip
+    page = render_bisect(result)
+    shown = page.split("</h1>", 1)[1].split("</span>", 1)[0]
+    assert shown.endswith(f">{badge}") and "diverged" not in shown.rsplit(">", 1)[1]
