@@ -67,6 +67,12 @@ def test_one_run_with_model_and_tool_steps_and_mock_and_deterministic_replays_to
         assert changed in ([], ["latency"]), changed  # latency: the replay answers without a server
     assert world.server.count == requests, "a mock or deterministic replay sent a request to the server"
     assert world.effects() == ["forecast for Tokyo"], "a mock or deterministic replay ran the side-effecting tool"
+    # whatif: the models answer for real (both calls reach the server), the tool is answered from the recording
+    whatif = _replay(world, trace_id, "--mode", "whatif", "--reason", "the same model, live")
+    assert whatif["outcome"] == "matched", whatif["divergences"]
+    assert whatif["executions"] == {}
+    assert world.server.count == requests + 2
+    assert world.effects() == ["forecast for Tokyo"], "a whatif replay ran the side-effecting tool"
 
 
 def test_changed_prompt_diverges_dry_names_the_write_tool_and_live_needs_its_approval(

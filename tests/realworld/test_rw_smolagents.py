@@ -85,6 +85,12 @@ def test_code_agent_recorded_and_answered_in_mock_and_deterministic(code_world: 
         assert result["divergences"] == []
     assert world.server.count == requests, "a mock or deterministic replay sent a request to the server"
     assert world.effects() == [SENT], "a mock or deterministic replay ran the side-effecting tool"
+    # whatif: the model answers for real, its new code's tool calls are answered from the recording
+    whatif = _replay(world, trace_id, "--mode", "whatif", "--reason", "the same model, live")
+    assert whatif["outcome"] == "matched", whatif["divergences"]
+    assert whatif["executions"] == {}
+    assert world.server.count == requests + 1
+    assert world.effects() == [SENT], "a whatif replay ran the side-effecting tool"
 
 
 def test_dry_says_code_agent_and_live_needs_approval(code_world: Any, recordings: Recordings) -> None:
