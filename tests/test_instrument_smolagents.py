@@ -88,6 +88,23 @@ def ask_tool_calling(task: str) -> Any:
     return ToolCallingAgent(tools=[WeatherTool()], model=model, max_steps=2, verbosity_level=0).run(task)
 
 
+MANAGER_CODE = (
+    'Thought: ask the researcher, then note it.\n<code>\nw = researcher(task="weather in Oslo")\n'
+    'save_note(text="Oslo")\nfinal_answer("noted")\n</code>'
+)
+
+
+def ask_manager(task: str) -> Any:
+    """smolagents' multi-agent shape: a manager ``CodeAgent`` whose code calls a managed ``ToolCallingAgent``."""
+    model = OpenAIServerModel(model_id="gpt-fake", api_base=SERVER["fake"].openai_url, api_key="sk-test-" + "3" * 32)
+    researcher = ToolCallingAgent(
+        tools=[WeatherTool()], model=model, max_steps=2, verbosity_level=0, name="researcher",
+        description="Looks the weather up.",
+    )  # fmt: skip
+    manager = CodeAgent(tools=[save_note], model=model, managed_agents=[researcher], max_steps=3, verbosity_level=0)
+    return manager.run(task)
+
+
 def ask_streamed(task: str) -> Any:
     steps = list(_agent().run(task, stream=True))
     return steps[-1].output
@@ -106,6 +123,7 @@ def smol(home: Path) -> Iterator[FakeLLMServer]:
         server.chat_texts["note Oslo"] = [ONE_STEP]
         server.chat_texts["look Oslo"] = TWO_STEPS
         server.chat_texts["raw Oslo"] = RAW_STEPS
+        server.chat_texts["Plan Oslo"] = [MANAGER_CODE]
         SERVER["fake"] = server
         yield server
     uninstrument("smolagents", "openai")
@@ -179,6 +197,24 @@ def test_tool_risks_and_declared_risk(smol: FakeLLMServer) -> None:
     assert risks == {"get_weather": "high", "save_note": "write", "final_answer": "read"}
     with pytest.raises(ValueError):
         declare_risk(weather, "risky")
+
+
+def test_a_managed_agent_is_steps_of_its_managers_run(smol: FakeLLMServer) -> None:
+    """The manager's code calls the managed agent: one run (the manager's), the managed agent's model calls and
+    tools its steps; a mock replay answers all of them and runs no tool."""
+    orp.instrument("smolagents")
+    assert ask_manager("Plan Oslo") == "noted"
+    orp.flush()
+    with Store.open() as store:
+        assert [r.agent for r in store.runs(kind="original")] == ["CodeAgent"]
+    run = _last_run("CodeAgent")
+    steps = [(s.kind, s.name) for s in sorted(run.steps, key=lambda s: s.index)]
+    assert steps[0] == ("model", "openai.chat.completions")  # the manager's code
+    assert ("tool", "get_weather") in steps and steps[-2:] == [("tool", "save_note"), ("tool", "final_answer")]
+    ran = Counter(CALLS)
+    result = orp.replay(run.trace_id, mode="mock", entrypoint=f"{__name__}:ask_manager")
+    assert result.outcome == "matched", result.divergences
+    assert ran == CALLS, "a mock replay ran a tool"
 
 
 def test_streamed_run_is_one_run_that_ends_with_the_generator(smol: FakeLLMServer) -> None:
