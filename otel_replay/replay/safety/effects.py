@@ -166,11 +166,23 @@ def children_started() -> tuple[int, frozenset[int]] | None:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     work = usage.ru_minflt + usage.ru_majflt + usage.ru_nvcsw + usage.ru_nivcsw
     pids: set[int] = set()
-    with contextlib.suppress(OSError):
-        for task in os.listdir("/proc/self/task"):
-            with contextlib.suppress(OSError, ValueError), open(f"/proc/self/task/{task}/children") as listed:
-                pids.update(int(pid) for pid in listed.read().split())
+    if _has_children():  # one system call when there is none, the usual case
+        with contextlib.suppress(OSError):
+            for task in os.listdir("/proc/self/task"):
+                with contextlib.suppress(OSError, ValueError), open(f"/proc/self/task/{task}/children") as listed:
+                    pids.update(int(pid) for pid in listed.read().split())
     return work, frozenset(pids)
+
+
+def _has_children() -> bool:
+    """Whether this process has a child process (running, or ended and not waited for); True when unknown."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)  # reaps nothing
+    except ChildProcessError:
+        return False
+    except (OSError, AttributeError):
+        return True
+    return True
 
 
 def _spawn(event: str) -> Callable[[Guard, tuple[Any, ...]], str | None]:
