@@ -203,11 +203,14 @@ class UndeclaredWatch:
         ``code_firewalled``: the current code instruments the code agent's framework (every tool its code
         calls is a step), so calls in model-written code that are no step were not reached, not counted."""
         with self._lock:
-            return [
-                self.risky[n]
-                for n, ids in self._asked.items()
-                if len([i for i in ids if i != CODE_CALL or not (code_firewalled or self._steps[n])]) > self._steps[n]
-            ]
+            found = []
+            for name, ids in self._asked.items():
+                steps = self._steps[name]
+                if code_firewalled or steps:  # the tool is a step where the code reaches it
+                    ids = [i for i in ids if i != CODE_CALL]
+                if len(ids) > steps:
+                    found.append(self.risky[name])
+            return found
 
 
 # ------------------------------------------------------------------------------------- dry: current code
