@@ -262,18 +262,8 @@ def test_decorated_zero_code_recording_replays_in_every_mode(
     assert world.effects() == ["forecast for Tokyo"] and list(replay_tmp.iterdir()) == []
     dry = _replay_decorated(world, trace_id, replay_tmp, "--mode", "dry", RW_ZERO_CODE="1")
     assert dry["readiness"]["modes"]["live"]["needs_approval"] == ["send_forecast"]
-    live = _replay_decorated(
-        world,
-        trace_id,
-        replay_tmp,
-        "--mode",
-        "live",
-        "--reason",
-        "check",
-        "--approve",
-        "send_forecast",
-        RW_ZERO_CODE="1",
-    )
+    approved = ("--mode", "live", "--reason", "check", "--approve", "send_forecast")
+    live = _replay_decorated(world, trace_id, replay_tmp, *approved, RW_ZERO_CODE="1")
     assert live["outcome"] == "matched", live["divergences"]
     assert live["executions"] == {"send_forecast": 1}
     assert world.server.count == requests + 2

@@ -143,19 +143,8 @@ def test_zero_code_recording_has_the_same_steps(code_world: Any, recordings: Rec
     dry = world.cli_json("replay", trace_id, "--app", APP, "--mode", "dry", extra_env=zero)
     assert dry["readiness"]["executes_code"] is True and dry["not_firewalled"] == []
     assert dry["readiness"]["modes"]["live"]["needs_approval"] == ["send_message"]
-    live = world.cli_json(
-        "replay",
-        trace_id,
-        "--app",
-        APP,
-        "--mode",
-        "live",
-        "--reason",
-        "check",
-        "--approve",
-        "send_message",
-        extra_env=zero,
-    )
+    approved = ("--mode", "live", "--reason", "check", "--approve", "send_message")
+    live = world.cli_json("replay", trace_id, "--app", APP, *approved, extra_env=zero)
     assert live["outcome"] == "matched", live["divergences"]
     assert world.server.count == requests + 1 and world.effects() == [SENT, SENT]
 
@@ -296,18 +285,8 @@ def test_decorated_zero_code_recording_replays_in_every_mode(
     dry = _replay_decorated(world, trace_id, replay_tmp, "--mode", "dry", RW_ZERO_CODE="1")
     assert dry["readiness"]["executes_code"] is True
     assert dry["readiness"]["modes"]["live"]["needs_approval"] == ["send_message"]
-    live = _replay_decorated(
-        world,
-        trace_id,
-        replay_tmp,
-        "--mode",
-        "live",
-        "--reason",
-        "check",
-        "--approve",
-        "send_message",
-        RW_ZERO_CODE="1",
-    )
+    approved = ("--mode", "live", "--reason", "check", "--approve", "send_message")
+    live = _replay_decorated(world, trace_id, replay_tmp, *approved, RW_ZERO_CODE="1")
     assert live["outcome"] == "matched", live["divergences"]
     assert live["executions"] == {"send_message": 1}
     assert world.server.count == requests + 1
