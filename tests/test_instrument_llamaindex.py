@@ -215,6 +215,52 @@ def test_an_agent_workflow_run_is_one_run(home: Path, instrumented: LlamaIndexIn
     ]
 
 
+HANDOFF: dict[str, FakeLLMServer] = {}
+"""The fake server :func:`handoff_ask` talks to (a replay imports this module again and calls it)."""
+
+
+async def handoff_ask(input: str) -> str:  # noqa: A002 - the name a replay passes
+    """``entrypoint`` of the replay: LlamaIndex's multi-agent ``AgentWorkflow``, a triage agent handing over to a
+    billing agent with the workflow's generated ``handoff`` tool."""
+    from llama_index.core.agent.workflow import AgentWorkflow
+
+    server = HANDOFF["fake"]
+    llm = OpenAI(model="gpt-4o-mini", api_base=server.openai_url, api_key="sk-test-" + "3" * 32)
+    triage = FunctionAgent(
+        name="triage", description="Routes requests.", system_prompt="Hand billing to billing.", llm=llm,
+        tools=[], can_handoff_to=["billing"],
+    )  # fmt: skip
+    billing = FunctionAgent(
+        name="billing", description="Bills customers.", system_prompt="You bill.", llm=llm, tools=[send_invoice]
+    )
+    workflow = AgentWorkflow(agents=[triage, billing], root_agent="triage")
+    return str(await workflow.run(user_msg=input))
+
+
+def test_an_agent_workflow_handoff_is_a_handoff_step_that_still_hands_over_in_a_replay(
+    home: Path, instrumented: LlamaIndexInstrumentor
+) -> None:
+    """The workflow's ``handoff`` tool is a ``handoff`` step (no risk, ``otel_replay.handoff.to``). Answered from
+    the recording, it must still set the workflow's next agent: before, a mock replay of unchanged code went on
+    with the triage agent and diverged at the next model request."""
+    args = {"handoff": {"to_agent": "billing", "reason": "a bill"}, "send_invoice": {"customer": "ACME"}}
+    with FakeLLMServer(per_agent_tools=True, tool_args_for=args) as server:
+        HANDOFF["fake"] = server
+        asyncio.run(handoff_ask("bill ACME"))
+        orp.flush()
+        with Store.open() as store:
+            run = store.load_run(store.runs(agent="triage", kind="original")[0].trace_id)
+        steps = sorted(run.steps, key=lambda s: s.index)
+        handoff = next(s for s in steps if s.name == "handoff")
+        assert handoff.kind == "handoff" and handoff.attributes.get("otel_replay.handoff.to") == "billing"
+        assert "otel_replay.tool.risk" not in handoff.attributes
+        sent, calls = server.count, Counter(CALLS)
+        for mode in ("mock", "deterministic"):
+            result = orp.replay(run.trace_id, mode=mode, entrypoint=f"{__name__}:handoff_ask")
+            assert result.outcome == "matched", (mode, result.divergences)
+        assert server.count == sent and calls == CALLS, "an offline replay called the model or a tool"
+
+
 REACT: dict[str, FakeLLMServer] = {}
 """The fake server :func:`react_ask` talks to (a replay imports this module again and calls it)."""
 REACT_ANSWERS = [

@@ -252,8 +252,21 @@ def workers_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
 # --------------------------------------------------------------------------------------------- tools
 
 
+_HANDOFF: Final = ("llama_index.core.agent.workflow.multi_agent_workflow", "handoff")
+"""Module and name of the function behind ``AgentWorkflow``'s generated handoff tool."""
+
+
+def _handoff_to(tool: Any, kwargs: Mapping[str, Any]) -> str | None:
+    """The agent an ``AgentWorkflow`` handoff tool call hands to, else None (a tool of the user's)."""
+    fn = getattr(tool, "_async_fn", None)
+    if (getattr(fn, "__module__", None), getattr(fn, "__name__", None)) != _HANDOFF:
+        return None
+    to = kwargs.get("to_agent")
+    return str(to) if to is not None else ""
+
+
 class _ToolParts:
-    __slots__ = ("arguments", "decorated", "name", "risk")
+    __slots__ = ("arguments", "decorated", "handoff_to", "name", "risk")
 
     def __init__(self, instrumentor: LlamaIndexInstrumentor, tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]):
         metadata = getattr(tool, "metadata", None)
@@ -270,6 +283,7 @@ class _ToolParts:
         marker = getattr(getattr(tool, "_fn", None), "__otel_replay__", None)
         self.decorated = isinstance(marker, dict) and marker.get("kind") == "tool"
         self.risk = instrumentor.risk_of(tool, self.name)
+        self.handoff_to = _handoff_to(tool, kwargs)
 
 
 def _recordable_output(output: Any) -> Any:
@@ -300,7 +314,23 @@ def _tool_output(name: str, value: Any, args: tuple[Any, ...], kwargs: dict[str,
 
 
 def _begin_tool(parts: _ToolParts) -> Any:
-    return _begin("tool", begin_tool_call, parts.name, parts.arguments, risk=parts.risk, instrumentation=_NAME)
+    return _begin(
+        "tool",
+        begin_tool_call,
+        parts.name,
+        parts.arguments,
+        risk=parts.risk,
+        instrumentation=_NAME,
+        handoff_to=parts.handoff_to,
+    )
+
+
+async def _route(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], parts: _ToolParts) -> None:
+    """A handoff answered from the recording still hands over: the workflow learns the next agent from its
+    context store, which LlamaIndex's own ``handoff`` function sets (it reads and writes that store only, no
+    effect outside the workflow), so it runs; its output is the recording's."""
+    if parts.handoff_to is not None:
+        await wrapped(*args, **kwargs)
 
 
 def _tool_wrappers(instrumentor: LlamaIndexInstrumentor) -> tuple[Callable[..., Any], Callable[..., Any]]:
@@ -332,7 +362,9 @@ def _tool_wrappers(instrumentor: LlamaIndexInstrumentor) -> tuple[Callable[..., 
             if call is not None:
                 end_call(call, result=_safely("encode the tool output", _recordable_output, result))
             return result
-        return _tool_output(parts.name, answered(call), args, kwargs)
+        value = answered(call)
+        await _route(wrapped, args, kwargs, parts)
+        return _tool_output(parts.name, value, args, kwargs)
 
     def sync_in_run(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], parts: _ToolParts) -> Any:
         if in_run():
