@@ -278,6 +278,25 @@ def test_a_write_no_audit_hook_sees_is_stopped_by_the_kernel(
 
 
 @pytest.mark.parametrize("sandbox", MODES)
+def test_a_whatif_replay_is_confined_for_files_and_programs(
+    project: Path, home: Path, outside: Path, sandbox: str
+) -> None:
+    """A whatif replay calls its models for real, so the kernel leaves TCP to the guard, but files and programs
+    are confined as in a mock replay: pyarrow's C++ write is never made under the sandbox (written under the
+    audit hooks alone)."""
+    target = outside / "notes.csv"
+    trace_id = record(project, home, f"arrow_note({str(target)!r})")
+    target.unlink()
+    done = replay(project, home, trace_id, sandbox, "--mode", "whatif", "--reason", "a model change", "--json")
+    document = json.loads(done.stdout)
+    assert document["sandbox"] == expected_sandbox(sandbox), document
+    if expected_sandbox(sandbox) == "audit hooks only":
+        assert target.exists()  # what the weaker enforcement cannot stop
+    else:
+        assert not target.exists(), "the kernel sandbox let a C++ write of a whatif replay through"
+
+
+@pytest.mark.parametrize("sandbox", MODES)
 def test_a_spawn_no_audit_hook_sees_is_never_matched(project: Path, home: Path, outside: Path, sandbox: str) -> None:
     """``_posixsubprocess.fork_exec`` called directly raises no audit event, so the guard cannot name or stop the
     program. Under the kernel sandbox the program never runs (the exec is refused, the agent's error ends the
@@ -507,12 +526,26 @@ def test_require_refuses_an_offline_replay_where_the_kernel_offers_no_sandbox(mo
     live replay is unaffected."""
     monkeypatch.setattr(landlock, "abi", lambda: 0)
     monkeypatch.setenv("OTEL_REPLAY_SANDBOX", "require")
-    for mode in (ReplayMode.DRY, ReplayMode.MOCK, ReplayMode.DETERMINISTIC):
+    for mode in (ReplayMode.DRY, ReplayMode.MOCK, ReplayMode.DETERMINISTIC, ReplayMode.WHATIF):
         with pytest.raises(ReplayRefused, match="this system offers no Landlock sandbox"):
             sandbox.plan(mode, allow_side_effects=False)
     assert sandbox.plan(ReplayMode.LIVE, allow_side_effects=False).text == "none"
     monkeypatch.setenv("OTEL_REPLAY_SANDBOX", "auto")
     assert sandbox.plan(ReplayMode.MOCK, allow_side_effects=False).text == "audit hooks only"
+    assert sandbox.plan(ReplayMode.WHATIF, allow_side_effects=False).text == "audit hooks only"
+
+
+def test_a_whatif_replay_leaves_tcp_to_the_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the kernel offers Landlock, a whatif replay is confined for files and programs, not TCP (its model
+    calls connect), and the gaps say so instead of the TCP-by-port one."""
+    monkeypatch.setattr(landlock, "abi", lambda: 7)
+    monkeypatch.setenv("OTEL_REPLAY_SANDBOX", "auto")
+    whatif = sandbox.plan(ReplayMode.WHATIF, allow_side_effects=False)
+    mock = sandbox.plan(ReplayMode.MOCK, allow_side_effects=False)
+    assert (whatif.text, whatif.network, mock.network) == ("landlock ABI 7", False, True)
+    assert any("left to the audit hooks" in gap for gap in sandbox.gaps(whatif))
+    assert not any("confined by port" in gap for gap in sandbox.gaps(whatif))
+    assert any("confined by port" in gap for gap in sandbox.gaps(mock))
 
 
 @pytest.mark.parametrize("setting", ["auto", "require"])

@@ -121,12 +121,14 @@ def _fail(what: str) -> LandlockError:
     return LandlockError(err, f"landlock: {what}: {os.strerror(err)}")
 
 
-def restrict_thread(*, writable: Iterable[str], ports: Iterable[int], version: int | None = None) -> int:
-    """Confine the calling thread (and all it starts from now on): file-system changes only under the folders
-    and files in ``writable``, TCP connections only to ``ports``, no TCP bind, nothing executed, abstract Unix
-    sockets only within the sandbox. Returns the ABI version that was enforced; raises :class:`LandlockError`
-    when the kernel offers no Landlock or refuses a step (the thread is then not confined, though
-    ``no_new_privs`` may already be set on it)."""
+def restrict_thread(
+    *, writable: Iterable[str], ports: Iterable[int], version: int | None = None, network: bool = True
+) -> int:
+    """Confine the calling thread (and all it starts from now on): file-system changes only under the folders and files
+    in ``writable``, TCP connections only to ``ports`` and no TCP bind (unless ``network`` is False: TCP is then not
+    confined), nothing executed, abstract Unix sockets only within the sandbox. Returns the ABI version that was
+    enforced; raises :class:`LandlockError` when the kernel offers no Landlock or refuses a step (the thread is then
+    not confined, though ``no_new_privs`` may already be set on it)."""
     libc = _libc()
     version = abi() if version is None else version
     if libc is None or version < 1:
@@ -136,7 +138,7 @@ def restrict_thread(*, writable: Iterable[str], ports: Iterable[int], version: i
         handled_fs |= _FS_REFER
     if version >= 3:
         handled_fs |= FS_TRUNCATE
-    handled_net = _NET_BIND_TCP | _NET_CONNECT_TCP if version >= 4 else 0
+    handled_net = _NET_BIND_TCP | _NET_CONNECT_TCP if version >= 4 and network else 0
     scoped = _SCOPE_ABSTRACT_UNIX_SOCKET if version >= 6 else 0
     attr = _RulesetAttr(handled_fs, handled_net, scoped)
     size = ctypes.sizeof(_RulesetAttr) if version >= 6 else 16  # older kernels reject the unknown field

@@ -12,8 +12,11 @@ allowed addresses (``--allow-address``; by port, the guard checks the address), 
 The host program's other threads are untouched, and the confinement ends with the thread, so an in-process
 replay leaves its caller as it was.
 
+A ``whatif`` replay is confined the same way except for TCP: its model calls connect to endpoints not known
+before the agent runs, so the guard alone decides there (it lets only the executing model call connect).
+
 ``OTEL_REPLAY_SANDBOX`` chooses: ``auto`` (default) confines where the kernel can, ``require`` refuses an
-offline replay it cannot confine, ``off`` keeps the guard alone. :class:`Enforcement` says what ran; every
+offline (or whatif) replay it cannot confine, ``off`` keeps the guard alone. :class:`Enforcement` says what ran; every
 replay result carries it (``sandbox`` in ``--json``), and ``dry`` lists what the weaker one leaves uncovered
 (:func:`gaps`).
 
@@ -72,6 +75,11 @@ _KERNEL_GAPS: Final = (
     "kernel sandbox, under the audit hooks",
 )
 
+_WHATIF_GAP: Final = (
+    "the network is left to the audit hooks (a whatif replay's model calls connect to endpoints not known before "
+    "the agent runs): they let only the executing model call connect, and see no connection made below Python"
+)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Enforcement:
@@ -80,6 +88,9 @@ class Enforcement:
 
     abi: int
     guarded: bool
+    network: bool = True
+    """Whether the kernel confines TCP too: not for a ``whatif`` replay, whose model calls connect to endpoints
+    not known before the agent runs (the guard lets only the executing model call connect)."""
 
     @property
     def text(self) -> str:
@@ -94,9 +105,10 @@ def plan(
 ) -> Enforcement:
     """The enforcement a replay in ``mode`` gets under ``OTEL_REPLAY_SANDBOX`` (or ``setting``).
 
-    ``live`` replays and ``--allow-side-effects`` get none (real effects are intended), ``whatif`` the guard
-    alone (its model calls need the network), a live replay from step N the guard alone over the recorded steps
-    before N (a confined thread cannot be released for the live part). Raises :class:`ReplayRefused` for a bad
+    ``live`` replays and ``--allow-side-effects`` get none (real effects are intended), ``whatif`` the kernel
+    sandbox for files and programs with TCP left to the guard (its model calls need the network), a live
+    replay from step N the guard alone over the recorded steps before N (a confined thread cannot be released
+    for the live part). Raises :class:`ReplayRefused` for a bad
     setting, and under ``require`` when the kernel offers no Landlock or the person replaying allowed every side
     effect."""
     try:
@@ -113,7 +125,7 @@ def plan(
         return Enforcement(abi=0, guarded=False)
     if mode is ReplayMode.LIVE:  # the recorded steps before N of a live replay from step N: the guard alone
         return Enforcement(abi=0, guarded=from_step is not None)
-    if not offline or chosen == "off":
+    if chosen == "off":
         return Enforcement(abi=0, guarded=True)
     abi = landlock.abi()
     if abi < 1 and chosen == "require":
@@ -122,13 +134,13 @@ def plan(
             "later with Landlock enabled, outside a container that forbids it); nothing ran. Unset it to replay "
             "under the audit hooks alone"
         )
-    return Enforcement(abi=abi, guarded=True)
+    return Enforcement(abi=max(abi, 0), guarded=True, network=offline)
 
 
 def gaps(enforcement: Enforcement) -> list[str]:
     """What ``enforcement`` does not stop (``dry`` lists these)."""
     if enforcement.abi > 0:
-        return list(_KERNEL_GAPS)
+        return list(_KERNEL_GAPS) if enforcement.network else [_WHATIF_GAP, *_KERNEL_GAPS[:1], *_KERNEL_GAPS[2:]]
     if enforcement.guarded:
         return [*_AUDIT_ONLY_GAPS, *_KERNEL_GAPS[:1]]
     return ["nothing is blocked: real side effects are intended"]
@@ -237,7 +249,12 @@ class Confinement:
 
     def _serve(self, confined: threading.Event) -> None:
         try:
-            landlock.restrict_thread(writable=self._writable, ports=self._ports, version=self._enforcement.abi)
+            landlock.restrict_thread(
+                writable=self._writable,
+                ports=self._ports,
+                version=self._enforcement.abi,
+                network=self._enforcement.network,
+            )
         except landlock.LandlockError as exc:
             self._refusal = exc
             confined.set()
