@@ -166,8 +166,10 @@ def fork_exec(argv: list[str]) -> None:
         pid = _posixsubprocess.fork_exec(*head, *tail)
     finally:
         os.close(errpipe_write)
+    failed = b""
     try:
-        failed = os.read(errpipe_read, 50000)
+        while part := os.read(errpipe_read, 50000):  # the child may write its error in pieces: read to the end
+            failed += part
     finally:
         os.close(errpipe_read)
     os.waitpid(pid, 0)
