@@ -7,7 +7,7 @@ running each step in a child process (:mod:`otel_replay.bisect.step`) at that re
 into a temporary ``git worktree`` (the child's working directory, first on its import path), or the user's code
 as it is with a prompt file's text or a model as the replay's override. Each step's replays are replays like
 any other (stored, audited, with ``otel_replay.replay.bisect_id`` and ``bisect_revision`` on their roots); the
-bisect ends with one span of its own (:mod:`otel_replay.bisect.audit`).
+bisect writes no span of its own.
 
 What it must never do: touch the user's working tree, index, stash or branch; leave a worktree behind (they are
 removed on success, on error and on SIGINT); test a revision twice; or give a replay less safety than ``replay``

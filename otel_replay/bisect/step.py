@@ -29,7 +29,7 @@ from ..errors import OtelReplayError, ReplayRefused
 
 def run_step(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The verdict of one step (see the module's docstring for ``spec``'s keys, written by
-    :func:`otel_replay.bisect.run.step_spec`)."""
+    :func:`otel_replay.bisect.run.bisect`)."""
     from ..replay.matching.policy import ReplayPolicy
 
     policy = ReplayPolicy(

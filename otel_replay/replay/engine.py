@@ -404,7 +404,7 @@ def _replay(
     module_name = spec.partition(":")[0] if not spec.startswith("__main__:") else None
     note = sandbox.imported_before(module_name, enforcement)  # raises under require
     if note is not None:
-        session.notes.append(note)
+        session.note(note)
 
     def unconfined(weaker: sandbox.Enforcement) -> None:
         session.sandbox = weaker.text

@@ -453,7 +453,7 @@ class ReplaySession:
             out, notes = overrides.override_request(self.policy, shape, request)
         except Exception as exc:  # noqa: BLE001 - never into the agent: the call goes as it was, with a note
             out, notes = request, [f"the model overrides could not be applied to a {shape} call ({type(exc).__name__})"]
-        self._note(notes)
+        self.note(*notes)
         return out
 
     def override_call(
@@ -463,10 +463,11 @@ class ReplaySession:
         if self.policy is None or not self.policy.overrides_models or self.mode is ReplayMode.DRY:
             return args, kwargs
         args, kwargs, notes = overrides.override_call(self.policy, name, func, args, kwargs)
-        self._note(notes)
+        self.note(*notes)
         return args, kwargs
 
-    def _note(self, notes: Sequence[str]) -> None:
+    def note(self, *notes: str) -> None:
+        """Add notes for the replay's result (things to know that are not divergences), each once."""
         with self._lock:
             self.notes.extend(n for n in dict.fromkeys(notes) if n not in self.notes)
 
@@ -726,11 +727,9 @@ class ReplaySession:
         boundary = self.original.attributes.get(semconv.RUN_BOUNDARY)
         if boundary:
             what = "an MCP session's" if boundary == "mcp_session" else "recorded at the model wire"
-            self._note(
-                [
-                    f"the original run was {what} (no function call bounded it, so it recorded no output): the "
-                    "replay's calls were compared, its output was not"
-                ]
+            self.note(
+                f"the original run was {what} (no function call bounded it, so it recorded no output): the "
+                "replay's calls were compared, its output was not"
             )
             return
         original = self.original.snapshots.get("output") or {}

@@ -86,7 +86,7 @@ class ReplayServer:
             where = (
                 f"after the replay stopped at step {self.stopped.get('step')}" if self.stopped else "past the recording"
             )
-            session.notes.append(
+            session.note(
                 f"--then-live: {self.forwarded} call{'s' if self.forwarded != 1 else ''} {where} went to the real API"
             )
 
@@ -180,7 +180,9 @@ class ReplayServer:
                 chunks = value.get("chunks") or []
             else:
                 chunks = endpoint.split(value)
-                self._note("calls recorded whole were streamed to the agent as events built from their answers")
+                session = current_replay.get()
+                if session is not None:
+                    session.note("calls recorded whole were streamed to the agent as events built from their answers")
             handler.start_stream(200, None, [("Content-Type", "text/event-stream")])
             for chunk in chunks:
                 handler.stream(frame(endpoint, chunk))
@@ -191,12 +193,6 @@ class ReplayServer:
         body = value.get("response") if streamed else value
         payload = json.dumps(body, ensure_ascii=False, default=str).encode()
         handler.answer(200, None, [("Content-Type", "application/json")], payload)
-
-    def _note(self, note: str) -> None:
-        """A note for the replay's report, once."""
-        session = current_replay.get()
-        if session is not None and note not in session.notes:
-            session.notes.append(note)
 
     def _recorded_error(self, handler: Handler, error: BaseException) -> None:
         """The error the recorded call ended with: the upstream's status and body when it answered one."""
