@@ -144,6 +144,11 @@ class ReplaySession:
         if mode is ReplayMode.WHATIF:
             by_order.add("model")
         self.recorded: list[Step] = [s for s in self._all if _matched_kind(s.kind) not in by_order]
+        self._nested: dict[str, list[int]] = {}
+        """The positions in :attr:`recorded` of the steps made inside each recorded step, by its span id."""
+        for k, s in enumerate(self.recorded):
+            for outer in self._path(s)[1:]:
+                self._nested.setdefault(outer.span_id, []).append(k)
         self.cursor = 0
         """The first position of :attr:`recorded` not answered yet (positions after it may be: see _match)."""
         self._consumed: set[int] = set()
@@ -637,9 +642,7 @@ class ReplaySession:
         """The recorded steps made inside ``answered`` (a tool a code agent's ``execute`` step called, a tool
         that called another): its code does not run, so they are not made, and are not missing."""
         with self._lock:
-            for k, step in enumerate(self.recorded):
-                if k not in self._consumed and any(s.span_id == answered.span_id for s in self._path(step)[1:]):
-                    self._consumed.add(k)
+            self._consumed.update(self._nested.get(answered.span_id, ()))
             self._advance()
 
     def _mock(self, name: str, arguments: str | None) -> Served:
