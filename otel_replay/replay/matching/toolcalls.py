@@ -51,6 +51,9 @@ _ENDS_RUN: Final = frozenset({"final_answer"})
 """smolagents' ``final_answer`` tool: it ends the run (its value is the run's output), its result never goes back
 to the model, and it has no effect; never counted as a tool the code called."""
 _PROMPT_TOOL: Final = re.compile(r"^def ([A-Za-z_]\w*)\(", re.MULTILINE)
+_PARSED_MAX: Final = 100_000
+"""Longest code blob parsed with :mod:`ast`; a longer one (or one Python's parser cannot take: nesting that
+exhausts its recursion or memory) is searched for ``name(`` instead."""
 
 
 def _fields(value: Any) -> Any:
@@ -186,7 +189,8 @@ def _texts(value: Any, depth: int = 0) -> list[str]:
 
 def code_calls(response: Any, tools: Collection[str]) -> list[str]:
     """Names of ``tools`` called in the code blobs of a recorded model response, in the order they appear in
-    the code (each call once; code that does not parse is searched for ``name(``)."""
+    the code (each call once; code that does not parse, or is too long or too deep to parse, is searched for
+    ``name(``). Never raises for what a recording or a model wrote."""
     if isinstance(response, dict) and "otel_replay.stream" in response:
         response = response.get("response")
     if not tools:
@@ -196,8 +200,10 @@ def code_calls(response: Any, tools: Collection[str]) -> list[str]:
         for match in _CODE_BLOBS.finditer(text):
             code = next(group for group in match.groups() if group is not None)
             try:
+                if len(code) > _PARSED_MAX:
+                    raise ValueError("too long to parse")
                 tree = ast.parse(code)
-            except (SyntaxError, ValueError):
+            except (SyntaxError, ValueError, RecursionError, MemoryError):  # hostile or broken: searched instead
                 found += [m.group(1) for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", code) if m.group(1) in tools]
                 continue
             calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
