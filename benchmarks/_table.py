@@ -42,6 +42,7 @@ BENCHMARKS = (
     "ingest_throughput",
     "replay_mock",
     "sandbox_cost",
+    "prefix_supervisor",
     "lab_throughput",
     "scale_load",
     "runs_listing",

@@ -26,6 +26,7 @@ from otel_replay import semconv
 from otel_replay.errors import InvalidTraceIdError, TraceNotFoundError
 from otel_replay.recording import effective_risk
 from otel_replay.replay.diff import SECTIONS
+from otel_replay.replay.safety import seccomp
 from otel_replay.replay.safety.audit import audit
 from otel_replay.runs import find_root
 from otel_replay.storage.store import Store
@@ -199,6 +200,8 @@ def test_partial_live_needs_no_approval_for_writes_before_the_step(env: dict[str
     )
     assert counts.delta() == {"read_ledger": 0, "write_ledger": 0, "send_email": 1, "wire_funds": 1}
     assert approved.outcome != "refused", approved.refusal
+    # the recorded steps ran under the supervisor where the kernel offers it; the live tools ran for real after
+    assert approved.sandbox == ("seccomp supervisor" if seccomp.available() else "audit hooks only")
     assert served(approved) == [
         ("planner", "recording"),
         ("read_ledger", "recording"),

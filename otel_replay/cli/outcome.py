@@ -91,6 +91,13 @@ def _render_dry(result: ReplayResult, console: SafeConsole) -> None:
         console.print(Text(f"sandbox of mock and deterministic replays: {enforcement.get('enforcement')}"))
         for gap in enforcement.get("not_covered", []):
             console.print(Text(f"  not covered: {gap}", style="dim"))
+        prefix = enforcement.get("live_from_step") or {}
+        if prefix:
+            console.print(
+                Text(f"sandbox of the recorded steps of a live --from-step replay: {prefix.get('enforcement')}")
+            )
+            for gap in prefix.get("not_covered", []):
+                console.print(Text(f"  not covered: {gap}", style="dim"))
     approvals = modes.get("live", {}).get("needs_approval") or []
     if approvals:
         flags = " ".join(f"--approve {name}" for name in approvals)

@@ -361,7 +361,11 @@ def _replay(
     unfirewalled = tuple(not_firewalled(original))
     if mode is ReplayMode.DRY:
         report = readiness(original, entrypoint=entrypoint)
-        report["sandbox"] = {"enforcement": enforcement.text, "not_covered": sandbox.gaps(enforcement)}
+        report["sandbox"] = {
+            "enforcement": enforcement.text,
+            "not_covered": sandbox.gaps(enforcement),
+            "live_from_step": sandbox.live_prefix(),
+        }
         record_dry(session, original, report)
         setup.flush()
         ingest(store)
@@ -423,6 +427,7 @@ def _replay(
     with instrumented(original), confinement:
         fresh = bool(module_name) and module_name not in sys.modules
         func = confinement.call(load)
+        session.prefix_supervisor = confinement.supervisor
         if fresh and session.sandbox.startswith("landlock"):
             sandbox.note_confined_import(module_name)
         result = _run_replay(session, original, func, store, confinement.call)

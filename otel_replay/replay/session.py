@@ -41,7 +41,7 @@ from .reviving import RecordedError as RecordedError  # re-exported: otel_replay
 from .reviving import revive as revive  # re-exported: otel_replay.replay.session.revive
 from .reviving import revive_exception as revive_exception  # re-exported
 from .safety.approvals import Approvals, executions_of
-from .safety.guard import check_children
+from .safety.guard import check_children, record_refused
 from .safety.journal import os_user as os_user  # re-exported: otel_replay.replay.session.os_user
 from .safety.journal import root_mac
 from .safety.refusals import (
@@ -121,6 +121,10 @@ class ReplaySession:
         self.past_recorded_prefix = from_step == 0
         """A replay from step N: True once the recorded step N-1 was answered or a call at or past step N was
         made (what the agent does from then on is the live part)."""
+        self.prefix_supervisor: Any = None
+        """A live replay from step N whose thread runs under the seccomp filter: its supervisor
+        (:class:`otel_replay.replay.safety.seccomp.Supervisor`), told when the recorded steps begin (the run
+        starts) and end (:meth:`_leave_prefix`)."""
         self._all: list[Step] = [s for s in original.steps if s.kind != semconv.StepKind.AGENT.value]
         self._by_span: dict[str, Step] = {s.span_id: s for s in original.steps if s.span_id}
         """Every recorded step (nested agents too) by its span id: the tree :meth:`_concurrent` walks."""
@@ -236,6 +240,11 @@ class ReplaySession:
             self.run_id = run_id
             self.trace_id = f"{ctx.trace_id:032x}"
             self.root_span_id = f"{ctx.span_id:016x}"
+            if self.prefix_supervisor is not None and not self.past_recorded_prefix:
+                try:
+                    self.prefix_supervisor.confine()
+                except OSError as exc:
+                    raise DivergenceStop(f"replay stopped before the recorded steps: {exc}") from None
             try:  # never into the agent: a row without a MAC is marked by the audit
                 span.set_attribute(semconv.REPLAY_AUDIT_MAC, root_mac(self))
             except Exception:  # noqa: BLE001
@@ -295,7 +304,7 @@ class ReplaySession:
         if not from_recording or (
             recorded is not None and self.from_step is not None and recorded.index >= self.from_step - 1
         ):
-            self.past_recorded_prefix = True
+            self._leave_prefix()
         if self.mode is ReplayMode.LIVE and not from_recording:
             if kind == "model" and markers:
                 refuse_markers(self, name, recorded, markers)
@@ -610,6 +619,36 @@ class ReplaySession:
             return same[-1]
         return here if here is not None else (self.recorded[-1].index if self.recorded else None)
 
+    def _kernel_refusals(self) -> list[str]:
+        """What the seccomp supervisor refused during the recorded steps, each recorded as a side effect; it
+        lets every call through from now on."""
+        if self.prefix_supervisor is None or not self.prefix_supervisor.confined:
+            return []
+        try:
+            refused: list[str] = self.prefix_supervisor.release()
+        except OSError as exc:
+            refused = [f"the recorded steps' supervisor ended ({exc}); what it refused is unknown"]
+        for what in refused:
+            record_refused(self, what)
+        return refused
+
+    def _leave_prefix(self) -> None:
+        """The recorded steps before N are over: from here on the replay is live. When the kernel refused an
+        effect of theirs, the replay stops here instead: the agent's state carries what was refused (a buffered
+        write, a half-done change), which the live part would otherwise make real."""
+        if self.past_recorded_prefix:
+            return
+        refused = self._kernel_refusals()
+        check_children()  # while the guard of the recorded steps is still in force
+        self.past_recorded_prefix = True
+        if refused:
+            stop = (
+                f"replay stopped before step {self.from_step}: the kernel refused an effect of the recorded steps "
+                "before it, so the live part did not start"
+            )
+            self.note(stop)
+            raise DivergenceStop(stop)
+
     def _diverge(
         self,
         index: int | None,
@@ -688,6 +727,7 @@ class ReplaySession:
     def close_root(self, *, span: trace.Span, exc: BaseException | None, output_text: str) -> None:
         """Called as the replay's root span ends: final checks, then the outcome on the span."""
         stop = interrupt_in(exc) if exc is not None else None  # also inside a task group's exception group
+        self._kernel_refusals()  # below Python, while the recorded steps ran
         check_children()  # a process no audit event showed
         self.finish(completed=stop is None)
         if self.watch is not None and stop is None:

@@ -7,7 +7,8 @@ reads through a per-thread SQLite connection its module opens at import. ``arrow
 (pyarrow). ``native`` writes a file and starts a process through libc with ``ctypes``. ``vacuum`` has SQLite copy
 an in-memory database to a file (``VACUUM INTO``), which SQLite does in C with no audit event. ``c_spawn`` starts
 a program through ``_posixsubprocess.fork_exec`` directly, the C function ``subprocess`` calls after its audit
-event, so no audit event is raised. The tests copy this file into a project folder of their own and record and
+event, so no audit event is raised. ``prefix_below`` makes such effects between its two recorded steps, the part a live
+replay from step 2 replays offline. The tests copy this file into a project folder of their own and record and
 replay it in fresh processes, as a user would.
 """
 
@@ -184,3 +185,28 @@ def c_spawn(marker: str) -> str:
     answer = lookup(marker)
     fork_exec(["/usr/bin/touch", marker])
     return answer
+
+
+@orp.agent("prefix-below")
+def prefix_below(target: str, marker: str) -> str:
+    """Between its two recorded steps, effects no audit hook sees: a write through the ledger its module opened at
+    import, bytes sent through the connection it opened at import, a pyarrow (C++) file write and a program
+    started through ``_posixsubprocess``; after the second step one more ledger line. In a live replay from step 2
+    the effects belong to the recorded part (replayed offline), from step 1 to the live part. Failures are
+    ignored, as best-effort code would."""
+    import pyarrow as pa
+    import pyarrow.csv
+
+    first = lookup("a")
+    with contextlib.suppress(OSError):
+        os.write(LEDGER.fileno() if LEDGER is not None else -1, b"prefix\n")
+    with contextlib.suppress(OSError):
+        if PEER is not None:
+            PEER.sendall(b"prefix")
+    with contextlib.suppress(OSError):
+        pyarrow.csv.write_csv(pa.table({"note": [first]}), target)
+    with contextlib.suppress(OSError):
+        fork_exec(["/usr/bin/touch", marker])
+    second = lookup("b")
+    os.write(LEDGER.fileno() if LEDGER is not None else -1, b"live\n")
+    return first + second

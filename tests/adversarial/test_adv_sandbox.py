@@ -26,7 +26,7 @@ from pytest_children import UNRELATED_PLUGINS
 
 import otel_replay as orp
 from otel_replay.errors import ReplayRefused
-from otel_replay.replay.safety import landlock, sandbox
+from otel_replay.replay.safety import landlock, sandbox, seccomp
 from otel_replay.semconv import ReplayMode
 
 HERE = Path(__file__).resolve().parent
@@ -501,23 +501,75 @@ def test_an_in_process_replay_of_an_imported_agent_says_what_it_cannot_promise(
         after.write("the test process can still write here")
 
 
+SUPERVISED = seccomp.available()
+
+
+def expected_prefix_sandbox(mode: str) -> str:
+    return "seccomp supervisor" if mode == "auto" and SUPERVISED else "audit hooks only"
+
+
 def test_a_live_replay_from_step_n_replays_the_steps_before_n_offline(project: Path, home: Path, outside: Path) -> None:
     """The code before the recorded step N-1 is answered is the recorded part of a live replay from step N:
-    the guard blocks its effects (the kernel cannot confine a thread for only part of a call); from there on
-    the replay is live and its effects are real."""
+    the guard blocks and names its effects; from there on the replay is live and its effects are real."""
     target = outside / "between.txt"
     trace_id = record(project, home, f"prefix_writer({str(target)!r})")
     assert target.read_text(encoding="utf-8") == "between\n"
     args = ["--mode", "live", "--reason", "resume", "--json"]
     resumed = replay(project, home, trace_id, "auto", *args, "--from-step", "2")
     document = json.loads(resumed.stdout)
-    assert resumed.returncode == 1 and document["sandbox"] == "audit hooks only", resumed.stdout
+    assert resumed.returncode == 1 and document["sandbox"] == expected_prefix_sandbox("auto"), resumed.stdout
     effects = [d["reason"] for d in document["divergences"] if d["kind"] == "side_effect"]
     assert effects and str(target) in effects[0] and "prefix_writer() at adv_sandbox_agents.py:" in effects[0]
     assert target.read_text(encoding="utf-8") == "between\n"  # blocked: nothing appended
     live_part = replay(project, home, trace_id, "auto", *args, "--from-step", "1")
     assert live_part.returncode == 0, live_part.stdout
     assert target.read_text(encoding="utf-8") == "between\nbetween\n"  # after step 0: the live part
+
+
+@pytest.mark.parametrize("sandbox", MODES)
+def test_the_recorded_steps_of_a_live_replay_are_confined_below_python(
+    project: Path, home: Path, outside: Path, listener: socket.socket, sandbox: str
+) -> None:
+    """A live replay from step 2 replays the code between the recorded steps 0 and 1 offline: its writes through
+    the ledger and the connection the module opened at import (the import is live code), a C++ file write and
+    a program started below the audit hooks. Under the seccomp supervisor none of them happens, each is named,
+    and the live part never starts (the agent's state holds what was refused); under the audit hooks alone the
+    spawn is still reported (the writes are the gap ``dry`` lists). From step 1 the same code is the live part,
+    run under the same filter: every effect is real."""
+    ledger, target, marker = outside / "ledger.txt", outside / "notes.csv", outside / "spawned"
+    env = {"ADV_LEDGER": str(ledger), "ADV_PEER": f"127.0.0.1:{listener.getsockname()[1]}"}
+    trace_id = record(project, home, f"prefix_below({str(target)!r}, {str(marker)!r})", **env)
+    assert ledger.read_text(encoding="utf-8") == "prefix\nlive\n" and marker.exists() and target.exists()
+    assert received(listener) == b"prefix"  # every effect is real when recorded
+    marker.unlink()
+    target.unlink()
+    dry = json.loads(replay(project, home, trace_id, sandbox, "--mode", "dry", "--json", **env).stdout)
+    prefix = dry["readiness"]["sandbox"]["live_from_step"]
+    assert prefix["enforcement"] == expected_prefix_sandbox(sandbox), prefix
+    gap = "reads a call's arguments once" if SUPERVISED and sandbox == "auto" else "code below Python"
+    assert any(gap in line for line in prefix["not_covered"]), prefix
+    args = ["--mode", "live", "--reason", "resume", "--json", "--from-step"]
+    resumed = replay(project, home, trace_id, sandbox, *args, "2", **env)
+    document = json.loads(resumed.stdout)
+    effects = [d["reason"] for d in document["divergences"] if d["kind"] == "side_effect"]
+    assert resumed.returncode == 1 and document["sandbox"] == expected_prefix_sandbox(sandbox), resumed.stdout
+    if expected_prefix_sandbox(sandbox) == "seccomp supervisor":
+        assert ledger.read_text(encoding="utf-8") == "prefix\nlive\n", "a recorded step wrote the ledger"
+        assert received(listener) == b"" and not target.exists() and not marker.exists()
+        for named in (f"{ledger}", f"127.0.0.1:{listener.getsockname()[1]}", f"{target}", "/usr/bin/touch"):
+            assert any(named in effect and "refused by the kernel" in effect for effect in effects), (named, effects)
+        assert any("the live part did not start" in note for note in document["notes"]), document["notes"]
+    else:
+        assert marker.exists() and received(listener) == b"prefix"  # what the audit hooks cannot stop
+        assert any("a process started below Python's audit hooks" in effect for effect in effects), effects
+        assert ledger.read_text(encoding="utf-8") == "prefix\nlive\nprefix\nlive\n"
+        marker.unlink()
+        target.unlink()
+    before = ledger.read_text(encoding="utf-8")
+    live = replay(project, home, trace_id, sandbox, *args, "1", **env)
+    assert json.loads(live.stdout)["outcome"] == "matched", live.stdout
+    assert ledger.read_text(encoding="utf-8") == before + "prefix\nlive\n"
+    assert marker.exists() and target.exists() and received(listener) == b"prefix"
 
 
 def test_require_refuses_an_offline_replay_where_the_kernel_offers_no_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:

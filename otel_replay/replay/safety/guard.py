@@ -234,6 +234,16 @@ def check_children() -> None:
         state.check_children()
 
 
+def record_refused(session: Any, what: str) -> None:
+    """A call the kernel refused below Python during ``session``'s recorded steps (named by the seccomp supervisor
+    of a live replay from step N), recorded as a side effect like one the guard blocked, without a frame (the
+    supervisor sees the system call, not the Python code that made it)."""
+    state = _guard.get()
+    if state is None or state.session is not session:
+        state = Guard(session)
+    state.record(what, frame=False)
+
+
 # ------------------------------------------------------------------------------------- context in threads
 
 

@@ -15,6 +15,11 @@ replay leaves its caller as it was.
 A ``whatif`` replay is confined the same way except for TCP: its model calls connect to endpoints not known
 before the agent runs, so the guard alone decides there (it lets only the executing model call connect).
 
+A live replay from step N runs its recorded steps before N offline and the rest live, in one call on one
+thread, which a Landlock confinement (it cannot be lifted) cannot serve: its thread runs under the seccomp
+filter of :mod:`otel_replay.replay.safety.seccomp` instead, whose supervisor the session tells when the
+recorded steps begin and end (:attr:`Confinement.supervisor`).
+
 ``OTEL_REPLAY_SANDBOX`` chooses: ``auto`` (default) confines where the kernel can, ``require`` refuses an
 offline (or whatif) replay it cannot confine, ``off`` keeps the guard alone. :class:`Enforcement` says what ran; every
 replay result carries it (``sandbox`` in ``--json``), and ``dry`` lists what the weaker one leaves uncovered
@@ -43,13 +48,16 @@ from typing import Any, Final, TypeVar
 from ... import settings
 from ...errors import ReplayRefused
 from ...semconv import ReplayMode
-from . import landlock
+from . import landlock, seccomp
 from .exempt import endpoint_of, exempt_endpoints, exempt_roots
 
 T = TypeVar("T")
 
 AUDIT_HOOKS_ONLY: Final = "audit hooks only"
 """:attr:`Enforcement.text` of a replay guarded by the audit hooks alone."""
+
+SUPERVISED: Final = "seccomp supervisor"
+""":attr:`Enforcement.text` of a live replay from step N whose recorded steps the kernel confined."""
 
 NO_SANDBOX: Final = "none"
 """:attr:`Enforcement.text` of a replay with real effects allowed (``live``, ``--allow-side-effects``)."""
@@ -75,6 +83,14 @@ _KERNEL_GAPS: Final = (
     "kernel sandbox, under the audit hooks",
 )
 
+_SUPERVISED_GAPS: Final = (
+    "a path, descriptor or address another thread of the agent changes between the supervisor's check and the "
+    "kernel's call (the supervisor reads a call's arguments once)",
+    "writes through a shared memory mapping (mmap) of a file the agent's module opened at import",
+    "UDP is checked by the audit hooks only",
+    "work the agent hands to a thread started before the replay runs outside the filter, under the audit hooks",
+)
+
 _WHATIF_GAP: Final = (
     "the network is left to the audit hooks (a whatif replay's model calls connect to endpoints not known before "
     "the agent runs): they let only the executing model call connect, and see no connection made below Python"
@@ -91,12 +107,18 @@ class Enforcement:
     network: bool = True
     """Whether the kernel confines TCP too: not for a ``whatif`` replay, whose model calls connect to endpoints
     not known before the agent runs (the guard lets only the executing model call connect)."""
+    supervised: bool = False
+    """A live replay from step N: its thread runs under a seccomp filter whose supervisor process confines the
+    recorded steps before N (see :mod:`otel_replay.replay.safety.seccomp`)."""
 
     @property
     def text(self) -> str:
-        """``landlock ABI n``, ``audit hooks only`` or ``none`` (what ``--json`` says under ``sandbox``)."""
+        """``landlock ABI n``, ``seccomp supervisor``, ``audit hooks only`` or ``none`` (what ``--json`` says under
+        ``sandbox``)."""
         if self.abi > 0:
             return f"landlock ABI {self.abi}"
+        if self.supervised:
+            return SUPERVISED
         return AUDIT_HOOKS_ONLY if self.guarded else NO_SANDBOX
 
 
@@ -107,10 +129,9 @@ def plan(
 
     ``live`` replays and ``--allow-side-effects`` get none (real effects are intended), ``whatif`` the kernel
     sandbox for files and programs with TCP left to the guard (its model calls need the network), a live
-    replay from step N the guard alone over the recorded steps before N (a confined thread cannot be released
-    for the live part). Raises :class:`ReplayRefused` for a bad
-    setting, and under ``require`` when the kernel offers no Landlock or the person replaying allowed every side
-    effect."""
+    replay from step N the guard and the seccomp supervisor over the recorded steps before N (a Landlock
+    confinement could not be lifted for the live part). Raises :class:`ReplayRefused` for a bad setting, and
+    under ``require`` when the kernel offers neither or the person replaying allowed every side effect."""
     try:
         chosen = settings.resolve_sandbox(setting)
     except ValueError as exc:
@@ -123,8 +144,8 @@ def plan(
         )
     if allow_side_effects:
         return Enforcement(abi=0, guarded=False)
-    if mode is ReplayMode.LIVE:  # the recorded steps before N of a live replay from step N: the guard alone
-        return Enforcement(abi=0, guarded=from_step is not None)
+    if mode is ReplayMode.LIVE:
+        return _live(chosen, from_step)
     if chosen == "off":
         return Enforcement(abi=0, guarded=True)
     abi = landlock.abi()
@@ -137,8 +158,38 @@ def plan(
     return Enforcement(abi=max(abi, 0), guarded=True, network=offline)
 
 
+def _live(chosen: str, from_step: int | None) -> Enforcement:
+    """A live replay: nothing to stop, or (from step N > 0) the recorded steps before N under the guard and,
+    where the kernel can, the seccomp supervisor."""
+    if not from_step:  # from step 0 nothing is recorded: all of it is live
+        return Enforcement(abi=0, guarded=from_step is not None)
+    if chosen == "off":
+        return Enforcement(abi=0, guarded=True)
+    if not seccomp.available():
+        if chosen == "require":
+            raise ReplayRefused(
+                f"{settings.OTEL_REPLAY_SANDBOX}=require: this system cannot confine the recorded steps of a live "
+                "replay from a step (that needs seccomp user notification on Linux x86-64); nothing ran. Unset it "
+                "to replay them under the audit hooks alone"
+            )
+        return Enforcement(abi=0, guarded=True)
+    return Enforcement(abi=0, guarded=True, supervised=True)
+
+
+def live_prefix() -> dict[str, Any]:
+    """What would confine the recorded steps of a live replay from a step here, and what it leaves uncovered
+    (``dry`` reports it beside the offline enforcement)."""
+    try:
+        chosen = plan(ReplayMode.LIVE, allow_side_effects=False, from_step=1)
+    except ReplayRefused as exc:
+        return {"enforcement": "refused", "not_covered": [str(exc)]}
+    return {"enforcement": chosen.text, "not_covered": gaps(chosen)}
+
+
 def gaps(enforcement: Enforcement) -> list[str]:
     """What ``enforcement`` does not stop (``dry`` lists these)."""
+    if enforcement.supervised:
+        return list(_SUPERVISED_GAPS)
     if enforcement.abi > 0:
         return list(_KERNEL_GAPS) if enforcement.network else [_WHATIF_GAP, *_KERNEL_GAPS[:1], *_KERNEL_GAPS[2:]]
     if enforcement.guarded:
@@ -230,12 +281,16 @@ class Confinement:
         self._writable = [*exempt_roots(), os.devnull, *allow_paths]
         self._ports = allowed_ports(allow_addresses)
         self._on_unconfined = on_unconfined
-        self._unconfined = enforcement.abi < 1
+        self._unconfined = enforcement.abi < 1 and not enforcement.supervised
         self._work: queue.SimpleQueue[tuple[Callable[[], Any], dict[str, Any], threading.Event] | None] = (
             queue.SimpleQueue()
         )
         self._thread: threading.Thread | None = None
-        self._refusal: landlock.LandlockError | None = None
+        self._refusal: OSError | None = None
+        self._listener: int | None = None
+        self.supervisor: seccomp.Supervisor | None = None
+        """The supervisor of a live replay's recorded steps, once its thread runs under the filter: the session
+        tells it when the recorded steps begin and end (see :mod:`otel_replay.replay.safety.seccomp`)."""
 
     def __enter__(self) -> Confinement:
         return self
@@ -246,16 +301,22 @@ class Confinement:
             if exc_type is None:  # an interrupt (Ctrl-C) does not wait for the agent's call to end
                 self._thread.join()
             self._thread = None
+        if self.supervisor is not None:  # it lets every call through from now on
+            self.supervisor.close()
+            self.supervisor = None
 
     def _serve(self, confined: threading.Event) -> None:
         try:
-            landlock.restrict_thread(
-                writable=self._writable,
-                ports=self._ports,
-                version=self._enforcement.abi,
-                network=self._enforcement.network,
-            )
-        except landlock.LandlockError as exc:
+            if self._enforcement.supervised:
+                self._listener = seccomp.install()
+            else:
+                landlock.restrict_thread(
+                    writable=self._writable,
+                    ports=self._ports,
+                    version=self._enforcement.abi,
+                    network=self._enforcement.network,
+                )
+        except OSError as exc:  # LandlockError, SeccompError
             self._refusal = exc
             confined.set()
             return
@@ -269,22 +330,44 @@ class Confinement:
             finally:
                 done.set()
 
+    def _start(self) -> OSError | None:
+        """Start the thread, confined (Landlock) or under the filter with its supervisor attached (seccomp);
+        return the kernel's refusal, if any."""
+        supervisor = None
+        if self._enforcement.supervised:
+            supervisor = seccomp.Supervisor(writable=self._writable, ports=self._ports)
+            try:
+                supervisor.start()
+            except seccomp.SeccompError as exc:
+                return exc
+        confined = threading.Event()
+        self._thread = threading.Thread(target=self._serve, args=(confined,), name="otel-replay-sandbox", daemon=True)
+        self._thread.start()
+        confined.wait()
+        refusal = self._refusal
+        if supervisor is not None and self._listener is not None:
+            try:  # from this thread: the filtered one would wait on its own handed-over send
+                supervisor.attach(self._listener)
+                self.supervisor = supervisor
+            except seccomp.SeccompError as exc:  # its calls now fail (no supervisor): it only waits for work
+                self._work.put(None)
+                refusal = exc
+        if refusal is not None:
+            self._thread.join()
+            self._thread = None
+        if supervisor is not None and self.supervisor is None:
+            supervisor.close()
+        return refusal
+
     def call(self, fn: Callable[[], T]) -> T:
         """``fn()`` in the caller's context (variables as they are now), on the confined thread."""
         if self._thread is None and not self._unconfined:
-            confined = threading.Event()
-            self._thread = threading.Thread(
-                target=self._serve, args=(confined,), name="otel-replay-sandbox", daemon=True
-            )
-            self._thread.start()
-            confined.wait()
-            if self._refusal is not None:
-                self._thread.join()
-                self._thread = None
+            refusal = self._start()
+            if refusal is not None:
                 if settings.resolve_sandbox() == "require":
                     raise ReplayRefused(
                         f"{settings.OTEL_REPLAY_SANDBOX}=require: the kernel refused the sandbox "
-                        f"({self._refusal}); nothing ran"
+                        f"({refusal}); nothing ran"
                     )
                 self._unconfined = True
                 if self._on_unconfined is not None:

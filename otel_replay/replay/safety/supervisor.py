@@ -1,0 +1,435 @@
+"""The supervisor of a live replay's recorded steps: a process of its own that decides, for the replayed agent's
+thread, each system call the seccomp filter of :mod:`otel_replay.replay.safety.seccomp` hands it.
+
+A live replay from step N runs the recorded steps before N offline and everything after live, in one call of
+the agent on one thread. Landlock cannot serve that (a confined thread stays confined), so that thread runs
+under a seccomp filter that hands every system call that could change the world (opening a file for writing,
+creating, renaming or removing one, writing through a descriptor, connecting, binding, executing) to this
+process, which is in one of two states:
+
+* ``confined`` (the recorded part, from the replayed run's start until the replay passes step N-1): the call is
+  let through only when Landlock's sandbox of an offline replay would let it through (files under the writable
+  folders, TCP connections to the allowed ports, no TCP bind, nothing executed); a write through a descriptor
+  is let through only when it reaches such a file, an allowed TCP port, a pipe, an unnamed socket or a
+  terminal, so what the agent's module opened at import (its import is live code) is not written through
+  either. Anything else fails with ``EACCES`` and is kept, named, for the replay to report.
+* ``released`` (the import and the live part): every call goes on as asked.
+
+It runs outside the agent's process, so a call trapped while the agent holds Python's GIL is answered all the
+same, and it ends when no thread or process under the filter is left. It reads the call's arguments (paths,
+addresses) from the agent's memory through ``/proc/PID/mem``, once: a thread that rewrites them between this
+check and the kernel's call is not caught (docs/security.md lists it).
+
+Run as ``python -I -S -c "...; import supervisor; supervisor.main()" PID FD``, imported from its own folder (so
+its bytecode is cached): the standard library's C modules only, since the replay waits for it to start
+(``ctypes`` only once a socket must be looked at), and nothing of otel-replay. The call tables below are
+imported by :mod:`~otel_replay.replay.safety.seccomp`, which builds the filter from them. x86-64 only;
+elsewhere the replay falls back to the audit hooks.
+
+Messages on the control socket (``SOCK_SEQPACKET``, one per send): the supervisor says ``pid N``, is told
+``go``, says ``ready`` (or ``error: ...``), receives the listener with its configuration (``PORT,PORT,...``,
+then each writable folder, NUL-separated) and says ``ok``; then ``confine`` is answered ``ok``, and ``release``
+with ``released`` and what was refused meanwhile, NUL-separated. When the replay closes its end, the
+supervisor stays released.
+"""
+
+import _socket
+import errno
+import fcntl
+import os
+import select
+import struct
+import sys
+
+ARCH_X86_64 = 0xC000003E
+"""``AUDIT_ARCH_X86_64``: a call made under any other ABI (i386 through ``int 0x80``, x32) is handed over too."""
+X32_BIT = 0x40000000
+
+_AT_FDCWD = -100
+_SYS_PIDFD_GETFD = 438
+
+OPEN_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | 0o20000000  # __O_TMPFILE
+"""The open flags that make an open a write: an open without any of them is not handed over."""
+
+OPENS = {2: ("open", None, 0, 1), 257: ("openat", 0, 1, 2)}
+"""Opens whose flags the filter checks: number -> (name, dirfd argument, path argument, flags argument)."""
+ALWAYS = {
+    85: "creat",
+    437: "openat2",
+    76: "truncate",
+    82: "rename",
+    264: "renameat",
+    316: "renameat2",
+    86: "link",
+    265: "linkat",
+    88: "symlink",
+    266: "symlinkat",
+    87: "unlink",
+    263: "unlinkat",
+    83: "mkdir",
+    258: "mkdirat",
+    84: "rmdir",
+    133: "mknod",
+    259: "mknodat",
+    42: "connect",
+    49: "bind",
+    59: "execve",
+    322: "execveat",
+    425: "io_uring_setup",
+    326: "copy_file_range",
+    275: "splice",
+}
+"""Calls always handed over: number -> name."""
+FD_WRITES = {
+    1: "write",
+    18: "pwrite64",
+    20: "writev",
+    296: "pwritev",
+    328: "pwritev2",
+    44: "sendto",
+    46: "sendmsg",
+    307: "sendmmsg",
+    77: "ftruncate",
+    285: "fallocate",
+    40: "sendfile",
+}
+"""Writes through the descriptor in their first argument, handed over for descriptors above 2 (standard input,
+output and error are never checked)."""
+
+_PATHS = {
+    # name -> the (dirfd argument or None, path argument) pairs the call changes
+    "creat": ((None, 0),),
+    "truncate": ((None, 0),),
+    "rename": ((None, 0), (None, 1)),
+    "renameat": ((0, 1), (2, 3)),
+    "renameat2": ((0, 1), (2, 3)),
+    "link": ((None, 1),),
+    "linkat": ((2, 3),),
+    "symlink": ((None, 1),),
+    "symlinkat": ((1, 2),),
+    "unlink": ((None, 0),),
+    "unlinkat": ((0, 1),),
+    "mkdir": ((None, 0),),
+    "mkdirat": ((0, 1),),
+    "rmdir": ((None, 0),),
+    "mknod": ((None, 0),),
+    "mknodat": ((0, 1),),
+}
+_FOLLOWED = frozenset({"creat", "truncate"})
+"""Calls that act on what the path's last component points to (the others act on the name itself)."""
+_TERMINALS = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
+
+_NOTIF = struct.Struct("<QIIiIQ6Q")
+"""``struct seccomp_notif``: id, pid, flags, then ``struct seccomp_data``: nr, arch, instruction pointer, args."""
+_RESP = struct.Struct("<QqiI")
+"""``struct seccomp_notif_resp``: id, val, error, flags."""
+
+
+def _iowr(nr: int, size: int) -> int:
+    return (3 << 30) | (size << 16) | (ord("!") << 8) | nr
+
+
+_NOTIF_RECV = _iowr(0, _NOTIF.size)
+_NOTIF_SEND = _iowr(1, _RESP.size)
+_FLAG_CONTINUE = 1
+
+
+class _Refused(Exception):
+    """A call the recorded part may not make: its description as the replay reports it."""
+
+
+class Supervisor:
+    """The decisions: the state (confined or released), what may be changed, and what was refused."""
+
+    def __init__(self, agent_pid: int, writable: list[str], ports: list[int]) -> None:
+        self.agent_pid = agent_pid
+        self.writable = [os.path.realpath(path) for path in writable]
+        self.ports = set(ports)
+        self.confined = False
+        self.refused: list[str] = []
+        self._mem: dict[int, int] = {}
+        self._pidfds: dict[int, int] = {}
+
+    # ----------------------------------------------------------------------------------------- reading the call
+
+    def _tgid(self, tid: int) -> int:
+        with open(f"/proc/{tid}/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Tgid:"):
+                    return int(line.split()[1])
+        return tid
+
+    def read(self, tgid: int, address: int, size: int) -> bytes:
+        if tgid not in self._mem:
+            self._mem[tgid] = os.open(f"/proc/{tgid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        return os.pread(self._mem[tgid], size, address)
+
+    def string(self, tgid: int, address: int) -> bytes:
+        """The NUL-terminated string at ``address`` (read a page at a time: it may end before an unmapped one)."""
+        out = b""
+        while len(out) < 4096:
+            chunk = self.read(tgid, address, 4096 - (address % 4096))
+            end = chunk.find(b"\0")
+            if end >= 0:
+                return out + chunk[:end]
+            out += chunk
+            address += len(chunk)
+        return out
+
+    def _copy_socket(self, tgid: int, fd: int) -> "_socket.socket":
+        """A copy of the agent's socket ``fd`` in this process (``pidfd_getfd``); close it after use."""
+        if tgid not in self._pidfds:
+            self._pidfds[tgid] = os.pidfd_open(tgid)
+        return _socket.socket(fileno=_pidfd_getfd(self._pidfds[tgid], fd))
+
+    def _path(self, tid: int, tgid: int, dirfd: "int | None", address: int, *, follow: bool) -> str:
+        return self._resolve(tid, tgid, dirfd, os.fsdecode(self.string(tgid, address)), follow=follow)
+
+    def _resolve(self, tid: int, tgid: int, dirfd: "int | None", path: str, *, follow: bool) -> str:
+        """The absolute path a call names (relative to its folder descriptor or the thread's folder), with the
+        symbolic links of its folders resolved (and of its last component when the call follows it)."""
+        for own, theirs in (("/proc/thread-self", f"/proc/{tgid}/task/{tid}"), ("/proc/self", f"/proc/{tgid}")):
+            if path == own or path.startswith(own + "/"):
+                path = theirs + path[len(own) :]
+        if not path.startswith("/"):
+            at = None if dirfd is None else _int(dirfd)
+            base = os.readlink(f"/proc/{tid}/cwd" if at in (None, _AT_FDCWD) else f"/proc/{tid}/fd/{at}")
+            path = os.path.join(base, path)
+        if follow:
+            return os.path.realpath(path)
+        folder, name = os.path.split(os.path.normpath(path))
+        return os.path.join(os.path.realpath(folder), name)
+
+    def writable_path(self, path: str) -> bool:
+        return path == os.devnull or any(path == root or path.startswith(root + "/") for root in self.writable)
+
+    # ------------------------------------------------------------------------------------------------ deciding
+
+    def check(self, tid: int, nr: int, arch: int, args: tuple[int, ...]) -> None:
+        """Raise :class:`_Refused` when the recorded part may not make this call."""
+        if arch != ARCH_X86_64 or nr & X32_BIT:
+            raise _Refused(f"system call of another ABI (number {nr & ~X32_BIT})")
+        tgid = self._tgid(tid)
+        if nr in OPENS:
+            name, dirfd_at, path_at, flags_at = OPENS[nr]
+            if args[flags_at] & OPEN_WRITE_FLAGS:
+                dirfd = None if dirfd_at is None else args[dirfd_at]
+                self._file(f"file write ({name}, refused by the kernel)", tid, tgid, dirfd, args[path_at], True)
+            return
+        name = ALWAYS.get(nr) or FD_WRITES.get(nr) or ""
+        if name == "openat2":
+            flags = struct.unpack("<Q", self.read(tgid, args[2], 8))[0]
+            if flags & OPEN_WRITE_FLAGS:
+                self._file("file write (openat2, refused by the kernel)", tid, tgid, args[0], args[1], True)
+        elif name in _PATHS:
+            for dirfd_at, path_at in _PATHS[name]:
+                dirfd = None if dirfd_at is None else args[dirfd_at]
+                what = f"file change ({name}, refused by the kernel)"
+                self._file(what, tid, tgid, dirfd, args[path_at], name in _FOLLOWED)
+        elif name in ("execve", "execveat"):
+            at = 1 if name == "execveat" else 0
+            raise _Refused(f"process spawn ({name}, refused by the kernel): {_shown(self.string(tgid, args[at]))}")
+        elif name == "io_uring_setup":
+            raise _Refused("io_uring setup (refused by the kernel: its operations would pass no check)")
+        elif name in ("connect", "bind"):
+            self._address(name, tid, tgid, args)
+        elif name:
+            fd = args[2] if name in ("copy_file_range", "splice") else args[0]
+            self._descriptor(name, tid, tgid, _int(fd))
+
+    def _file(self, what: str, tid: int, tgid: int, dirfd: "int | None", address: int, follow: bool) -> None:
+        path = self._path(tid, tgid, dirfd, address, follow=follow)
+        if not self.writable_path(path):
+            raise _Refused(f"{what}: {_shown(path)}")
+
+    def _address(self, name: str, tid: int, tgid: int, args: tuple[int, ...]) -> None:
+        raw = self.read(tgid, args[1], min(args[2], 128))
+        family = struct.unpack("<H", raw[:2])[0] if len(raw) >= 2 else 0
+        if family == _socket.AF_UNIX:
+            path = raw[2:].split(b"\0", 1)[0] if raw[2:3] != b"\0" else b""
+            if not path:
+                if len(raw) > 3 and name == "connect":  # an abstract socket (Landlock scopes them too)
+                    raise _Refused(f"network connection ({name}, refused by the kernel): @{_shown(raw[3:])}")
+                return
+            # connecting to a path outside the writable folders reaches another program; binding one creates it
+            if not self.writable_path(self._resolve(tid, tgid, None, os.fsdecode(path), follow=name == "connect")):
+                raise _Refused(f"network connection ({name}, refused by the kernel): {_shown(path)}")
+            return
+        if family not in (_socket.AF_INET, _socket.AF_INET6) or len(raw) < 8:
+            return
+        if not self._stream(tgid, _int(args[0])):
+            return  # UDP: left to the audit hooks, as under Landlock
+        port = struct.unpack(">H", raw[2:4])[0]
+        if family == _socket.AF_INET:
+            host = _socket.inet_ntop(_socket.AF_INET, raw[4:8])
+        else:
+            host = f"[{_socket.inet_ntop(_socket.AF_INET6, raw[8:24])}]" if len(raw) >= 24 else "[?]"
+        if name == "bind" or port not in self.ports:
+            raise _Refused(f"network connection ({name}, refused by the kernel): {host}:{port}")
+
+    def _stream(self, tgid: int, fd: int) -> bool:
+        try:
+            sock = self._copy_socket(tgid, fd)
+        except OSError:
+            return True  # unknown: checked as TCP
+        try:
+            return bool(sock.type == _socket.SOCK_STREAM)
+        finally:
+            sock.close()
+
+    def _descriptor(self, name: str, tid: int, tgid: int, fd: int) -> None:
+        """A write through ``fd``: allowed to a writable file, a pipe, an unnamed or writable Unix socket, a TCP
+        connection to an allowed port, a terminal or a kernel object; refused to anything else."""
+        try:
+            target = os.readlink(f"/proc/{tid}/fd/{fd}")
+        except OSError:
+            return  # not open: the kernel fails the call itself
+        before = f"{name} through a descriptor opened before the recorded steps, refused by the kernel"
+        if target.startswith("/"):
+            if target.endswith(" (deleted)") or target.startswith("/memfd:"):
+                return
+            if self.writable_path(target) or target in _TERMINALS or target.startswith(("/dev/pts/", "/dev/tty")):
+                return
+            raise _Refused(f"file write ({before}): {_shown(target)}")
+        if not target.startswith("socket:"):
+            return  # a pipe, an eventfd, an epoll or another kernel object
+        try:
+            sock = self._copy_socket(tgid, fd)
+        except OSError:
+            return  # gone: the kernel fails the call itself
+        try:
+            family, kind = sock.family, sock.type
+            peer = sock.getpeername() if kind == _socket.SOCK_STREAM or family == _socket.AF_UNIX else None
+        except OSError:
+            return  # not connected: the kernel fails the call itself
+        finally:
+            sock.close()
+        if family == _socket.AF_UNIX:
+            shown = os.fsdecode(peer) if isinstance(peer, bytes) else str(peer or "")
+            if not shown or self.writable_path(os.path.realpath(shown)):
+                return
+            raise _Refused(f"network send ({before}): {_shown(shown)}")
+        tcp = family in (_socket.AF_INET, _socket.AF_INET6) and kind == _socket.SOCK_STREAM
+        if tcp and peer and peer[1] not in self.ports:
+            raise _Refused(f"network send ({before}): {_shown(str(peer[0]))}:{peer[1]}")
+
+    # -------------------------------------------------------------------------------------------------- serving
+
+    def answer(self, listener: int) -> None:
+        """Receive one handed-over call and answer it: go on, or fail with ``EACCES`` (kept, named)."""
+        buffer = bytearray(_NOTIF.size)
+        try:
+            fcntl.ioctl(listener, _NOTIF_RECV, buffer)
+        except OSError:
+            return  # the thread died meanwhile, or a signal interrupted it
+        ident, tid, _, nr, arch, _, *args = _NOTIF.unpack(buffer)
+        error, flags = 0, _FLAG_CONTINUE
+        if self.confined:
+            try:
+                self.check(tid, nr, arch, tuple(args))
+            except _Refused as refused:
+                error, flags = -errno.EACCES, 0
+                self._keep(str(refused))
+            except Exception as exc:  # noqa: BLE001 - a call that cannot be checked does not go on
+                error, flags = -errno.EACCES, 0
+                self._keep(f"system call {nr} that could not be checked ({type(exc).__name__})")
+        try:
+            fcntl.ioctl(listener, _NOTIF_SEND, bytearray(_RESP.pack(ident, 0, error, flags)))
+        except OSError:
+            pass  # the thread died meanwhile
+
+    def _keep(self, text: str) -> None:
+        if text not in self.refused:
+            self.refused.append(text)
+
+    def command(self, control: "_socket.socket", message: bytes) -> None:
+        if message == b"confine":
+            self.confined = True
+            control.send(b"ok")
+        elif message == b"release":
+            self.confined = False
+            control.send("\0".join(["released", *self.refused]).encode("utf-8", "replace"))
+            self.refused = []
+
+
+def _pidfd_getfd(pidfd: int, target: int) -> int:
+    import ctypes  # only now: a socket to look at is rare, and ctypes is slow to import
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    copy = int(libc.syscall(_SYS_PIDFD_GETFD, pidfd, target, 0))
+    if copy < 0:
+        raise OSError(ctypes.get_errno(), "pidfd_getfd")
+    return copy
+
+
+def _int(value: int) -> int:
+    """A call argument (an unsigned 64-bit register) as the C ``int`` it holds (a descriptor, ``AT_FDCWD``)."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _shown(raw: "bytes | str") -> str:
+    text = os.fsdecode(raw) if isinstance(raw, bytes) else raw
+    return "".join(ch if ch.isprintable() else "?" for ch in text)[:300]
+
+
+def serve(agent_pid: int, control: "_socket.socket") -> None:
+    """Check the agent's memory can be read, say so, then serve until no thread under the filter is left."""
+    control.send(f"pid {os.getpid()}".encode())
+    if control.recv(16) != b"go":
+        return
+    try:
+        with open(f"/proc/{agent_pid}/mem", "rb"):
+            pass
+    except OSError as exc:
+        control.send(f"error: cannot read the agent's memory ({exc.strerror})".encode())
+        return
+    control.send(b"ready")
+    message, ancillary, _, _ = control.recvmsg(65536, _socket.CMSG_SPACE(4))
+    fds = [
+        struct.unpack("i", data[:4])[0]
+        for level, kind, data in ancillary
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS and len(data) >= 4
+    ]
+    if not fds:
+        return
+    listener = fds[0]
+    ports, *writable = os.fsdecode(message).split("\0")
+    supervisor = Supervisor(agent_pid, writable, [int(port) for port in ports.split(",") if port])
+    control.send(b"ok")
+    poller = select.poll()
+    poller.register(listener, select.POLLIN)
+    poller.register(control.fileno(), select.POLLIN)
+    attached = True
+    while True:
+        for fd, events in poller.poll():
+            if fd == listener:
+                if events & select.POLLIN:
+                    supervisor.answer(listener)
+                elif events & (select.POLLHUP | select.POLLERR):
+                    return  # no thread or process under the filter is left
+            elif attached:
+                message = control.recv(64) if events & select.POLLIN else b""
+                if message:
+                    supervisor.command(control, message)
+                else:  # the replay ended (or the agent's process): released for good
+                    supervisor.confined = False
+                    attached = False
+                    poller.unregister(control.fileno())
+
+
+def main() -> None:
+    agent_pid, control_fd = int(sys.argv[1]), int(sys.argv[2])
+    control = _socket.socket(fileno=control_fd)
+    if os.fork() > 0:  # the replay waits for this first process only; the supervisor is not its child
+        os._exit(0)
+    os.setsid()  # no signal meant for the replay's terminal (Ctrl-C) ends it
+    try:
+        serve(agent_pid, control)
+    except OSError:
+        pass
+
+
+if __name__ == "__main__":
+    main()
