@@ -7,6 +7,7 @@ program that ran) and at what the supervisor names."""
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import select
 import socket
@@ -87,6 +88,7 @@ def test_the_recorded_steps_change_nothing_outside_and_the_live_part_everything(
     peer = socket.create_connection(listener.getsockname(), timeout=10)
     accepted, _ = listener.accept()
     accepted.settimeout(10)
+    peer_name = os.readlink(f"/proc/self/fd/{peer.fileno()}")  # socket:[inode]
     port = listener.getsockname()[1]
     libc = ctypes.CDLL(None, use_errno=True)
 
@@ -118,7 +120,7 @@ def test_the_recorded_steps_change_nothing_outside_and_the_live_part_everything(
         supervisor.confine()
         (outside / "keep.txt").write_text("keep", encoding="utf-8")  # the test's own thread is never confined
         confined = confinement.call(lambda: effects("confined"))
-        refused = supervisor.release()
+        refused, silenced = supervisor.release()
         after = confinement.call(lambda: effects("after"))
     opened_at_import.close()
     failed = {
@@ -127,16 +129,19 @@ def test_the_recorded_steps_change_nothing_outside_and_the_live_part_everything(
         for what, result in results.items()
         if result != "done"
     }
-    assert not failed, failed
+    # the earlier connection was silenced when released (below): a send through it now fails, loudly
+    assert failed == {"send after": os.strerror(errno.ENOTSOCK)}, failed
     assert sorted(what for what, result in confined.items() if result == "done") == ["inside", "read"], confined
     assert not (outside / "new-confined.txt").exists() and not (outside / "folder-confined").exists()
     assert not (outside / "spawned-confined").exists() and not (outside / "spawned-confined-run").exists()
-    assert "confined" not in ledger.read_text(encoding="utf-8")
-    assert ledger.read_text(encoding="utf-8").startswith("recorded\nbefore\n")
+    # the ledger's descriptor and the earlier connection, refused while confined, now lead to /dev/null: what the
+    # agent still held for them is never written, the live part's writes through them go nowhere
+    assert sorted(silenced) == sorted([str(ledger), peer_name])
+    assert ledger.read_text(encoding="utf-8") == "recorded\nbefore\nbefore"
     received = b""
-    while len(received) < len(b"beforeafter"):
-        received += accepted.recv(64)
-    assert received == b"beforeafter"  # nothing sent while confined
+    while chunk := accepted.recv(64):  # the connection ended when its descriptor was silenced
+        received += chunk
+    assert received == b"before"
     accepted.close()
     peer.close()
     for named in (

@@ -51,6 +51,7 @@ from .safety.refusals import MarkerRefused as MarkerRefused  # re-exported
 from .safety.refusals import higher_risk as higher_risk  # re-exported
 from .safety.refusals import live_tool, refuse_markers
 from .safety.riskytools import UndeclaredWatch, undeclared_refusal
+from .safety.seccomp import Supervisor
 from .values import RecordedValues
 
 _LOOKAHEAD = 8
@@ -121,7 +122,7 @@ class ReplaySession:
         self.past_recorded_prefix = from_step == 0
         """A replay from step N: True once the recorded step N-1 was answered or a call at or past step N was
         made (what the agent does from then on is the live part)."""
-        self.prefix_supervisor: Any = None
+        self.prefix_supervisor: Supervisor | None = None
         """A live replay from step N whose thread runs under the seccomp filter: its supervisor
         (:class:`otel_replay.replay.safety.seccomp.Supervisor`), told when the recorded steps begin (the run
         starts) and end (:meth:`_leave_prefix`)."""
@@ -624,12 +625,19 @@ class ReplaySession:
         lets every call through from now on."""
         if self.prefix_supervisor is None or not self.prefix_supervisor.confined:
             return []
+        silenced: list[str] = []
         try:
-            refused: list[str] = self.prefix_supervisor.release()
+            refused, silenced = self.prefix_supervisor.release()
         except OSError as exc:
             refused = [f"the recorded steps' supervisor ended ({exc}); what it refused is unknown"]
         for what in refused:
             record_refused(self, what)
+        if silenced:
+            self.note(
+                f"the recorded steps were refused writing through {', '.join(silenced)}, opened before them: "
+                "each now leads to /dev/null for the rest of this process, so what the agent still holds for it "
+                "(a buffered write) is never made"
+            )
         return refused
 
     def _leave_prefix(self) -> None:

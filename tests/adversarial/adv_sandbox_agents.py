@@ -193,20 +193,30 @@ def prefix_below(target: str, marker: str) -> str:
     import, bytes sent through the connection it opened at import, a pyarrow (C++) file write and a program
     started through ``_posixsubprocess``; after the second step one more ledger line. In a live replay from step 2
     the effects belong to the recorded part (replayed offline), from step 1 to the live part. Failures are
-    ignored, as best-effort code would."""
+    ignored, as best-effort code would: a line whose flush failed stays in the ledger's buffer, which the agent
+    flushes again on its way out."""
     import pyarrow as pa
     import pyarrow.csv
 
-    first = lookup("a")
-    with contextlib.suppress(OSError):
-        os.write(LEDGER.fileno() if LEDGER is not None else -1, b"prefix\n")
-    with contextlib.suppress(OSError):
-        if PEER is not None:
-            PEER.sendall(b"prefix")
-    with contextlib.suppress(OSError):
-        pyarrow.csv.write_csv(pa.table({"note": [first]}), target)
-    with contextlib.suppress(OSError):
-        fork_exec(["/usr/bin/touch", marker])
-    second = lookup("b")
-    os.write(LEDGER.fileno() if LEDGER is not None else -1, b"live\n")
-    return first + second
+    try:
+        first = lookup("a")
+        with contextlib.suppress(OSError):
+            os.write(LEDGER.fileno() if LEDGER is not None else -1, b"prefix\n")
+        with contextlib.suppress(OSError):  # a refused flush leaves the line in the buffer
+            if LEDGER is not None:
+                LEDGER.write("buffered\n")
+                LEDGER.flush()
+        with contextlib.suppress(OSError):
+            if PEER is not None:
+                PEER.sendall(b"prefix")
+        with contextlib.suppress(OSError):
+            pyarrow.csv.write_csv(pa.table({"note": [first]}), target)
+        with contextlib.suppress(OSError):
+            fork_exec(["/usr/bin/touch", marker])
+        second = lookup("b")
+        os.write(LEDGER.fileno() if LEDGER is not None else -1, b"live\n")
+        return first + second
+    finally:  # as code that flushes its log on the way out, however it leaves
+        with contextlib.suppress(OSError):
+            if LEDGER is not None:
+                LEDGER.flush()

@@ -539,7 +539,8 @@ def test_the_recorded_steps_of_a_live_replay_are_confined_below_python(
     ledger, target, marker = outside / "ledger.txt", outside / "notes.csv", outside / "spawned"
     env = {"ADV_LEDGER": str(ledger), "ADV_PEER": f"127.0.0.1:{listener.getsockname()[1]}"}
     trace_id = record(project, home, f"prefix_below({str(target)!r}, {str(marker)!r})", **env)
-    assert ledger.read_text(encoding="utf-8") == "prefix\nlive\n" and marker.exists() and target.exists()
+    lines = "prefix\nbuffered\nlive\n"
+    assert ledger.read_text(encoding="utf-8") == lines and marker.exists() and target.exists()
     assert received(listener) == b"prefix"  # every effect is real when recorded
     marker.unlink()
     target.unlink()
@@ -554,21 +555,23 @@ def test_the_recorded_steps_of_a_live_replay_are_confined_below_python(
     effects = [d["reason"] for d in document["divergences"] if d["kind"] == "side_effect"]
     assert resumed.returncode == 1 and document["sandbox"] == expected_prefix_sandbox(sandbox), resumed.stdout
     if expected_prefix_sandbox(sandbox) == "seccomp supervisor":
-        assert ledger.read_text(encoding="utf-8") == "prefix\nlive\n", "a recorded step wrote the ledger"
+        # nothing, not even the refused line the ledger's buffer still held when the replaying process exited
+        assert ledger.read_text(encoding="utf-8") == lines, "a recorded step wrote the ledger"
         assert received(listener) == b"" and not target.exists() and not marker.exists()
         for named in (f"{ledger}", f"127.0.0.1:{listener.getsockname()[1]}", f"{target}", "/usr/bin/touch"):
             assert any(named in effect and "refused by the kernel" in effect for effect in effects), (named, effects)
         assert any("the live part did not start" in note for note in document["notes"]), document["notes"]
+        assert any(f"{ledger}" in note and "/dev/null" in note for note in document["notes"]), document["notes"]
     else:
         assert marker.exists() and received(listener) == b"prefix"  # what the audit hooks cannot stop
         assert any("a process started below Python's audit hooks" in effect for effect in effects), effects
-        assert ledger.read_text(encoding="utf-8") == "prefix\nlive\nprefix\nlive\n"
+        assert ledger.read_text(encoding="utf-8") == lines * 2
         marker.unlink()
         target.unlink()
     before = ledger.read_text(encoding="utf-8")
     live = replay(project, home, trace_id, sandbox, *args, "1", **env)
     assert json.loads(live.stdout)["outcome"] == "matched", live.stdout
-    assert ledger.read_text(encoding="utf-8") == before + "prefix\nlive\n"
+    assert ledger.read_text(encoding="utf-8") == before + lines
     assert marker.exists() and target.exists() and received(listener) == b"prefix"
 
 

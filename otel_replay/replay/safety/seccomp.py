@@ -129,6 +129,30 @@ _START: Final = (
 nothing): its bytecode is cached, and nothing else of otel-replay is imported."""
 
 
+def _silence(entry: str) -> str | None:
+    """Point the descriptor ``fd:TGID:FD:DEV:INO`` at ``/dev/null`` when it is this process's and still the file
+    the write was refused through (the agent may have closed it and the number been reused); return its path."""
+    try:
+        tgid, fd, dev, ino = (int(part) for part in entry.split(":")[1:5])
+    except ValueError:
+        return None
+    if tgid != os.getpid():
+        return None  # a process the recorded steps forked: its descriptors are not ours to change
+    try:
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (dev, ino):
+            return None
+        name = os.readlink(f"/proc/self/fd/{fd}")
+        null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.dup2(null, fd, inheritable=os.get_inheritable(fd))
+        finally:
+            os.close(null)
+    except OSError:
+        return None
+    return name
+
+
 def _yama_scope() -> int:
     try:
         with open("/proc/sys/kernel/yama/ptrace_scope", encoding="ascii") as scope:
@@ -231,18 +255,21 @@ class Supervisor:
             self._ask(b"confine")
             self.confined = True
 
-    def release(self) -> list[str]:
+    def release(self) -> tuple[list[str], list[str]]:
         """From now on, let every call through; return what was refused while confined (each once, to the
-        first caller)."""
+        first caller), and the descriptors of this process a refused write went through, each now pointed at
+        ``/dev/null`` (named by its path as it was): what the agent still holds for one (a buffered line its
+        next flush, or the interpreter's exit, would write) is never written."""
         with self._lock:
             if not self.confined:
-                return []
+                return [], []
             self.confined = False
             answer = self._ask(b"release")
-        released, *refused = answer.decode("utf-8", "replace").split("\0")
+        released, *items = answer.decode("utf-8", "replace").split("\0")
         if released != "released":
             raise SeccompError(0, "seccomp: the supervisor answered out of turn")
-        return refused
+        silenced = [_silence(item) for item in items if item.startswith("fd:")]
+        return [item for item in items if not item.startswith("fd:")], [name for name in silenced if name]
 
     def close(self) -> None:
         """Let go: the supervisor lets every call through until no thread under the filter is left."""

@@ -28,9 +28,9 @@ elsewhere the replay falls back to the audit hooks.
 
 Messages on the control socket (``SOCK_SEQPACKET``, one per send): the supervisor says ``pid N``, is told
 ``go``, says ``ready`` (or ``error: ...``), receives the listener with its configuration (``PORT,PORT,...``,
-then each writable folder, NUL-separated) and says ``ok``; then ``confine`` is answered ``ok``, and ``release``
-with ``released`` and what was refused meanwhile, NUL-separated. When the replay closes its end, the
-supervisor stays released.
+then each writable folder, NUL-separated) and says ``ok``; then ``confine`` is answered ``ok``, and
+``release`` with ``released``, what was refused meanwhile and the descriptors to silence (``fd:...``),
+NUL-separated. When the replay closes its end, the supervisor stays released.
 """
 
 import _socket
@@ -147,6 +147,9 @@ class Supervisor:
         self.ports = set(ports)
         self.confined = False
         self.refused: list[str] = []
+        self.silence: list[str] = []
+        """The descriptors a refused write went through, as ``fd:TGID:FD:DEV:INO``: the replay points them at
+        ``/dev/null``, so what the agent still holds for them (a buffered line) is never written later."""
         self._mem: dict[int, int] = {}
         self._pidfds: dict[int, int] = {}
 
@@ -290,7 +293,7 @@ class Supervisor:
                 return
             if self.writable_path(target) or target in _TERMINALS or target.startswith(("/dev/pts/", "/dev/tty")):
                 return
-            raise _Refused(f"file write ({before}): {_shown(target)}")
+            self._refuse_descriptor(tid, tgid, fd, f"file write ({before}): {_shown(target)}")
         if not target.startswith("socket:"):
             return  # a pipe, an eventfd, an epoll or another kernel object
         try:
@@ -308,10 +311,22 @@ class Supervisor:
             shown = os.fsdecode(peer) if isinstance(peer, bytes) else str(peer or "")
             if not shown or self.writable_path(os.path.realpath(shown)):
                 return
-            raise _Refused(f"network send ({before}): {_shown(shown)}")
+            self._refuse_descriptor(tid, tgid, fd, f"network send ({before}): {_shown(shown)}")
         tcp = family in (_socket.AF_INET, _socket.AF_INET6) and kind == _socket.SOCK_STREAM
         if tcp and peer and peer[1] not in self.ports:
-            raise _Refused(f"network send ({before}): {_shown(str(peer[0]))}:{peer[1]}")
+            self._refuse_descriptor(tid, tgid, fd, f"network send ({before}): {_shown(str(peer[0]))}:{peer[1]}")
+
+    def _refuse_descriptor(self, tid: int, tgid: int, fd: int, text: str) -> None:
+        """Refuse a write through ``fd``, and keep the descriptor (with its file's identity) to be silenced."""
+        try:
+            target = os.stat(f"/proc/{tid}/fd/{fd}")
+        except OSError:
+            pass
+        else:
+            entry = f"fd:{tgid}:{fd}:{target.st_dev}:{target.st_ino}"
+            if entry not in self.silence:
+                self.silence.append(entry)
+        raise _Refused(text)
 
     # -------------------------------------------------------------------------------------------------- serving
 
@@ -348,8 +363,8 @@ class Supervisor:
             control.send(b"ok")
         elif message == b"release":
             self.confined = False
-            control.send("\0".join(["released", *self.refused]).encode("utf-8", "replace"))
-            self.refused = []
+            control.send("\0".join(["released", *self.refused, *self.silence]).encode("utf-8", "replace"))
+            self.refused, self.silence = [], []
 
 
 def _pidfd_getfd(pidfd: int, target: int) -> int:
