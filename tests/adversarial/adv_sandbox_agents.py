@@ -7,8 +7,9 @@ reads through a per-thread SQLite connection its module opens at import. ``arrow
 (pyarrow). ``native`` writes a file and starts a process through libc with ``ctypes``. ``vacuum`` has SQLite copy
 an in-memory database to a file (``VACUUM INTO``), which SQLite does in C with no audit event. ``c_spawn`` starts
 a program through ``_posixsubprocess.fork_exec`` directly, the C function ``subprocess`` calls after its audit
-event, so no audit event is raised. ``prefix_below`` makes such effects between its two recorded steps, the part a live
-replay from step 2 replays offline. The tests copy this file into a project folder of their own and record and
+event, so no audit event is raised. ``prefix_below`` makes such effects between its two recorded steps, the
+part a live replay from step 2 replays offline; ``async_prefix`` writes there from an asyncio loop's executor
+thread. The tests copy this file into a project folder of their own and record and
 replay it in fresh processes, as a user would.
 """
 
@@ -220,3 +221,26 @@ def prefix_below(target: str, marker: str) -> str:
         with contextlib.suppress(OSError):
             if LEDGER is not None:
                 LEDGER.flush()
+
+
+@orp.tool("lookup_async", risk="read")
+async def lookup_async(key: str) -> str:
+    return key.upper()
+
+
+def _log_line(text: str) -> None:
+    if LEDGER is not None:
+        LEDGER.write(text + "\n")
+        LEDGER.flush()
+
+
+@orp.agent("async-prefix")
+async def async_prefix(entry: str) -> str:
+    """An asyncio agent that, between its two recorded steps, appends to the ledger its module opened at import
+    from the event loop's default executor (a pool thread the loop starts on first use)."""
+    import asyncio
+
+    first = await lookup_async("a")
+    with contextlib.suppress(OSError):
+        await asyncio.get_running_loop().run_in_executor(None, _log_line, entry)
+    return first + await lookup_async("b")

@@ -575,6 +575,32 @@ def test_the_recorded_steps_of_a_live_replay_are_confined_below_python(
     assert marker.exists() and target.exists() and received(listener) == b"prefix"
 
 
+@pytest.mark.skipif(not SUPERVISED, reason="needs seccomp user notification on Linux x86-64")
+def test_an_async_agents_executor_thread_is_confined_in_the_recorded_steps(
+    project: Path, home: Path, outside: Path
+) -> None:
+    """An asyncio agent writes the ledger opened at import from the loop's default executor: a thread the agent
+    started, so under the same filter. From step 2 the write is refused and named and the ledger unchanged;
+    from step 1 it is the live part's, and real."""
+    ledger = outside / "ledger.txt"
+    env = {"ADV_LEDGER": str(ledger)}
+    code = "import asyncio, adv_sandbox_agents as a, otel_replay as orp\n"
+    code += "asyncio.run(a.async_prefix('between'))\norp.flush()"
+    assert run(project, home, ["-c", code], **env).returncode == 0
+    with orp.Store.open() as store:
+        trace_id = store.runs(limit=1)[0].trace_id
+    assert ledger.read_text(encoding="utf-8") == "between\n"
+    args = ["--mode", "live", "--reason", "resume", "--json", "--from-step"]
+    resumed = replay(project, home, trace_id, "auto", *args, "2", **env)
+    document = json.loads(resumed.stdout)
+    assert resumed.returncode == 1 and document["sandbox"] == "seccomp supervisor", resumed.stdout
+    assert any(f"refused by the kernel): {ledger}" in d["reason"] for d in document["divergences"]), document
+    assert ledger.read_text(encoding="utf-8") == "between\n"
+    live = replay(project, home, trace_id, "auto", *args, "1", **env)
+    assert json.loads(live.stdout)["outcome"] == "matched", live.stdout
+    assert ledger.read_text(encoding="utf-8") == "between\nbetween\n"
+
+
 def test_require_refuses_an_offline_replay_where_the_kernel_offers_no_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
     """A kernel without Landlock (macOS, an old kernel, a container that forbids it), as ``landlock.abi`` reports
     it: ``require`` refuses every offline mode before anything runs, ``auto`` falls back to the audit hooks, and a

@@ -35,7 +35,6 @@ NUL-separated. When the replay closes its end, the supervisor stays released.
 
 import _socket
 import errno
-import fcntl
 import os
 import select
 import struct
@@ -332,6 +331,8 @@ class Supervisor:
 
     def answer(self, listener: int) -> None:
         """Receive one handed-over call and answer it: go on, or fail with ``EACCES`` (kept, named)."""
+        import fcntl  # here, not at the top: the call tables are imported on systems without it (Windows)
+
         buffer = bytearray(_NOTIF.size)
         try:
             fcntl.ioctl(listener, _NOTIF_RECV, buffer)
