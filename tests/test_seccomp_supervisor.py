@@ -85,6 +85,9 @@ def test_the_recorded_steps_change_nothing_outside_and_the_live_part_everything(
     temp = Path(tempfile.gettempdir())
     (temp / "link").symlink_to(outside / "through-link.txt")
     opened_at_import = open(ledger, "a", encoding="utf-8")  # noqa: SIM115
+    (outside / "sub").mkdir()  # for evade()
+    (outside / "victim.txt").write_text("victim", encoding="utf-8")
+    (temp / "lnk").symlink_to(outside / "sub")
     peer = socket.create_connection(listener.getsockname(), timeout=10)
     accepted, _ = listener.accept()
     accepted.settimeout(10)
@@ -120,9 +123,13 @@ def test_the_recorded_steps_change_nothing_outside_and_the_live_part_everything(
         supervisor.confine()
         (outside / "keep.txt").write_text("keep", encoding="utf-8")  # the test's own thread is never confined
         confined = confinement.call(lambda: effects("confined"))
+        evasions = confinement.call(lambda: evade(outside, port))
         refused, silenced = supervisor.release()
         after = confinement.call(lambda: effects("after"))
     opened_at_import.close()
+    assert set(evasions.values()) == {"Permission denied"}, evasions
+    assert (outside / "victim.txt").read_text(encoding="utf-8") == "victim"
+    assert not (Path(tempfile.gettempdir()) / "hard.txt").exists()
     failed = {
         f"{what} {tag}": result
         for tag, results in (("before", before), ("after", after))
@@ -153,11 +160,47 @@ def test_the_recorded_steps_change_nothing_outside_and_the_live_part_everything(
         f"file write (openat, refused by the kernel): {outside / 'libc-confined'}",
         "process spawn (execve, refused by the kernel): /bin/sh",
         "process spawn (execve, refused by the kernel): /usr/bin/touch",
+        f"file write (openat, refused by the kernel): {outside / 'victim.txt'}",
+        f"file change (unlink, refused by the kernel): {outside / 'victim.txt'}",
+        f"file change (link, refused by the kernel): {outside / 'victim.txt'}",
+        "descriptor redirect (dup2 onto descriptor 2, refused by the kernel)",
+        "unshare (refused by the kernel while the recorded steps run)",
+        "network connection (sendto that connects, refused by the kernel)",
         f"network connection (connect, refused by the kernel): 127.0.0.1:{port}",
         f"network send (sendto through a descriptor opened before the recorded steps, refused by the kernel): "
         f"127.0.0.1:{port}",
     ):
         assert any(named in what for what in refused), (named, refused)
+
+
+def evade(outside: Path, port: int) -> dict[str, str]:
+    """Ways around a check by path or descriptor, each tried while confined: a write-open of ``/dev/fd/N`` (the
+    agent's descriptor, not the supervisor's), ``..`` after a link in the temp folder that points outside, a hard
+    link of an outside file into the temp folder, a file put in place of standard error, a new user namespace,
+    and a TCP Fast Open send that connects without ``connect`` (the files are made before, see the test)."""
+    temp = Path(tempfile.gettempdir())
+    libc = ctypes.CDLL(None, use_errno=True)
+    readonly = open(outside / "victim.txt", encoding="utf-8")  # noqa: SIM115
+    saved = os.dup(2)
+
+    def fast_open() -> None:
+        with socket.socket() as sock:
+            sock.sendto(b"fast", socket.MSG_FASTOPEN, ("127.0.0.1", port))
+
+    try:
+        return {
+            "dev-fd": attempt(lambda: write_file(Path(f"/dev/fd/{readonly.fileno()}"))),
+            "dotdot": attempt(lambda: os.unlink(temp / "lnk" / ".." / "victim.txt")),
+            "link": attempt(lambda: os.link(outside / "victim.txt", temp / "hard.txt")),
+            "dup2": attempt(lambda: os.dup2(readonly.fileno(), 2)),
+            "unshare": attempt(lambda: checked(libc.unshare(0x10000000))),  # CLONE_NEWUSER
+            "fast-open": attempt(fast_open),
+        }
+    finally:
+        if os.path.sameopenfile(2, readonly.fileno()):  # only if the redirect got through: give stderr back
+            os.dup2(saved, 2)
+        os.close(saved)
+        readonly.close()
 
 
 def test_the_supervisor_ends_with_the_last_thread_under_its_filter() -> None:
@@ -169,8 +212,9 @@ def test_the_supervisor_ends_with_the_last_thread_under_its_filter() -> None:
         pid = confinement.supervisor.pid
         pidfd = os.pidfd_open(pid)
     try:
-        ready, _, _ = select.select([pidfd], [], [], 60)  # readable once the process exited
-        assert ready, f"the supervisor {pid} is still running"
+        poller = select.poll()  # not select(): a worker of the suite may hold more than 1,024 descriptors
+        poller.register(pidfd, select.POLLIN)
+        assert poller.poll(60_000), f"the supervisor {pid} is still running"  # readable once the process exited
     finally:
         os.close(pidfd)
     with open(f"/proc/{os.getpid()}/task/{os.getpid()}/status", encoding="ascii") as status:

@@ -87,7 +87,9 @@ _SUPERVISED_GAPS: Final = (
     "a path, descriptor or address another thread of the agent changes between the supervisor's check and the "
     "kernel's call (the supervisor reads a call's arguments once)",
     "writes through a shared memory mapping (mmap) of a file the agent's module opened at import",
-    "UDP is checked by the audit hooks only",
+    "writes through standard output and error, wherever they lead (a descriptor put in their place during the "
+    "recorded steps is refused)",
+    "UDP, and connections to Unix path sockets made during the recorded steps, are checked by the audit hooks only",
     "work the agent hands to a thread started before the replay runs outside the filter, under the audit hooks",
 )
 

@@ -74,10 +74,16 @@ def program() -> list[tuple[int, int, int, int]]:
     ]
     code += [(_JEQ, "notify", 0, nr) for nr in sorted(supervisor.ALWAYS)]
     code += [(_JEQ, "fd", 0, nr) for nr in sorted(supervisor.FD_WRITES)]
+    code += [(_JEQ, "low_fd1", 0, nr) for nr in sorted(supervisor.LOW_FD_ARG1)]
     code += [(_JEQ, f"open{nr}", 0, nr) for nr in sorted(supervisor.OPENS)]
+    code.append((_JEQ, "clone", 0, supervisor.CLONE))
     code.append((_RET, 0, 0, _RET_ALLOW))
     labels: dict[str, int] = {"fd": len(code)}
     code += [(_LD_ABS, 0, 0, _arg(0)), (_JGT, "notify", "allow", 2)]
+    labels["low_fd1"] = len(code)
+    code += [(_LD_ABS, 0, 0, _arg(1)), (_JGT, "allow", "notify", 2)]
+    labels["clone"] = len(code)
+    code += [(_LD_ABS, 0, 0, _arg(0)), (_JSET, "notify", "allow", supervisor.CLONE_NEW_FLAGS)]
     for nr, (_, _, _, flags_at) in sorted(supervisor.OPENS.items()):
         labels[f"open{nr}"] = len(code)
         code += [(_LD_ABS, 0, 0, _arg(flags_at)), (_JSET, "notify", "allow", supervisor.OPEN_WRITE_FLAGS)]
@@ -92,9 +98,20 @@ def program() -> list[tuple[int, int, int, int]]:
     return [(op, offset(i, jt), offset(i, jf), k) for i, (op, jt, jf, k) in enumerate(code)]
 
 
+_KERNEL: Final = (5, 8)
+"""The first Linux with all the supervisor needs: user notification that lets a call go on (5.5),
+``pidfd_getfd`` (5.6) and a listener that reports when no thread is left under the filter (5.8)."""
+
+
 def available() -> bool:
-    """Whether this system can supervise a thread: Linux on x86-64 with seccomp user notification."""
+    """Whether this system can supervise a thread: Linux 5.8 or later on x86-64 with seccomp user notification."""
     if not sys.platform.startswith("linux") or platform.machine() != "x86_64":
+        return False
+    try:
+        release = tuple(int(part) for part in platform.release().split("-")[0].split(".")[:2])
+    except ValueError:
+        return False
+    if release < _KERNEL:
         return False
     try:
         with open("/proc/sys/kernel/seccomp/actions_avail", encoding="ascii") as actions:

@@ -45,6 +45,9 @@ ARCH_X86_64 = 0xC000003E
 X32_BIT = 0x40000000
 
 _AT_FDCWD = -100
+_AT_SYMLINK_FOLLOW = 0x400
+_RESOLVE_IN_ROOT = 0x10
+_MAX_HOPS = 40
 _SYS_PIDFD_GETFD = 438
 
 OPEN_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | 0o20000000  # __O_TMPFILE
@@ -52,6 +55,22 @@ OPEN_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | 0o2000000
 
 OPENS = {2: ("open", None, 0, 1), 257: ("openat", 0, 1, 2)}
 """Opens whose flags the filter checks: number -> (name, dirfd argument, path argument, flags argument)."""
+REFUSED = {
+    425: "io_uring_setup",
+    272: "unshare",
+    308: "setns",
+    165: "mount",
+    161: "chroot",
+    155: "pivot_root",
+    428: "open_tree",
+    429: "move_mount",
+    430: "fsopen",
+    431: "fsconfig",
+    432: "fsmount",
+    433: "fspick",
+    442: "mount_setattr",
+    304: "open_by_handle_at",
+}
 ALWAYS = {
     85: "creat",
     437: "openat2",
@@ -74,11 +93,23 @@ ALWAYS = {
     49: "bind",
     59: "execve",
     322: "execveat",
-    425: "io_uring_setup",
     326: "copy_file_range",
     275: "splice",
+    435: "clone3",
+    **REFUSED,
 }
 """Calls always handed over: number -> name."""
+REFUSED_NAMES = frozenset(REFUSED.values())
+"""Calls refused whatever their arguments while confined: ``io_uring`` (its operations would pass no check),
+new namespaces, mounts and root changes (each would make a path mean another file than the supervisor checks),
+opening by file handle (no path at all)."""
+LOW_FD_ARG1 = {33: "dup2", 292: "dup3"}
+"""Calls handed over when their second argument is a descriptor up to 2: a file put in place of standard output
+or error, whose writes the filter does not hand over."""
+CLONE = 56
+CLONE_NEW_FLAGS = 0x7E020000
+"""``clone`` is handed over when its flags ask for a new namespace (``CLONE_NEWNS``, ``NEWCGROUP``, ``NEWUTS``,
+``NEWIPC``, ``NEWUSER``, ``NEWPID``, ``NEWNET``); ``clone3`` always (its flags are in memory)."""
 FD_WRITES = {
     1: "write",
     18: "pwrite64",
@@ -102,8 +133,8 @@ _PATHS = {
     "rename": ((None, 0), (None, 1)),
     "renameat": ((0, 1), (2, 3)),
     "renameat2": ((0, 1), (2, 3)),
-    "link": ((None, 1),),
-    "linkat": ((2, 3),),
+    "link": ((None, 0), (None, 1)),  # the file linked must be writable too (a link is a way to write it)
+    "linkat": ((0, 1), (2, 3)),
     "symlink": ((None, 1),),
     "symlinkat": ((1, 2),),
     "unlink": ((None, 0),),
@@ -147,6 +178,9 @@ class Supervisor:
         self.confined = False
         self.refused: list[str] = []
         self.silence: list[str] = []
+        self.before: set[int] = set()
+        """The agent's sockets when the recorded steps began (inodes): a named Unix socket among them was
+        connected before them, so nothing is sent through it while confined."""
         """The descriptors a refused write went through, as ``fd:TGID:FD:DEV:INO``: the replay points them at
         ``/dev/null``, so what the agent still holds for them (a buffered line) is never written later."""
         self._mem: dict[int, int] = {}
@@ -171,6 +205,8 @@ class Supervisor:
         out = b""
         while len(out) < 4096:
             chunk = self.read(tgid, address, 4096 - (address % 4096))
+            if not chunk:  # the process's memory is gone (it is exiting)
+                raise OSError(errno.EIO, "the agent's memory could not be read")
             end = chunk.find(b"\0")
             if end >= 0:
                 return out + chunk[:end]
@@ -188,19 +224,39 @@ class Supervisor:
         return self._resolve(tid, tgid, dirfd, os.fsdecode(self.string(tgid, address)), follow=follow)
 
     def _resolve(self, tid: int, tgid: int, dirfd: "int | None", path: str, *, follow: bool) -> str:
-        """The absolute path a call names (relative to its folder descriptor or the thread's folder), with the
-        symbolic links of its folders resolved (and of its last component when the call follows it)."""
-        for own, theirs in (("/proc/thread-self", f"/proc/{tgid}/task/{tid}"), ("/proc/self", f"/proc/{tgid}")):
-            if path == own or path.startswith(own + "/"):
-                path = theirs + path[len(own) :]
+        """The absolute path a call names, as the kernel will resolve it for the agent: relative to its folder
+        descriptor or the thread's folder, each symbolic link followed (the last one only when the call
+        follows it), ``..`` after the link before it, and ``/proc/self`` (also reached through ``/dev/fd`` or
+        a link) as the agent's, not this process's."""
         if not path.startswith("/"):
             at = None if dirfd is None else _int(dirfd)
             base = os.readlink(f"/proc/{tid}/cwd" if at in (None, _AT_FDCWD) else f"/proc/{tid}/fd/{at}")
-            path = os.path.join(base, path)
-        if follow:
-            return os.path.realpath(path)
-        folder, name = os.path.split(os.path.normpath(path))
-        return os.path.join(os.path.realpath(folder), name)
+            path = f"{base}/{path}"
+        pending = [part for part in reversed(path.split("/")) if part not in ("", ".")]
+        current, hops = "/", 0
+        while pending:
+            part = pending.pop()
+            if part == "..":
+                current = os.path.dirname(current)
+                continue
+            if current == "/proc" and part in ("self", "thread-self"):
+                current = f"/proc/{tgid}" if part == "self" else f"/proc/{tgid}/task/{tid}"
+                continue
+            candidate = f"{current.rstrip('/')}/{part}"
+            if not pending and not follow:
+                return candidate
+            try:
+                target = os.readlink(candidate)
+            except OSError:  # not a link, or not there: the kernel creates it or fails
+                current = candidate
+                continue
+            hops += 1
+            if hops > _MAX_HOPS:
+                raise OSError(errno.ELOOP, "too many symbolic links")
+            if target.startswith("/"):
+                current = "/"
+            pending.extend(part for part in reversed(target.split("/")) if part not in ("", "."))
+        return current
 
     def writable_path(self, path: str) -> bool:
         return path == os.devnull or any(path == root or path.startswith(root + "/") for root in self.writable)
@@ -218,21 +274,34 @@ class Supervisor:
                 dirfd = None if dirfd_at is None else args[dirfd_at]
                 self._file(f"file write ({name}, refused by the kernel)", tid, tgid, dirfd, args[path_at], True)
             return
-        name = ALWAYS.get(nr) or FD_WRITES.get(nr) or ""
-        if name == "openat2":
-            flags = struct.unpack("<Q", self.read(tgid, args[2], 8))[0]
+        name = ALWAYS.get(nr) or FD_WRITES.get(nr) or LOW_FD_ARG1.get(nr) or ("clone" if nr == CLONE else "")
+        if name in REFUSED_NAMES:
+            raise _Refused(f"{name} (refused by the kernel while the recorded steps run)")
+        if name in ("dup2", "dup3"):
+            raise _Refused(f"descriptor redirect ({name} onto descriptor {_int(args[1])}, refused by the kernel)")
+        if name in ("clone", "clone3"):
+            flags = args[0] if name == "clone" else struct.unpack("<Q", self.read(tgid, args[0], 8))[0]
+            if flags & CLONE_NEW_FLAGS:
+                raise _Refused(f"new namespace ({name}, refused by the kernel)")
+        elif name == "openat2":
+            flags, _, resolve = struct.unpack("<QQQ", self.read(tgid, args[2], 24))
             if flags & OPEN_WRITE_FLAGS:
-                self._file("file write (openat2, refused by the kernel)", tid, tgid, args[0], args[1], True)
+                path = os.fsdecode(self.string(tgid, args[1]))
+                if resolve & _RESOLVE_IN_ROOT:  # an absolute path is taken from the folder descriptor
+                    path = path.lstrip("/") or "."
+                what = "file write (openat2, refused by the kernel)"
+                real = self._resolve(tid, tgid, args[0], path, follow=True)
+                if not self.writable_path(real):
+                    raise _Refused(f"{what}: {_shown(real)}")
         elif name in _PATHS:
-            for dirfd_at, path_at in _PATHS[name]:
+            for n, (dirfd_at, path_at) in enumerate(_PATHS[name]):
                 dirfd = None if dirfd_at is None else args[dirfd_at]
                 what = f"file change ({name}, refused by the kernel)"
-                self._file(what, tid, tgid, dirfd, args[path_at], name in _FOLLOWED)
+                follow = name in _FOLLOWED or (name == "linkat" and n == 0 and bool(args[4] & _AT_SYMLINK_FOLLOW))
+                self._file(what, tid, tgid, dirfd, args[path_at], follow)
         elif name in ("execve", "execveat"):
             at = 1 if name == "execveat" else 0
             raise _Refused(f"process spawn ({name}, refused by the kernel): {_shown(self.string(tgid, args[at]))}")
-        elif name == "io_uring_setup":
-            raise _Refused("io_uring setup (refused by the kernel: its operations would pass no check)")
         elif name in ("connect", "bind"):
             self._address(name, tid, tgid, args)
         elif name:
@@ -253,8 +322,11 @@ class Supervisor:
                 if len(raw) > 3 and name == "connect":  # an abstract socket (Landlock scopes them too)
                     raise _Refused(f"network connection ({name}, refused by the kernel): @{_shown(raw[3:])}")
                 return
-            # connecting to a path outside the writable folders reaches another program; binding one creates it
-            if not self.writable_path(self._resolve(tid, tgid, None, os.fsdecode(path), follow=name == "connect")):
+            # connecting to a named socket is left to the audit hooks, as under Landlock (the C library's own
+            # lookups of users and hosts connect to such sockets); binding one creates a file
+            if name == "bind" and not self.writable_path(
+                self._resolve(tid, tgid, None, os.fsdecode(path), follow=False)
+            ):
                 raise _Refused(f"network connection ({name}, refused by the kernel): {_shown(path)}")
             return
         if family not in (_socket.AF_INET, _socket.AF_INET6) or len(raw) < 8:
@@ -272,8 +344,8 @@ class Supervisor:
     def _stream(self, tgid: int, fd: int) -> bool:
         try:
             sock = self._copy_socket(tgid, fd)
-        except OSError:
-            return True  # unknown: checked as TCP
+        except OSError as exc:  # not open (the kernel fails the call itself), or unknown: checked as TCP
+            return exc.errno != errno.EBADF
         try:
             return bool(sock.type == _socket.SOCK_STREAM)
         finally:
@@ -297,21 +369,28 @@ class Supervisor:
             return  # a pipe, an eventfd, an epoll or another kernel object
         try:
             sock = self._copy_socket(tgid, fd)
-        except OSError:
-            return  # gone: the kernel fails the call itself
+        except OSError as exc:
+            if exc.errno == errno.EBADF:
+                return  # gone: the kernel fails the call itself
+            self._refuse_descriptor(tid, tgid, fd, f"network send ({before}): {target} (it could not be checked)")
+            return
         try:
             family, kind = sock.family, sock.type
-            peer = sock.getpeername() if kind == _socket.SOCK_STREAM or family == _socket.AF_UNIX else None
-        except OSError:
-            return  # not connected: the kernel fails the call itself
+            inode = os.fstat(sock.fileno()).st_ino
+            try:
+                peer = sock.getpeername() if kind == _socket.SOCK_STREAM or family == _socket.AF_UNIX else None
+            except OSError:
+                peer = None  # not connected
         finally:
             sock.close()
+        tcp = family in (_socket.AF_INET, _socket.AF_INET6) and kind == _socket.SOCK_STREAM
+        if tcp and not peer:  # only a send that connects (TCP Fast Open) would get through
+            raise _Refused(f"network connection ({name} that connects, refused by the kernel)")
         if family == _socket.AF_UNIX:
             shown = os.fsdecode(peer) if isinstance(peer, bytes) else str(peer or "")
-            if not shown or self.writable_path(os.path.realpath(shown)):
-                return
+            if not shown or inode not in self.before or self.writable_path(shown):
+                return  # unnamed, or connected while confined (the connect was the audit hooks' to check)
             self._refuse_descriptor(tid, tgid, fd, f"network send ({before}): {_shown(shown)}")
-        tcp = family in (_socket.AF_INET, _socket.AF_INET6) and kind == _socket.SOCK_STREAM
         if tcp and peer and peer[1] not in self.ports:
             self._refuse_descriptor(tid, tgid, fd, f"network send ({before}): {_shown(str(peer[0]))}:{peer[1]}")
 
@@ -360,6 +439,7 @@ class Supervisor:
 
     def command(self, control: "_socket.socket", message: bytes) -> None:
         if message == b"confine":
+            self.before = _sockets(self.agent_pid)
             self.confined = True
             control.send(b"ok")
         elif message == b"release":
@@ -377,6 +457,23 @@ def _pidfd_getfd(pidfd: int, target: int) -> int:
     if copy < 0:
         raise OSError(ctypes.get_errno(), "pidfd_getfd")
     return copy
+
+
+def _sockets(pid: int) -> set[int]:
+    """The inodes of the sockets process ``pid`` holds now."""
+    found: set[int] = set()
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return found
+    for name in names:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{name}")
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target.endswith("]") and target[8:-1].isdigit():
+            found.add(int(target[8:-1]))
+    return found
 
 
 def _int(value: int) -> int:
