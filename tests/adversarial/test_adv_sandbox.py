@@ -560,6 +560,11 @@ def test_the_recorded_steps_of_a_live_replay_are_confined_below_python(
         assert received(listener) == b"" and not target.exists() and not marker.exists()
         for named in (f"{ledger}", f"127.0.0.1:{listener.getsockname()[1]}", f"{target}", "/usr/bin/touch"):
             assert any(named in effect and "refused by the kernel" in effect for effect in effects), (named, effects)
+        # the agent's frame that made the call, as for what the audit hooks block (the write and the send release
+        # the GIL, so the replaying process can tell; the exec happens in a forked child, named without one)
+        port = listener.getsockname()[1]
+        for named in (f"{ledger} (in prefix_below() at ", f"127.0.0.1:{port} (in prefix_below() at "):
+            assert any(named in effect for effect in effects), (named, effects)
         assert any("the live part did not start" in note for note in document["notes"]), document["notes"]
         assert any(f"{ledger}" in note and "/dev/null" in note for note in document["notes"]), document["notes"]
     else:

@@ -236,8 +236,8 @@ def check_children() -> None:
 
 def record_refused(session: Any, what: str) -> None:
     """A call the kernel refused below Python during ``session``'s recorded steps (named by the seccomp supervisor
-    of a live replay from step N), recorded as a side effect like one the guard blocked, without a frame (the
-    supervisor sees the system call, not the Python code that made it)."""
+    of a live replay from step N, with the agent's frame when the replaying process could tell it), recorded as a
+    side effect like one the guard blocked."""
     state = _guard.get()
     if state is None or state.session is not session:
         state = Guard(session)

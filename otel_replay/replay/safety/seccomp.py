@@ -30,6 +30,7 @@ import sys
 import threading
 from typing import Final
 
+from ..raised import agent_frame
 from . import supervisor
 
 _SYS_SECCOMP: Final = 317  # x86-64
@@ -146,6 +147,38 @@ _START: Final = (
 nothing): its bytecode is cached, and nothing else of otel-replay is imported."""
 
 
+def _answer_frames(sock: socket.socket) -> None:
+    """Answer the supervisor's ``ID TID`` questions with ``ID`` and the agent's frame the thread ``TID`` is in
+    (``function() at file:line``, or nothing), until it ends. The thread asked about is held in the kernel at
+    the refused call meanwhile, so its frame is the one that made it."""
+    with sock:
+        while True:
+            try:
+                question = sock.recv(64)
+            except OSError:
+                return
+            if not question:
+                return  # the supervisor ended
+            ident, _, tid = question.decode("ascii", "replace").partition(" ")
+            try:
+                where = _frame_of(int(tid)) or ""
+            except Exception:  # noqa: BLE001 - a frame that cannot be told is left out, never raised
+                where = ""
+            try:
+                sock.send(f"{ident} {where}".encode("utf-8", "replace"))
+            except OSError:
+                return
+
+
+def _frame_of(tid: int) -> str | None:
+    """The agent's innermost frame on the Python thread whose kernel id is ``tid`` (None for a thread Python did
+    not start, or one in another process)."""
+    for thread in threading.enumerate():
+        if thread.native_id == tid and thread.ident is not None:
+            return agent_frame(sys._current_frames().get(thread.ident))
+    return None
+
+
 def _silence(entry: str) -> str | None:
     """Point the descriptor ``fd:TGID:FD:DEV:INO`` at ``/dev/null`` when it is this process's and still the file
     the write was refused through (the agent may have closed it and the number been reused); return its path."""
@@ -256,13 +289,18 @@ class Supervisor:
             self._ptracer = True
 
     def attach(self, listener: int) -> None:
-        """Hand the supervisor the filter's listener (from a thread not under the filter) and close it here."""
+        """Hand the supervisor the filter's listener and close it here, with the socket on which it asks which
+        of the agent's frames made a call it refuses; answered by a thread started here. Call it from a thread
+        not under the filter: that thread's own calls would otherwise wait for the supervisor they serve."""
         if self._control is None:
             raise SeccompError(0, "seccomp: the supervisor is not running")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            socket.send_fds(self._control, [self._config], [listener])
+            socket.send_fds(self._control, [self._config], [listener, theirs.fileno()])
         finally:
             os.close(listener)
+            theirs.close()
+        threading.Thread(target=_answer_frames, args=(ours,), name="otel-replay-frames", daemon=True).start()
         if self._receive() != b"ok":
             raise SeccompError(0, "seccomp: the supervisor refused the filter")
 

@@ -162,6 +162,8 @@ def _iowr(nr: int, size: int) -> int:
 _NOTIF_RECV = _iowr(0, _NOTIF.size)
 _NOTIF_SEND = _iowr(1, _RESP.size)
 _FLAG_CONTINUE = 1
+_FRAME_WAIT = 0.25
+"""Seconds to wait for the frame of a refused call (the call waits as long)."""
 
 
 class _Refused(Exception):
@@ -178,6 +180,9 @@ class Supervisor:
         self.confined = False
         self.refused: list[str] = []
         self.silence: list[str] = []
+        self.frames: _socket.socket | None = None
+        """Where to ask the replaying process which of the agent's frames made a refused call."""
+        self._asked = 0
         self.before: set[int] = set()
         """The agent's sockets when the recorded steps began (inodes): a named Unix socket among them was
         connected before them, so nothing is sent through it while confined."""
@@ -424,7 +429,8 @@ class Supervisor:
                 self.check(tid, nr, arch, tuple(args))
             except _Refused as refused:
                 error, flags = -errno.EACCES, 0
-                self._keep(str(refused))
+                where = self._frame(tid)
+                self._keep(f"{refused} (in {where})" if where else str(refused))
             except Exception as exc:  # noqa: BLE001 - a call that cannot be checked does not go on
                 error, flags = -errno.EACCES, 0
                 self._keep(f"system call {nr} that could not be checked ({type(exc).__name__})")
@@ -432,6 +438,21 @@ class Supervisor:
             fcntl.ioctl(listener, _NOTIF_SEND, bytearray(_RESP.pack(ident, 0, error, flags)))
         except OSError:
             pass  # the thread died meanwhile
+
+    def _frame(self, tid: int) -> str:
+        """The agent's frame that made the call thread ``tid`` is held at, as the replaying process tells it
+        (nothing when it does not answer in time: the thread may hold the GIL in a C extension)."""
+        if self.frames is None:
+            return ""
+        self._asked += 1
+        try:
+            self.frames.send(f"{self._asked} {tid}".encode())
+            while True:  # an answer to an earlier question that came too late is dropped
+                ident, _, where = self.frames.recv(4096).decode("utf-8", "replace").partition(" ")
+                if ident == str(self._asked):
+                    return _shown(where)
+        except OSError:  # a timeout included
+            return ""
 
     def _keep(self, text: str) -> None:
         if text not in self.refused:
@@ -499,17 +520,20 @@ def serve(agent_pid: int, control: "_socket.socket") -> None:
         control.send(f"error: cannot read the agent's memory ({exc.strerror})".encode())
         return
     control.send(b"ready")
-    message, ancillary, _, _ = control.recvmsg(65536, _socket.CMSG_SPACE(4))
+    message, ancillary, _, _ = control.recvmsg(65536, _socket.CMSG_SPACE(8))
     fds = [
-        struct.unpack("i", data[:4])[0]
+        fd
         for level, kind, data in ancillary
-        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS and len(data) >= 4
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS
+        for fd in struct.unpack(f"{len(data) // 4}i", data[: len(data) // 4 * 4])
     ]
-    if not fds:
+    if len(fds) < 2:
         return
     listener = fds[0]
     ports, *writable = os.fsdecode(message).split("\0")
     supervisor = Supervisor(agent_pid, writable, [int(port) for port in ports.split(",") if port])
+    supervisor.frames = _socket.socket(fileno=fds[1])
+    supervisor.frames.settimeout(_FRAME_WAIT)
     control.send(b"ok")
     poller = select.poll()
     poller.register(listener, select.POLLIN)
