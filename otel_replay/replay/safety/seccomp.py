@@ -3,19 +3,22 @@ that could change the world to a supervisor process, and the replay's end of tha
 
 Landlock confines a thread for good, but a live replay from step N must be confined only over the recorded steps
 before N, then run live in the same call. So the thread that imports and calls the agent installs a seccomp
-filter (:func:`install`): opens for writing, file creation, renaming and removal, writes through descriptors
-other than standard input, output and error, TCP connect and bind, program execution and ``io_uring`` are
-suspended in the kernel and handed to :mod:`~otel_replay.replay.safety.supervisor`, a process of its own, which
-refuses what the recorded part may not do while the replay says it is confined (:meth:`Supervisor.confine`,
+filter (:func:`install`): opens for writing, file creation, renaming, linking and removal, writes through
+descriptors other than standard input, output and error (and a descriptor put in their place), connect, bind,
+program execution, ``io_uring``, new namespaces, mounts and opens by file handle are suspended in the kernel
+and handed to :mod:`~otel_replay.replay.safety.supervisor`, a process of its own, which refuses what the
+recorded part may not do while the replay says it is confined (:meth:`Supervisor.confine`,
 :meth:`Supervisor.release`) and lets everything through otherwise. Every other call (reads, ``mmap``, the
 allocator's work) never leaves the kernel. The filter applies to that thread and all it starts, and cannot be
 removed: once the replay is over the supervisor lets every call through until no thread or process under the
-filter is left, then ends.
+filter is left, then ends. A thread of this process tells it which of the agent's frames made a call it
+refuses (:func:`_answer_frames`), and the descriptors a refused write went through are pointed at
+``/dev/null`` when the recorded steps end (:func:`_silence`).
 
-Available on Linux x86-64 with seccomp user notification (Linux 5.5 and later) where the supervisor can read
-the agent's memory (``/proc/PID/mem``; under Yama's ``ptrace_scope=1`` the replay names the supervisor as its
-tracer, ``PR_SET_PTRACER``, for the replay's duration). Nothing here is process-wide but that: the filter is
-the calling thread's.
+Available on Linux 5.8 or later on x86-64 with seccomp user notification, where the supervisor can read the
+agent's memory (``/proc/PID/mem``; under Yama's ``ptrace_scope=1`` the replay names the supervisor as its
+tracer, ``PR_SET_PTRACER``, for the replay's duration). Nothing else here is process-wide: the filter is the
+calling thread's.
 """
 
 from __future__ import annotations

@@ -180,14 +180,14 @@ class Supervisor:
         self.confined = False
         self.refused: list[str] = []
         self.silence: list[str] = []
+        """The descriptors a refused write went through, as ``fd:TGID:FD:DEV:INO``: the replay points them at
+        ``/dev/null``, so what the agent still holds for them (a buffered line) is never written later."""
         self.frames: _socket.socket | None = None
         """Where to ask the replaying process which of the agent's frames made a refused call."""
         self._asked = 0
         self.before: set[int] = set()
         """The agent's sockets when the recorded steps began (inodes): a named Unix socket among them was
         connected before them, so nothing is sent through it while confined."""
-        """The descriptors a refused write went through, as ``fd:TGID:FD:DEV:INO``: the replay points them at
-        ``/dev/null``, so what the agent still holds for them (a buffered line) is never written later."""
         self._mem: dict[int, int] = {}
         self._pidfds: dict[int, int] = {}
 
@@ -201,9 +201,19 @@ class Supervisor:
         return tid
 
     def read(self, tgid: int, address: int, size: int) -> bytes:
-        if tgid not in self._mem:
-            self._mem[tgid] = os.open(f"/proc/{tgid}/mem", os.O_RDONLY | os.O_CLOEXEC)
-        return os.pread(self._mem[tgid], size, address)
+        """``size`` bytes of process ``tgid``'s memory at ``address`` (its ``mem`` file kept open; opened again
+        once when it reads nothing, as for a process that ended and whose id was given to another)."""
+        for _ in range(2):
+            if tgid not in self._mem:
+                self._mem[tgid] = os.open(f"/proc/{tgid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                data = os.pread(self._mem[tgid], size, address)
+            except OSError:
+                data = b""
+            if data:
+                return data
+            os.close(self._mem.pop(tgid))
+        return b""
 
     def string(self, tgid: int, address: int) -> bytes:
         """The NUL-terminated string at ``address`` (read a page at a time: it may end before an unmapped one)."""
