@@ -235,9 +235,6 @@ class Supervisor:
             self._pidfds[tgid] = os.pidfd_open(tgid)
         return _socket.socket(fileno=_pidfd_getfd(self._pidfds[tgid], fd))
 
-    def _path(self, tid: int, tgid: int, dirfd: "int | None", address: int, *, follow: bool) -> str:
-        return self._resolve(tid, tgid, dirfd, os.fsdecode(self.string(tgid, address)), follow=follow)
-
     def _resolve(self, tid: int, tgid: int, dirfd: "int | None", path: str, *, follow: bool) -> str:
         """The absolute path a call names, as the kernel will resolve it for the agent: relative to its folder
         descriptor or the thread's folder, each symbolic link followed (the last one only when the call
@@ -276,6 +273,11 @@ class Supervisor:
     def writable_path(self, path: str) -> bool:
         return path == os.devnull or any(path == root or path.startswith(root + "/") for root in self.writable)
 
+    def _writable(self, what: str, path: str) -> None:
+        """Refuse ``what`` unless ``path`` (resolved) is writable."""
+        if not self.writable_path(path):
+            raise _Refused(f"{what}: {_shown(path)}")
+
     # ------------------------------------------------------------------------------------------------ deciding
 
     def check(self, tid: int, nr: int, arch: int, args: tuple[int, ...]) -> None:
@@ -304,10 +306,8 @@ class Supervisor:
                 path = os.fsdecode(self.string(tgid, args[1]))
                 if resolve & _RESOLVE_IN_ROOT:  # an absolute path is taken from the folder descriptor
                     path = path.lstrip("/") or "."
-                what = "file write (openat2, refused by the kernel)"
                 real = self._resolve(tid, tgid, args[0], path, follow=True)
-                if not self.writable_path(real):
-                    raise _Refused(f"{what}: {_shown(real)}")
+                self._writable("file write (openat2, refused by the kernel)", real)
         elif name in _PATHS:
             for n, (dirfd_at, path_at) in enumerate(_PATHS[name]):
                 dirfd = None if dirfd_at is None else args[dirfd_at]
@@ -324,9 +324,9 @@ class Supervisor:
             self._descriptor(name, tid, tgid, _int(fd))
 
     def _file(self, what: str, tid: int, tgid: int, dirfd: "int | None", address: int, follow: bool) -> None:
-        path = self._path(tid, tgid, dirfd, address, follow=follow)
-        if not self.writable_path(path):
-            raise _Refused(f"{what}: {_shown(path)}")
+        """Refuse ``what`` unless the path at ``address`` names a writable file."""
+        path = os.fsdecode(self.string(tgid, address))
+        self._writable(what, self._resolve(tid, tgid, dirfd, path, follow=follow))
 
     def _address(self, name: str, tid: int, tgid: int, args: tuple[int, ...]) -> None:
         raw = self.read(tgid, args[1], min(args[2], 128))
@@ -339,10 +339,9 @@ class Supervisor:
                 return
             # connecting to a named socket is left to the audit hooks, as under Landlock (the C library's own
             # lookups of users and hosts connect to such sockets); binding one creates a file
-            if name == "bind" and not self.writable_path(
-                self._resolve(tid, tgid, None, os.fsdecode(path), follow=False)
-            ):
-                raise _Refused(f"network connection ({name}, refused by the kernel): {_shown(path)}")
+            if name == "bind":
+                real = self._resolve(tid, tgid, None, os.fsdecode(path), follow=False)
+                self._writable(f"network connection ({name}, refused by the kernel)", real)
             return
         if family not in (_socket.AF_INET, _socket.AF_INET6) or len(raw) < 8:
             return
